@@ -1,0 +1,188 @@
+//! Backends: where locks are kept.
+//!
+//! [`LockBackend`] is the one contract every store meets: atomic acquire with a lease and a
+//! fence, release and renew that succeed only for the holder's token, inspect, and a health
+//! probe. Each operation is a single atomic step on the store (one Lua script on Redis, one
+//! critical section in memory), so concurrent gateways can never both win a lock.
+//!
+//! This layer speaks in plain names, token strings and durations; it knows nothing of HTTP,
+//! of token generation or of validity accounting (the `lock` module does that), and nothing
+//! outside it knows about Redis.
+//!
+//! Implementations: [`redis::RedisBackend`] (one Redis or Valkey server) and
+//! [`memory::MemoryBackend`] (in-process, for `--dev` and fast API tests). [`Backend`] is the
+//! closed set the server dispatches over without boxing a future per request.
+
+pub mod fence;
+pub mod memory;
+pub mod redis;
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Ask the store to confirm that `replicas` replicas have the write before answering
+/// (Redis `WAIT`), waiting at most `timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaAck {
+    pub replicas: u32,
+    pub timeout: Duration,
+}
+
+/// A lease as the store saw it when it executed the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The fence of this grant (see [`fence`]).
+    pub fence: u64,
+    /// Time to live the store set or reported, measured at the store. The caller subtracts
+    /// the time it spent waiting for the answer.
+    pub ttl: Duration,
+    /// Replicas that acknowledged the write, when asked.
+    pub replicas_acked: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    /// The lock was free and is now held with the given token.
+    Granted(Lease),
+    /// The lock was already held with the given token: a retry of an idempotent acquire.
+    AlreadyHeld(Lease),
+    /// Another token holds the lock. `ttl` is its remaining time to live, `None` when the key
+    /// has no expiry (written by something other than lockgate).
+    Held { ttl: Option<Duration> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    Released,
+    NotHeld,
+    NotOwner,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenewOutcome {
+    Renewed(Lease),
+    NotHeld,
+    NotOwner,
+}
+
+/// What inspect sees of a held lock. Never the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inspection {
+    /// Remaining time to live; `None` when the key has no expiry.
+    pub ttl: Option<Duration>,
+    /// The last fence issued for the name; `None` when the counter is gone.
+    pub fence: Option<u64>,
+}
+
+/// The store could not answer. Every variant but `Config` is transient from the caller's
+/// point of view.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    #[error("backend unreachable: {0}")]
+    Unavailable(String),
+    #[error("backend did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("backend sent an unexpected reply: {0}")]
+    Protocol(String),
+    /// Only at construction: the backend's settings cannot work.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// The contract every store meets. `name` is an already validated lock name; `token` is the
+/// exact string the store keeps as the lock's value.
+pub trait LockBackend: Send + Sync {
+    /// Takes the lock if it is free; reports the holder's remaining ttl if not.
+    fn acquire(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
+
+    /// Deletes the lock if and only if `token` holds it.
+    fn release(
+        &self,
+        name: &str,
+        token: &str,
+    ) -> impl Future<Output = Result<ReleaseOutcome, BackendError>> + Send;
+
+    /// Sets a new ttl if and only if `token` holds the lock.
+    fn renew(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> impl Future<Output = Result<RenewOutcome, BackendError>> + Send;
+
+    /// Reports whether the lock is held, for how long, and the current fence.
+    fn inspect(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Inspection>, BackendError>> + Send;
+
+    /// Answers when the store can serve requests.
+    fn ping(&self) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+/// The configured backend.
+#[derive(Debug)]
+pub enum Backend {
+    Memory(memory::MemoryBackend),
+    Redis(redis::RedisBackend),
+}
+
+impl Backend {
+    /// A short label for logs and the readiness answer.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Memory(_) => "memory",
+            Self::Redis(_) => "redis",
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $b:ident => $call:expr) => {
+        match $self {
+            Backend::Memory($b) => $call.await,
+            Backend::Redis($b) => $call.await,
+        }
+    };
+}
+
+impl LockBackend for Backend {
+    async fn acquire(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        dispatch!(self, b => b.acquire(name, token, ttl, ack))
+    }
+
+    async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
+        dispatch!(self, b => b.release(name, token))
+    }
+
+    async fn renew(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        dispatch!(self, b => b.renew(name, token, ttl, ack))
+    }
+
+    async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
+        dispatch!(self, b => b.inspect(name))
+    }
+
+    async fn ping(&self) -> Result<(), BackendError> {
+        dispatch!(self, b => b.ping())
+    }
+}

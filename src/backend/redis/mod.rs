@@ -1,0 +1,344 @@
+//! The Redis backend: one standalone Redis or Valkey server (`redis://`, `rediss://`, ACL user
+//! and password in the URL).
+//!
+//! Every lock operation is one Lua script (in `../scripts/`) run by SHA over one shared
+//! multiplexed connection, reloaded automatically when the server answers NOSCRIPT (its script
+//! cache is empty after a restart or failover). All user data travels in KEYS and ARGV; no
+//! script text is ever built from input.
+//!
+//! Key layout, for a name `orders:42` and the default prefix `lockgate:`:
+//!
+//! | key | holds |
+//! |---|---|
+//! | `lockgate:{orders:42}` | the holder's token, exactly, with the lease as its PTTL |
+//! | `lockgate:{orders:42}:fence` | the last fence issued, kept for the fence retention |
+//!
+//! The braces are a hash tag: both keys hash to one Redis Cluster slot, so one script can
+//! touch both. Names cannot contain braces, so a name can never move the tag.
+//!
+//! With replica acknowledgement requested, the script and `WAIT n timeout` go pipelined in one
+//! round trip over a dedicated connection from a small pool, because `WAIT` blocks the
+//! connection it is sent on.
+
+mod connection;
+mod scripts;
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{Client, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
+
+use self::connection::{DedicatedPool, SharedConnection};
+use self::scripts::{ACQUIRE, INSPECT, RELEASE, RENEW};
+use super::{
+    AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseOutcome, RenewOutcome,
+    ReplicaAck,
+};
+
+/// Everything the Redis backend needs to know.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    pub url: String,
+    pub key_prefix: String,
+    /// Bound on every operation, including connecting; exceeded means "unavailable".
+    pub timeout: Duration,
+    /// Dedicated connections for `WAIT`.
+    pub wait_pool_size: usize,
+    pub fence_retention: Duration,
+}
+
+#[derive(Debug)]
+pub struct RedisBackend {
+    shared: SharedConnection,
+    wait_pool: DedicatedPool,
+    key_prefix: String,
+    timeout: Duration,
+    fence_retention_ms: u64,
+}
+
+/// The two keys of one lock name.
+struct LockKeys {
+    lock: String,
+    fence: String,
+}
+
+impl RedisBackend {
+    /// Checks the URL and prepares the connections; connecting happens on first use, so the
+    /// gateway can start before Redis does and become ready when Redis is.
+    pub fn new(options: RedisOptions) -> Result<Self, BackendError> {
+        let client = Client::open(options.url.as_str()).map_err(|e| {
+            BackendError::Config(format!("the redis url is not usable: {}", e.category()))
+        })?;
+        Ok(Self {
+            shared: SharedConnection::new(client, options.timeout),
+            wait_pool: DedicatedPool::new(options.wait_pool_size),
+            key_prefix: options.key_prefix,
+            timeout: options.timeout,
+            fence_retention_ms: millis(options.fence_retention),
+        })
+    }
+
+    fn keys(&self, name: &str) -> LockKeys {
+        let lock = format!("{}{{{}}}", self.key_prefix, name);
+        let fence = format!("{lock}:fence");
+        LockKeys { lock, fence }
+    }
+
+    /// Runs one script on the shared connection, within the backend timeout.
+    async fn run<T: FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        call: &Cmd,
+    ) -> Result<T, BackendError> {
+        let attempt = async {
+            let (epoch, mut conn) = self.shared.get().await?;
+            eval(&mut conn, script, call)
+                .await
+                .map_err(|e| self.shared.failed(epoch, &e))
+        };
+        tokio::time::timeout(self.timeout, attempt)
+            .await
+            .map_err(|_| BackendError::Timeout(self.timeout))?
+    }
+
+    /// Runs one script followed by `WAIT`, pipelined on a dedicated connection, and returns
+    /// the script's reply with the number of replicas that acknowledged.
+    async fn run_acked<T: FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        call: &Cmd,
+        ack: ReplicaAck,
+    ) -> Result<(T, u32), BackendError> {
+        let limit = self.timeout + ack.timeout;
+        let attempt = async {
+            let mut checkout = self.wait_pool.checkout(&self.shared).await?;
+            let mut pipe = redis::pipe();
+            pipe.add_command(call.clone())
+                .cmd("WAIT")
+                .arg(ack.replicas)
+                .arg(millis(ack.timeout));
+            let reply = match pipe.query_async::<(T, i64)>(&mut checkout.conn).await {
+                Err(e) if is_noscript(&e) => match script.load_async(&mut checkout.conn).await {
+                    Ok(_) => pipe.query_async::<(T, i64)>(&mut checkout.conn).await,
+                    Err(e) => Err(e),
+                },
+                other => other,
+            };
+            match reply {
+                Ok((value, acked)) => {
+                    checkout.give_back();
+                    Ok((value, u32::try_from(acked).unwrap_or(0)))
+                }
+                Err(e) => Err(self.shared.failed(checkout.epoch, &e)),
+            }
+        };
+        tokio::time::timeout(limit, attempt)
+            .await
+            .map_err(|_| BackendError::Timeout(limit))?
+    }
+
+    /// Runs a script that changes a lease, with or without replica acknowledgement.
+    async fn run_lease_script(
+        &self,
+        script: &redis::Script,
+        call: &Cmd,
+        ack: Option<ReplicaAck>,
+    ) -> Result<(Vec<i64>, Option<u32>), BackendError> {
+        match ack {
+            None => Ok((self.run(script, call).await?, None)),
+            Some(ack) => {
+                let (reply, acked) = self.run_acked(script, call, ack).await?;
+                Ok((reply, Some(acked)))
+            }
+        }
+    }
+}
+
+/// `EVALSHA` with the script's keys and arguments.
+fn evalsha(script: &redis::Script, keys: &LockKeys, with_fence: bool) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash());
+    if with_fence {
+        cmd.arg(2).arg(&keys.lock).arg(&keys.fence);
+    } else {
+        cmd.arg(1).arg(&keys.lock);
+    }
+    cmd
+}
+
+/// Sends `call` (an EVALSHA of `script`), loading the script once if the server lacks it.
+async fn eval<T: FromRedisValue>(
+    conn: &mut MultiplexedConnection,
+    script: &redis::Script,
+    call: &Cmd,
+) -> RedisResult<T> {
+    match call.query_async(conn).await {
+        Err(e) if is_noscript(&e) => {
+            script.load_async(conn).await?;
+            call.query_async(conn).await
+        }
+        other => other,
+    }
+}
+
+fn is_noscript(err: &redis::RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A PTTL reply: `None` for "no expiry" (-1); negative values other than -1 count as zero.
+fn pttl(ms: i64) -> Option<Duration> {
+    (ms != -1).then(|| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
+fn fence(value: i64) -> Result<u64, BackendError> {
+    u64::try_from(value).map_err(|_| BackendError::Protocol(format!("negative fence {value}")))
+}
+
+fn unexpected(script: &str, reply: &[i64]) -> BackendError {
+    BackendError::Protocol(format!("{script} script replied {reply:?}"))
+}
+
+fn lease(script: &str, reply: &[i64], acked: Option<u32>) -> Result<Lease, BackendError> {
+    match *reply {
+        [_, f, ttl] => Ok(Lease {
+            fence: fence(f)?,
+            ttl: pttl(ttl).unwrap_or(Duration::ZERO),
+            replicas_acked: acked,
+        }),
+        _ => Err(unexpected(script, reply)),
+    }
+}
+
+impl LockBackend for RedisBackend {
+    async fn acquire(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(&ACQUIRE, &keys, true);
+        call.arg(token)
+            .arg(millis(ttl))
+            .arg(self.fence_retention_ms);
+        let (reply, acked) = self.run_lease_script(&ACQUIRE, &call, ack).await?;
+        match reply.first() {
+            Some(1) => Ok(AcquireOutcome::Granted(lease("acquire", &reply, acked)?)),
+            Some(2) => Ok(AcquireOutcome::AlreadyHeld(lease(
+                "acquire", &reply, acked,
+            )?)),
+            Some(0) if reply.len() == 2 => Ok(AcquireOutcome::Held {
+                ttl: pttl(reply[1]),
+            }),
+            _ => Err(unexpected("acquire", &reply)),
+        }
+    }
+
+    async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(&RELEASE, &keys, false);
+        call.arg(token);
+        match self.run::<i64>(&RELEASE, &call).await? {
+            1 => Ok(ReleaseOutcome::Released),
+            0 => Ok(ReleaseOutcome::NotHeld),
+            -1 => Ok(ReleaseOutcome::NotOwner),
+            other => Err(unexpected("release", &[other])),
+        }
+    }
+
+    async fn renew(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(&RENEW, &keys, true);
+        call.arg(token)
+            .arg(millis(ttl))
+            .arg(self.fence_retention_ms);
+        let (reply, acked) = self.run_lease_script(&RENEW, &call, ack).await?;
+        match reply.first() {
+            Some(1) => Ok(RenewOutcome::Renewed(lease("renew", &reply, acked)?)),
+            Some(0) => Ok(RenewOutcome::NotHeld),
+            Some(-1) => Ok(RenewOutcome::NotOwner),
+            _ => Err(unexpected("renew", &reply)),
+        }
+    }
+
+    async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
+        let keys = self.keys(name);
+        let call = evalsha(&INSPECT, &keys, true);
+        let reply: Vec<i64> = self.run(&INSPECT, &call).await?;
+        match *reply {
+            [-2, _] => Ok(None),
+            [ttl, f] => Ok(Some(Inspection {
+                ttl: pttl(ttl),
+                fence: u64::try_from(f).ok(),
+            })),
+            _ => Err(unexpected("inspect", &reply)),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), BackendError> {
+        let attempt = async {
+            let (epoch, mut conn) = self.shared.get().await?;
+            redis::cmd("PING")
+                .query_async::<String>(&mut conn)
+                .await
+                .map(drop)
+                .map_err(|e| self.shared.failed(epoch, &e))
+        };
+        tokio::time::timeout(self.timeout, attempt)
+            .await
+            .map_err(|_| BackendError::Timeout(self.timeout))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backend(prefix: &str) -> RedisBackend {
+        RedisBackend::new(RedisOptions {
+            url: "redis://127.0.0.1:1".into(),
+            key_prefix: prefix.into(),
+            timeout: Duration::from_secs(1),
+            wait_pool_size: 1,
+            fence_retention: Duration::from_secs(60),
+        })
+        .expect("valid url")
+    }
+
+    #[test]
+    fn lock_key_and_fence_counter_share_a_hash_tag() {
+        let keys = backend("lockgate:").keys("orders:42");
+        assert_eq!(keys.lock, "lockgate:{orders:42}");
+        assert_eq!(keys.fence, "lockgate:{orders:42}:fence");
+    }
+
+    #[test]
+    fn pttl_replies_map_to_durations() {
+        assert_eq!(pttl(-1), None);
+        assert_eq!(pttl(-2), Some(Duration::ZERO));
+        assert_eq!(pttl(1500), Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn a_url_that_is_not_redis_is_refused() {
+        let options = RedisOptions {
+            url: "http://example.com".into(),
+            key_prefix: "x:".into(),
+            timeout: Duration::from_secs(1),
+            wait_pool_size: 1,
+            fence_retention: Duration::from_secs(60),
+        };
+        assert!(RedisBackend::new(options).is_err());
+    }
+}

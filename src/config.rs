@@ -1,0 +1,382 @@
+//! All flags and environment variables, in one place.
+//!
+//! Every flag has a `LOCKGATE_*` environment variable. [`Cli`] is what clap parses;
+//! [`Config::from_args`] validates it once into a [`Config`] that the rest of the program
+//! receives. Nothing else reads the environment. Durations are human (`30s`, `100ms`, `7d`)
+//! on the command line and `Duration` inside.
+//!
+//! The defaults suit a sidecar: listen on loopback only, 30 s leases.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::lock::Limits;
+use crate::lock::token::MIN_SECRET_LEN;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7380";
+pub const DEFAULT_KEY_PREFIX: &str = "lockgate:";
+pub const DEFAULT_TTL: &str = "30s";
+pub const DEFAULT_MIN_TTL: &str = "100ms";
+pub const DEFAULT_MAX_TTL: &str = "1h";
+pub const DEFAULT_MAX_WAIT: &str = "60s";
+pub const DEFAULT_FENCE_RETENTION: &str = "7d";
+pub const DEFAULT_REDIS_TIMEOUT: &str = "1s";
+pub const DEFAULT_MAX_BODY_BYTES: &str = "16384";
+pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
+
+/// Longest key prefix.
+const MAX_KEY_PREFIX_LEN: usize = 64;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lockgate",
+    version,
+    about = "An HTTP gateway to distributed locks kept in Redis.",
+    long_about = "An HTTP gateway to distributed locks kept in Redis.\n\n\
+        Without a subcommand, serves the API. Give --redis-url (or LOCKGATE_REDIS_URL), \
+        or --dev for an in-process store that needs no Redis.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the OpenAPI document of the API and exit.
+    Openapi,
+}
+
+/// Flags of the server.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on. The default, loopback only, suits a sidecar.
+    #[arg(long, env = "LOCKGATE_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+
+    /// Redis URL: redis://[[user]:password@]host[:port][/db], or rediss://… for TLS.
+    #[arg(
+        long,
+        env = "LOCKGATE_REDIS_URL",
+        hide_env_values = true,
+        conflicts_with = "dev"
+    )]
+    pub redis_url: Option<Secret>,
+
+    /// Keep locks in this process instead of Redis. For development only: locks are not shared
+    /// with other gateways and vanish when the process exits.
+    #[arg(long, env = "LOCKGATE_DEV")]
+    pub dev: bool,
+
+    /// Prefix of every Redis key lockgate writes (letters, digits, '.', '_', ':', '/', '-').
+    #[arg(long, env = "LOCKGATE_KEY_PREFIX", default_value = DEFAULT_KEY_PREFIX)]
+    pub key_prefix: String,
+
+    /// Lease length when a request gives no ttl_ms.
+    #[arg(long, env = "LOCKGATE_DEFAULT_TTL", default_value = DEFAULT_TTL, value_parser = humantime::parse_duration)]
+    pub default_ttl: Duration,
+
+    /// Shortest lease a client may ask for.
+    #[arg(long, env = "LOCKGATE_MIN_TTL", default_value = DEFAULT_MIN_TTL, value_parser = humantime::parse_duration)]
+    pub min_ttl: Duration,
+
+    /// Longest lease a client may ask for (renewals can extend a lock beyond it).
+    #[arg(long, env = "LOCKGATE_MAX_TTL", default_value = DEFAULT_MAX_TTL, value_parser = humantime::parse_duration)]
+    pub max_ttl: Duration,
+
+    /// Longest wait_ms a client may ask for.
+    #[arg(long, env = "LOCKGATE_MAX_WAIT", default_value = DEFAULT_MAX_WAIT, value_parser = humantime::parse_duration)]
+    pub max_wait: Duration,
+
+    /// How long a name's fence counter is kept after its last grant or renewal. Must be at
+    /// least --max-ttl.
+    #[arg(long, env = "LOCKGATE_FENCE_RETENTION", default_value = DEFAULT_FENCE_RETENTION, value_parser = humantime::parse_duration)]
+    pub fence_retention: Duration,
+
+    /// Bound on each Redis operation, connecting included. Past it the request answers 503.
+    #[arg(long, env = "LOCKGATE_REDIS_TIMEOUT", default_value = DEFAULT_REDIS_TIMEOUT, value_parser = humantime::parse_duration)]
+    pub redis_timeout: Duration,
+
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "LOCKGATE_MAX_BODY_BYTES", default_value = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+
+    /// Dedicated Redis connections for requests that ask for replica acknowledgement (WAIT).
+    #[arg(long, env = "LOCKGATE_WAIT_POOL_SIZE", default_value = DEFAULT_WAIT_POOL_SIZE)]
+    pub wait_pool_size: usize,
+
+    /// Secret (at least 32 bytes) from which tokens of idempotent acquires are derived. Set the
+    /// same value on every gateway of a shared service; random per process when unset.
+    #[arg(long, env = "LOCKGATE_TOKEN_SECRET", hide_env_values = true)]
+    pub token_secret: Option<Secret>,
+
+    /// Log line format.
+    #[arg(long, env = "LOCKGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A string that must never be printed: a URL with a password, a secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Where locks are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendChoice {
+    Memory,
+    Redis { url: Secret },
+}
+
+/// The validated configuration of the server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub backend: BackendChoice,
+    pub key_prefix: String,
+    pub limits: Limits,
+    pub fence_retention: Duration,
+    pub redis_timeout: Duration,
+    pub max_body_bytes: usize,
+    pub wait_pool_size: usize,
+    pub token_secret: Option<Secret>,
+    pub log_format: LogFormat,
+}
+
+/// A configuration that cannot work. Each message is one line that says how to fix it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error(
+        "no lock store configured: pass --redis-url redis://HOST:PORT (or set LOCKGATE_REDIS_URL), \
+         or --dev for an in-process store"
+    )]
+    NoBackend,
+    #[error("--redis-url must start with redis:// or rediss://")]
+    RedisScheme,
+    #[error("{0}")]
+    Range(String),
+    #[error(
+        "--key-prefix may hold at most {MAX_KEY_PREFIX_LEN} of: letters, digits, '.', '_', ':', '/', '-'"
+    )]
+    KeyPrefix,
+    #[error("--token-secret must be at least {MIN_SECRET_LEN} bytes long")]
+    ShortSecret,
+}
+
+fn range(message: String) -> ConfigError {
+    ConfigError::Range(message)
+}
+
+impl Config {
+    pub fn from_args(args: ServeArgs) -> Result<Self, ConfigError> {
+        let backend = match (args.dev, args.redis_url) {
+            (true, None) => BackendChoice::Memory,
+            (false, Some(url)) => {
+                let scheme_ok = ["redis://", "rediss://"]
+                    .iter()
+                    .any(|s| url.expose().starts_with(s));
+                if !scheme_ok {
+                    return Err(ConfigError::RedisScheme);
+                }
+                BackendChoice::Redis { url }
+            }
+            // clap rejects both together; neither is the common first-run mistake.
+            (_, _) => return Err(ConfigError::NoBackend),
+        };
+        let limits = Limits {
+            default_ttl: args.default_ttl,
+            min_ttl: args.min_ttl,
+            max_ttl: args.max_ttl,
+            max_wait: args.max_wait,
+        };
+        check_limits(&limits, args.fence_retention)?;
+        if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&args.redis_timeout) {
+            return Err(range("--redis-timeout must be between 10ms and 60s".into()));
+        }
+        if !(64..=1 << 20).contains(&args.max_body_bytes) {
+            return Err(range(
+                "--max-body-bytes must be between 64 and 1048576".into(),
+            ));
+        }
+        if !(1..=256).contains(&args.wait_pool_size) {
+            return Err(range("--wait-pool-size must be between 1 and 256".into()));
+        }
+        let prefix_ok = args.key_prefix.len() <= MAX_KEY_PREFIX_LEN
+            && args
+                .key_prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b));
+        if !prefix_ok {
+            return Err(ConfigError::KeyPrefix);
+        }
+        if args
+            .token_secret
+            .as_ref()
+            .is_some_and(|s| s.expose().len() < MIN_SECRET_LEN)
+        {
+            return Err(ConfigError::ShortSecret);
+        }
+        Ok(Self {
+            listen: args.listen,
+            backend,
+            key_prefix: args.key_prefix,
+            limits,
+            fence_retention: args.fence_retention,
+            redis_timeout: args.redis_timeout,
+            max_body_bytes: args.max_body_bytes,
+            wait_pool_size: args.wait_pool_size,
+            token_secret: args.token_secret,
+            log_format: args.log_format,
+        })
+    }
+}
+
+fn check_limits(limits: &Limits, fence_retention: Duration) -> Result<(), ConfigError> {
+    let Limits {
+        default_ttl,
+        min_ttl,
+        max_ttl,
+        max_wait,
+    } = *limits;
+    if min_ttl < Duration::from_millis(1) {
+        return Err(range("--min-ttl must be at least 1ms".into()));
+    }
+    if !(min_ttl <= default_ttl && default_ttl <= max_ttl) {
+        return Err(range(
+            "--min-ttl <= --default-ttl <= --max-ttl must hold".into(),
+        ));
+    }
+    if max_wait > Duration::from_secs(3600) {
+        return Err(range("--max-wait must be at most 1h".into()));
+    }
+    if fence_retention < max_ttl {
+        return Err(range("--fence-retention must be at least --max-ttl".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, ConfigError> {
+        let cli = Cli::try_parse_from(std::iter::once("lockgate").chain(args.iter().copied()))
+            .expect("parses");
+        Config::from_args(cli.serve)
+    }
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_suit_a_sidecar() {
+        let config = parse(&["--dev"]).expect("valid");
+        assert_eq!(config.listen.to_string(), "127.0.0.1:7380");
+        assert_eq!(config.backend, BackendChoice::Memory);
+        assert_eq!(config.limits.default_ttl, Duration::from_secs(30));
+        assert_eq!(config.fence_retention, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(config.key_prefix, "lockgate:");
+    }
+
+    #[test]
+    fn a_store_must_be_chosen() {
+        assert_eq!(parse(&[]).unwrap_err(), ConfigError::NoBackend);
+        let both = Cli::try_parse_from(["lockgate", "--dev", "--redis-url", "redis://x"]);
+        assert!(both.is_err());
+        assert_eq!(
+            parse(&["--redis-url", "http://x"]).unwrap_err(),
+            ConfigError::RedisScheme
+        );
+        assert!(parse(&["--redis-url", "rediss://u:p@host:6380/0"]).is_ok());
+    }
+
+    #[test]
+    fn inconsistent_limits_are_refused() {
+        assert!(parse(&["--dev", "--min-ttl", "0ms"]).is_err());
+        assert!(parse(&["--dev", "--default-ttl", "2h"]).is_err());
+        assert!(parse(&["--dev", "--fence-retention", "30m"]).is_err());
+        assert!(parse(&["--dev", "--wait-pool-size", "0"]).is_err());
+        assert!(parse(&["--dev", "--redis-timeout", "0s"]).is_err());
+        assert!(
+            parse(&[
+                "--dev",
+                "--default-ttl",
+                "5s",
+                "--min-ttl",
+                "1s",
+                "--max-ttl",
+                "10s"
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn key_prefixes_cannot_break_hash_tags() {
+        assert_eq!(
+            parse(&["--dev", "--key-prefix", "a{b}"]).unwrap_err(),
+            ConfigError::KeyPrefix
+        );
+        assert_eq!(
+            parse(&["--dev", "--key-prefix", "a b"]).unwrap_err(),
+            ConfigError::KeyPrefix
+        );
+        assert!(parse(&["--dev", "--key-prefix", ""]).is_ok());
+        assert!(parse(&["--dev", "--key-prefix", "team/a:locks:"]).is_ok());
+    }
+
+    #[test]
+    fn short_secrets_are_refused_and_secrets_never_print() {
+        assert_eq!(
+            parse(&["--dev", "--token-secret", "short"]).unwrap_err(),
+            ConfigError::ShortSecret
+        );
+        let secret = "x".repeat(40);
+        let config = parse(&[
+            "--redis-url",
+            "redis://:hunter2@h:1",
+            "--token-secret",
+            &secret,
+        ])
+        .expect("valid");
+        let printed = format!("{config:?}");
+        assert!(
+            !printed.contains("hunter2") && !printed.contains(&secret),
+            "{printed}"
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! The JSON bodies of the API. Durations are integer milliseconds in fields ending in `_ms`.
+//! Request bodies refuse unknown fields, so a typo (`ttl` for `ttl_ms`) is an error rather
+//! than a silently ignored setting.
+
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use utoipa::ToSchema;
+
+use crate::lock::{Grant, LockName, LockState, RawReplicas, Renewal, Validity};
+
+/// Body of `POST /locks/{name}`. Every field is optional; an empty body means all defaults.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"ttl_ms": 10000}))]
+pub struct AcquireBody {
+    /// Lease length in milliseconds. Default 30000; bounded by the server's `--min-ttl` and
+    /// `--max-ttl`.
+    #[schema(minimum = 1)]
+    pub ttl_ms: Option<u64>,
+    /// How long to wait for a held lock, in milliseconds. Default 0: try once. Bounded by the
+    /// server's `--max-wait`.
+    pub wait_ms: Option<u64>,
+    /// Replicas that must acknowledge the write (Redis `WAIT`). Default 0: do not wait.
+    #[schema(maximum = 64)]
+    pub replicas: Option<u64>,
+    /// How long to wait for replica acknowledgements, in milliseconds (1 to 10000).
+    /// Default 100.
+    #[schema(minimum = 1, maximum = 10000)]
+    pub replica_timeout_ms: Option<u64>,
+    /// When fewer than `replicas` acknowledge: release the lock and answer 503
+    /// `insufficient-replicas`. Default false: report `replicas_acked` and keep the lock.
+    pub require_replicas: Option<bool>,
+}
+
+impl AcquireBody {
+    pub fn replicas(&self) -> RawReplicas {
+        RawReplicas {
+            replicas: self.replicas,
+            replica_timeout_ms: self.replica_timeout_ms,
+            require_replicas: self.require_replicas,
+        }
+    }
+}
+
+/// Body of `PATCH /locks/{name}`. Every field is optional; an empty body renews for the
+/// default ttl.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"ttl_ms": 30000}))]
+pub struct RenewBody {
+    /// New lease length in milliseconds, counted from now. Default 30000.
+    #[schema(minimum = 1)]
+    pub ttl_ms: Option<u64>,
+    /// Replicas that must acknowledge the renewal (Redis `WAIT`). Default 0.
+    #[schema(maximum = 64)]
+    pub replicas: Option<u64>,
+    /// How long to wait for replica acknowledgements, in milliseconds (1 to 10000).
+    /// Default 100.
+    #[schema(minimum = 1, maximum = 10000)]
+    pub replica_timeout_ms: Option<u64>,
+    /// When fewer than `replicas` acknowledge, answer 503 `insufficient-replicas`. The lock
+    /// stays held (its primary did renew it). Default false.
+    pub require_replicas: Option<bool>,
+}
+
+impl RenewBody {
+    pub fn replicas(&self) -> RawReplicas {
+        RawReplicas {
+            replicas: self.replicas,
+            replica_timeout_ms: self.replica_timeout_ms,
+            require_replicas: self.require_replicas,
+        }
+    }
+}
+
+/// A granted lock.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "name": "orders:42",
+    "token": "Yq3v7M1b0nqzT0m6k9xW2A",
+    "fence": 1763712000123456u64,
+    "ttl_ms": 29998,
+    "expires_at": "2026-11-21T08:00:30.123Z"
+}))]
+pub struct LockGrantBody {
+    pub name: String,
+    /// Proof of ownership: send it in the `Lock-Token` header to renew or release. Keep it
+    /// secret.
+    pub token: String,
+    /// Strictly increases with every grant of this name. Pass it to the resource the lock
+    /// protects, which should refuse writes with a smaller fence than one it has seen.
+    /// Below 2^53, so it is exact in JavaScript.
+    pub fence: u64,
+    /// Milliseconds of validity left when the response was built; the time spent in the
+    /// gateway and in Redis is already subtracted.
+    pub ttl_ms: u64,
+    /// When the lease ends, RFC 3339 (informative: compare clocks with care; rely on `ttl_ms`).
+    pub expires_at: String,
+    /// Replicas that acknowledged the write; present when `replicas` was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas_acked: Option<u32>,
+}
+
+/// A renewed lease.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "name": "orders:42",
+    "fence": 1763712000123456u64,
+    "ttl_ms": 29999,
+    "expires_at": "2026-11-21T08:01:00.456Z"
+}))]
+pub struct LockRenewalBody {
+    pub name: String,
+    /// The fence of the current grant.
+    pub fence: u64,
+    /// Milliseconds of validity left when the response was built.
+    pub ttl_ms: u64,
+    /// When the lease ends, RFC 3339 (informative).
+    pub expires_at: String,
+    /// Replicas that acknowledged the renewal; present when `replicas` was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas_acked: Option<u32>,
+}
+
+/// What anyone may see of a held lock. Never the token.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "name": "orders:42",
+    "held": true,
+    "ttl_ms": 21034,
+    "expires_at": "2026-11-21T08:00:30.123Z",
+    "fence": 1763712000123456u64
+}))]
+pub struct LockInfoBody {
+    pub name: String,
+    /// Always true: a lock that is not held answers 404 `lock-not-held`.
+    pub held: bool,
+    /// Milliseconds left on the current lease; absent when the key has no expiry (written by
+    /// a client other than lockgate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// When the current lease ends, RFC 3339 (informative).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// The last fence issued for this name; absent when its counter is gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn expires_at(remaining: Duration) -> String {
+    humantime::format_rfc3339_millis(SystemTime::now() + remaining).to_string()
+}
+
+/// `ttl_ms` and `expires_at` of a validity, read once so the two agree.
+fn lease_times(validity: &Validity) -> (u64, String) {
+    let remaining = validity.remaining(Instant::now());
+    (millis(remaining), expires_at(remaining))
+}
+
+impl LockGrantBody {
+    pub fn new(name: &LockName, grant: &Grant) -> Self {
+        let (ttl_ms, expires_at) = lease_times(&grant.validity);
+        Self {
+            name: name.to_string(),
+            token: grant.token.expose().to_owned(),
+            fence: grant.fence,
+            ttl_ms,
+            expires_at,
+            replicas_acked: grant.replicas_acked,
+        }
+    }
+}
+
+impl LockRenewalBody {
+    pub fn new(name: &LockName, renewal: &Renewal) -> Self {
+        let (ttl_ms, expires_at) = lease_times(&renewal.validity);
+        Self {
+            name: name.to_string(),
+            fence: renewal.fence,
+            ttl_ms,
+            expires_at,
+            replicas_acked: renewal.replicas_acked,
+        }
+    }
+}
+
+impl LockInfoBody {
+    pub fn new(name: &LockName, state: &LockState) -> Self {
+        Self {
+            name: name.to_string(),
+            held: true,
+            ttl_ms: state.ttl.map(millis),
+            expires_at: state.ttl.map(expires_at),
+            fence: state.fence,
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Request extractors that answer with problem documents instead of axum's plain-text
+//! rejections.
+//!
+//! * [`LockPath`]: the `{name}` path segment, validated as a [`LockName`].
+//! * [`LockTokenHeader`]: the required `Lock-Token` header. Tokens travel in a header, never in
+//!   the URL, where proxies and access logs keep them.
+//! * [`IdempotencyKeyHeader`]: the optional `Idempotency-Key` header.
+//! * [`JsonBody`]: a JSON body with a size limit, where an empty body means "all defaults".
+//!   The `Content-Type` is not checked, so that `curl -d '{...}'` (which sends
+//!   `application/x-www-form-urlencoded`) works as typed. Messages never repeat a string value
+//!   from the body, in case a client put a secret there.
+
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::header::CONTENT_LENGTH;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::AppState;
+use super::problem::ApiError;
+use crate::lock::{IdempotencyKey, LockName, LockToken};
+
+pub const LOCK_TOKEN: &str = "lock-token";
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The validated lock name from the path.
+#[derive(Debug)]
+pub struct LockPath(pub LockName);
+
+impl<S: Send + Sync> FromRequestParts<S> for LockPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        // The only way this rejects is a segment that does not percent-decode to UTF-8,
+        // which is outside the name alphabet anyway.
+        let Path(name) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::InvalidName(crate::lock::InvalidName::BadCharacter))?;
+        Ok(Self(LockName::from_string(name)?))
+    }
+}
+
+/// The `Lock-Token` header of release and renew.
+#[derive(Debug)]
+pub struct LockTokenHeader(pub LockToken);
+
+impl<S: Send + Sync> FromRequestParts<S> for LockTokenHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let value = parts
+            .headers
+            .get(LOCK_TOKEN)
+            .ok_or_else(|| ApiError::header("Lock-Token", "the Lock-Token header is required"))?;
+        value
+            .to_str()
+            .ok()
+            .and_then(LockToken::presented)
+            .map(Self)
+            .ok_or_else(|| {
+                ApiError::header("Lock-Token", "the Lock-Token header is not a valid token")
+            })
+    }
+}
+
+/// The optional `Idempotency-Key` header of acquire.
+#[derive(Debug)]
+pub struct IdempotencyKeyHeader(pub Option<IdempotencyKey>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let Some(value) = parts.headers.get(IDEMPOTENCY_KEY) else {
+            return Ok(Self(None));
+        };
+        value.to_str().ok().and_then(IdempotencyKey::parse).map(|key| Self(Some(key))).ok_or_else(|| {
+            ApiError::header(
+                "Idempotency-Key",
+                "the Idempotency-Key header must be 16 to 255 visible ASCII characters (a UUID works)",
+            )
+        })
+    }
+}
+
+/// A JSON body; an empty body deserializes as `T::default()`.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let limit = state.max_body_bytes;
+        let declared = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > limit as u64) {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
+        let bytes = axum::body::to_bytes(req.into_body(), limit)
+            .await
+            .map_err(|err| {
+                let too_large = std::error::Error::source(&err)
+                    .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+                if too_large {
+                    ApiError::PayloadTooLarge { limit }
+                } else {
+                    ApiError::body(None, "the request body could not be read")
+                }
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self(T::default()));
+        }
+        let mut json = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut json).map_err(|err| {
+            let path = err.path().to_string();
+            let field = (path != ".").then_some(path);
+            ApiError::body(field, describe_json_error(err.inner()))
+        })?;
+        json.end()
+            .map_err(|err| ApiError::body(None, describe_json_error(&err)))?;
+        Ok(Self(value))
+    }
+}
+
+/// serde_json's message without any string value it quotes (`invalid type: string "…"`).
+fn describe_json_error(err: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let message = err.to_string();
+    let message = match message.find(": string \"") {
+        Some(start) => match message.rfind("\", expected") {
+            Some(end) if end > start => {
+                format!("{}: a string{}", &message[..start], &message[end + 1..])
+            }
+            _ => format!("{}: a string", &message[..start]),
+        },
+        None => message,
+    };
+    match err.classify() {
+        Category::Syntax | Category::Eof => {
+            format!("the request body is not valid JSON: {message}")
+        }
+        Category::Data | Category::Io => format!("the request body is not acceptable: {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_for(body: &str) -> String {
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Body {
+            ttl_ms: Option<u64>,
+        }
+        let err = serde_json::from_str::<Body>(body).expect_err("must fail");
+        describe_json_error(&err)
+    }
+
+    #[test]
+    fn string_values_are_never_repeated() {
+        let message = error_for(r#"{"ttl_ms": "s3cr3t-token-value"}"#);
+        assert!(!message.contains("s3cr3t"), "{message}");
+        assert!(message.contains("expected u64"), "{message}");
+    }
+
+    #[test]
+    fn syntax_and_data_errors_are_told_apart() {
+        assert!(error_for("{").starts_with("the request body is not valid JSON"));
+        assert!(
+            error_for(r#"{"ttl": 1}"#)
+                .starts_with("the request body is not acceptable: unknown field `ttl`")
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! Handlers of `/locks/{name}`: acquire, renew, release, inspect.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use super::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
+use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
+use super::problem::{ApiError, Problem};
+use crate::lock::{InvalidName, LockName};
+
+/// The `{name}` path parameter.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Documentation only: handlers extract the name with `LockPath`.
+pub struct LockNameParam {
+    /// Lock name: 1 to 200 characters from `A-Z a-z 0-9 . _ : -`, starting with a letter or
+    /// digit. Use `:` for hierarchy, e.g. `orders:42`.
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$", example = "orders:42")]
+    name: String,
+}
+
+/// Acquire a lock.
+///
+/// Takes the lock if it is free and returns a token (proof of ownership), a fence (strictly
+/// increasing per name) and the validity left. If the lock is held, answers 409 `lock-held`
+/// with `retry_after_ms` and `Retry-After`.
+///
+/// With an `Idempotency-Key` header, retrying after a lost response returns the same grant
+/// (200, same token and fence) instead of a 409.
+#[utoipa::path(
+    post,
+    path = "/locks/{name}",
+    tag = "locks",
+    operation_id = "acquire_lock",
+    params(
+        LockNameParam,
+        ("Idempotency-Key" = Option<String>, Header,
+            description = "16 to 255 visible ASCII characters, unique per intended grant (a UUID). \
+                A retry with the same key and name gets the same grant back while it is held. \
+                Whoever presents the key gets the token: keep it as secret as the token.")
+    ),
+    request_body(content = Option<AcquireBody>, description = "Lease settings; an empty body means all defaults.",
+        content_type = "application/json"),
+    responses(
+        (status = 201, description = "The lock was granted.", body = LockGrantBody,
+            headers(("Location" = String, description = "The lock's URL, `/locks/{name}`."))),
+        (status = 200, description = "Retry of an idempotent acquire: the grant this `Idempotency-Key` already holds.",
+            body = LockGrantBody),
+        (status = 400, description = "`invalid-name` or `invalid-request` (bad JSON, unknown field, value out of range, bad header).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`lock-held`: another client holds the lock.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds until the current lease ends, rounded up."))),
+        (status = 413, description = "`payload-too-large`: the body exceeds the configured limit.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`, or `insufficient-replicas` with `require_replicas` (the lock was released).",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn acquire_lock(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+    IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    JsonBody(body): JsonBody<AcquireBody>,
+) -> Result<Response, ApiError> {
+    let request = app
+        .service
+        .limits()
+        .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
+    let grant = app.service.acquire(&name, &request, key.as_ref()).await?;
+    let body = Json(LockGrantBody::new(&name, &grant));
+    if grant.replayed {
+        return Ok((StatusCode::OK, body).into_response());
+    }
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location(&name))],
+        body,
+    )
+        .into_response())
+}
+
+/// Renew a lock.
+///
+/// Sets a new ttl, counted from now, if the `Lock-Token` header holds the lock.
+#[utoipa::path(
+    patch,
+    path = "/locks/{name}",
+    tag = "locks",
+    operation_id = "renew_lock",
+    params(
+        LockNameParam,
+        ("Lock-Token" = String, Header, description = "The token returned when the lock was acquired.")
+    ),
+    request_body(content = Option<RenewBody>, description = "Renewal settings; an empty body renews for the default ttl.",
+        content_type = "application/json"),
+    responses(
+        (status = 200, description = "The lease was renewed.", body = LockRenewalBody),
+        (status = 400, description = "`invalid-name` or `invalid-request` (missing `Lock-Token`, bad JSON, value out of range).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`lock-not-held`: nobody holds the lock (it expired or was released).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not-owner`: the lock is held with a different token.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload-too-large`: the body exceeds the configured limit.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`, or `insufficient-replicas` with `require_replicas` (the lock stays held).",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn renew_lock(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+    LockTokenHeader(token): LockTokenHeader,
+    JsonBody(body): JsonBody<RenewBody>,
+) -> Result<Json<LockRenewalBody>, ApiError> {
+    let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
+    let renewal = app.service.renew(&name, &token, &request).await?;
+    Ok(Json(LockRenewalBody::new(&name, &renewal)))
+}
+
+/// Release a lock.
+///
+/// Deletes the lock if the `Lock-Token` header holds it (compare-and-delete).
+#[utoipa::path(
+    delete,
+    path = "/locks/{name}",
+    tag = "locks",
+    operation_id = "release_lock",
+    params(
+        LockNameParam,
+        ("Lock-Token" = String, Header, description = "The token returned when the lock was acquired.")
+    ),
+    responses(
+        (status = 204, description = "The lock was released."),
+        (status = 400, description = "`invalid-name` or `invalid-request` (missing or malformed `Lock-Token`).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`lock-not-held`: nobody holds the lock (it expired or was released).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not-owner`: the lock is held with a different token; it stays held.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn release_lock(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+    LockTokenHeader(token): LockTokenHeader,
+) -> Result<StatusCode, ApiError> {
+    app.service.release(&name, &token).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Inspect a lock.
+///
+/// Whether the lock is held, the time left on its lease and the current fence. Never the
+/// token. `HEAD` answers the same status without a body.
+#[utoipa::path(
+    method(get, head),
+    path = "/locks/{name}",
+    tag = "locks",
+    operation_id = "inspect_lock",
+    params(LockNameParam),
+    responses(
+        (status = 200, description = "The lock is held.", body = LockInfoBody),
+        (status = 400, description = "`invalid-name`.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`lock-not-held`: nobody holds the lock.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn inspect_lock(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+) -> Result<Json<LockInfoBody>, ApiError> {
+    let state = app.service.inspect(&name).await?;
+    Ok(Json(LockInfoBody::new(&name, &state)))
+}
+
+/// Any path no route matched. Under `/locks/` that is a bad name (empty, or with a slash,
+/// which never matches `{name}`), so it gets `invalid-name` rather than a bare 404.
+pub async fn unmatched(uri: Uri) -> ApiError {
+    match uri.path().strip_prefix("/locks/") {
+        Some("") => ApiError::InvalidName(InvalidName::Empty),
+        Some(_) => ApiError::InvalidName(InvalidName::BadCharacter),
+        None => ApiError::NotFound,
+    }
+}
+
+fn location(name: &LockName) -> HeaderValue {
+    // The name alphabet is a subset of what a header value and a URL path may hold as is.
+    HeaderValue::try_from(format!("/locks/{name}"))
+        .unwrap_or_else(|_| HeaderValue::from_static("/locks"))
+}

@@ -1,0 +1,423 @@
+//! Errors as RFC 9457 problem documents (`application/problem+json`).
+//!
+//! This is the one place where an error becomes an HTTP status. Every kind of problem has a
+//! stable `type` URI (`https://lockgate.dev/problems/<kind>`; the host is only a namespace)
+//! that clients can match on. Server errors (5xx) carry a generic `detail`; their cause travels
+//! to the logging middleware in a response extension and is logged once, never sent.
+//!
+//! No problem document ever repeats a lock token, an idempotency key or an Authorization
+//! header.
+
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::lock::{InvalidName, InvalidRequest, LockError};
+
+/// The namespace of problem `type` URIs.
+pub const PROBLEM_BASE: &str = "https://lockgate.dev/problems/";
+/// The media type of problem documents.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+/// `Retry-After` for transient server-side trouble.
+const BACKEND_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Each kind of problem the API answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    InvalidName,
+    InvalidRequest,
+    LockHeld,
+    LockNotHeld,
+    NotOwner,
+    InsufficientReplicas,
+    BackendUnavailable,
+    PayloadTooLarge,
+    NotFound,
+    MethodNotAllowed,
+    Internal,
+}
+
+impl ProblemKind {
+    /// The last segment of the `type` URI.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Self::InvalidName => "invalid-name",
+            Self::InvalidRequest => "invalid-request",
+            Self::LockHeld => "lock-held",
+            Self::LockNotHeld => "lock-not-held",
+            Self::NotOwner => "not-owner",
+            Self::InsufficientReplicas => "insufficient-replicas",
+            Self::BackendUnavailable => "backend-unavailable",
+            Self::PayloadTooLarge => "payload-too-large",
+            Self::NotFound => "not-found",
+            Self::MethodNotAllowed => "method-not-allowed",
+            Self::Internal => "internal",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::InvalidName => "Invalid lock name",
+            Self::InvalidRequest => "Invalid request",
+            Self::LockHeld => "Lock is held",
+            Self::LockNotHeld => "Lock is not held",
+            Self::NotOwner => "Not the lock owner",
+            Self::InsufficientReplicas => "Insufficient replicas",
+            Self::BackendUnavailable => "Backend unavailable",
+            Self::PayloadTooLarge => "Payload too large",
+            Self::NotFound => "Not found",
+            Self::MethodNotAllowed => "Method not allowed",
+            Self::Internal => "Internal error",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::InvalidName | Self::InvalidRequest => StatusCode::BAD_REQUEST,
+            Self::LockHeld | Self::NotOwner => StatusCode::CONFLICT,
+            Self::LockNotHeld | Self::NotFound => StatusCode::NOT_FOUND,
+            Self::InsufficientReplicas | Self::BackendUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// An RFC 9457 problem document.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(example = json!({
+    "type": "https://lockgate.dev/problems/lock-held",
+    "title": "Lock is held",
+    "status": 409,
+    "detail": "the lock 'orders:42' is held by another client",
+    "retry_after_ms": 2750
+}))]
+pub struct Problem {
+    /// Stable URI naming the kind of problem: `https://lockgate.dev/problems/<kind>`.
+    #[serde(rename = "type")]
+    pub type_uri: String,
+    /// Short summary of the kind of problem.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request.
+    pub detail: String,
+    /// `lock-held`: milliseconds until the current lease ends, unless its holder renews it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// `invalid-request`: the JSON field at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// `invalid-request`: the request header at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// `insufficient-replicas`: replicas the client required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas_required: Option<u32>,
+    /// `insufficient-replicas`: replicas that acknowledged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas_acked: Option<u32>,
+    /// `payload-too-large`: the largest accepted body, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
+}
+
+impl Problem {
+    pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
+        Self {
+            type_uri: format!("{PROBLEM_BASE}{}", kind.slug()),
+            title: kind.title().to_owned(),
+            status: kind.status().as_u16(),
+            detail: detail.into(),
+            retry_after_ms: None,
+            field: None,
+            header: None,
+            replicas_required: None,
+            replicas_acked: None,
+            max_body_bytes: None,
+        }
+    }
+}
+
+/// The cause of a server error, for the logging middleware. Never sent to the client.
+#[derive(Debug, Clone)]
+pub struct ServerErrorCause(pub String);
+
+/// Everything a handler can fail with.
+#[derive(Debug)]
+pub enum ApiError {
+    Lock(LockError),
+    InvalidName(InvalidName),
+    /// A body field or header is missing, malformed or out of range.
+    InvalidRequest {
+        field: Option<String>,
+        header: Option<&'static str>,
+        message: String,
+    },
+    PayloadTooLarge {
+        limit: usize,
+    },
+    NotFound,
+    MethodNotAllowed,
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn header(header: &'static str, message: impl Into<String>) -> Self {
+        Self::InvalidRequest {
+            field: None,
+            header: Some(header),
+            message: message.into(),
+        }
+    }
+
+    pub fn body(field: Option<String>, message: impl Into<String>) -> Self {
+        Self::InvalidRequest {
+            field,
+            header: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<LockError> for ApiError {
+    fn from(err: LockError) -> Self {
+        Self::Lock(err)
+    }
+}
+
+impl From<InvalidName> for ApiError {
+    fn from(err: InvalidName) -> Self {
+        Self::InvalidName(err)
+    }
+}
+
+impl From<InvalidRequest> for ApiError {
+    fn from(err: InvalidRequest) -> Self {
+        Self::body(
+            Some(err.field.to_owned()),
+            format!("{}: {}", err.field, err.message),
+        )
+    }
+}
+
+/// What a response needs besides the document.
+struct Rendered {
+    problem: Problem,
+    retry_after: Option<Duration>,
+    cause: Option<String>,
+}
+
+impl ApiError {
+    fn render(self) -> Rendered {
+        let plain = |problem| Rendered {
+            problem,
+            retry_after: None,
+            cause: None,
+        };
+        match self {
+            Self::InvalidName(err) => {
+                plain(Problem::new(ProblemKind::InvalidName, err.to_string()))
+            }
+            Self::InvalidRequest {
+                field,
+                header,
+                message,
+            } => {
+                let mut problem = Problem::new(ProblemKind::InvalidRequest, message);
+                problem.field = field;
+                problem.header = header.map(str::to_owned);
+                plain(problem)
+            }
+            Self::PayloadTooLarge { limit } => {
+                let detail = format!("the request body is larger than {limit} bytes");
+                let mut problem = Problem::new(ProblemKind::PayloadTooLarge, detail);
+                problem.max_body_bytes = Some(limit as u64);
+                plain(problem)
+            }
+            Self::NotFound => plain(Problem::new(ProblemKind::NotFound, "no such resource")),
+            Self::MethodNotAllowed => plain(Problem::new(
+                ProblemKind::MethodNotAllowed,
+                "this resource does not support the request method",
+            )),
+            Self::Internal(cause) => Rendered {
+                problem: Problem::new(
+                    ProblemKind::Internal,
+                    "the gateway failed to handle the request",
+                ),
+                retry_after: None,
+                cause: Some(cause),
+            },
+            Self::Lock(err) => render_lock_error(err),
+        }
+    }
+}
+
+fn render_lock_error(err: LockError) -> Rendered {
+    let cause = Some(err.to_string());
+    match err {
+        LockError::Held { retry_after } => {
+            let mut problem =
+                Problem::new(ProblemKind::LockHeld, "the lock is held by another client");
+            problem.retry_after_ms =
+                Some(u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX));
+            Rendered {
+                problem,
+                retry_after: Some(retry_after),
+                cause: None,
+            }
+        }
+        LockError::NotHeld => Rendered {
+            problem: Problem::new(ProblemKind::LockNotHeld, "the lock is not held"),
+            retry_after: None,
+            cause: None,
+        },
+        LockError::NotOwner => Rendered {
+            problem: Problem::new(
+                ProblemKind::NotOwner,
+                "the lock is held with a different token",
+            ),
+            retry_after: None,
+            cause: None,
+        },
+        LockError::InsufficientReplicas { wanted, acked } => {
+            let detail = format!("{acked} of {wanted} required replicas acknowledged the write");
+            let mut problem = Problem::new(ProblemKind::InsufficientReplicas, detail);
+            problem.replicas_required = Some(wanted);
+            problem.replicas_acked = Some(acked);
+            Rendered {
+                problem,
+                retry_after: Some(BACKEND_RETRY_AFTER),
+                cause,
+            }
+        }
+        LockError::LeaseExpired | LockError::BackendUnavailable(_) => Rendered {
+            problem: Problem::new(
+                ProblemKind::BackendUnavailable,
+                "the lock backend is not available; retry later",
+            ),
+            retry_after: Some(BACKEND_RETRY_AFTER),
+            cause,
+        },
+    }
+}
+
+/// `Retry-After` in whole seconds, rounded up, at least 1 (0 would invite a busy loop).
+pub fn retry_after_seconds(wait: Duration) -> u64 {
+    wait.as_millis()
+        .div_ceil(1000)
+        .max(1)
+        .try_into()
+        .unwrap_or(u64::MAX)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let Rendered {
+            problem,
+            retry_after,
+            cause,
+        } = self.render();
+        let status =
+            StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let mut response = (status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(wait) = retry_after {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_seconds(wait)),
+            );
+        }
+        if let Some(cause) = cause.filter(|_| status.is_server_error()) {
+            response.extensions_mut().insert(ServerErrorCause(cause));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::BackendError;
+
+    fn status_and_type(err: ApiError) -> (u16, String) {
+        let Rendered { problem, .. } = err.render();
+        (problem.status, problem.type_uri)
+    }
+
+    #[test]
+    fn lock_errors_map_to_the_documented_statuses_and_types() {
+        let cases = [
+            (
+                ApiError::from(LockError::Held {
+                    retry_after: Duration::from_secs(1),
+                }),
+                409,
+                "lock-held",
+            ),
+            (LockError::NotHeld.into(), 404, "lock-not-held"),
+            (LockError::NotOwner.into(), 409, "not-owner"),
+            (
+                LockError::InsufficientReplicas {
+                    wanted: 2,
+                    acked: 1,
+                }
+                .into(),
+                503,
+                "insufficient-replicas",
+            ),
+            (LockError::LeaseExpired.into(), 503, "backend-unavailable"),
+            (
+                LockError::BackendUnavailable(BackendError::Timeout(Duration::from_secs(1))).into(),
+                503,
+                "backend-unavailable",
+            ),
+            (InvalidName::Empty.into(), 400, "invalid-name"),
+            (
+                ApiError::body(Some("ttl_ms".into()), "bad"),
+                400,
+                "invalid-request",
+            ),
+            (
+                ApiError::PayloadTooLarge { limit: 10 },
+                413,
+                "payload-too-large",
+            ),
+            (ApiError::NotFound, 404, "not-found"),
+            (ApiError::MethodNotAllowed, 405, "method-not-allowed"),
+            (ApiError::Internal("boom".into()), 500, "internal"),
+        ];
+        for (err, status, slug) in cases {
+            assert_eq!(
+                status_and_type(err),
+                (status, format!("{PROBLEM_BASE}{slug}"))
+            );
+        }
+    }
+
+    #[test]
+    fn server_errors_hide_their_cause_from_the_client() {
+        let err = LockError::BackendUnavailable(BackendError::Unavailable(
+            "connection refused 10.0.0.7".into(),
+        ));
+        let Rendered { problem, cause, .. } = ApiError::from(err).render();
+        assert!(!problem.detail.contains("10.0.0.7"));
+        assert!(cause.is_some_and(|c| c.contains("10.0.0.7")));
+    }
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        assert_eq!(retry_after_seconds(Duration::from_millis(0)), 1);
+        assert_eq!(retry_after_seconds(Duration::from_millis(300)), 1);
+        assert_eq!(retry_after_seconds(Duration::from_millis(1000)), 1);
+        assert_eq!(retry_after_seconds(Duration::from_millis(1001)), 2);
+    }
+}

@@ -1,0 +1,17 @@
+//! The lock domain: names, tokens, validity, request bounds, errors, and the service that ties
+//! them to a backend. No HTTP here (status codes belong to `http`), and no Redis (that belongs
+//! to `backend`).
+
+pub mod error;
+pub mod name;
+pub mod request;
+pub mod service;
+pub mod token;
+pub mod validity;
+
+pub use error::{InvalidRequest, LockError};
+pub use name::{InvalidName, LockName};
+pub use request::{AcquireRequest, Limits, RawReplicas, RenewRequest};
+pub use service::{Grant, LockService, LockState, Renewal};
+pub use token::{IdempotencyKey, LockToken, TokenSecret};
+pub use validity::Validity;

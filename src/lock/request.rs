@@ -1,0 +1,266 @@
+//! Lock requests in domain terms, and the bounds they must respect.
+//!
+//! The `http` module reads raw JSON numbers; this module decides what they mean (defaults) and
+//! whether they are acceptable (bounds), so the rules hold whatever the transport.
+
+use std::time::Duration;
+
+use super::error::InvalidRequest;
+use crate::backend::ReplicaAck;
+
+/// Default `replica_timeout_ms`.
+pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(100);
+/// Largest `replica_timeout_ms`. `WAIT` blocks a pooled connection this long at most.
+pub const MAX_REPLICA_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest `replicas`.
+pub const MAX_REPLICAS: u32 = 64;
+
+/// Configured bounds on what clients may ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub default_ttl: Duration,
+    pub min_ttl: Duration,
+    pub max_ttl: Duration,
+    pub max_wait: Duration,
+}
+
+/// Replica acknowledgement a client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaPolicy {
+    pub replicas: u32,
+    pub timeout: Duration,
+    /// Fail (and, on acquire, release the lock) when fewer than `replicas` acknowledge.
+    pub required: bool,
+}
+
+impl ReplicaPolicy {
+    pub const NONE: Self = Self {
+        replicas: 0,
+        timeout: DEFAULT_REPLICA_TIMEOUT,
+        required: false,
+    };
+
+    /// The `WAIT` to send, if any.
+    pub fn ack(&self) -> Option<ReplicaAck> {
+        (self.replicas > 0).then_some(ReplicaAck {
+            replicas: self.replicas,
+            timeout: self.timeout,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireRequest {
+    pub ttl: Duration,
+    /// How long to wait for a held lock; zero tries once.
+    pub wait: Duration,
+    pub replicas: ReplicaPolicy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenewRequest {
+    pub ttl: Duration,
+    pub replicas: ReplicaPolicy,
+}
+
+/// Raw replica fields as a client sent them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawReplicas {
+    pub replicas: Option<u64>,
+    pub replica_timeout_ms: Option<u64>,
+    pub require_replicas: Option<bool>,
+}
+
+impl Limits {
+    pub fn acquire(
+        &self,
+        ttl_ms: Option<u64>,
+        wait_ms: Option<u64>,
+        replicas: RawReplicas,
+    ) -> Result<AcquireRequest, InvalidRequest> {
+        Ok(AcquireRequest {
+            ttl: self.ttl(ttl_ms)?,
+            wait: bounded(
+                "wait_ms",
+                wait_ms.unwrap_or(0),
+                Duration::ZERO,
+                self.max_wait,
+            )?,
+            replicas: replica_policy(replicas)?,
+        })
+    }
+
+    pub fn renew(
+        &self,
+        ttl_ms: Option<u64>,
+        replicas: RawReplicas,
+    ) -> Result<RenewRequest, InvalidRequest> {
+        Ok(RenewRequest {
+            ttl: self.ttl(ttl_ms)?,
+            replicas: replica_policy(replicas)?,
+        })
+    }
+
+    fn ttl(&self, ttl_ms: Option<u64>) -> Result<Duration, InvalidRequest> {
+        match ttl_ms {
+            None => Ok(self.default_ttl),
+            Some(ms) => bounded("ttl_ms", ms, self.min_ttl, self.max_ttl),
+        }
+    }
+}
+
+fn replica_policy(raw: RawReplicas) -> Result<ReplicaPolicy, InvalidRequest> {
+    let replicas = raw.replicas.unwrap_or(0);
+    if replicas > u64::from(MAX_REPLICAS) {
+        return Err(InvalidRequest {
+            field: "replicas",
+            message: format!("must be between 0 and {MAX_REPLICAS}"),
+        });
+    }
+    let timeout = match raw.replica_timeout_ms {
+        None => DEFAULT_REPLICA_TIMEOUT,
+        // WAIT with a timeout of 0 blocks forever: the lower bound is 1 ms.
+        Some(ms) => bounded(
+            "replica_timeout_ms",
+            ms,
+            Duration::from_millis(1),
+            MAX_REPLICA_TIMEOUT,
+        )?,
+    };
+    Ok(ReplicaPolicy {
+        replicas: replicas as u32,
+        timeout,
+        required: raw.require_replicas.unwrap_or(false),
+    })
+}
+
+fn bounded(
+    field: &'static str,
+    ms: u64,
+    min: Duration,
+    max: Duration,
+) -> Result<Duration, InvalidRequest> {
+    let value = Duration::from_millis(ms);
+    if value < min || value > max {
+        return Err(InvalidRequest {
+            field,
+            message: format!(
+                "must be between {} and {} milliseconds",
+                min.as_millis(),
+                max.as_millis()
+            ),
+        });
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        default_ttl: Duration::from_secs(30),
+        min_ttl: Duration::from_millis(100),
+        max_ttl: Duration::from_secs(3600),
+        max_wait: Duration::from_secs(60),
+    };
+
+    #[test]
+    fn an_empty_request_gets_the_documented_defaults() {
+        let req = LIMITS
+            .acquire(None, None, RawReplicas::default())
+            .expect("valid");
+        assert_eq!(req.ttl, Duration::from_secs(30));
+        assert_eq!(req.wait, Duration::ZERO);
+        assert_eq!(req.replicas, ReplicaPolicy::NONE);
+        assert_eq!(req.replicas.ack(), None);
+    }
+
+    #[test]
+    fn ttl_and_wait_are_bounded_inclusively() {
+        assert!(
+            LIMITS
+                .acquire(Some(100), Some(60_000), RawReplicas::default())
+                .is_ok()
+        );
+        assert!(
+            LIMITS
+                .acquire(Some(3_600_000), None, RawReplicas::default())
+                .is_ok()
+        );
+        let low = LIMITS
+            .acquire(Some(99), None, RawReplicas::default())
+            .unwrap_err();
+        assert_eq!(low.field, "ttl_ms");
+        assert_eq!(low.message, "must be between 100 and 3600000 milliseconds");
+        assert_eq!(
+            LIMITS
+                .acquire(Some(0), None, RawReplicas::default())
+                .unwrap_err()
+                .field,
+            "ttl_ms"
+        );
+        assert_eq!(
+            LIMITS
+                .acquire(Some(u64::MAX), None, RawReplicas::default())
+                .unwrap_err()
+                .field,
+            "ttl_ms"
+        );
+        assert_eq!(
+            LIMITS
+                .acquire(None, Some(60_001), RawReplicas::default())
+                .unwrap_err()
+                .field,
+            "wait_ms"
+        );
+        assert_eq!(
+            LIMITS
+                .renew(Some(3_600_001), RawReplicas::default())
+                .unwrap_err()
+                .field,
+            "ttl_ms"
+        );
+    }
+
+    #[test]
+    fn replica_fields_are_bounded_and_a_zero_wait_timeout_is_refused() {
+        let raw = |replicas, timeout| RawReplicas {
+            replicas,
+            replica_timeout_ms: timeout,
+            require_replicas: Some(true),
+        };
+        let ok = LIMITS
+            .acquire(None, None, raw(Some(2), Some(250)))
+            .expect("valid");
+        assert_eq!(
+            ok.replicas.ack(),
+            Some(ReplicaAck {
+                replicas: 2,
+                timeout: Duration::from_millis(250)
+            })
+        );
+        assert!(ok.replicas.required);
+        assert_eq!(
+            LIMITS
+                .acquire(None, None, raw(Some(65), None))
+                .unwrap_err()
+                .field,
+            "replicas"
+        );
+        assert_eq!(
+            LIMITS
+                .acquire(None, None, raw(Some(1), Some(0)))
+                .unwrap_err()
+                .field,
+            "replica_timeout_ms"
+        );
+        assert_eq!(
+            LIMITS
+                .acquire(None, None, raw(Some(1), Some(10_001)))
+                .unwrap_err()
+                .field,
+            "replica_timeout_ms"
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! Lock tokens: the secret that proves who holds a lock.
+//!
+//! A token is 128 bits, URL-safe base64 without padding (22 characters). A fresh token comes
+//! straight from the OS CSPRNG. A token for an acquire that carries an `Idempotency-Key` is
+//! derived instead, as HMAC-SHA256 of (name, key) under the gateway's secret, so that a client
+//! retrying after a lost response computes the same token and finds its own grant.
+//!
+//! The backend stores exactly the token string, so any Redis client can release a lock taken
+//! through the gateway with the classic compare-and-delete script.
+//!
+//! Nothing here implements `Display`, and `Debug` is redacted: a token, a secret or an
+//! idempotency key cannot end up in a log line by accident.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// Bytes of entropy in a token (128 bits).
+const TOKEN_BYTES: usize = 16;
+/// Longest token accepted from a client. Ours are 22 characters; the margin lets a token
+/// written by another client of the same keys be presented too.
+pub const MAX_PRESENTED_TOKEN_LEN: usize = 256;
+/// Shortest accepted `LOCKGATE_TOKEN_SECRET`, in bytes.
+pub const MIN_SECRET_LEN: usize = 32;
+/// Accepted lengths of an `Idempotency-Key`. The key is as good as a password for the grant it
+/// names (whoever presents it gets the token), so very short keys are refused.
+pub const IDEMPOTENCY_KEY_LEN: std::ops::RangeInclusive<usize> = 16..=255;
+/// Separates derived tokens from any other use of the same secret.
+const DERIVATION_CONTEXT: &[u8] = b"lockgate/token/v1";
+
+/// A lock token, either issued here or presented by a client.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LockToken(String);
+
+impl LockToken {
+    /// A new token from the OS CSPRNG.
+    pub fn random() -> Result<Self, getrandom::Error> {
+        let mut bytes = [0u8; TOKEN_BYTES];
+        getrandom::fill(&mut bytes)?;
+        Ok(Self(URL_SAFE_NO_PAD.encode(bytes)))
+    }
+
+    /// The token a given (name, idempotency key) pair always maps to under `secret`.
+    pub fn derive(secret: &TokenSecret, name: &str, key: &IdempotencyKey) -> Self {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&secret.0)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+        mac.update(DERIVATION_CONTEXT);
+        // Length-prefix the name so that (name, key) pairs cannot collide by moving bytes
+        // from one to the other.
+        mac.update(&(name.len() as u32).to_be_bytes());
+        mac.update(name.as_bytes());
+        mac.update(key.0.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        Self(URL_SAFE_NO_PAD.encode(&digest[..TOKEN_BYTES]))
+    }
+
+    /// Accepts a token presented in a `Lock-Token` header: visible ASCII, bounded length.
+    /// The check keeps junk away from the backend; whether the token is right is the
+    /// backend's atomic compare.
+    pub fn presented(text: &str) -> Option<Self> {
+        let ok = !text.is_empty()
+            && text.len() <= MAX_PRESENTED_TOKEN_LEN
+            && text.bytes().all(|b| b.is_ascii_graphic());
+        ok.then(|| Self(text.to_owned()))
+    }
+
+    /// The token text, for the response body and the backend. Never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for LockToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LockToken(<redacted>)")
+    }
+}
+
+/// The key under which idempotent tokens are derived.
+#[derive(Clone)]
+pub struct TokenSecret(Vec<u8>);
+
+impl TokenSecret {
+    /// A secret for this process only: idempotent retries then work only against the same
+    /// gateway process, which is right for a sidecar and wrong for a shared, replicated
+    /// service (set `LOCKGATE_TOKEN_SECRET` there).
+    pub fn random() -> Result<Self, getrandom::Error> {
+        let mut bytes = vec![0u8; 32];
+        getrandom::fill(&mut bytes)?;
+        Ok(Self(bytes))
+    }
+
+    /// A configured secret; `None` when it is shorter than [`MIN_SECRET_LEN`].
+    pub fn from_configured(secret: &str) -> Option<Self> {
+        (secret.len() >= MIN_SECRET_LEN).then(|| Self(secret.as_bytes().to_vec()))
+    }
+}
+
+impl fmt::Debug for TokenSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenSecret(<redacted>)")
+    }
+}
+
+/// A validated `Idempotency-Key` header value.
+#[derive(Clone)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// Accepts visible ASCII within [`IDEMPOTENCY_KEY_LEN`].
+    pub fn parse(text: &str) -> Option<Self> {
+        let ok =
+            IDEMPOTENCY_KEY_LEN.contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic());
+        ok.then(|| Self(text.to_owned()))
+    }
+}
+
+impl fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IdempotencyKey(<redacted>)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(text: &str) -> IdempotencyKey {
+        IdempotencyKey::parse(text).expect("valid key")
+    }
+
+    #[test]
+    fn random_tokens_are_128_bit_url_safe_and_distinct() {
+        let a = LockToken::random().expect("rng");
+        let b = LockToken::random().expect("rng");
+        assert_eq!(a.expose().len(), 22);
+        assert!(
+            a.expose()
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        );
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn derived_tokens_depend_on_secret_name_and_key_only() {
+        let secret = TokenSecret::from_configured(&"s".repeat(32)).expect("long enough");
+        let other = TokenSecret::from_configured(&"t".repeat(32)).expect("long enough");
+        let k = key("0123456789abcdef");
+        let t = LockToken::derive(&secret, "orders:1", &k);
+        assert_eq!(t, LockToken::derive(&secret, "orders:1", &k));
+        assert_eq!(t.expose().len(), 22);
+        assert_ne!(t, LockToken::derive(&other, "orders:1", &k));
+        assert_ne!(t, LockToken::derive(&secret, "orders:2", &k));
+        assert_ne!(
+            t,
+            LockToken::derive(&secret, "orders:1", &key("0123456789abcdeg"))
+        );
+    }
+
+    #[test]
+    fn name_and_key_cannot_trade_bytes() {
+        let secret = TokenSecret::random().expect("rng");
+        let a = LockToken::derive(&secret, "ab", &key("cdefghijklmnopqrs"));
+        let b = LockToken::derive(&secret, "abc", &key("defghijklmnopqrs"));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn presented_tokens_are_bounded_visible_ascii() {
+        assert!(LockToken::presented("abc-_DEF123").is_some());
+        assert!(LockToken::presented("").is_none());
+        assert!(LockToken::presented("a b").is_none());
+        assert!(LockToken::presented("a\r\nb").is_none());
+        assert!(LockToken::presented(&"a".repeat(257)).is_none());
+    }
+
+    #[test]
+    fn idempotency_keys_must_be_long_enough_to_be_unguessable() {
+        assert!(IdempotencyKey::parse("short").is_none());
+        assert!(IdempotencyKey::parse("6f1c1a9e-7d4b-4c1e-9a57-2b0f8a3e5d11").is_some());
+        assert!(IdempotencyKey::parse(&"k".repeat(256)).is_none());
+        assert!(IdempotencyKey::parse("0123456789 abcdef").is_none());
+    }
+
+    #[test]
+    fn debug_output_never_shows_secrets() {
+        let t = LockToken::random().expect("rng");
+        assert!(!format!("{t:?}").contains(t.expose()));
+        assert_eq!(
+            format!("{:?}", key("0123456789abcdef")),
+            "IdempotencyKey(<redacted>)"
+        );
+        assert_eq!(
+            format!("{:?}", TokenSecret::random().expect("rng")),
+            "TokenSecret(<redacted>)"
+        );
+    }
+
+    #[test]
+    fn short_configured_secrets_are_refused() {
+        assert!(TokenSecret::from_configured(&"s".repeat(31)).is_none());
+    }
+}

@@ -1,0 +1,78 @@
+//! The `lockgate` binary: parse the configuration, set up logging, run.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+use lockgate::StartupError;
+use lockgate::config::{Cli, Command, Config, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+/// sysexits(3) EX_USAGE: the configuration is wrong.
+const EXIT_CONFIG: u8 = 64;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            return match err.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = err.print();
+                    ExitCode::SUCCESS
+                }
+                // clap's message spans several lines (usage, hints); keep the first.
+                _ => config_error(
+                    err.to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or("invalid arguments"),
+                ),
+            };
+        }
+    };
+    if let Some(Command::Openapi) = cli.command {
+        println!("{}", lockgate::http::openapi_document());
+        return ExitCode::SUCCESS;
+    }
+    let config = match Config::from_args(cli.serve) {
+        Ok(config) => config,
+        Err(err) => return config_error(&format!("error: {err}")),
+    };
+    init_tracing(config.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(lockgate::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(StartupError::Config(message)) => config_error(&format!("error: {message}")),
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn config_error(line: &str) -> ExitCode {
+    eprintln!("{line}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
