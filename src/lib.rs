@@ -62,10 +62,12 @@ pub fn build_service(config: &Config) -> Result<LockService, StartupError> {
                 wait_pool_size: config.wait_pool_size,
                 fence_retention: config.fence_retention,
             };
-            Backend::Redis(RedisBackend::new(options).map_err(|e| match e {
-                BackendError::Config(message) => StartupError::Config(message),
-                other => StartupError::Config(other.to_string()),
-            })?)
+            Backend::Redis(Box::new(RedisBackend::new(options).map_err(
+                |e| match e {
+                    BackendError::Config(message) => StartupError::Config(message),
+                    other => StartupError::Config(other.to_string()),
+                },
+            )?))
         }
     };
     let secret = match &config.token_secret {

@@ -131,7 +131,8 @@ pub trait LockBackend: Send + Sync {
 #[derive(Debug)]
 pub enum Backend {
     Memory(memory::MemoryBackend),
-    Redis(redis::RedisBackend),
+    // Boxed: it is several times larger than the memory backend.
+    Redis(Box<redis::RedisBackend>),
 }
 
 impl Backend {

@@ -1,0 +1,446 @@
+//! The HTTP contract, driven in-process with `oneshot` against the memory backend: status
+//! codes, headers, bodies and every documented problem `type`. The Redis end-to-end tests
+//! check the same operations against a real server.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, header};
+use http_body_util::BodyExt;
+use lockgate::config::BackendChoice;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::support::assert_problem;
+use crate::support::gateway::config;
+
+fn app() -> Router {
+    lockgate::app(&config(BackendChoice::Memory)).expect("valid config")
+}
+
+struct Reply {
+    status: u16,
+    headers: HeaderMap,
+    body: Value,
+    raw: Vec<u8>,
+}
+
+async fn send(app: &Router, request: Request<Body>) -> Reply {
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let raw = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes()
+        .to_vec();
+    let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    Reply {
+        status,
+        headers,
+        body,
+        raw,
+    }
+}
+
+fn request(method: Method, path: &str) -> axum::http::request::Builder {
+    Request::builder().method(method).uri(path)
+}
+
+async fn acquire(app: &Router, name: &str, body: &str) -> Reply {
+    send(
+        app,
+        request(Method::POST, &format!("/locks/{name}"))
+            .body(Body::from(body.to_owned()))
+            .expect("request"),
+    )
+    .await
+}
+
+async fn release(app: &Router, name: &str, token: &str) -> Reply {
+    let req = request(Method::DELETE, &format!("/locks/{name}")).header("Lock-Token", token);
+    send(app, req.body(Body::empty()).expect("request")).await
+}
+
+async fn renew(app: &Router, name: &str, token: &str, body: &str) -> Reply {
+    let req = request(Method::PATCH, &format!("/locks/{name}")).header("Lock-Token", token);
+    send(app, req.body(Body::from(body.to_owned())).expect("request")).await
+}
+
+async fn inspect(app: &Router, name: &str) -> Reply {
+    send(
+        app,
+        request(Method::GET, &format!("/locks/{name}"))
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await
+}
+
+fn problem(reply: &Reply, status: u16, kind: &str) {
+    assert_eq!(
+        reply
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+        Some("application/problem+json"),
+        "{}",
+        reply.body
+    );
+    assert_problem(reply.status, &reply.body, status, kind);
+}
+
+/// A free lock is granted: 201, Location, a 22-character token, a fence and the full ttl.
+#[tokio::test(start_paused = true)]
+async fn acquire_grants_a_free_lock() {
+    let app = app();
+    let reply = acquire(&app, "orders:42", r#"{"ttl_ms": 5000}"#).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.headers[header::LOCATION], "/locks/orders:42");
+    assert_eq!(reply.headers[header::CONTENT_TYPE], "application/json");
+    assert_eq!(reply.body["name"], "orders:42");
+    assert_eq!(reply.body["token"].as_str().map(str::len), Some(22));
+    assert!(reply.body["fence"].as_u64().is_some_and(|f| f > 0));
+    assert_eq!(reply.body["ttl_ms"], 5000);
+    assert!(
+        reply.body["expires_at"]
+            .as_str()
+            .is_some_and(|s| s.ends_with('Z'))
+    );
+    assert!(reply.body.get("replicas_acked").is_none());
+}
+
+/// An empty body, and a body of only whitespace, mean all defaults (30 s).
+#[tokio::test(start_paused = true)]
+async fn an_empty_body_means_defaults() {
+    let app = app();
+    assert_eq!(acquire(&app, "a", "").await.body["ttl_ms"], 30000);
+    assert_eq!(acquire(&app, "b", " \n").await.body["ttl_ms"], 30000);
+    assert_eq!(acquire(&app, "c", "{}").await.body["ttl_ms"], 30000);
+}
+
+/// A held lock answers 409 lock-held with retry_after_ms and a Retry-After header.
+#[tokio::test(start_paused = true)]
+async fn a_held_lock_answers_409_with_retry_after() {
+    let app = app();
+    acquire(&app, "x", r#"{"ttl_ms": 2500}"#).await;
+    tokio::time::advance(Duration::from_millis(500)).await;
+    let reply = acquire(&app, "x", "").await;
+    problem(&reply, 409, "lock-held");
+    assert_eq!(reply.body["retry_after_ms"], 2000);
+    assert_eq!(reply.headers[header::RETRY_AFTER], "2");
+}
+
+/// Only the holder releases: a wrong token is 409 not-owner and the lock stays; the right one
+/// is 204; a second release is 404.
+#[tokio::test(start_paused = true)]
+async fn release_is_for_the_holder_only() {
+    let app = app();
+    let token = acquire(&app, "x", "").await.body["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    problem(&release(&app, "x", "not-the-token").await, 409, "not-owner");
+    assert_eq!(inspect(&app, "x").await.status, 200);
+    let released = release(&app, "x", &token).await;
+    assert_eq!(released.status, 204);
+    assert!(released.raw.is_empty());
+    problem(&release(&app, "x", &token).await, 404, "lock-not-held");
+    problem(&inspect(&app, "x").await, 404, "lock-not-held");
+}
+
+/// Renew moves the end of the lease for the holder and refuses everyone else.
+#[tokio::test(start_paused = true)]
+async fn renew_extends_the_lease_for_the_holder_only() {
+    let app = app();
+    let grant = acquire(&app, "x", r#"{"ttl_ms": 1000}"#).await.body;
+    let token = grant["token"].as_str().expect("token");
+    tokio::time::advance(Duration::from_millis(800)).await;
+    let renewed = renew(&app, "x", token, r#"{"ttl_ms": 5000}"#).await;
+    assert_eq!(renewed.status, 200, "{}", renewed.body);
+    assert_eq!(renewed.body["ttl_ms"], 5000);
+    assert_eq!(renewed.body["fence"], grant["fence"]);
+    assert!(renewed.body.get("token").is_none());
+    tokio::time::advance(Duration::from_millis(4000)).await;
+    assert_eq!(inspect(&app, "x").await.body["ttl_ms"], 1000);
+    problem(
+        &renew(&app, "x", "someone-else", "").await,
+        409,
+        "not-owner",
+    );
+    problem(
+        &renew(&app, "nobody", token, "").await,
+        404,
+        "lock-not-held",
+    );
+}
+
+/// Release and renew need the Lock-Token header; a malformed one is refused without echo.
+#[tokio::test(start_paused = true)]
+async fn the_lock_token_header_is_required_and_checked() {
+    let app = app();
+    acquire(&app, "x", "").await;
+    let missing = send(
+        &app,
+        request(Method::DELETE, "/locks/x")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    problem(&missing, 400, "invalid-request");
+    assert_eq!(missing.body["header"], "Lock-Token");
+    let spaced = release(&app, "x", "has space").await;
+    problem(&spaced, 400, "invalid-request");
+    assert!(!String::from_utf8_lossy(&spaced.raw).contains("has space"));
+    let long = release(&app, "x", &"t".repeat(300)).await;
+    problem(&long, 400, "invalid-request");
+}
+
+/// Inspect shows ttl and fence, never the token; HEAD answers the same status, no body.
+#[tokio::test(start_paused = true)]
+async fn inspect_never_shows_the_token() {
+    let app = app();
+    let grant = acquire(&app, "x", r#"{"ttl_ms": 9000}"#).await.body;
+    let token = grant["token"].as_str().expect("token");
+    let seen = inspect(&app, "x").await;
+    assert_eq!(seen.status, 200);
+    assert_eq!(
+        seen.body,
+        json!({
+            "name": "x", "held": true, "ttl_ms": 9000, "expires_at": seen.body["expires_at"], "fence": grant["fence"]
+        })
+    );
+    assert!(!String::from_utf8_lossy(&seen.raw).contains(token));
+    let head = send(
+        &app,
+        request(Method::HEAD, "/locks/x")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(head.status, 200);
+    assert!(head.raw.is_empty());
+    let head_missing = send(
+        &app,
+        request(Method::HEAD, "/locks/y")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(head_missing.status, 404);
+}
+
+/// Names outside the documented alphabet are 400 invalid-name, whatever the method.
+#[tokio::test(start_paused = true)]
+async fn invalid_names_are_refused() {
+    let app = app();
+    let long = "a".repeat(201);
+    let paths = [
+        "/locks/a%20b".to_owned(),
+        "/locks/%7Bx%7D".to_owned(),
+        "/locks/..".to_owned(),
+        "/locks/.hidden".to_owned(),
+        format!("/locks/{long}"),
+        "/locks/".to_owned(),
+        "/locks/a/b/c".to_owned(),
+        "/locks/a%2Fb".to_owned(),
+        "/locks/a*".to_owned(),
+        "/locks/%00".to_owned(),
+        "/locks/%FF".to_owned(),
+    ];
+    for path in &paths {
+        for method in [Method::POST, Method::GET, Method::DELETE] {
+            let req = request(method.clone(), path)
+                .header("Lock-Token", "t")
+                .body(Body::empty())
+                .expect("request");
+            let reply = send(&app, req).await;
+            assert_eq!(reply.status, 400, "{method} {path}: {}", reply.body);
+            assert_eq!(
+                reply.body["type"], "https://lockgate.dev/problems/invalid-name",
+                "{method} {path}"
+            );
+        }
+    }
+    assert_eq!(acquire(&app, &"a".repeat(200), "").await.status, 201);
+}
+
+/// Malformed JSON, unknown fields, wrong types and out-of-range numbers are 400
+/// invalid-request naming the field, never a plain-text rejection.
+#[tokio::test(start_paused = true)]
+async fn bad_bodies_are_problem_documents() {
+    let app = app();
+    let cases: &[(&str, Option<&str>)] = &[
+        (r#"{"ttl_ms": "#, Some("ttl_ms")),
+        (r#"{"ttl_ms" 5}"#, None),
+        (r#"{"ttl_ms": 1000}{}"#, None),
+        ("[]", None),
+        ("null", None),
+        (r#"{"ttl": 1000}"#, Some("ttl")),
+        (r#"{"ttl_ms": "1s"}"#, Some("ttl_ms")),
+        (r#"{"ttl_ms": -1}"#, Some("ttl_ms")),
+        (r#"{"ttl_ms": 1.5}"#, Some("ttl_ms")),
+        (r#"{"ttl_ms": 99}"#, Some("ttl_ms")),
+        (r#"{"ttl_ms": 3600001}"#, Some("ttl_ms")),
+        (r#"{"ttl_ms": 18446744073709551616}"#, Some("ttl_ms")),
+        (r#"{"wait_ms": 60001}"#, Some("wait_ms")),
+        (r#"{"replicas": 65}"#, Some("replicas")),
+        (r#"{"replica_timeout_ms": 0}"#, Some("replica_timeout_ms")),
+        (r#"{"require_replicas": "yes"}"#, Some("require_replicas")),
+    ];
+    for (body, field) in cases {
+        let reply = acquire(&app, "x", body).await;
+        problem(&reply, 400, "invalid-request");
+        assert_eq!(
+            reply.body["field"].as_str(),
+            *field,
+            "{body}: {}",
+            reply.body
+        );
+    }
+    let reply = renew(&app, "x", "t", r#"{"wait_ms": 5}"#).await;
+    problem(&reply, 400, "invalid-request");
+    assert_eq!(
+        inspect(&app, "x").await.status,
+        404,
+        "no bad request may take the lock"
+    );
+}
+
+/// Bodies over the limit are 413, whether announced by Content-Length or streamed.
+#[tokio::test(start_paused = true)]
+async fn oversized_bodies_are_413() {
+    let app = app();
+    let big = format!(r#"{{"ttl_ms": 1000{}}}"#, " ".repeat(20_000));
+    let reply = acquire(&app, "x", &big).await;
+    problem(&reply, 413, "payload-too-large");
+    assert_eq!(reply.body["max_body_bytes"], 16384);
+    let chunks = futures_util::stream::iter(
+        (0..40).map(|_| Ok::<_, std::io::Error>(axum::body::Bytes::from(" ".repeat(1000)))),
+    );
+    let streamed = request(Method::POST, "/locks/x")
+        .body(Body::from_stream(chunks))
+        .expect("request");
+    problem(&send(&app, streamed).await, 413, "payload-too-large");
+    assert_eq!(inspect(&app, "x").await.status, 404);
+}
+
+/// A retry with the same Idempotency-Key gets the same grant (200, same token and fence);
+/// another key gets 409; a malformed key is refused.
+#[tokio::test(start_paused = true)]
+async fn idempotent_acquire_replays_the_grant() {
+    let app = app();
+    let key = "6f1c1a9e-7d4b-4c1e-9a57-2b0f8a3e5d11";
+    let post = |key: &str| {
+        request(Method::POST, "/locks/job:7")
+            .header("Idempotency-Key", key)
+            .body(Body::empty())
+            .expect("request")
+    };
+    let first = send(&app, post(key)).await;
+    assert_eq!(first.status, 201);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let retry = send(&app, post(key)).await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["token"], first.body["token"]);
+    assert_eq!(retry.body["fence"], first.body["fence"]);
+    assert_eq!(retry.body["ttl_ms"], 29000);
+    problem(
+        &send(&app, post("another-key-0123456789")).await,
+        409,
+        "lock-held",
+    );
+    let short = send(&app, post("short")).await;
+    problem(&short, 400, "invalid-request");
+    assert_eq!(short.body["header"], "Idempotency-Key");
+}
+
+/// The memory backend has no replicas: 0 acknowledge, and requiring them releases the lock.
+#[tokio::test(start_paused = true)]
+async fn replica_requirements_without_replicas() {
+    let app = app();
+    let reply = acquire(&app, "x", r#"{"replicas": 1}"#).await;
+    assert_eq!(reply.status, 201);
+    assert_eq!(reply.body["replicas_acked"], 0);
+    let required = acquire(&app, "y", r#"{"replicas": 2, "require_replicas": true}"#).await;
+    problem(&required, 503, "insufficient-replicas");
+    assert_eq!(required.body["replicas_required"], 2);
+    assert_eq!(required.body["replicas_acked"], 0);
+    assert_eq!(required.headers[header::RETRY_AFTER], "1");
+    problem(&inspect(&app, "y").await, 404, "lock-not-held");
+}
+
+/// An expired lease frees the lock, and the next grant carries a larger fence.
+#[tokio::test(start_paused = true)]
+async fn expiry_frees_the_lock_with_a_larger_fence_next() {
+    let app = app();
+    let first = acquire(&app, "x", r#"{"ttl_ms": 1000}"#).await.body;
+    tokio::time::advance(Duration::from_millis(1000)).await;
+    problem(&inspect(&app, "x").await, 404, "lock-not-held");
+    let second = acquire(&app, "x", "").await.body;
+    assert!(
+        second["fence"].as_u64() > first["fence"].as_u64(),
+        "{first} then {second}"
+    );
+}
+
+/// Unknown routes and methods are problem documents too; 405 names the allowed methods.
+#[tokio::test(start_paused = true)]
+async fn unknown_routes_and_methods_are_problem_documents() {
+    let app = app();
+    problem(
+        &send(
+            &app,
+            request(Method::GET, "/nope")
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await,
+        404,
+        "not-found",
+    );
+    let put = send(
+        &app,
+        request(Method::PUT, "/locks/x")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    problem(&put, 405, "method-not-allowed");
+    let allow = put.headers[header::ALLOW].to_str().expect("ascii");
+    for method in ["POST", "PATCH", "DELETE", "GET", "HEAD"] {
+        assert!(allow.contains(method), "{allow}");
+    }
+}
+
+/// Liveness, readiness and the OpenAPI document answer.
+#[tokio::test(start_paused = true)]
+async fn health_and_openapi_answer() {
+    let app = app();
+    let get = |path: &str| {
+        request(Method::GET, path)
+            .body(Body::empty())
+            .expect("request")
+    };
+    assert_eq!(
+        send(&app, get("/healthz")).await.body,
+        json!({"status": "ok"})
+    );
+    assert_eq!(
+        send(&app, get("/readyz")).await.body,
+        json!({"status": "ready", "backend": "memory"})
+    );
+    let doc = send(&app, get("/openapi.json")).await;
+    assert_eq!(doc.status, 200);
+    assert!(
+        doc.body["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "{}",
+        doc.body["openapi"]
+    );
+    assert!(doc.body["paths"]["/locks/{name}"]["post"].is_object());
+}

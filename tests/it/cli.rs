@@ -1,0 +1,125 @@
+//! The `lockgate` binary as an operator meets it: exit codes, the one-line configuration
+//! errors, and `--dev` serving without Redis.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use crate::support::eventually;
+use crate::support::redis::free_port;
+
+const LOCKGATE: &str = env!("CARGO_BIN_EXE_lockgate");
+
+/// The binary with no LOCKGATE_* variable inherited from the environment.
+fn lockgate() -> Command {
+    let mut cmd = Command::new(LOCKGATE);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("LOCKGATE_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.stdin(Stdio::null()).kill_on_drop(true);
+    cmd
+}
+
+async fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = lockgate().args(args).output().await.expect("run lockgate");
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("utf-8");
+    (out.status.code(), text(out.stdout), text(out.stderr))
+}
+
+/// Without a Redis URL and without --dev the server refuses to start: exit 64, one line that
+/// says how to fix it.
+#[tokio::test]
+async fn no_store_means_exit_64_with_one_line() {
+    let (code, stdout, stderr) = run(&[]).await;
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--redis-url") && stderr.contains("--dev"),
+        "{stderr}"
+    );
+}
+
+/// Bad flags and bad values are configuration errors too: exit 64, one line.
+#[tokio::test]
+async fn bad_configuration_means_exit_64_with_one_line() {
+    for args in [
+        &["--no-such-flag"][..],
+        &["--dev", "--default-ttl", "soon"],
+        &["--dev", "--redis-url", "redis://localhost"],
+        &["--redis-url", "http://localhost"],
+        &["--dev", "--min-ttl", "10s", "--default-ttl", "1s"],
+        &["--dev", "--token-secret", "too-short"],
+    ] {
+        let (code, _, stderr) = run(args).await;
+        assert_eq!(code, Some(64), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+/// --help and --version succeed.
+#[tokio::test]
+async fn help_and_version_exit_0() {
+    let (code, stdout, _) = run(&["--help"]).await;
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("--redis-url") && stdout.contains("LOCKGATE_REDIS_URL"),
+        "{stdout}"
+    );
+    assert_eq!(run(&["--version"]).await.0, Some(0));
+}
+
+/// `lockgate openapi` prints the document the server serves.
+#[tokio::test]
+async fn the_openapi_subcommand_prints_the_document() {
+    let (code, stdout, _) = run(&["openapi"]).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        stdout.trim_end(),
+        lockgate::http::openapi_document().trim_end()
+    );
+}
+
+/// `lockgate --dev` serves the API with no Redis at all, and stops cleanly on SIGTERM.
+#[tokio::test]
+async fn dev_mode_serves_without_redis_and_stops_on_sigterm() {
+    let port = free_port();
+    let mut child = lockgate()
+        .args(["--dev", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lockgate");
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    eventually(
+        Duration::from_secs(10),
+        "lockgate --dev answers /healthz",
+        || async {
+            let response = http.get(format!("{base}/healthz")).send().await.ok()?;
+            response.status().is_success().then_some(())
+        },
+    )
+    .await;
+    let grant = http
+        .post(format!("{base}/locks/dev:1"))
+        .send()
+        .await
+        .expect("acquire");
+    assert_eq!(grant.status(), 201);
+
+    let pid = child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("exits")
+        .expect("wait");
+    assert_eq!(status.code(), Some(0));
+}

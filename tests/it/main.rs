@@ -1,0 +1,14 @@
+//! lockgate's integration tests, one binary (see Cargo.toml):
+//!
+//! * `api`: the HTTP contract in-process (`oneshot`) on the memory backend.
+//! * `redis_e2e`: HTTP on a socket against real `redis-server` processes.
+//! * `cli`: the binary's exit codes, errors and `--dev` mode.
+//! * `openapi`: the committed OpenAPI document matches the code.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+mod api;
+mod cli;
+mod openapi;
+mod redis_e2e;

@@ -1,0 +1,41 @@
+//! The committed OpenAPI document is the one the code generates.
+
+const COMMITTED: &str = include_str!("../../openapi/openapi.json");
+
+/// Fails when `openapi/openapi.json` is stale. Regenerate it with
+/// `cargo run --quiet -- openapi > openapi/openapi.json`.
+#[test]
+fn the_committed_openapi_document_matches_the_code() {
+    let generated = lockgate::http::openapi_document();
+    let first_difference = COMMITTED
+        .trim_end()
+        .lines()
+        .zip(generated.lines())
+        .position(|(a, b)| a != b);
+    assert!(
+        COMMITTED.trim_end() == generated.trim_end(),
+        "openapi/openapi.json is stale (first difference at line {}); regenerate it with \
+         `cargo run --quiet -- openapi > openapi/openapi.json`",
+        first_difference.map_or_else(|| "end of file".to_owned(), |i| (i + 1).to_string()),
+    );
+}
+
+/// Every response has a description, as OpenAPI client generators require.
+#[test]
+fn every_response_is_described() {
+    let doc: serde_json::Value = serde_json::from_str(COMMITTED).expect("valid JSON");
+    let paths = doc["paths"].as_object().expect("paths");
+    let mut count = 0;
+    for (path, item) in paths {
+        for (method, operation) in item.as_object().expect("path item") {
+            for (status, response) in operation["responses"].as_object().expect("responses") {
+                let described = response["description"]
+                    .as_str()
+                    .is_some_and(|d| !d.is_empty());
+                assert!(described, "{method} {path} {status} has no description");
+                count += 1;
+            }
+        }
+    }
+    assert!(count > 20, "only {count} responses documented");
+}

@@ -1,0 +1,430 @@
+//! End to end: HTTP to a gateway on a socket, backed by real `redis-server` processes that
+//! each test starts and owns.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+
+use crate::support::gateway::{Gateway, redis_config};
+use crate::support::proxy::LatencyProxy;
+use crate::support::redis::RedisServer;
+use crate::support::{assert_problem, eventually, status_json};
+
+async fn gateway_for(redis: &RedisServer) -> Gateway {
+    Gateway::start(redis_config(&redis.url())).await
+}
+
+fn token_of(body: &Value) -> String {
+    body["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token in {body}"))
+        .to_owned()
+}
+
+fn fence_of(body: &Value) -> u64 {
+    body["fence"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no fence in {body}"))
+}
+
+/// The walk-through a new user does with curl: acquire, conflict, wrong-token release,
+/// release, release again; the lock key holds exactly the token.
+#[tokio::test]
+async fn acquire_conflict_and_release_against_redis() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut conn = redis.conn().await;
+
+    let (status, grant) = status_json(
+        gw.acquire("orders:42", Some(json!({"ttl_ms": 10000})))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{grant}");
+    let token = token_of(&grant);
+    assert!(fence_of(&grant) > 0);
+    let ttl = grant["ttl_ms"].as_u64().expect("ttl_ms");
+    assert!((9000..=10000).contains(&ttl), "{ttl}");
+    let stored: String = conn.get("lockgate:{orders:42}").await.expect("GET");
+    assert_eq!(stored, token, "the key holds exactly the token");
+
+    let held = gw.acquire("orders:42", None).await;
+    let retry_after: u64 = held.headers()["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds");
+    let (status, problem) = status_json(held).await;
+    assert_problem(status, &problem, 409, "lock-held");
+    assert!(
+        problem["retry_after_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms > 9000 && ms <= 10000),
+        "{problem}"
+    );
+    assert_eq!(retry_after, 10);
+
+    let (status, problem) = status_json(gw.release("orders:42", "wrong-token").await).await;
+    assert_problem(status, &problem, 409, "not-owner");
+    let still: Option<String> = conn.get("lockgate:{orders:42}").await.expect("GET");
+    assert_eq!(
+        still.as_deref(),
+        Some(token.as_str()),
+        "a wrong token must not release"
+    );
+
+    assert_eq!(gw.release("orders:42", &token).await.status(), 204);
+    let gone: Option<String> = conn.get("lockgate:{orders:42}").await.expect("GET");
+    assert_eq!(gone, None);
+    let (status, problem) = status_json(gw.release("orders:42", &token).await).await;
+    assert_problem(status, &problem, 404, "lock-not-held");
+}
+
+/// Renew sets a new PTTL on the key, and inspect reports it without the token.
+#[tokio::test]
+async fn renew_extends_the_pttl_and_inspect_hides_the_token() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut conn = redis.conn().await;
+    let (_, grant) = status_json(gw.acquire("r", Some(json!({"ttl_ms": 2000}))).await).await;
+    let token = token_of(&grant);
+    let before: i64 = conn.pttl("lockgate:{r}").await.expect("PTTL");
+    assert!(before <= 2000);
+
+    let (status, renewed) =
+        status_json(gw.renew("r", &token, json!({"ttl_ms": 60000})).await).await;
+    assert_eq!(status, 200, "{renewed}");
+    assert_eq!(renewed["fence"], grant["fence"]);
+    let after: i64 = conn.pttl("lockgate:{r}").await.expect("PTTL");
+    assert!(after > 55_000, "PTTL after renew: {after}");
+
+    let response = gw.inspect("r").await;
+    let raw = response.text().await.expect("body");
+    assert!(!raw.contains(&token), "inspect leaked the token: {raw}");
+    let seen: Value = serde_json::from_str(&raw).expect("json");
+    assert_eq!(seen["held"], true);
+    assert_eq!(seen["fence"], grant["fence"]);
+    assert!(
+        seen["ttl_ms"].as_u64().is_some_and(|ms| ms > 55_000),
+        "{seen}"
+    );
+
+    let (status, problem) = status_json(gw.renew("r", "other", json!({})).await).await;
+    assert_problem(status, &problem, 409, "not-owner");
+    gw.release("r", &token).await;
+    let (status, problem) = status_json(gw.renew("r", &token, json!({})).await).await;
+    assert_problem(status, &problem, 404, "lock-not-held");
+}
+
+/// Fences strictly increase across grants, also after the counter key is deleted, and the
+/// counter is kept with the retention ttl.
+#[tokio::test]
+async fn fences_strictly_increase_even_after_the_counter_is_deleted() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut conn = redis.conn().await;
+    let mut last = 0;
+    for round in 0..20 {
+        if round % 5 == 4 {
+            let _: () = conn.del("lockgate:{f}:fence").await.expect("DEL");
+        }
+        let (status, grant) = status_json(gw.acquire("f", None).await).await;
+        assert_eq!(status, 201, "{grant}");
+        let fence = fence_of(&grant);
+        assert!(fence > last, "round {round}: fence {fence} after {last}");
+        last = fence;
+        assert_eq!(gw.release("f", &token_of(&grant)).await.status(), 204);
+    }
+    let counter: u64 = conn.get("lockgate:{f}:fence").await.expect("GET");
+    assert_eq!(counter, last);
+    let retention: i64 = conn.pttl("lockgate:{f}:fence").await.expect("PTTL");
+    assert!(
+        retention > 7 * 24 * 3600 * 1000 - 60_000,
+        "retention PTTL {retention}"
+    );
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    assert_eq!(
+        keys,
+        ["lockgate:{f}:fence"],
+        "released locks leave only their fence counter"
+    );
+}
+
+/// With a replica attached, `replicas: 1` reports one acknowledgement; requiring two with
+/// only one replica answers 503 insufficient-replicas and leaves no lock behind.
+#[tokio::test]
+async fn wait_counts_replica_acknowledgements() {
+    let master = RedisServer::start();
+    let _replica = RedisServer::start_replica_of(&master);
+    let gw = gateway_for(&master).await;
+    let mut conn = master.conn().await;
+
+    let (status, grant) = status_json(
+        gw.acquire(
+            "w",
+            Some(json!({"replicas": 1, "replica_timeout_ms": 1000})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{grant}");
+    assert_eq!(grant["replicas_acked"], 1);
+
+    let (status, renewed) = status_json(
+        gw.renew(
+            "w",
+            &token_of(&grant),
+            json!({"replicas": 1, "replica_timeout_ms": 1000}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{renewed}");
+    assert_eq!(renewed["replicas_acked"], 1);
+
+    let body = json!({"replicas": 2, "replica_timeout_ms": 200, "require_replicas": true});
+    let (status, problem) = status_json(gw.acquire("w2", Some(body)).await).await;
+    assert_problem(status, &problem, 503, "insufficient-replicas");
+    assert_eq!(problem["replicas_acked"], 1);
+    assert_eq!(problem["replicas_required"], 2);
+    let exists: bool = conn.exists("lockgate:{w2}").await.expect("EXISTS");
+    assert!(
+        !exists,
+        "the lock must be released after insufficient replicas"
+    );
+    let (status, problem) = status_json(gw.inspect("w2").await).await;
+    assert_problem(status, &problem, 404, "lock-not-held");
+}
+
+/// A stopped Redis answers 503 backend-unavailable within 2 s, readiness goes 503, and the
+/// gateway serves again on its own once Redis is back.
+#[tokio::test]
+async fn redis_down_is_a_prompt_503_and_the_gateway_recovers() {
+    let mut redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    assert_eq!(gw.acquire("before", None).await.status(), 201);
+
+    redis.stop();
+    for name in ["down1", "down2"] {
+        let started = Instant::now();
+        let response = gw.acquire(name, None).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(response.headers()["retry-after"], "1");
+        let (status, problem) = status_json(response).await;
+        assert_problem(status, &problem, 503, "backend-unavailable");
+        assert!(
+            !problem["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("127.0.0.1"),
+            "{problem}"
+        );
+    }
+    let ready = gw.http.get(gw.url("/readyz")).send().await.expect("readyz");
+    assert_eq!(ready.status(), 503);
+
+    redis.restart();
+    eventually(
+        Duration::from_secs(5),
+        "acquire succeeds after Redis restarts",
+        || async { (gw.acquire("after", None).await.status() == 201).then_some(()) },
+    )
+    .await;
+    let ready = gw.http.get(gw.url("/readyz")).send().await.expect("readyz");
+    assert_eq!(ready.status(), 200);
+}
+
+/// A frozen Redis (SIGSTOP) costs at most the backend timeout, never a hang; it serves
+/// again after SIGCONT.
+#[tokio::test]
+async fn a_frozen_redis_is_a_503_within_the_timeout() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    assert_eq!(gw.acquire("a", None).await.status(), 201);
+    let signal = |sig: &str| {
+        let status = Command::new("kill")
+            .arg(sig)
+            .arg(redis.pid().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    };
+    signal("-STOP");
+    let started = Instant::now();
+    let (status, problem) = status_json(gw.acquire("b", None).await).await;
+    let elapsed = started.elapsed();
+    signal("-CONT");
+    assert_problem(status, &problem, 503, "backend-unavailable");
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+    eventually(
+        Duration::from_secs(5),
+        "acquire succeeds after SIGCONT",
+        || async { (gw.acquire("c", None).await.status() == 201).then_some(()) },
+    )
+    .await;
+}
+
+/// An empty script cache (restart, failover, SCRIPT FLUSH) is refilled transparently, on the
+/// shared connection and on the pipelined WAIT path.
+#[tokio::test]
+async fn scripts_are_reloaded_after_the_cache_is_flushed() {
+    let master = RedisServer::start();
+    let _replica = RedisServer::start_replica_of(&master);
+    let gw = gateway_for(&master).await;
+    let mut conn = master.conn().await;
+    assert_eq!(
+        gw.acquire("s1", Some(json!({"replicas": 1})))
+            .await
+            .status(),
+        201
+    );
+    assert_eq!(gw.acquire("s2", None).await.status(), 201);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .expect("SCRIPT FLUSH");
+    assert_eq!(gw.acquire("s3", None).await.status(), 201);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .expect("SCRIPT FLUSH");
+    let (status, grant) = status_json(
+        gw.acquire(
+            "s4",
+            Some(json!({"replicas": 1, "replica_timeout_ms": 1000})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{grant}");
+    assert_eq!(grant["replicas_acked"], 1);
+}
+
+/// Locks taken through the gateway obey the classic Redis lock protocol and vice versa: a
+/// plain client releases with compare-and-delete, and a plain SET NX PX lock is seen as held.
+#[tokio::test]
+async fn locks_interoperate_with_plain_redis_clients() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut conn = redis.conn().await;
+    let compare_and_delete = redis::Script::new(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+    );
+
+    let (_, grant) = status_json(gw.acquire("shared", None).await).await;
+    let released: i64 = compare_and_delete
+        .key("lockgate:{shared}")
+        .arg(token_of(&grant))
+        .invoke_async(&mut conn)
+        .await
+        .expect("CAD");
+    assert_eq!(released, 1);
+    assert_eq!(gw.inspect("shared").await.status(), 404);
+
+    let set: Option<String> = redis::cmd("SET")
+        .arg("lockgate:{ext}")
+        .arg("external-token")
+        .arg("NX")
+        .arg("PX")
+        .arg(5000)
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    assert_eq!(set.as_deref(), Some("OK"));
+    let (status, problem) = status_json(gw.acquire("ext", None).await).await;
+    assert_problem(status, &problem, 409, "lock-held");
+    assert_eq!(gw.release("ext", "external-token").await.status(), 204);
+}
+
+/// Many clients racing for one free lock: exactly one wins.
+#[tokio::test]
+async fn concurrent_acquires_grant_exactly_one() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let attempts = (0..32).map(|_| gw.acquire("race", None));
+    let statuses: Vec<u16> = futures_util::future::join_all(attempts)
+        .await
+        .iter()
+        .map(|r| r.status().as_u16())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 409).count(),
+        31,
+        "{statuses:?}"
+    );
+}
+
+/// A retried idempotent acquire finds its own grant in Redis: 200, same token and fence, and
+/// a validity that does not outlive the key.
+#[tokio::test]
+async fn idempotent_acquire_survives_a_lost_response() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut conn = redis.conn().await;
+    let post = || {
+        gw.http
+            .post(gw.url("/locks/job:1"))
+            .header("Idempotency-Key", "2c5ea4c0-4067-11e9-8bad-9b1deb4d3b7d")
+            .json(&json!({"ttl_ms": 5000}))
+            .send()
+    };
+    let (status, first) = status_json(post().await.expect("first")).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, retry) = status_json(post().await.expect("retry")).await;
+    let answered = Instant::now();
+    assert_eq!(status, 200, "{retry}");
+    assert_eq!(retry["token"], first["token"]);
+    assert_eq!(retry["fence"], first["fence"]);
+    let pttl: i64 = conn.pttl("lockgate:{job:1}").await.expect("PTTL");
+    let promised = retry["ttl_ms"].as_u64().expect("ttl_ms") as i64;
+    // The promise must end no later than the key: promised <= pttl + time since the answer,
+    // give or take Redis's millisecond clock.
+    let since = answered.elapsed().as_millis() as i64;
+    assert!(
+        promised <= pttl + since + 1,
+        "promised {promised} ms, key has {pttl} ms {since} ms later"
+    );
+}
+
+/// The ttl_ms returned is what is left after the round trip: a slow link shortens it, and a
+/// link slower than the lease gets no lock at all.
+#[tokio::test]
+async fn validity_subtracts_the_time_spent_reaching_redis() {
+    let redis = RedisServer::start();
+    let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
+    let mut config = redis_config(&proxy.url());
+    config.redis_timeout = Duration::from_secs(3);
+    let gw = Gateway::start(config).await;
+    assert_eq!(gw.acquire("warm-up", None).await.status(), 201);
+
+    proxy.set_delay(Duration::from_millis(300));
+    let (status, grant) =
+        status_json(gw.acquire("slow", Some(json!({"ttl_ms": 2000}))).await).await;
+    assert_eq!(status, 201, "{grant}");
+    let ttl = grant["ttl_ms"].as_u64().expect("ttl_ms");
+    assert!(
+        ttl <= 1700,
+        "300 ms of latency must come off a 2000 ms lease, got {ttl}"
+    );
+
+    let (status, problem) =
+        status_json(gw.acquire("too-slow", Some(json!({"ttl_ms": 200}))).await).await;
+    assert_problem(status, &problem, 503, "backend-unavailable");
+}

@@ -1,0 +1,131 @@
+//! A lockgate server running in the test process on a real socket (127.0.0.1, port 0), so
+//! end-to-end tests speak HTTP to it exactly as curl would.
+
+use std::time::Duration;
+
+use lockgate::config::{BackendChoice, Config, LogFormat, Secret};
+use lockgate::lock::Limits;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The server's defaults, with the given store.
+pub fn config(backend: BackendChoice) -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        backend,
+        key_prefix: "lockgate:".into(),
+        limits: Limits {
+            default_ttl: Duration::from_secs(30),
+            min_ttl: Duration::from_millis(100),
+            max_ttl: Duration::from_secs(3600),
+            max_wait: Duration::from_secs(60),
+        },
+        fence_retention: Duration::from_secs(7 * 24 * 3600),
+        redis_timeout: Duration::from_secs(1),
+        max_body_bytes: 16384,
+        wait_pool_size: 4,
+        token_secret: None,
+        log_format: LogFormat::Text,
+    }
+}
+
+/// Defaults with a Redis store at `url`.
+pub fn redis_config(url: &str) -> Config {
+    config(BackendChoice::Redis {
+        url: url.parse::<Secret>().expect("infallible"),
+    })
+}
+
+#[derive(Debug)]
+pub struct Gateway {
+    base: String,
+    pub http: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Gateway {
+    pub async fn start(config: Config) -> Self {
+        let app = lockgate::app(&config).expect("valid test config");
+        let listener = TcpListener::bind(config.listen).await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = rx.await;
+            };
+            lockgate::serve(listener, app, shutdown)
+                .await
+                .expect("serve");
+        });
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("client");
+        Self {
+            base,
+            http,
+            shutdown: Some(tx),
+            task,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `POST /locks/{name}` with a JSON body (or none).
+    pub async fn acquire(&self, name: &str, body: Option<serde_json::Value>) -> reqwest::Response {
+        let req = self.http.post(self.url(&format!("/locks/{name}")));
+        let req = match body {
+            Some(body) => req.json(&body),
+            None => req,
+        };
+        req.send().await.expect("acquire request")
+    }
+
+    /// `DELETE /locks/{name}` with a token.
+    pub async fn release(&self, name: &str, token: &str) -> reqwest::Response {
+        self.http
+            .delete(self.url(&format!("/locks/{name}")))
+            .header("Lock-Token", token)
+            .send()
+            .await
+            .expect("release request")
+    }
+
+    /// `PATCH /locks/{name}` with a token and a JSON body.
+    pub async fn renew(
+        &self,
+        name: &str,
+        token: &str,
+        body: serde_json::Value,
+    ) -> reqwest::Response {
+        self.http
+            .patch(self.url(&format!("/locks/{name}")))
+            .header("Lock-Token", token)
+            .json(&body)
+            .send()
+            .await
+            .expect("renew request")
+    }
+
+    /// `GET /locks/{name}`.
+    pub async fn inspect(&self, name: &str) -> reqwest::Response {
+        self.http
+            .get(self.url(&format!("/locks/{name}")))
+            .send()
+            .await
+            .expect("inspect request")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.task.abort();
+    }
+}
