@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::lock::Limits;
 use crate::lock::token::MIN_SECRET_LEN;
@@ -72,7 +73,7 @@ pub struct ServeArgs {
 
     /// Keep locks in this process instead of Redis. For development only: locks are not shared
     /// with other gateways and vanish when the process exits.
-    #[arg(long, env = "LOCKGATE_DEV")]
+    #[arg(long, env = "LOCKGATE_DEV", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub dev: bool,
 
     /// Prefix of every Redis key lockgate writes (letters, digits, '.', '_', ':', '/', '-').
@@ -261,6 +262,17 @@ impl Config {
     }
 }
 
+/// The limits a server has without flags: what the committed OpenAPI document describes.
+pub fn default_limits() -> Limits {
+    let parse = |text| humantime::parse_duration(text).unwrap_or_default();
+    Limits {
+        default_ttl: parse(DEFAULT_TTL),
+        min_ttl: parse(DEFAULT_MIN_TTL),
+        max_ttl: parse(DEFAULT_MAX_TTL),
+        max_wait: parse(DEFAULT_MAX_WAIT),
+    }
+}
+
 fn check_limits(limits: &Limits, fence_retention: Duration) -> Result<(), ConfigError> {
     let Limits {
         default_ttl,
@@ -305,6 +317,7 @@ mod tests {
     #[test]
     fn defaults_suit_a_sidecar() {
         let config = parse(&["--dev"]).expect("valid");
+        assert_eq!(config.limits, default_limits());
         assert_eq!(config.listen.to_string(), "127.0.0.1:7380");
         assert_eq!(config.backend, BackendChoice::Memory);
         assert_eq!(config.limits.default_ttl, Duration::from_secs(30));

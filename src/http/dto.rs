@@ -4,6 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use utoipa::ToSchema;
@@ -15,19 +16,22 @@ use crate::lock::{Grant, LockName, LockState, RawReplicas, Renewal, Validity};
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"ttl_ms": 10000}))]
 pub struct AcquireBody {
-    /// Lease length in milliseconds. Default 30000; bounded by the server's `--min-ttl` and
-    /// `--max-ttl`.
-    #[schema(minimum = 1)]
+    /// Lease length in milliseconds. Default 30000 (`--default-ttl`); bounded by the server's
+    /// `--min-ttl` and `--max-ttl`, which the bounds here show.
+    #[serde(default, deserialize_with = "whole_number")]
     pub ttl_ms: Option<u64>,
     /// How long to wait for a held lock, in milliseconds. Default 0: try once. Bounded by the
     /// server's `--max-wait`.
+    #[serde(default, deserialize_with = "whole_number")]
     pub wait_ms: Option<u64>,
     /// Replicas that must acknowledge the write (Redis `WAIT`). Default 0: do not wait.
     #[schema(maximum = 64)]
+    #[serde(default, deserialize_with = "whole_number")]
     pub replicas: Option<u64>,
     /// How long to wait for replica acknowledgements, in milliseconds (1 to 10000).
     /// Default 100.
     #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "whole_number")]
     pub replica_timeout_ms: Option<u64>,
     /// When fewer than `replicas` acknowledge: release the lock and answer 503
     /// `insufficient-replicas`. Default false: report `replicas_acked` and keep the lock.
@@ -50,15 +54,18 @@ impl AcquireBody {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"ttl_ms": 30000}))]
 pub struct RenewBody {
-    /// New lease length in milliseconds, counted from now. Default 30000.
-    #[schema(minimum = 1)]
+    /// New lease length in milliseconds, counted from now. Default 30000 (`--default-ttl`);
+    /// bounded by `--min-ttl` and `--max-ttl`.
+    #[serde(default, deserialize_with = "whole_number")]
     pub ttl_ms: Option<u64>,
     /// Replicas that must acknowledge the renewal (Redis `WAIT`). Default 0.
     #[schema(maximum = 64)]
+    #[serde(default, deserialize_with = "whole_number")]
     pub replicas: Option<u64>,
     /// How long to wait for replica acknowledgements, in milliseconds (1 to 10000).
     /// Default 100.
     #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "whole_number")]
     pub replica_timeout_ms: Option<u64>,
     /// When fewer than `replicas` acknowledge, answer 503 `insufficient-replicas`. The lock
     /// stays held (its primary did renew it). Default false.
@@ -140,6 +147,7 @@ pub struct LockInfoBody {
     /// Milliseconds left on the current lease; absent when the key has no expiry (written by
     /// a client other than lockgate).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "whole_number")]
     pub ttl_ms: Option<u64>,
     /// When the current lease ends, RFC 3339 (informative).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -147,6 +155,44 @@ pub struct LockInfoBody {
     /// The last fence issued for this name; absent when its counter is gone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
+}
+
+/// A non-negative whole number, or null. Like JSON Schema's `integer`, accepts a number with
+/// a zero fraction (`2.0`, which Python's json module writes for a float), refuses `1.5`.
+fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    struct WholeNumber;
+
+    impl<'de> Visitor<'de> for WholeNumber {
+        type Value = Option<u64>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a non-negative whole number")
+        }
+
+        fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+            Ok(Some(value))
+        }
+
+        fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+            u64::try_from(value)
+                .map(Some)
+                .map_err(|_| E::invalid_value(Unexpected::Signed(value), &self))
+        }
+
+        fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+            // 2^64 as f64; every whole f64 below it converts exactly.
+            if value.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&value) {
+                return Ok(Some(value as u64));
+            }
+            Err(E::invalid_value(Unexpected::Float(value), &self))
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+
+    deserializer.deserialize_any(WholeNumber)
 }
 
 fn millis(d: Duration) -> u64 {

@@ -20,8 +20,9 @@ pub struct HealthBody {
     pub backend: Option<&'static str>,
 }
 
-/// Liveness: the process serves HTTP. Never touches the backend, so a Redis outage does not
-/// get the gateway restarted.
+/// Liveness: the process serves HTTP.
+///
+/// Never touches the backend, so a Redis outage does not get the gateway restarted.
 #[utoipa::path(
     get,
     path = "/healthz",
@@ -37,6 +38,8 @@ pub async fn healthz() -> Json<HealthBody> {
 }
 
 /// Readiness: the backend answers.
+///
+/// 503 while the backend is unreachable; the gateway keeps trying to reconnect.
 #[utoipa::path(
     get,
     path = "/readyz",

@@ -37,12 +37,12 @@ pub struct LockNameParam {
     operation_id = "acquire_lock",
     params(
         LockNameParam,
-        ("Idempotency-Key" = Option<String>, Header,
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
             description = "16 to 255 visible ASCII characters, unique per intended grant (a UUID). \
                 A retry with the same key and name gets the same grant back while it is held. \
                 Whoever presents the key gets the token: keep it as secret as the token.")
     ),
-    request_body(content = Option<AcquireBody>, description = "Lease settings; an empty body means all defaults.",
+    request_body(content = AcquireBody, description = "Lease settings; an empty body means all defaults.",
         content_type = "application/json"),
     responses(
         (status = 201, description = "The lock was granted.", body = LockGrantBody,
@@ -94,9 +94,10 @@ pub async fn acquire_lock(
     operation_id = "renew_lock",
     params(
         LockNameParam,
-        ("Lock-Token" = String, Header, description = "The token returned when the lock was acquired.")
+        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+            description = "The token returned when the lock was acquired.")
     ),
-    request_body(content = Option<RenewBody>, description = "Renewal settings; an empty body renews for the default ttl.",
+    request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
         content_type = "application/json"),
     responses(
         (status = 200, description = "The lease was renewed.", body = LockRenewalBody),
@@ -134,7 +135,8 @@ pub async fn renew_lock(
     operation_id = "release_lock",
     params(
         LockNameParam,
-        ("Lock-Token" = String, Header, description = "The token returned when the lock was acquired.")
+        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+            description = "The token returned when the lock was acquired.")
     ),
     responses(
         (status = 204, description = "The lock was released."),
@@ -162,8 +164,10 @@ pub async fn release_lock(
 ///
 /// Whether the lock is held, the time left on its lease and the current fence. Never the
 /// token. `HEAD` answers the same status without a body.
+// HEAD is served by the GET route (axum answers HEAD with the GET handler, without the body);
+// documenting it as a second operation would give two operations one operationId.
 #[utoipa::path(
-    method(get, head),
+    get,
     path = "/locks/{name}",
     tag = "locks",
     operation_id = "inspect_lock",

@@ -24,7 +24,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::problem::{ApiError, ServerErrorCause};
-use crate::lock::LockService;
+use crate::lock::{Limits, LockService};
 
 /// What handlers share.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub struct HttpOptions {
 
 /// The routes and their OpenAPI description, before state is attached.
 fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+    let (router, mut doc) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(
             locks::acquire_lock,
             locks::renew_lock,
@@ -54,21 +54,27 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi_json))
-        .split_for_parts()
+        .split_for_parts();
+    openapi::make_request_bodies_optional(&mut doc);
+    (router, doc)
 }
 
-/// The OpenAPI document of this API, as served at `/openapi.json`.
-pub fn openapi_document() -> String {
-    api().1.to_pretty_json().unwrap_or_default()
+/// The OpenAPI document of this API for a server with these limits, as served at
+/// `/openapi.json`. The committed copy is the one for the default limits.
+pub fn openapi_document(limits: &Limits) -> String {
+    let (_, mut doc) = api();
+    openapi::apply_limits(&mut doc, limits);
+    doc.to_pretty_json().unwrap_or_default()
 }
 
 /// The whole application.
 pub fn router(service: Arc<LockService>, options: HttpOptions) -> Router {
     let (routes, _) = api();
+    let openapi_json = Bytes::from(openapi_document(service.limits()));
     let state = AppState {
         service,
         max_body_bytes: options.max_body_bytes,
-        openapi_json: Bytes::from(openapi_document()),
+        openapi_json,
     };
     routes
         .fallback(locks::unmatched)

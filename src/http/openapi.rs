@@ -3,9 +3,13 @@
 //! The committed copy lives in `openapi/openapi.json`; a test fails when it differs from what
 //! the code generates. Regenerate it with `cargo run --quiet -- openapi > openapi/openapi.json`.
 
+use utoipa::Number;
 use utoipa::OpenApi;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::Schema;
 
 use super::problem::Problem;
+use crate::lock::Limits;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -17,6 +21,7 @@ use super::problem::Problem;
             `https://lockgate.dev/problems/<kind>`.",
         license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
+    servers((url = "http://127.0.0.1:7380", description = "A gateway on its default, sidecar address")),
     tags(
         (name = "locks", description = "Acquire, renew, release and inspect locks."),
         (name = "health", description = "Liveness, readiness and this document.")
@@ -25,3 +30,43 @@ use super::problem::Problem;
 )]
 #[derive(Debug)]
 pub struct ApiDoc;
+
+/// Every request body of this API may be omitted (an empty body means defaults). utoipa can
+/// only say so by making the schema nullable (`Option<T>`), which client generators turn into
+/// a body of `null`; the accurate description is `required: false` with the plain schema.
+pub fn make_request_bodies_optional(doc: &mut utoipa::openapi::OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        for operation in [&mut item.post, &mut item.patch, &mut item.put]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(utoipa::openapi::RefOr::T(body)) = operation.request_body.as_mut() {
+                body.required = Some(utoipa::openapi::Required::False);
+            }
+        }
+    }
+}
+
+/// Writes the server's configured bounds into the body schemas, so that clients generated from
+/// a running gateway's `/openapi.json` validate exactly what that gateway accepts.
+pub fn apply_limits(doc: &mut utoipa::openapi::OpenApi, limits: &Limits) {
+    let ms = |d: std::time::Duration| usize::try_from(d.as_millis()).unwrap_or(usize::MAX);
+    let (min_ttl, max_ttl, max_wait) =
+        (ms(limits.min_ttl), ms(limits.max_ttl), ms(limits.max_wait));
+    let bounds = [
+        ("AcquireBody", "ttl_ms", min_ttl, max_ttl),
+        ("AcquireBody", "wait_ms", 0, max_wait),
+        ("RenewBody", "ttl_ms", min_ttl, max_ttl),
+    ];
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    for (schema, field, min, max) in bounds {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(schema)
+            && let Some(RefOr::T(Schema::Object(property))) = object.properties.get_mut(field)
+        {
+            property.minimum = Some(Number::UInt(min));
+            property.maximum = Some(Number::UInt(max));
+        }
+    }
+}

@@ -95,7 +95,7 @@ impl ProblemKind {
     "type": "https://lockgate.dev/problems/lock-held",
     "title": "Lock is held",
     "status": 409,
-    "detail": "the lock 'orders:42' is held by another client",
+    "detail": "the lock is held by another client",
     "retry_after_ms": 2750
 }))]
 pub struct Problem {

@@ -301,6 +301,20 @@ async fn bad_bodies_are_problem_documents() {
             reply.body
         );
     }
+    for (body, ttl) in [
+        (r#"{"ttl_ms": 2000.0}"#, 2000),
+        (r#"{"ttl_ms": 2e3}"#, 2000),
+        (r#"{"ttl_ms": null}"#, 30000),
+    ] {
+        let reply = acquire(&app, "whole", body).await;
+        assert_eq!(
+            (reply.status, reply.body["ttl_ms"].as_u64()),
+            (201, Some(ttl)),
+            "{body}: {}",
+            reply.body
+        );
+        release(&app, "whole", reply.body["token"].as_str().expect("token")).await;
+    }
     let reply = renew(&app, "x", "t", r#"{"wait_ms": 5}"#).await;
     problem(&reply, 400, "invalid-request");
     assert_eq!(
@@ -443,4 +457,35 @@ async fn health_and_openapi_answer() {
         doc.body["openapi"]
     );
     assert!(doc.body["paths"]["/locks/{name}"]["post"].is_object());
+}
+
+/// The served OpenAPI document shows the bounds this server enforces, not the defaults.
+#[tokio::test]
+async fn the_served_openapi_document_shows_the_configured_bounds() {
+    let mut config = config(BackendChoice::Memory);
+    config.limits.min_ttl = Duration::from_secs(1);
+    config.limits.max_ttl = Duration::from_secs(120);
+    config.limits.max_wait = Duration::from_secs(5);
+    let app = lockgate::app(&config).expect("valid config");
+    let doc = send(
+        &app,
+        request(Method::GET, "/openapi.json")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await
+    .body;
+    let acquire = &doc["components"]["schemas"]["AcquireBody"]["properties"];
+    assert_eq!(
+        (
+            acquire["ttl_ms"]["minimum"].as_u64(),
+            acquire["ttl_ms"]["maximum"].as_u64()
+        ),
+        (Some(1000), Some(120_000))
+    );
+    assert_eq!(acquire["wait_ms"]["maximum"], 5000);
+    assert_eq!(
+        doc["components"]["schemas"]["RenewBody"]["properties"]["ttl_ms"]["maximum"],
+        120_000
+    );
 }

@@ -79,7 +79,7 @@ async fn the_openapi_subcommand_prints_the_document() {
     assert_eq!(code, Some(0));
     assert_eq!(
         stdout.trim_end(),
-        lockgate::http::openapi_document().trim_end()
+        lockgate::http::openapi_document(&lockgate::config::default_limits()).trim_end()
     );
 }
 

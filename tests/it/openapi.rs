@@ -6,7 +6,7 @@ const COMMITTED: &str = include_str!("../../openapi/openapi.json");
 /// `cargo run --quiet -- openapi > openapi/openapi.json`.
 #[test]
 fn the_committed_openapi_document_matches_the_code() {
-    let generated = lockgate::http::openapi_document();
+    let generated = lockgate::http::openapi_document(&lockgate::config::default_limits());
     let first_difference = COMMITTED
         .trim_end()
         .lines()
@@ -38,4 +38,25 @@ fn every_response_is_described() {
         }
     }
     assert!(count > 20, "only {count} responses documented");
+}
+
+/// Operation ids are unique, as the OpenAPI specification requires and generators rely on.
+#[test]
+fn operation_ids_are_unique() {
+    let doc: serde_json::Value = serde_json::from_str(COMMITTED).expect("valid JSON");
+    let mut ids: Vec<&str> = doc["paths"]
+        .as_object()
+        .expect("paths")
+        .values()
+        .flat_map(|item| item.as_object().expect("path item").values())
+        .map(|operation| {
+            operation["operationId"]
+                .as_str()
+                .expect("every operation has an id")
+        })
+        .collect();
+    let count = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "duplicate operation ids among {ids:?}");
 }

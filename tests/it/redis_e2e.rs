@@ -188,6 +188,29 @@ async fn wait_counts_replica_acknowledgements() {
     assert_eq!(status, 200, "{renewed}");
     assert_eq!(renewed["replicas_acked"], 1);
 
+    // A replica timeout longer than the backend timeout (1 s) is honoured, not cut short.
+    let started = Instant::now();
+    let (status, slow) = status_json(
+        gw.acquire(
+            "w3",
+            Some(json!({"replicas": 2, "replica_timeout_ms": 1500})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{slow}");
+    assert_eq!(slow["replicas_acked"], 1);
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "WAIT returned after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        gw.acquire("w4", None).await.status(),
+        201,
+        "the shared connection survives a long WAIT"
+    );
+
     let body = json!({"replicas": 2, "replica_timeout_ms": 200, "require_replicas": true});
     let (status, problem) = status_json(gw.acquire("w2", Some(body)).await).await;
     assert_problem(status, &problem, 503, "insufficient-replicas");

@@ -30,6 +30,9 @@ pub const RETRY_INTERVAL: Duration = Duration::from_millis(200);
 pub struct SharedConnection {
     client: Client,
     config: AsyncConnectionConfig,
+    /// For dedicated connections: no reply timeout of their own, since a `WAIT` legitimately
+    /// blocks for its replica timeout; the caller bounds each use instead.
+    dedicated_config: AsyncConnectionConfig,
     current: RwLock<Option<Epoch>>,
     reconnect: tokio::sync::Mutex<Attempts>,
 }
@@ -47,14 +50,18 @@ struct Attempts {
 }
 
 impl SharedConnection {
-    /// Connections time out after `timeout`, both to connect and for each reply.
+    /// The shared connection times out after `timeout`, both to connect and for each reply;
+    /// dedicated ones only to connect.
     pub fn new(client: Client, timeout: Duration) -> Self {
-        let config = AsyncConnectionConfig::new()
+        // Explicitly None: redis-rs otherwise applies a default 500 ms reply timeout.
+        let dedicated_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout));
+            .set_response_timeout(None);
+        let config = dedicated_config.clone().set_response_timeout(Some(timeout));
         Self {
             client,
             config,
+            dedicated_config,
             current: RwLock::new(None),
             reconnect: Default::default(),
         }
@@ -117,11 +124,12 @@ impl SharedConnection {
     }
 
     /// Opens a connection outside the shared one (for commands that block it, like `WAIT`).
+    /// It has no reply timeout: bound each use of it.
     pub async fn open_dedicated(&self) -> Result<(u64, MultiplexedConnection), BackendError> {
         let epoch = self.epoch();
         let conn = self
             .client
-            .get_multiplexed_async_connection_with_config(&self.config)
+            .get_multiplexed_async_connection_with_config(&self.dedicated_config)
             .await
             .map_err(|e| classify(&e))?;
         Ok((epoch, conn))
@@ -136,6 +144,18 @@ impl SharedConnection {
                 *current = None;
                 tracing::warn!(epoch, error = %err, "redis connection lost");
             }
+        }
+        classify(err)
+    }
+}
+
+impl SharedConnection {
+    /// Records that a command on a dedicated connection opened in `epoch` failed. The
+    /// dedicated connection is dropped by its owner; the shared one is dropped too only if the
+    /// error says the server went away (a restart), not for slowness.
+    pub fn failed_dedicated(&self, epoch: u64, err: &RedisError) -> BackendError {
+        if err.is_connection_dropped() || err.is_connection_refusal() {
+            return self.failed(epoch, err);
         }
         classify(err)
     }

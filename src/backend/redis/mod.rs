@@ -56,10 +56,44 @@ pub struct RedisBackend {
     fence_retention_ms: u64,
 }
 
-/// The two keys of one lock name.
-struct LockKeys {
-    lock: String,
-    fence: String,
+/// The two keys of one lock name, written straight into a command's buffer (no `String`
+/// per key per request).
+#[derive(Clone, Copy)]
+struct LockKeys<'a> {
+    prefix: &'a str,
+    name: &'a str,
+}
+
+/// One key: `<prefix>{<name>}<suffix>`.
+struct Key<'a> {
+    keys: LockKeys<'a>,
+    suffix: &'static str,
+}
+
+impl LockKeys<'_> {
+    fn lock(&self) -> Key<'_> {
+        Key {
+            keys: *self,
+            suffix: "",
+        }
+    }
+
+    fn fence(&self) -> Key<'_> {
+        Key {
+            keys: *self,
+            suffix: ":fence",
+        }
+    }
+}
+
+impl redis::ToRedisArgs for Key<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        for part in [self.keys.prefix, "{", self.keys.name, "}", self.suffix] {
+            // Writing to the command's in-memory buffer cannot fail.
+            let _ = std::io::Write::write_all(&mut arg, part.as_bytes());
+        }
+    }
 }
 
 impl RedisBackend {
@@ -78,10 +112,11 @@ impl RedisBackend {
         })
     }
 
-    fn keys(&self, name: &str) -> LockKeys {
-        let lock = format!("{}{{{}}}", self.key_prefix, name);
-        let fence = format!("{lock}:fence");
-        LockKeys { lock, fence }
+    fn keys<'a>(&'a self, name: &'a str) -> LockKeys<'a> {
+        LockKeys {
+            prefix: &self.key_prefix,
+            name,
+        }
     }
 
     /// Runs one script on the shared connection, within the backend timeout.
@@ -129,7 +164,7 @@ impl RedisBackend {
                     checkout.give_back();
                     Ok((value, u32::try_from(acked).unwrap_or(0)))
                 }
-                Err(e) => Err(self.shared.failed(checkout.epoch, &e)),
+                Err(e) => Err(self.shared.failed_dedicated(checkout.epoch, &e)),
             }
         };
         tokio::time::timeout(limit, attempt)
@@ -155,13 +190,13 @@ impl RedisBackend {
 }
 
 /// `EVALSHA` with the script's keys and arguments.
-fn evalsha(script: &redis::Script, keys: &LockKeys, with_fence: bool) -> Cmd {
+fn evalsha(script: &redis::Script, keys: LockKeys<'_>, with_fence: bool) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.get_hash());
     if with_fence {
-        cmd.arg(2).arg(&keys.lock).arg(&keys.fence);
+        cmd.arg(2).arg(keys.lock()).arg(keys.fence());
     } else {
-        cmd.arg(1).arg(&keys.lock);
+        cmd.arg(1).arg(keys.lock());
     }
     cmd
 }
@@ -222,7 +257,7 @@ impl LockBackend for RedisBackend {
         ack: Option<ReplicaAck>,
     ) -> Result<AcquireOutcome, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(&ACQUIRE, &keys, true);
+        let mut call = evalsha(&ACQUIRE, keys, true);
         call.arg(token)
             .arg(millis(ttl))
             .arg(self.fence_retention_ms);
@@ -241,7 +276,7 @@ impl LockBackend for RedisBackend {
 
     async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(&RELEASE, &keys, false);
+        let mut call = evalsha(&RELEASE, keys, false);
         call.arg(token);
         match self.run::<i64>(&RELEASE, &call).await? {
             1 => Ok(ReleaseOutcome::Released),
@@ -259,7 +294,7 @@ impl LockBackend for RedisBackend {
         ack: Option<ReplicaAck>,
     ) -> Result<RenewOutcome, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(&RENEW, &keys, true);
+        let mut call = evalsha(&RENEW, keys, true);
         call.arg(token)
             .arg(millis(ttl))
             .arg(self.fence_retention_ms);
@@ -274,7 +309,7 @@ impl LockBackend for RedisBackend {
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let keys = self.keys(name);
-        let call = evalsha(&INSPECT, &keys, true);
+        let call = evalsha(&INSPECT, keys, true);
         let reply: Vec<i64> = self.run(&INSPECT, &call).await?;
         match *reply {
             [-2, _] => Ok(None),
@@ -318,9 +353,17 @@ mod tests {
 
     #[test]
     fn lock_key_and_fence_counter_share_a_hash_tag() {
-        let keys = backend("lockgate:").keys("orders:42");
-        assert_eq!(keys.lock, "lockgate:{orders:42}");
-        assert_eq!(keys.fence, "lockgate:{orders:42}:fence");
+        use redis::ToRedisArgs;
+        let backend = backend("lockgate:");
+        let keys = backend.keys("orders:42");
+        assert_eq!(
+            keys.lock().to_redis_args(),
+            [b"lockgate:{orders:42}".to_vec()]
+        );
+        assert_eq!(
+            keys.fence().to_redis_args(),
+            [b"lockgate:{orders:42}:fence".to_vec()]
+        );
     }
 
     #[test]
