@@ -1,6 +1,8 @@
 //! The JSON bodies of the API. Durations are integer milliseconds in fields ending in `_ms`.
 //! Request bodies refuse unknown fields, so a typo (`ttl` for `ttl_ms`) is an error rather
-//! than a silently ignored setting.
+//! than a silently ignored setting. That is also why the replica fields are repeated in both
+//! request bodies instead of shared through `#[serde(flatten)]`: serde cannot refuse unknown
+//! fields of a flattened struct.
 
 use std::time::{Duration, SystemTime};
 

@@ -62,15 +62,18 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 /// The OpenAPI document of this API for a server with these limits, as served at
 /// `/openapi.json`. The committed copy is the one for the default limits.
 pub fn openapi_document(limits: &Limits) -> String {
-    let (_, mut doc) = api();
+    render_openapi(api().1, limits)
+}
+
+fn render_openapi(mut doc: utoipa::openapi::OpenApi, limits: &Limits) -> String {
     openapi::apply_limits(&mut doc, limits);
     doc.to_pretty_json().unwrap_or_default()
 }
 
 /// The whole application.
 pub fn router(service: Arc<LockService>, options: HttpOptions) -> Router {
-    let (routes, _) = api();
-    let openapi_json = Bytes::from(openapi_document(service.limits()));
+    let (routes, doc) = api();
+    let openapi_json = Bytes::from(render_openapi(doc, service.limits()));
     let state = AppState {
         service,
         max_body_bytes: options.max_body_bytes,
