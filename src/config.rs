@@ -19,6 +19,7 @@ use crate::lock::Limits;
 use crate::lock::token::MIN_SECRET_LEN;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7380";
+pub const DEFAULT_GATEWAY: &str = "http://127.0.0.1:7380";
 pub const DEFAULT_KEY_PREFIX: &str = "lockgate:";
 pub const DEFAULT_TTL: &str = "30s";
 pub const DEFAULT_MIN_TTL: &str = "100ms";
@@ -28,6 +29,7 @@ pub const DEFAULT_FENCE_RETENTION: &str = "7d";
 pub const DEFAULT_REDIS_TIMEOUT: &str = "1s";
 pub const DEFAULT_MAX_BODY_BYTES: &str = "16384";
 pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
+pub const DEFAULT_MAX_WAITERS: usize = 10_000;
 
 /// Longest key prefix.
 const MAX_KEY_PREFIX_LEN: usize = 64;
@@ -53,6 +55,44 @@ pub struct Cli {
 pub enum Command {
     /// Print the OpenAPI document of the API and exit.
     Openapi,
+    /// Run a command while holding a lock, like flock(1) across machines.
+    ///
+    /// Acquires NAME through a gateway, renews it every third of --ttl while COMMAND runs,
+    /// releases it when COMMAND exits and exits with COMMAND's status. COMMAND sees
+    /// LOCKGATE_LOCK, LOCKGATE_FENCE and LOCKGATE_TOKEN in its environment.
+    ///
+    /// Exit status: COMMAND's own (128+N if it died of signal N); 75 if the lock was not
+    /// acquired within --wait; 76 if the lock was lost while COMMAND ran (COMMAND was sent
+    /// SIGTERM, then SIGKILL after --kill-after); 69 if the gateway could not be reached or
+    /// refused the request; 64 for bad arguments; 126/127 if COMMAND could not be started.
+    Run(RunArgs),
+}
+
+/// Flags of `lockgate run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Base URL of the gateway.
+    #[arg(long, env = "LOCKGATE_GATEWAY", default_value = DEFAULT_GATEWAY)]
+    pub gateway: String,
+
+    /// Lease length, renewed every third of it while the command runs.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub ttl: Duration,
+
+    /// How long to wait for the lock; 0 tries once. Without it, waits as long as it takes.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub wait: Option<Duration>,
+
+    /// After losing the lock, how long the command has to exit after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub kill_after: Duration,
+
+    /// The lock's name.
+    pub name: String,
+
+    /// The command to run and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// Flags of the server.
@@ -95,6 +135,11 @@ pub struct ServeArgs {
     /// Longest wait_ms a client may ask for.
     #[arg(long, env = "LOCKGATE_MAX_WAIT", default_value = DEFAULT_MAX_WAIT, value_parser = humantime::parse_duration)]
     pub max_wait: Duration,
+
+    /// Most requests waiting for locks at once (wait_ms and hold streams still waiting). Beyond
+    /// it, requests that would wait answer 503 too-many-waiters.
+    #[arg(long, env = "LOCKGATE_MAX_WAITERS", default_value_t = DEFAULT_MAX_WAITERS)]
+    pub max_waiters: usize,
 
     /// How long a name's fence counter is kept after its last grant or renewal. Must be at
     /// least --max-ttl.
@@ -219,6 +264,7 @@ impl Config {
             min_ttl: args.min_ttl,
             max_ttl: args.max_ttl,
             max_wait: args.max_wait,
+            max_waiters: args.max_waiters,
         };
         check_limits(&limits, args.fence_retention)?;
         if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&args.redis_timeout) {
@@ -270,6 +316,7 @@ pub fn default_limits() -> Limits {
         min_ttl: parse(DEFAULT_MIN_TTL),
         max_ttl: parse(DEFAULT_MAX_TTL),
         max_wait: parse(DEFAULT_MAX_WAIT),
+        max_waiters: DEFAULT_MAX_WAITERS,
     }
 }
 
@@ -279,6 +326,7 @@ fn check_limits(limits: &Limits, fence_retention: Duration) -> Result<(), Config
         min_ttl,
         max_ttl,
         max_wait,
+        max_waiters,
     } = *limits;
     if min_ttl < Duration::from_millis(1) {
         return Err(range("--min-ttl must be at least 1ms".into()));
@@ -290,6 +338,9 @@ fn check_limits(limits: &Limits, fence_retention: Duration) -> Result<(), Config
     }
     if max_wait > Duration::from_secs(3600) {
         return Err(range("--max-wait must be at most 1h".into()));
+    }
+    if max_waiters > 1_000_000 {
+        return Err(range("--max-waiters must be at most 1000000".into()));
     }
     if fence_retention < max_ttl {
         return Err(range("--fence-retention must be at least --max-ttl".into()));

@@ -10,6 +10,7 @@
 //! * [`http`]: the axum router, extractors, JSON bodies, problem documents, OpenAPI.
 //! * [`lock`]: the domain: names, tokens, validity, request bounds, errors, [`lock::LockService`].
 //! * [`backend`]: where locks are kept: Redis, or in memory for `--dev`.
+//! * [`runner`]: `lockgate run`, a client of the API that holds a lock while a command runs.
 //!
 //! [`build_service`] and [`http::router`] assemble the application; [`serve`] runs it on an
 //! already bound listener until a shutdown future resolves, so tests can run it on port 0.
@@ -18,6 +19,7 @@ pub mod backend;
 pub mod config;
 pub mod http;
 pub mod lock;
+pub mod runner;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -78,8 +80,9 @@ pub fn build_service(config: &Config) -> Result<LockService, StartupError> {
     Ok(LockService::new(backend, config.limits, secret))
 }
 
-/// rustls needs a process-wide crypto provider for `rediss://`; ring is compiled in.
-fn install_crypto_provider() {
+/// rustls needs a process-wide crypto provider (for `rediss://`, and for `lockgate run`
+/// against an `https://` gateway); ring is compiled in.
+pub fn install_crypto_provider() {
     // Fails only when one is installed already, which is just as good.
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
@@ -109,7 +112,13 @@ pub async fn serve(
 
 /// Runs the server described by `config` until SIGTERM or SIGINT.
 pub async fn run(config: Config) -> Result<(), StartupError> {
-    let app = app(&config)?;
+    let service = Arc::new(build_service(&config)?);
+    let app = http::router(
+        service.clone(),
+        HttpOptions {
+            max_body_bytes: config.max_body_bytes,
+        },
+    );
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartupError::Bind {
@@ -121,7 +130,13 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         BackendChoice::Redis { .. } => "redis",
     };
     tracing::info!(listen = %config.listen, backend, "lockgate serving");
-    serve(listener, app, shutdown_signal()).await?;
+    // Waiting requests and hold streams end (releasing their locks) before the server waits
+    // for in-flight requests to finish.
+    let shutdown = async move {
+        shutdown_signal().await;
+        service.shut_down();
+    };
+    serve(listener, app, shutdown).await?;
     tracing::info!("lockgate stopped");
     Ok(())
 }

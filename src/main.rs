@@ -31,12 +31,25 @@ fn main() -> ExitCode {
             };
         }
     };
-    if let Some(Command::Openapi) = cli.command {
-        println!(
-            "{}",
-            lockgate::http::openapi_document(&lockgate::config::default_limits())
-        );
-        return ExitCode::SUCCESS;
+    match cli.command {
+        Some(Command::Openapi) => {
+            let limits = lockgate::config::default_limits();
+            println!("{}", lockgate::http::openapi_document(&limits));
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Run(args)) => {
+            return match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => ExitCode::from(runtime.block_on(lockgate::runner::run(args))),
+                Err(err) => {
+                    eprintln!("lockgate run: cannot start the async runtime: {err}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        None => {}
     }
     let config = match Config::from_args(cli.serve) {
         Ok(config) => config,

@@ -9,15 +9,16 @@
 //! advance it. There are no replicas: a request for replica acknowledgement gets 0.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::fence::next_fence;
 use super::{
-    AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseOutcome, RenewOutcome,
-    ReplicaAck,
+    AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseFeed, ReleaseOutcome,
+    RenewOutcome, ReplicaAck,
 };
 
 /// Expired entries are swept after this many writes, or after a quarter as many writes as
@@ -30,6 +31,28 @@ const MIN_WRITES_BETWEEN_SWEEPS: usize = 1024;
 pub struct MemoryBackend {
     state: Mutex<State>,
     fence_retention: Duration,
+    /// Release announcements, for names somebody watches.
+    watched: Arc<Mutex<HashMap<String, watch::Sender<()>>>>,
+}
+
+/// Keeps a name in `watched` while its feed lives.
+#[derive(Debug)]
+struct Watching {
+    watched: Arc<Mutex<HashMap<String, watch::Sender<()>>>>,
+    name: String,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        // The feed's receiver is dropped before this guard; nobody else listens then.
+        if watched
+            .get(&self.name)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            watched.remove(&self.name);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -56,6 +79,7 @@ impl MemoryBackend {
         Self {
             state: Mutex::new(State::default()),
             fence_retention,
+            watched: Arc::default(),
         }
     }
 
@@ -184,6 +208,13 @@ impl LockBackend for MemoryBackend {
                 ReleaseOutcome::Released
             }
         };
+        drop(state);
+        if outcome == ReleaseOutcome::Released {
+            let watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tx) = watched.get(name) {
+                tx.send_replace(());
+            }
+        }
         Ok(outcome)
     }
 
@@ -225,6 +256,19 @@ impl LockBackend for MemoryBackend {
 
     async fn ping(&self) -> Result<(), BackendError> {
         Ok(())
+    }
+
+    async fn watch_releases(&self, name: &str) -> ReleaseFeed {
+        let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        let receiver = watched
+            .entry(name.to_owned())
+            .or_insert_with(|| watch::channel(()).0)
+            .subscribe();
+        let guard = Watching {
+            watched: self.watched.clone(),
+            name: name.to_owned(),
+        };
+        ReleaseFeed::new(receiver, guard)
     }
 }
 
@@ -324,6 +368,34 @@ mod tests {
             replicas_acked: None,
         };
         assert_eq!(replay, AcquireOutcome::AlreadyHeld(expected));
+    }
+
+    /// A release is announced to watchers of the name, and only to them.
+    #[tokio::test(start_paused = true)]
+    async fn releases_are_announced_to_watchers() {
+        let b = backend();
+        let feed = b.watch_releases("a").await;
+        let mut rx = feed.receiver();
+        rx.borrow_and_update();
+        b.acquire("a", "t1", TTL, None).await.expect("acquire");
+        b.acquire("b", "t1", TTL, None).await.expect("acquire");
+        b.release("b", "t1").await.expect("release");
+        assert!(
+            !rx.has_changed().expect("open"),
+            "another name's release is not ours"
+        );
+        b.release("a", "t2").await.expect("release");
+        assert!(
+            !rx.has_changed().expect("open"),
+            "a refused release announces nothing"
+        );
+        b.release("a", "t1").await.expect("release");
+        assert!(rx.has_changed().expect("open"));
+        drop((rx, feed));
+        assert!(
+            b.watched.lock().expect("lock").is_empty(),
+            "unwatched names are forgotten"
+        );
     }
 
     /// Expired entries do not accumulate.

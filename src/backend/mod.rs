@@ -89,6 +89,37 @@ pub enum BackendError {
     Config(String),
 }
 
+/// Release notifications for one name, for as long as it is kept.
+///
+/// The feed is a version counter: every change means "the lock may have been released, look
+/// again". A release is announced once; a change can also be spurious (after a reconnect, all
+/// feeds change because releases during the outage were not seen). Expiries are not
+/// announced: waiters also wake at the holder's ttl. Clone [`ReleaseFeed::receiver`] to wait
+/// on it; mark the current version seen *before* trying to acquire, so that a release that
+/// lands between the attempt and the wait is not lost.
+#[derive(Debug)]
+pub struct ReleaseFeed {
+    receiver: tokio::sync::watch::Receiver<()>,
+    /// Ends the subscription when the feed is dropped.
+    _subscription: Box<dyn std::fmt::Debug + Send + Sync>,
+}
+
+impl ReleaseFeed {
+    pub fn new(
+        receiver: tokio::sync::watch::Receiver<()>,
+        subscription: impl std::fmt::Debug + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            receiver,
+            _subscription: Box::new(subscription),
+        }
+    }
+
+    pub fn receiver(&self) -> tokio::sync::watch::Receiver<()> {
+        self.receiver.clone()
+    }
+}
+
 /// The contract every store meets. `name` is an already validated lock name; `token` is the
 /// exact string the store keeps as the lock's value.
 pub trait LockBackend: Send + Sync {
@@ -125,6 +156,11 @@ pub trait LockBackend: Send + Sync {
 
     /// Answers when the store can serve requests.
     fn ping(&self) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Subscribes to releases of `name`. Returns once the subscription is in place, so that a
+    /// release after this returns is seen; if the store cannot confirm it (unreachable), the
+    /// feed still works once the store is back, and waiters fall back to the holder's ttl.
+    fn watch_releases(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
 }
 
 /// The configured backend.
@@ -185,5 +221,9 @@ impl LockBackend for Backend {
 
     async fn ping(&self) -> Result<(), BackendError> {
         dispatch!(self, b => b.ping())
+    }
+
+    async fn watch_releases(&self, name: &str) -> ReleaseFeed {
+        dispatch!(self, b => b.watch_releases(name))
     }
 }

@@ -1,11 +1,13 @@
 //! Handlers of `/locks/{name}`: acquire, renew, release, inspect.
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use super::AppState;
+use super::delivery::DeliveredOnRead;
 use super::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
 use super::problem::{ApiError, Problem};
@@ -72,16 +74,26 @@ pub async fn acquire_lock(
         .limits()
         .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
     let grant = app.service.acquire(&name, &request, key.as_ref()).await?;
-    let body = Json(LockGrantBody::new(&name, &grant));
-    if grant.replayed {
-        return Ok((StatusCode::OK, body).into_response());
+    let json = serde_json::to_vec(&LockGrantBody::new(&name, &grant))
+        .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
+    let status = if grant.replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    // The body keeps the grant's guard: if the client is gone before the answer is written,
+    // the lock is released rather than left held by nobody.
+    let mut response = Response::new(Body::new(DeliveredOnRead::new(json.into(), grant.guard)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if !grant.replayed {
+        headers.insert(header::LOCATION, location(&name));
     }
-    Ok((
-        StatusCode::CREATED,
-        [(header::LOCATION, location(&name))],
-        body,
-    )
-        .into_response())
+    Ok(response)
 }
 
 /// Renew a lock.

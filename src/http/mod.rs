@@ -4,9 +4,11 @@
 //! `tower::ServiceExt::oneshot`, and [`crate::serve`] serves it on a socket. Every answer,
 //! including unknown routes, wrong methods and panics, is JSON; errors are problem documents.
 
+pub mod delivery;
 pub mod dto;
 pub mod extract;
 pub mod health;
+pub mod hold;
 pub mod locks;
 pub mod openapi;
 pub mod problem;
@@ -51,6 +53,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             locks::release_lock,
             locks::inspect_lock
         ))
+        .routes(routes!(hold::hold_lock))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi_json))

@@ -34,6 +34,8 @@ pub enum ProblemKind {
     NotOwner,
     InsufficientReplicas,
     BackendUnavailable,
+    TooManyWaiters,
+    ShuttingDown,
     PayloadTooLarge,
     NotFound,
     MethodNotAllowed,
@@ -51,6 +53,8 @@ impl ProblemKind {
             Self::NotOwner => "not-owner",
             Self::InsufficientReplicas => "insufficient-replicas",
             Self::BackendUnavailable => "backend-unavailable",
+            Self::TooManyWaiters => "too-many-waiters",
+            Self::ShuttingDown => "shutting-down",
             Self::PayloadTooLarge => "payload-too-large",
             Self::NotFound => "not-found",
             Self::MethodNotAllowed => "method-not-allowed",
@@ -67,6 +71,8 @@ impl ProblemKind {
             Self::NotOwner => "Not the lock owner",
             Self::InsufficientReplicas => "Insufficient replicas",
             Self::BackendUnavailable => "Backend unavailable",
+            Self::TooManyWaiters => "Too many waiters",
+            Self::ShuttingDown => "Shutting down",
             Self::PayloadTooLarge => "Payload too large",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",
@@ -79,9 +85,10 @@ impl ProblemKind {
             Self::InvalidName | Self::InvalidRequest => StatusCode::BAD_REQUEST,
             Self::LockHeld | Self::NotOwner => StatusCode::CONFLICT,
             Self::LockNotHeld | Self::NotFound => StatusCode::NOT_FOUND,
-            Self::InsufficientReplicas | Self::BackendUnavailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::InsufficientReplicas
+            | Self::BackendUnavailable
+            | Self::TooManyWaiters
+            | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -297,6 +304,22 @@ fn render_lock_error(err: LockError) -> Rendered {
                 cause,
             }
         }
+        LockError::TooManyWaiters => Rendered {
+            problem: Problem::new(
+                ProblemKind::TooManyWaiters,
+                "too many requests are waiting for locks; retry later",
+            ),
+            retry_after: Some(BACKEND_RETRY_AFTER),
+            cause,
+        },
+        LockError::ShuttingDown => Rendered {
+            problem: Problem::new(
+                ProblemKind::ShuttingDown,
+                "the gateway is shutting down; retry on another one",
+            ),
+            retry_after: Some(BACKEND_RETRY_AFTER),
+            cause: None,
+        },
         LockError::LeaseExpired | LockError::BackendUnavailable(_) => Rendered {
             problem: Problem::new(
                 ProblemKind::BackendUnavailable,
@@ -365,6 +388,8 @@ mod tests {
             ),
             (LockError::NotHeld.into(), 404, "lock-not-held"),
             (LockError::NotOwner.into(), 409, "not-owner"),
+            (LockError::TooManyWaiters.into(), 503, "too-many-waiters"),
+            (LockError::ShuttingDown.into(), 503, "shutting-down"),
             (
                 LockError::InsufficientReplicas {
                     wanted: 2,

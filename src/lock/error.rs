@@ -17,11 +17,24 @@ pub enum LockError {
     /// Fewer replicas than required acknowledged the write.
     #[error("{acked} of {wanted} required replicas acknowledged the write")]
     InsufficientReplicas { wanted: u32, acked: u32 },
+    /// The configured cap on waiting requests is reached.
+    #[error("too many requests are waiting for locks")]
+    TooManyWaiters,
+    /// The gateway is shutting down and no longer waits.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
     /// The store answered so late that nothing was left of the lease.
     #[error("the lease expired before the reply could be sent")]
     LeaseExpired,
     #[error(transparent)]
     BackendUnavailable(#[from] BackendError),
+}
+
+impl LockError {
+    /// Whether trying again shortly may succeed: the backend was unreachable or too slow.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::BackendUnavailable(_) | Self::LeaseExpired)
+    }
 }
 
 /// A request whose values are out of the accepted range. `field` is the JSON field name.

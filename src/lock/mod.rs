@@ -3,13 +3,16 @@
 //! to `backend`).
 
 pub mod error;
+pub mod guard;
 pub mod name;
 pub mod request;
 pub mod service;
 pub mod token;
 pub mod validity;
+pub mod wait;
 
 pub use error::{InvalidRequest, LockError};
+pub use guard::GrantGuard;
 pub use name::{InvalidName, LockName};
 pub use request::{AcquireRequest, Limits, RawReplicas, RenewRequest};
 pub use service::{Grant, LockService, LockState, Renewal};

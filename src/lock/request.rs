@@ -22,6 +22,8 @@ pub struct Limits {
     pub min_ttl: Duration,
     pub max_ttl: Duration,
     pub max_wait: Duration,
+    /// Most requests waiting for locks at once, all names together.
+    pub max_waiters: usize,
 }
 
 /// Replica acknowledgement a client asked for.
@@ -163,6 +165,7 @@ mod tests {
         min_ttl: Duration::from_millis(100),
         max_ttl: Duration::from_secs(3600),
         max_wait: Duration::from_secs(60),
+        max_waiters: 10,
     };
 
     #[test]

@@ -1,18 +1,31 @@
 //! [`LockService`]: the lock operations as the API offers them, on top of a backend.
 //!
 //! It issues tokens, turns a backend's lease into a validity the client can rely on, enforces
-//! replica requirements, and undoes a grant it cannot stand behind (no validity left, too few
-//! replicas) so that a failed request never leaves a lock held by nobody.
+//! replica requirements, makes waiting requests wait without polling, and undoes a grant it
+//! cannot stand behind (no validity left, too few replicas, nobody left to tell) so that a
+//! failed request never leaves a lock held by nobody.
+//!
+//! Waiting (`wait_ms > 0`): a request first tries once, unless requests already wait for the
+//! name in this gateway, in which case it queues behind them ([`super::wait`]). The head of
+//! the line marks the name's release feed seen, tries, and if the lock is held sleeps until a
+//! release is announced, the holder's ttl runs out (expiries are not announced), its own
+//! deadline passes, or the gateway shuts down. Backend traffic per waiting request is one
+//! attempt per release or expiry, never a polling loop.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::LockName;
 use super::error::LockError;
+use super::guard::GrantGuard;
 use super::request::{AcquireRequest, Limits, RenewRequest, ReplicaPolicy};
 use super::token::{IdempotencyKey, LockToken, TokenSecret};
 use super::validity::Validity;
+use super::wait::{Handoff, TooManyWaiters, Waiters};
 use crate::backend::{
     AcquireOutcome, Backend, BackendError, Lease, LockBackend, ReleaseOutcome, RenewOutcome,
 };
@@ -20,9 +33,17 @@ use crate::backend::{
 /// When the holder's lease has no expiry (a key written by another client), tell waiters to come
 /// back after this long.
 const RETRY_AFTER_UNKNOWN_EXPIRY: Duration = Duration::from_secs(1);
+/// A waiter never sleeps less than this before looking again: a lock with under a millisecond
+/// left reports a ttl of 0.
+const MIN_RECHECK: Duration = Duration::from_millis(1);
+/// A waiter whose attempt met a transient backend error tries again after this, doubling up to
+/// [`MAX_BACKEND_RETRY`], until its deadline: a failover or restart should not end a wait the
+/// client was willing to make.
+const MIN_BACKEND_RETRY: Duration = Duration::from_millis(50);
+const MAX_BACKEND_RETRY: Duration = Duration::from_secs(1);
 
-/// A lock granted to the caller.
-#[derive(Debug, Clone)]
+/// A lock granted to the caller. Dropping it before [`Grant::delivered`] releases the lock.
+#[derive(Debug)]
 pub struct Grant {
     pub token: LockToken,
     pub fence: u64,
@@ -30,6 +51,7 @@ pub struct Grant {
     pub replicas_acked: Option<u32>,
     /// The grant already existed: this was a retry of an idempotent acquire.
     pub replayed: bool,
+    pub guard: GrantGuard,
 }
 
 /// A lease renewed by its holder.
@@ -49,19 +71,29 @@ pub struct LockState {
     pub fence: Option<u64>,
 }
 
+/// One try at the backend.
+enum Attempt {
+    Granted(Grant),
+    Held { retry_after: Duration },
+}
+
 #[derive(Debug)]
 pub struct LockService {
-    backend: Backend,
+    backend: Arc<Backend>,
     limits: Limits,
     secret: TokenSecret,
+    waiters: Waiters,
+    shutdown: CancellationToken,
 }
 
 impl LockService {
     pub fn new(backend: Backend, limits: Limits, secret: TokenSecret) -> Self {
         Self {
-            backend,
+            backend: Arc::new(backend),
+            waiters: Waiters::new(limits.max_waiters),
             limits,
             secret,
+            shutdown: CancellationToken::new(),
         }
     }
 
@@ -73,8 +105,24 @@ impl LockService {
         self.backend.kind()
     }
 
-    /// Takes the lock. With an idempotency key the token is derived from (name, key), so a
-    /// retry of a request whose response was lost finds its own grant.
+    /// Requests waiting for a lock right now.
+    pub fn waiting(&self) -> usize {
+        self.waiters.waiting()
+    }
+
+    /// Stops waiting requests (they answer "shutting down") and tells long-lived holders, such
+    /// as hold streams, through [`LockService::shutdown_token`].
+    pub fn shut_down(&self) {
+        self.shutdown.cancel();
+    }
+
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Takes the lock, waiting up to `request.wait` for it. With an idempotency key the token
+    /// is derived from (name, key), so a retry of a request whose response was lost finds its
+    /// own grant.
     pub async fn acquire(
         &self,
         name: &LockName,
@@ -89,6 +137,96 @@ impl LockService {
                 )))
             })?,
         };
+        // Requests already waiting here go first: a newcomer does not overtake them.
+        if request.wait.is_zero() || !self.waiters.has_line(name.as_str()) {
+            match self.attempt(name, &token, request).await {
+                Ok(Attempt::Granted(grant)) => return Ok(grant),
+                Ok(Attempt::Held { retry_after }) if request.wait.is_zero() => {
+                    return Err(LockError::Held { retry_after });
+                }
+                Err(err) if request.wait.is_zero() || !err.is_transient() => return Err(err),
+                // Held, or the backend stumbled: wait in line.
+                Ok(Attempt::Held { .. }) | Err(_) => {}
+            }
+        }
+        self.wait_for(name, &token, request).await
+    }
+
+    /// Waits in line for `name` until the lock is granted or `request.wait` has passed.
+    async fn wait_for(
+        &self,
+        name: &LockName,
+        token: &LockToken,
+        request: &AcquireRequest,
+    ) -> Result<Grant, LockError> {
+        let deadline = Instant::now() + request.wait;
+        let ticket = self
+            .waiters
+            .join(name.as_str())
+            .map_err(|TooManyWaiters| LockError::TooManyWaiters)?;
+        tokio::select! {
+            () = ticket.turn() => {}
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(LockError::Held { retry_after: RETRY_AFTER_UNKNOWN_EXPIRY });
+            }
+            () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
+        }
+        let mut releases = ticket
+            .releases(|| self.backend.watch_releases(name.as_str()))
+            .await;
+        let mut wake_at = None;
+        let mut backend_retry = MIN_BACKEND_RETRY;
+        if let Some(handoff) = ticket.take_handoff() {
+            releases = handoff.releases;
+            wake_at = Some(handoff.held_until);
+        }
+        loop {
+            if let Some(at) = wake_at {
+                tokio::select! {
+                    () = next_release(&mut releases) => {}
+                    () = tokio::time::sleep_until(at.min(deadline)) => {}
+                    () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
+                }
+            }
+            // From here on, a release shows up as a change: none can slip between this attempt
+            // and the next wait.
+            releases.borrow_and_update();
+            let now = Instant::now();
+            match self.attempt(name, token, request).await {
+                Ok(Attempt::Granted(grant)) => {
+                    ticket.hand_off(Handoff {
+                        releases,
+                        held_until: grant.validity.until(),
+                    });
+                    return Ok(grant);
+                }
+                Ok(Attempt::Held { retry_after }) => {
+                    if Instant::now() >= deadline {
+                        return Err(LockError::Held { retry_after });
+                    }
+                    backend_retry = MIN_BACKEND_RETRY;
+                    wake_at = Some(Instant::now() + retry_after.max(MIN_RECHECK));
+                }
+                Err(err) if err.is_transient() && Instant::now() < deadline => {
+                    tracing::debug!(lock = %name, error = %err, "waiting through a backend error");
+                    wake_at = Some(now + backend_retry);
+                    backend_retry = (backend_retry * 2).min(MAX_BACKEND_RETRY);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// One try: the grant, or how long until the holder's lease ends.
+    async fn attempt(
+        &self,
+        name: &LockName,
+        token: &LockToken,
+        request: &AcquireRequest,
+    ) -> Result<Attempt, LockError> {
+        // Armed before the script is sent: if this future is dropped mid-flight (the client
+        // hung up) or the answer is lost, the guard releases whatever may have been granted.
+        let guard = GrantGuard::new(self.backend.clone(), name.clone(), token.clone());
         let started = Instant::now();
         let outcome = self
             .backend
@@ -103,7 +241,8 @@ impl LockService {
             AcquireOutcome::Granted(lease) => (lease, false),
             AcquireOutcome::AlreadyHeld(lease) => (lease, true),
             AcquireOutcome::Held { ttl } => {
-                return Err(LockError::Held {
+                guard.disarm();
+                return Ok(Attempt::Held {
                     retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
                 });
             }
@@ -111,15 +250,18 @@ impl LockService {
         let check =
             check_replicas(&request.replicas, &lease).and_then(|()| validity(started, &lease));
         match check {
-            Ok(validity) => Ok(Grant {
-                token,
+            Ok(validity) => Ok(Attempt::Granted(Grant {
+                token: token.clone(),
                 fence: lease.fence,
                 validity,
                 replicas_acked: lease.replicas_acked,
                 replayed,
-            }),
+                guard,
+            })),
             Err(err) => {
-                self.undo(name, &token).await;
+                if let Err(release_error) = guard.release().await {
+                    tracing::warn!(lock = %name, error = %release_error, "could not release a refused grant; it expires at its ttl");
+                }
                 Err(err)
             }
         }
@@ -160,7 +302,11 @@ impl LockService {
                 replicas_acked: lease.replicas_acked,
             }),
             Err(err) => {
-                self.undo(name, token).await;
+                if let Err(release_error) =
+                    self.backend.release(name.as_str(), token.expose()).await
+                {
+                    tracing::warn!(lock = %name, error = %release_error, "could not release a late renewal; it expires at its ttl");
+                }
                 Err(err)
             }
         }
@@ -190,13 +336,13 @@ impl LockService {
     pub async fn ready(&self) -> Result<(), LockError> {
         Ok(self.backend.ping().await?)
     }
+}
 
-    /// Releases a grant the caller will not get. Best effort: if this fails too, the lease
-    /// still ends at its ttl.
-    async fn undo(&self, name: &LockName, token: &LockToken) {
-        if let Err(err) = self.backend.release(name.as_str(), token.expose()).await {
-            tracing::warn!(lock = %name, error = %err, "could not release a refused grant; it expires at its ttl");
-        }
+/// Resolves at the next change of a release feed; never, if the feed has ended (waiters then
+/// rely on the holder's ttl).
+async fn next_release(releases: &mut watch::Receiver<()>) {
+    if releases.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

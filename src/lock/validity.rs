@@ -32,6 +32,11 @@ impl Validity {
         (until > now).then_some(Self { until })
     }
 
+    /// The instant the promise ends.
+    pub fn until(&self) -> Instant {
+        self.until
+    }
+
     /// Time left at `now` (zero once past).
     pub fn remaining(&self, now: Instant) -> Duration {
         self.until.saturating_duration_since(now)

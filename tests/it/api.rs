@@ -489,3 +489,56 @@ async fn the_served_openapi_document_shows_the_configured_bounds() {
         120_000
     );
 }
+
+/// An acquire response dropped before its body was read (the client is gone) releases the
+/// lock it granted; a response that was read keeps it.
+#[tokio::test]
+async fn an_undelivered_grant_is_released() {
+    let app = app();
+    let post = || {
+        request(Method::POST, "/locks/x")
+            .body(Body::empty())
+            .expect("request")
+    };
+    let unread = app.clone().oneshot(post()).await.expect("infallible");
+    assert_eq!(unread.status(), 201);
+    drop(unread);
+    crate::support::eventually(
+        Duration::from_secs(2),
+        "the undelivered grant is released",
+        || async { (inspect(&app, "x").await.status == 404).then_some(()) },
+    )
+    .await;
+    assert_eq!(send(&app, post()).await.status, 201);
+    tokio::task::yield_now().await;
+    assert_eq!(
+        inspect(&app, "x").await.status,
+        200,
+        "a delivered grant stays held"
+    );
+}
+
+/// Waiting works in --dev too: a waiter wakes on a release, and at the holder's expiry.
+#[tokio::test(start_paused = true)]
+async fn waiting_on_the_memory_backend() {
+    let app = app();
+    let holder = acquire(&app, "w", r#"{"ttl_ms": 5000}"#).await.body;
+    let waiter = tokio::spawn({
+        let app = app.clone();
+        async move { acquire(&app, "w", r#"{"wait_ms": 60000, "ttl_ms": 2000}"#).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    release(&app, "w", holder["token"].as_str().expect("token")).await;
+    let granted = waiter.await.expect("waiter");
+    assert_eq!(granted.status, 201, "{}", granted.body);
+    let started = tokio::time::Instant::now();
+    let next = acquire(&app, "w", r#"{"wait_ms": 60000}"#).await;
+    assert_eq!(next.status, 201);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(2000),
+        "granted exactly at the expiry"
+    );
+    let timed_out = acquire(&app, "w", r#"{"wait_ms": 700}"#).await;
+    problem(&timed_out, 409, "lock-held");
+}

@@ -93,7 +93,7 @@ async fn dev_mode_serves_without_redis_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn lockgate");
-    let http = reqwest::Client::new();
+    let http = crate::support::http_client();
     let base = format!("http://127.0.0.1:{port}");
     eventually(
         Duration::from_secs(10),

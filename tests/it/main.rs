@@ -2,6 +2,8 @@
 //!
 //! * `api`: the HTTP contract in-process (`oneshot`) on the memory backend.
 //! * `redis_e2e`: HTTP on a socket against real `redis-server` processes.
+//! * `waiting`: blocking acquire and hold streams against real Redis.
+//! * `run_command`: the `lockgate run` subcommand, end to end.
 //! * `cli`: the binary's exit codes, errors and `--dev` mode.
 //! * `openapi`: the committed OpenAPI document matches the code.
 #![allow(clippy::unwrap_used)]
@@ -12,3 +14,5 @@ mod api;
 mod cli;
 mod openapi;
 mod redis_e2e;
+mod run_command;
+mod waiting;

@@ -4,18 +4,24 @@
 //! Why not redis-rs's `ConnectionManager`: while Redis is down its reconnect future retries with
 //! exponential backoff, and every request awaits that future, so requests hang for seconds
 //! instead of failing fast. Here a broken connection is dropped at the first connection-level
-//! error; the next request reconnects (one attempt at a time, others wait for its result), and
-//! while Redis stays unreachable requests fail at once for [`RETRY_INTERVAL`] instead of each
-//! trying to connect. Every call is also bounded by the backend's timeout, so a stopped Redis
-//! turns into a prompt `BackendError` rather than a hang.
+//! error; the next request starts a reconnect and others wait for the same attempt; while Redis
+//! stays unreachable requests fail at once for [`RETRY_INTERVAL`] instead of each trying to
+//! connect. Every call is also bounded by the backend's timeout, so a stopped Redis turns into
+//! a prompt `BackendError` rather than a hang.
+//!
+//! A connect runs in a task of its own: a request that gives up (its client hung up, its
+//! timeout passed) does not abandon it, so even when each connect takes longer than clients
+//! are willing to wait, the gateway does end up connected.
 //!
 //! Each successful connect starts a new *epoch*. Dedicated `WAIT` connections remember the epoch
 //! they were opened in; when the shared connection has been replaced since (Redis restarted),
 //! idle ones are discarded instead of failing the next request that would pick them.
 
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::{Semaphore, SemaphorePermit};
@@ -26,15 +32,24 @@ use crate::backend::BackendError;
 /// After a failed connect, requests fail without a new attempt for this long.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(200);
 
+type Connected = Result<(u64, MultiplexedConnection), BackendError>;
+
 #[derive(Debug)]
 pub struct SharedConnection {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     client: Client,
     config: AsyncConnectionConfig,
+    /// Sent on every new shared connection (SCRIPT LOAD of the scripts), best effort.
+    on_connect: redis::Pipeline,
     /// For dedicated connections: no reply timeout of their own, since a `WAIT` legitimately
     /// blocks for its replica timeout; the caller bounds each use instead.
     dedicated_config: AsyncConnectionConfig,
     current: RwLock<Option<Epoch>>,
-    reconnect: tokio::sync::Mutex<Attempts>,
+    attempts: Mutex<Attempts>,
 }
 
 #[derive(Debug, Clone)]
@@ -43,43 +58,77 @@ struct Epoch {
     conn: MultiplexedConnection,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Attempts {
     epochs: u64,
     last_failure: Option<(Instant, BackendError)>,
+    /// The connect in progress, which every request needing a connection waits for.
+    connecting: Option<Shared<BoxFuture<'static, Connected>>>,
+}
+
+impl std::fmt::Debug for Attempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attempts")
+            .field("epochs", &self.epochs)
+            .field("last_failure", &self.last_failure)
+            .field("connecting", &self.connecting.is_some())
+            .finish()
+    }
 }
 
 impl SharedConnection {
     /// The shared connection times out after `timeout`, both to connect and for each reply;
-    /// dedicated ones only to connect.
-    pub fn new(client: Client, timeout: Duration) -> Self {
+    /// dedicated ones only to connect. `on_connect` runs on each new shared connection.
+    pub fn new(client: Client, timeout: Duration, on_connect: redis::Pipeline) -> Self {
         // Explicitly None: redis-rs otherwise applies a default 500 ms reply timeout.
         let dedicated_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(None);
         let config = dedicated_config.clone().set_response_timeout(Some(timeout));
-        Self {
+        let inner = Inner {
             client,
             config,
+            on_connect,
             dedicated_config,
             current: RwLock::new(None),
-            reconnect: Default::default(),
+            attempts: Mutex::default(),
+        };
+        Self {
+            inner: Arc::new(inner),
         }
     }
 
     /// The current connection and its epoch, connecting first if there is none.
-    pub async fn get(&self) -> Result<(u64, MultiplexedConnection), BackendError> {
-        if let Some(epoch) = self.current() {
+    pub async fn get(&self) -> Connected {
+        if let Some(epoch) = self.inner.current() {
             return Ok((epoch.number, epoch.conn));
         }
-        self.reconnect().await
+        let connecting = {
+            let mut attempts = self.inner.attempts();
+            // Someone may have connected since the look above.
+            if let Some(epoch) = self.inner.current() {
+                return Ok((epoch.number, epoch.conn));
+            }
+            if let Some((at, err)) = &attempts.last_failure
+                && at.elapsed() < RETRY_INTERVAL
+            {
+                return Err(err.clone());
+            }
+            attempts
+                .connecting
+                .get_or_insert_with(|| Inner::start_connect(&self.inner))
+                .clone()
+        };
+        connecting.await
     }
 
     /// The epoch of the current connection (0 before the first connect).
     pub fn epoch(&self) -> u64 {
-        self.current().map_or(0, |e| e.number)
+        self.inner.current().map_or(0, |e| e.number)
     }
+}
 
+impl Inner {
     fn current(&self) -> Option<Epoch> {
         self.current
             .read()
@@ -87,22 +136,40 @@ impl SharedConnection {
             .clone()
     }
 
-    async fn reconnect(&self) -> Result<(u64, MultiplexedConnection), BackendError> {
-        let mut attempts = self.reconnect.lock().await;
-        // Someone else may have reconnected while this request waited for the lock.
-        if let Some(epoch) = self.current() {
-            return Ok((epoch.number, epoch.conn));
+    fn attempts(&self) -> MutexGuard<'_, Attempts> {
+        self.attempts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Spawns a connect; its outcome is recorded by the task, whoever still waits for it.
+    fn start_connect(inner: &Arc<Self>) -> Shared<BoxFuture<'static, Connected>> {
+        let task = tokio::spawn(Self::connect(inner.clone()));
+        async move {
+            task.await.unwrap_or_else(|e| {
+                Err(BackendError::Unavailable(format!(
+                    "connect task failed: {e}"
+                )))
+            })
         }
-        if let Some((at, err)) = &attempts.last_failure
-            && at.elapsed() < RETRY_INTERVAL
-        {
-            return Err(err.clone());
-        }
-        match self
+        .boxed()
+        .shared()
+    }
+
+    async fn connect(self: Arc<Self>) -> Connected {
+        let connected = self
             .client
             .get_multiplexed_async_connection_with_config(&self.config)
-            .await
-        {
+            .await;
+        if let Ok(conn) = &connected {
+            // A new connection often means a restarted or failed-over server with an empty
+            // script cache: fill it now rather than on each script's first NOSCRIPT.
+            let mut conn = conn.clone();
+            if let Err(err) = self.on_connect.exec_async(&mut conn).await {
+                tracing::debug!(error = %err, "preparing the new connection failed; scripts load on first use");
+            }
+        }
+        let mut attempts = self.attempts();
+        attempts.connecting = None;
+        match connected {
             Ok(conn) => {
                 attempts.epochs += 1;
                 attempts.last_failure = None;
@@ -122,14 +189,17 @@ impl SharedConnection {
             }
         }
     }
+}
 
+impl SharedConnection {
     /// Opens a connection outside the shared one (for commands that block it, like `WAIT`).
     /// It has no reply timeout: bound each use of it.
     pub async fn open_dedicated(&self) -> Result<(u64, MultiplexedConnection), BackendError> {
         let epoch = self.epoch();
         let conn = self
+            .inner
             .client
-            .get_multiplexed_async_connection_with_config(&self.dedicated_config)
+            .get_multiplexed_async_connection_with_config(&self.inner.dedicated_config)
             .await
             .map_err(|e| classify(&e))?;
         Ok((epoch, conn))
@@ -139,7 +209,11 @@ impl SharedConnection {
     /// connection if the error says it is broken, and returns the error as a backend error.
     pub fn failed(&self, epoch: u64, err: &RedisError) -> BackendError {
         if breaks_connection(err) {
-            let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+            let mut current = self
+                .inner
+                .current
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
             if current.as_ref().is_some_and(|c| c.number == epoch) {
                 *current = None;
                 tracing::warn!(epoch, error = %err, "redis connection lost");
@@ -147,9 +221,7 @@ impl SharedConnection {
         }
         classify(err)
     }
-}
 
-impl SharedConnection {
     /// Records that a command on a dedicated connection opened in `epoch` failed. The
     /// dedicated connection is dropped by its owner; the shared one is dropped too only if the
     /// error says the server went away (a restart), not for slowness.

@@ -13,6 +13,9 @@
 //! | `lockgate:{orders:42}` | the holder's token, exactly, with the lease as its PTTL |
 //! | `lockgate:{orders:42}:fence` | the last fence issued, kept for the fence retention |
 //!
+//! and the pub/sub channel `lockgate:{orders:42}:released`, on which the release script
+//! announces every release to gateways with waiters for the name (see [`notify`]).
+//!
 //! The braces are a hash tag: both keys hash to one Redis Cluster slot, so one script can
 //! touch both. Names cannot contain braces, so a name can never move the tag.
 //!
@@ -21,6 +24,7 @@
 //! connection it is sent on.
 
 mod connection;
+mod notify;
 mod scripts;
 
 use std::time::Duration;
@@ -29,10 +33,11 @@ use redis::aio::MultiplexedConnection;
 use redis::{Client, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
 use self::connection::{DedicatedPool, SharedConnection};
+use self::notify::Notifier;
 use self::scripts::{ACQUIRE, INSPECT, RELEASE, RENEW};
 use super::{
-    AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseOutcome, RenewOutcome,
-    ReplicaAck,
+    AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseFeed, ReleaseOutcome,
+    RenewOutcome, ReplicaAck,
 };
 
 /// Everything the Redis backend needs to know.
@@ -51,6 +56,7 @@ pub struct RedisOptions {
 pub struct RedisBackend {
     shared: SharedConnection,
     wait_pool: DedicatedPool,
+    notifier: Notifier,
     key_prefix: String,
     timeout: Duration,
     fence_retention_ms: u64,
@@ -84,6 +90,19 @@ impl LockKeys<'_> {
             suffix: ":fence",
         }
     }
+
+    /// The pub/sub channel on which releases of the name are announced. Not a key, but
+    /// tagged like one so that a sharded channel would live in the name's slot.
+    fn channel(&self) -> Key<'_> {
+        Key {
+            keys: *self,
+            suffix: ":released",
+        }
+    }
+
+    fn release_channel(&self) -> String {
+        format!("{}{{{}}}:released", self.prefix, self.name)
+    }
 }
 
 impl redis::ToRedisArgs for Key<'_> {
@@ -104,7 +123,8 @@ impl RedisBackend {
             BackendError::Config(format!("the redis url is not usable: {}", e.category()))
         })?;
         Ok(Self {
-            shared: SharedConnection::new(client, options.timeout),
+            notifier: Notifier::new(client.clone(), options.timeout),
+            shared: SharedConnection::new(client, options.timeout, scripts::load_all()),
             wait_pool: DedicatedPool::new(options.wait_pool_size),
             key_prefix: options.key_prefix,
             timeout: options.timeout,
@@ -277,7 +297,7 @@ impl LockBackend for RedisBackend {
     async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
         let keys = self.keys(name);
         let mut call = evalsha(&RELEASE, keys, false);
-        call.arg(token);
+        call.arg(token).arg(keys.channel());
         match self.run::<i64>(&RELEASE, &call).await? {
             1 => Ok(ReleaseOutcome::Released),
             0 => Ok(ReleaseOutcome::NotHeld),
@@ -319,6 +339,10 @@ impl LockBackend for RedisBackend {
             })),
             _ => Err(unexpected("inspect", &reply)),
         }
+    }
+
+    async fn watch_releases(&self, name: &str) -> ReleaseFeed {
+        self.notifier.watch(self.keys(name).release_channel()).await
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
@@ -364,6 +388,11 @@ mod tests {
             keys.fence().to_redis_args(),
             [b"lockgate:{orders:42}:fence".to_vec()]
         );
+        assert_eq!(
+            keys.channel().to_redis_args(),
+            [keys.release_channel().into_bytes()]
+        );
+        assert_eq!(keys.release_channel(), "lockgate:{orders:42}:released");
     }
 
     #[test]

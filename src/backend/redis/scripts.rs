@@ -5,13 +5,27 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-macro_rules! script {
+macro_rules! source {
     ($($file:literal),+) => {
-        LazyLock::new(|| Script::new(concat!($(include_str!(concat!("../scripts/", $file))),+)))
+        concat!($(include_str!(concat!("../scripts/", $file))),+)
     };
 }
 
-pub static ACQUIRE: LazyLock<Script> = script!("fence.lua", "acquire.lua");
-pub static RENEW: LazyLock<Script> = script!("fence.lua", "renew.lua");
-pub static RELEASE: LazyLock<Script> = script!("release.lua");
-pub static INSPECT: LazyLock<Script> = script!("inspect.lua");
+const ACQUIRE_SOURCE: &str = source!("fence.lua", "acquire.lua");
+const RENEW_SOURCE: &str = source!("fence.lua", "renew.lua");
+const RELEASE_SOURCE: &str = source!("release.lua");
+const INSPECT_SOURCE: &str = source!("inspect.lua");
+
+pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
+pub static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_SOURCE));
+pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
+pub static INSPECT: LazyLock<Script> = LazyLock::new(|| Script::new(INSPECT_SOURCE));
+
+/// SCRIPT LOAD of every script, in one pipeline.
+pub fn load_all() -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for source in [ACQUIRE_SOURCE, RENEW_SOURCE, RELEASE_SOURCE, INSPECT_SOURCE] {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+    }
+    pipe
+}

@@ -1,8 +1,10 @@
--- Release: compare-and-delete. Deleting without comparing would let a holder whose lease
--- expired delete the lock of the next holder; comparing outside a script would race the same way.
+-- Release: compare-and-delete, then announce the release to waiting gateways. Deleting without
+-- comparing would let a holder whose lease expired delete the lock of the next holder;
+-- comparing outside a script would race the same way.
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  token
+-- ARGV[2]  the name's release channel (gateways with waiters for the name subscribe to it)
 --
 -- Returns 1 released, 0 not held, -1 held by another token.
 local holder = redis.call('GET', KEYS[1])
@@ -13,4 +15,5 @@ if holder ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], '')
 return 1

@@ -1,10 +1,12 @@
 //! A lockgate server running in the test process on a real socket (127.0.0.1, port 0), so
 //! end-to-end tests speak HTTP to it exactly as curl would.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use lockgate::config::{BackendChoice, Config, LogFormat, Secret};
-use lockgate::lock::Limits;
+use lockgate::http::HttpOptions;
+use lockgate::lock::{Limits, LockService};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -20,6 +22,7 @@ pub fn config(backend: BackendChoice) -> Config {
             min_ttl: Duration::from_millis(100),
             max_ttl: Duration::from_secs(3600),
             max_wait: Duration::from_secs(60),
+            max_waiters: 10_000,
         },
         fence_retention: Duration::from_secs(7 * 24 * 3600),
         redis_timeout: Duration::from_secs(1),
@@ -41,13 +44,19 @@ pub fn redis_config(url: &str) -> Config {
 pub struct Gateway {
     base: String,
     pub http: reqwest::Client,
+    /// The service behind the HTTP API, for observing it (waiting requests) and shutting down.
+    pub service: Arc<LockService>,
     shutdown: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
 
 impl Gateway {
     pub async fn start(config: Config) -> Self {
-        let app = lockgate::app(&config).expect("valid test config");
+        let service = Arc::new(lockgate::build_service(&config).expect("valid test config"));
+        let options = HttpOptions {
+            max_body_bytes: config.max_body_bytes,
+        };
+        let app = lockgate::http::router(service.clone(), options);
         let listener = TcpListener::bind(config.listen).await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = oneshot::channel::<()>();
@@ -59,13 +68,11 @@ impl Gateway {
                 .await
                 .expect("serve");
         });
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("client");
+        let http = super::http_client();
         Self {
             base,
             http,
+            service,
             shutdown: Some(tx),
             task,
         }

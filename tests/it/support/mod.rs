@@ -9,6 +9,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// An HTTP client for tests (rustls needs its crypto provider chosen first).
+pub fn http_client() -> reqwest::Client {
+    lockgate::install_crypto_provider();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("http client")
+}
+
 /// Polls `check` until it returns `Some`, or panics with `what` after `deadline`.
 pub async fn eventually<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
 where
@@ -45,4 +54,24 @@ pub fn assert_problem(status: u16, body: &Value, expected_status: u16, kind: &st
         body["title"].is_string() && body["detail"].is_string(),
         "{body}"
     );
+}
+
+/// Whether `key` exists, on a clone of `conn` (so polling closures need not borrow it).
+pub async fn key_exists(conn: &::redis::aio::MultiplexedConnection, key: &str) -> bool {
+    let mut conn = conn.clone();
+    ::redis::cmd("EXISTS")
+        .arg(key)
+        .query_async::<bool>(&mut conn)
+        .await
+        .expect("EXISTS")
+}
+
+/// The value of `key` as a number, on a clone of `conn`.
+pub async fn key_number(conn: &::redis::aio::MultiplexedConnection, key: &str) -> Option<u64> {
+    let mut conn = conn.clone();
+    ::redis::cmd("GET")
+        .arg(key)
+        .query_async::<Option<u64>>(&mut conn)
+        .await
+        .expect("GET")
 }

@@ -1,0 +1,255 @@
+//! Lines of waiting requests, one per lock name, served first come, first served.
+//!
+//! Only the request at the head of a line tries to acquire; the others wait for their turn
+//! without touching the backend, so a release wakes one request, not all of them. A line
+//! shares one release feed (one backend subscription) among all its requests, taken by its
+//! first head and dropped with the line when its last request leaves.
+//!
+//! When a head gets the lock it leaves a [`Handoff`] for the next head: the feed as the
+//! winner last saw it, and until when the lock is held. The next head then waits for a
+//! release (or that instant) instead of spending a doomed attempt on a lock it knows is taken.
+//!
+//! The order is per gateway: requests in different gateways, and requests that do not wait,
+//! compete for a released lock as they reach the backend.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{Notify, OnceCell, watch};
+use tokio::time::Instant;
+
+use crate::backend::ReleaseFeed;
+
+/// Everything the next head of a line can take over from the last winner.
+#[derive(Debug)]
+pub struct Handoff {
+    /// The release feed as the winner last marked it seen: any release since shows as a change.
+    pub releases: watch::Receiver<()>,
+    /// The winner's lease ends no earlier than this.
+    pub held_until: Instant,
+}
+
+/// The configured cap on waiting requests is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyWaiters;
+
+#[derive(Debug)]
+pub struct Waiters {
+    max: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    lines: HashMap<String, Line>,
+    waiting: usize,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct Line {
+    /// Ticket ids in arrival order, each with the bell that tells it its turn has come.
+    tickets: VecDeque<(u64, Arc<Notify>)>,
+    feed: Arc<OnceCell<ReleaseFeed>>,
+    handoff: Option<Handoff>,
+}
+
+/// One request's place in a line. Dropping it leaves the line (and passes the turn on).
+#[derive(Debug)]
+pub struct Ticket<'a> {
+    waiters: &'a Waiters,
+    name: String,
+    id: u64,
+    turn: Arc<Notify>,
+    feed: Arc<OnceCell<ReleaseFeed>>,
+    handoff: Option<Handoff>,
+}
+
+impl Waiters {
+    pub fn new(max: usize) -> Self {
+        Self {
+            max,
+            inner: Mutex::default(),
+        }
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        // Every critical section leaves the state consistent before it can panic.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether requests are waiting for `name` in this gateway.
+    pub fn has_line(&self, name: &str) -> bool {
+        self.inner().lines.contains_key(name)
+    }
+
+    /// Requests waiting now, all names together.
+    pub fn waiting(&self) -> usize {
+        self.inner().waiting
+    }
+
+    /// Joins the end of the line for `name`.
+    pub fn join(&self, name: &str) -> Result<Ticket<'_>, TooManyWaiters> {
+        let mut inner = self.inner();
+        if inner.waiting >= self.max {
+            return Err(TooManyWaiters);
+        }
+        inner.waiting += 1;
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let turn = Arc::new(Notify::new());
+        let line = inner.lines.entry(name.to_owned()).or_insert_with(|| Line {
+            tickets: VecDeque::new(),
+            feed: Arc::new(OnceCell::new()),
+            handoff: None,
+        });
+        if line.tickets.is_empty() {
+            turn.notify_one();
+        }
+        line.tickets.push_back((id, turn.clone()));
+        let feed = line.feed.clone();
+        Ok(Ticket {
+            waiters: self,
+            name: name.to_owned(),
+            id,
+            turn,
+            feed,
+            handoff: None,
+        })
+    }
+}
+
+impl Ticket<'_> {
+    /// Resolves when this ticket is at the head of its line.
+    pub async fn turn(&self) {
+        self.turn.notified().await;
+    }
+
+    /// The line's release feed, subscribing with `subscribe` if this is its first use.
+    pub async fn releases<F, Fut>(&self, subscribe: F) -> watch::Receiver<()>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = ReleaseFeed>,
+    {
+        self.feed.get_or_init(subscribe).await.receiver()
+    }
+
+    /// What the last winner of this line left for its successor, if anything.
+    pub fn take_handoff(&self) -> Option<Handoff> {
+        let mut inner = self.waiters.inner();
+        inner
+            .lines
+            .get_mut(&self.name)
+            .and_then(|line| line.handoff.take())
+    }
+
+    /// Leaves the line after winning the lock, telling the next head what it needs to know.
+    pub fn hand_off(mut self, handoff: Handoff) {
+        self.handoff = Some(handoff);
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.waiters.inner();
+        inner.waiting -= 1;
+        let Some(line) = inner.lines.get_mut(&self.name) else {
+            return;
+        };
+        let Some(position) = line.tickets.iter().position(|(id, _)| *id == self.id) else {
+            return;
+        };
+        line.tickets.remove(position);
+        if let Some(handoff) = self.handoff.take() {
+            line.handoff = Some(handoff);
+        }
+        match line.tickets.front() {
+            Some((_, next)) if position == 0 => next.notify_one(),
+            Some(_) => {}
+            None => {
+                inner.lines.remove(&self.name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    async fn is_turn(ticket: &Ticket<'_>) -> bool {
+        tokio::time::timeout(Duration::from_millis(10), ticket.turn())
+            .await
+            .is_ok()
+    }
+
+    /// Turns come in arrival order, and leaving passes the turn to the next in line.
+    #[tokio::test(start_paused = true)]
+    async fn turns_come_first_come_first_served() {
+        let waiters = Waiters::new(10);
+        let first = waiters.join("a").expect("room");
+        let second = waiters.join("a").expect("room");
+        let third = waiters.join("a").expect("room");
+        let elsewhere = waiters.join("b").expect("room");
+        assert!(is_turn(&first).await);
+        assert!(
+            is_turn(&elsewhere).await,
+            "lines of other names are independent"
+        );
+        assert!(!is_turn(&second).await);
+        drop(third);
+        drop(first);
+        assert!(is_turn(&second).await);
+        assert_eq!(waiters.waiting(), 2);
+        drop(second);
+        assert!(!waiters.has_line("a"), "an empty line is removed");
+    }
+
+    /// A request leaving from the middle of a line does not disturb the head.
+    #[tokio::test(start_paused = true)]
+    async fn leaving_from_the_middle_keeps_the_order() {
+        let waiters = Waiters::new(10);
+        let first = waiters.join("a").expect("room");
+        let second = waiters.join("a").expect("room");
+        let third = waiters.join("a").expect("room");
+        assert!(is_turn(&first).await);
+        drop(second);
+        assert!(!is_turn(&third).await);
+        drop(first);
+        assert!(is_turn(&third).await);
+    }
+
+    /// The cap counts every waiting request and frees up as they leave.
+    #[tokio::test(start_paused = true)]
+    async fn the_cap_on_waiters_is_enforced() {
+        let waiters = Waiters::new(2);
+        let a = waiters.join("a").expect("room");
+        let _b = waiters.join("b").expect("room");
+        assert_eq!(waiters.join("c").err(), Some(TooManyWaiters));
+        drop(a);
+        assert!(waiters.join("c").is_ok());
+    }
+
+    /// A winner's handoff reaches the next head, and only through the line.
+    #[tokio::test(start_paused = true)]
+    async fn a_handoff_reaches_the_next_head() {
+        let waiters = Waiters::new(10);
+        let first = waiters.join("a").expect("room");
+        let second = waiters.join("a").expect("room");
+        let (_tx, releases) = watch::channel(());
+        let held_until = Instant::now() + Duration::from_secs(5);
+        first.hand_off(Handoff {
+            releases,
+            held_until,
+        });
+        assert!(is_turn(&second).await);
+        assert_eq!(
+            second.take_handoff().map(|h| h.held_until),
+            Some(held_until)
+        );
+        assert!(second.take_handoff().is_none());
+    }
+}

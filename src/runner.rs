@@ -1,0 +1,413 @@
+//! `lockgate run`: run a command while holding a lock, through a gateway's HTTP API.
+//!
+//! The same family as `flock(1)`, `consul lock` and `etcdctl lock`: acquire (waiting up to
+//! `--wait`), start the command with `LOCKGATE_LOCK`, `LOCKGATE_FENCE` and `LOCKGATE_TOKEN` in
+//! its environment, renew every third of `--ttl` while it runs, release when it exits, and exit
+//! with its status.
+//!
+//! If the lock is lost (a renewal is refused, or none gets through before the lease ends) the
+//! command is sent SIGTERM, then SIGKILL after `--kill-after`, and `lockgate run` exits 76: the
+//! command must not go on believing it holds the lock. SIGTERM and SIGHUP sent to `lockgate
+//! run` are passed on to the command; SIGINT is not, because a terminal sends it to the
+//! command directly.
+//!
+//! The acquire carries an `Idempotency-Key`, so retrying after a lost response finds the same
+//! grant; and if `lockgate run` dies while its acquire is in flight, the gateway releases the
+//! grant it could not deliver.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::Instant;
+
+use crate::config::RunArgs;
+use crate::lock::{LockName, LockToken};
+
+/// Bad arguments.
+pub const EXIT_USAGE: u8 = 64;
+/// The gateway could not be reached, or refused the request.
+pub const EXIT_GATEWAY: u8 = 69;
+/// The lock was not acquired within `--wait`.
+pub const EXIT_NOT_ACQUIRED: u8 = 75;
+/// The lock was lost while the command ran; the command was terminated.
+pub const EXIT_LOST: u8 = 76;
+/// The command could not be executed / was not found (shell conventions).
+const EXIT_CANNOT_EXECUTE: u8 = 126;
+const EXIT_NOT_FOUND: u8 = 127;
+
+/// The longest wait one acquire request asks the gateway for (well under the gateway's
+/// default `--max-wait`); longer waits are several requests with the same idempotency key.
+const WAIT_CHUNK: Duration = Duration::from_secs(30);
+/// Time allowed for a request on top of the wait it asks for.
+const REQUEST_SLACK: Duration = Duration::from_secs(10);
+/// After a renewal that did not get through, try again this often (sooner for short ttls).
+const RETRY_RENEWAL_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Deserialize)]
+struct Grant {
+    token: String,
+    fence: u64,
+    ttl_ms: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct Renewal {
+    ttl_ms: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Problem {
+    #[serde(default)]
+    detail: String,
+    field: Option<String>,
+}
+
+/// Why `lockgate run` stops before or instead of the command's own status.
+#[derive(Debug)]
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+fn fail(code: u8, message: impl Into<String>) -> Failure {
+    Failure {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Runs `lockgate run` to completion and returns its exit status.
+pub async fn run(args: RunArgs) -> u8 {
+    let result = async {
+        let runner = Runner::new(&args)?;
+        let (grant, sent) = runner.acquire().await?;
+        runner.run_command(&args.command, grant, sent).await
+    }
+    .await;
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("lockgate run: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+struct Runner {
+    http: reqwest::Client,
+    url: String,
+    name: LockName,
+    ttl: Duration,
+    wait: Option<Duration>,
+    kill_after: Duration,
+}
+
+enum RenewOutcome {
+    Renewed { valid_until: Instant },
+    Lost(String),
+    Failed(String),
+}
+
+impl Runner {
+    fn new(args: &RunArgs) -> Result<Self, Failure> {
+        let name = LockName::parse(&args.name).map_err(|e| fail(EXIT_USAGE, format!("{e}")))?;
+        if args.ttl < Duration::from_millis(1) {
+            return Err(fail(EXIT_USAGE, "--ttl must be at least 1ms"));
+        }
+        let base = args.gateway.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(fail(
+                EXIT_USAGE,
+                "--gateway must be an http:// or https:// URL",
+            ));
+        }
+        crate::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| fail(EXIT_GATEWAY, format!("cannot set up an HTTP client: {e}")))?;
+        Ok(Self {
+            http,
+            url: format!("{base}/locks/{name}"),
+            name,
+            ttl: args.ttl,
+            wait: args.wait,
+            kill_after: args.kill_after,
+        })
+    }
+
+    /// Acquires the lock, waiting up to `--wait` (for ever without it).
+    async fn acquire(&self) -> Result<(Grant, Instant), Failure> {
+        let deadline = self.wait.map(|wait| Instant::now() + wait);
+        let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
+        let key = LockToken::random()
+            .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?;
+        let mut chunk = WAIT_CHUNK;
+        loop {
+            let wait = deadline.map_or(chunk, |d| {
+                d.saturating_duration_since(Instant::now()).min(chunk)
+            });
+            let sent = Instant::now();
+            let response = self
+                .http
+                .post(&self.url)
+                .header("Idempotency-Key", key.expose())
+                .json(&json!({"ttl_ms": millis(self.ttl), "wait_ms": millis(wait)}))
+                .timeout(wait + REQUEST_SLACK)
+                .send()
+                .await;
+            let response = match response {
+                Ok(response) => response,
+                Err(err) if err.is_connect() => {
+                    return Err(fail(
+                        EXIT_GATEWAY,
+                        format!("cannot reach the gateway at {}: {err}", self.url),
+                    ));
+                }
+                // The answer may have been lost after a grant: the same key finds it again.
+                Err(err) if !passed(deadline) => {
+                    eprintln!("lockgate run: acquire did not complete ({err}); retrying");
+                    continue;
+                }
+                Err(err) => return Err(fail(EXIT_GATEWAY, format!("acquire failed: {err}"))),
+            };
+            let status = response.status();
+            match status {
+                StatusCode::OK | StatusCode::CREATED => {
+                    let grant = response.json::<Grant>().await.map_err(|e| {
+                        fail(EXIT_GATEWAY, format!("unexpected acquire response: {e}"))
+                    })?;
+                    return Ok((grant, sent));
+                }
+                StatusCode::CONFLICT if passed(deadline) => {
+                    let within = self.wait.map_or_else(String::new, |w| {
+                        format!(" within {}", humantime::format_duration(w))
+                    });
+                    return Err(fail(
+                        EXIT_NOT_ACQUIRED,
+                        format!(
+                            "{} is held by another client; not acquired{within}",
+                            self.name
+                        ),
+                    ));
+                }
+                StatusCode::CONFLICT => {}
+                StatusCode::SERVICE_UNAVAILABLE if !passed(deadline) => {
+                    let pause = retry_after(&response)
+                        .min(deadline.map_or(Duration::MAX, |d| d - Instant::now()));
+                    tokio::time::sleep(pause).await;
+                }
+                _ => {
+                    let problem = response.json::<Problem>().await.unwrap_or_default();
+                    // A gateway with a --max-wait under our chunk: ask for less.
+                    if status == StatusCode::BAD_REQUEST
+                        && problem.field.as_deref() == Some("wait_ms")
+                        && chunk > Duration::from_secs(1)
+                    {
+                        chunk /= 2;
+                        continue;
+                    }
+                    return Err(fail(
+                        EXIT_GATEWAY,
+                        format!(
+                            "the gateway refused the acquire ({status}): {}",
+                            problem.detail
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Starts the command, keeps the lock alive while it runs, and returns the exit status.
+    async fn run_command(
+        &self,
+        command: &[OsString],
+        grant: Grant,
+        sent: Instant,
+    ) -> Result<u8, Failure> {
+        let Some((program, args)) = command.split_first() else {
+            return Err(fail(EXIT_USAGE, "no command given"));
+        };
+        let spawned = Command::new(program)
+            .args(args)
+            .env("LOCKGATE_LOCK", self.name.as_str())
+            .env("LOCKGATE_FENCE", grant.fence.to_string())
+            .env("LOCKGATE_TOKEN", &grant.token)
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(err) => {
+                self.release(&grant.token).await;
+                let code = if err.kind() == std::io::ErrorKind::NotFound {
+                    EXIT_NOT_FOUND
+                } else {
+                    EXIT_CANNOT_EXECUTE
+                };
+                return Err(fail(
+                    code,
+                    format!("cannot run {}: {err}", program.to_string_lossy()),
+                ));
+            }
+        };
+        let signals = |kind| {
+            signal(kind).map_err(|e| fail(EXIT_GATEWAY, format!("cannot handle signals: {e}")))
+        };
+        let (mut terminate, mut hangup, mut interrupt) = (
+            signals(SignalKind::terminate())?,
+            signals(SignalKind::hangup())?,
+            signals(SignalKind::interrupt())?,
+        );
+        let interval = (self.ttl / 3).max(Duration::from_millis(1));
+        let mut valid_until = sent + Duration::from_millis(grant.ttl_ms);
+        let mut next_renewal = Instant::now() + interval;
+        loop {
+            tokio::select! {
+                status = child.wait() => {
+                    self.release(&grant.token).await;
+                    return Ok(status.map_or(EXIT_CANNOT_EXECUTE, exit_code));
+                }
+                () = tokio::time::sleep_until(next_renewal) => {
+                    match self.renew(&grant.token).await {
+                        RenewOutcome::Renewed { valid_until: until } => {
+                            valid_until = until;
+                            next_renewal = Instant::now() + interval;
+                        }
+                        RenewOutcome::Lost(why) => return Ok(self.lost(&mut child, &why).await),
+                        RenewOutcome::Failed(_) if Instant::now() >= valid_until => {
+                            return Ok(self.lost(&mut child, "no renewal got through before the lease ended").await);
+                        }
+                        RenewOutcome::Failed(why) => {
+                            eprintln!("lockgate run: renewing {} failed ({why}); retrying", self.name);
+                            next_renewal = (Instant::now() + RETRY_RENEWAL_EVERY.min(interval)).min(valid_until);
+                        }
+                    }
+                }
+                _ = terminate.recv() => forward(&child, Signal::SIGTERM),
+                _ = hangup.recv() => forward(&child, Signal::SIGHUP),
+                // A terminal delivers SIGINT to the command itself; passing it on would be twice.
+                _ = interrupt.recv() => {}
+            }
+        }
+    }
+
+    async fn renew(&self, token: &str) -> RenewOutcome {
+        let sent = Instant::now();
+        let response = self
+            .http
+            .patch(&self.url)
+            .header("Lock-Token", token)
+            .json(&json!({"ttl_ms": millis(self.ttl)}))
+            .timeout((self.ttl / 3).max(Duration::from_secs(1)))
+            .send()
+            .await;
+        let response = match response {
+            Ok(response) => response,
+            Err(err) => return RenewOutcome::Failed(err.to_string()),
+        };
+        match response.status() {
+            StatusCode::OK => match response.json::<Renewal>().await {
+                Ok(renewal) => RenewOutcome::Renewed {
+                    valid_until: sent + Duration::from_millis(renewal.ttl_ms),
+                },
+                Err(err) => RenewOutcome::Failed(err.to_string()),
+            },
+            StatusCode::NOT_FOUND => RenewOutcome::Lost("the lock is no longer held".into()),
+            StatusCode::CONFLICT => RenewOutcome::Lost("another client holds the lock now".into()),
+            status => RenewOutcome::Failed(format!("the gateway answered {status}")),
+        }
+    }
+
+    /// Terminates the command after the lock was lost; returns [`EXIT_LOST`].
+    async fn lost(&self, child: &mut Child, why: &str) -> u8 {
+        eprintln!(
+            "lockgate run: lost the lock on {}: {why}; terminating the command",
+            self.name
+        );
+        forward(child, Signal::SIGTERM);
+        if tokio::time::timeout(self.kill_after, child.wait())
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "lockgate run: the command did not exit within {}; killing it",
+                humantime::format_duration(self.kill_after)
+            );
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+        EXIT_LOST
+    }
+
+    /// Releases the lock; failures only cost the rest of the lease.
+    async fn release(&self, token: &str) {
+        let released = self
+            .http
+            .delete(&self.url)
+            .header("Lock-Token", token)
+            .timeout(REQUEST_SLACK)
+            .send()
+            .await;
+        match released.map(|r| r.status()) {
+            Ok(StatusCode::NO_CONTENT | StatusCode::NOT_FOUND) => {}
+            Ok(status) => eprintln!(
+                "lockgate run: releasing {} answered {status}; it expires at its ttl",
+                self.name
+            ),
+            Err(err) => eprintln!(
+                "lockgate run: could not release {} ({err}); it expires at its ttl",
+                self.name
+            ),
+        }
+    }
+}
+
+fn forward(child: &Child, signal: Signal) {
+    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+}
+
+/// The shell's convention: the exit code, or 128 + the signal that ended the process.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(255),
+        (None, None) => 1,
+    }
+}
+
+fn retry_after(response: &reqwest::Response) -> Duration {
+    response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(Duration::from_secs(1), Duration::from_secs)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(exit_code(ExitStatus::from_raw(7 << 8)), 7);
+        assert_eq!(exit_code(ExitStatus::from_raw(0)), 0);
+        assert_eq!(exit_code(ExitStatus::from_raw(15)), 128 + 15);
+    }
+}

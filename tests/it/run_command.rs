@@ -1,0 +1,225 @@
+//! `lockgate run` as a user runs it: the real binary, against a gateway backed by real Redis.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use tokio::process::Command;
+
+use crate::support::eventually;
+use crate::support::gateway::{Gateway, redis_config};
+use crate::support::redis::RedisServer;
+
+const LOCKGATE: &str = env!("CARGO_BIN_EXE_lockgate");
+
+fn run(gw: &Gateway, args: &[&str]) -> Command {
+    let mut cmd = Command::new(LOCKGATE);
+    cmd.arg("run").arg("--gateway").arg(gw.url("")).args(args);
+    cmd.env_remove("LOCKGATE_GATEWAY")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn status(mut cmd: Command) -> (Option<i32>, String) {
+    let out = cmd.output().await.expect("run lockgate");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The command's exit status is `lockgate run`'s, and the lock is released afterwards.
+#[tokio::test]
+async fn the_exit_status_passes_through_and_the_lock_is_released() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    for code in [0, 3, 42] {
+        let (exit, stderr) = status(run(
+            &gw,
+            &["job", "--", "sh", "-c", &format!("exit {code}")],
+        ))
+        .await;
+        assert_eq!(exit, Some(code), "{stderr}");
+        assert_eq!(
+            gw.inspect("job").await.status(),
+            404,
+            "released after the command"
+        );
+    }
+    let (exit, _) = status(run(&gw, &["job", "--", "sh", "-c", "kill -TERM $$"])).await;
+    assert_eq!(exit, Some(128 + 15), "death by signal is 128 + the signal");
+    let (exit, _) = status(run(&gw, &["job", "--", "/no/such/program"])).await;
+    assert_eq!(exit, Some(127));
+}
+
+/// The command sees the lock's name, fence and token, and the fence is the one issued.
+#[tokio::test]
+async fn the_command_sees_its_fence() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("env");
+    let script = format!(
+        "echo \"$LOCKGATE_LOCK $LOCKGATE_FENCE ${{#LOCKGATE_TOKEN}}\" > {}",
+        out.display()
+    );
+    let (exit, stderr) = status(run(&gw, &["report:1", "--", "sh", "-c", &script])).await;
+    assert_eq!(exit, Some(0), "{stderr}");
+    let seen = std::fs::read_to_string(&out).expect("the command wrote its environment");
+    let fields: Vec<&str> = seen.split_whitespace().collect();
+    let mut conn = redis.conn().await;
+    let issued: u64 = conn.get("lockgate:{report:1}:fence").await.expect("GET");
+    assert_eq!(fields, ["report:1", &issued.to_string(), "22"], "{seen}");
+}
+
+/// Concurrent `lockgate run`s on one name never overlap: each command's start and end
+/// timestamps form disjoint intervals.
+#[tokio::test]
+async fn concurrent_runs_never_overlap() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("log");
+    let script = format!(
+        "echo \"start $(date +%s%N)\" >> {log}; sleep 0.2; echo \"end $(date +%s%N)\" >> {log}",
+        log = log.display()
+    );
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        for _ in 0..3 {
+            let cmd = run(
+                &gw,
+                &[
+                    "--wait", "30s", "--ttl", "2s", "critical", "--", "sh", "-c", &script,
+                ],
+            );
+            runs.push(tokio::spawn(status(cmd)));
+        }
+    }
+    for handle in runs {
+        let (exit, stderr) = handle.await.expect("task");
+        assert_eq!(exit, Some(0), "{stderr}");
+    }
+    let intervals = read_intervals(&log);
+    assert_eq!(intervals.len(), 12);
+    for pair in intervals.windows(2) {
+        assert!(
+            pair[0].1 <= pair[1].0,
+            "critical sections overlap: {:?} and {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+}
+
+/// (start, end) pairs from the log, in order of start.
+fn read_intervals(log: &Path) -> Vec<(u128, u128)> {
+    let text = std::fs::read_to_string(log).expect("log");
+    let mut events: Vec<(u128, bool)> = text
+        .lines()
+        .map(|line| {
+            let (kind, at) = line.split_once(' ').expect("kind and time");
+            (at.parse().expect("nanoseconds"), kind == "start")
+        })
+        .collect();
+    events.sort_unstable();
+    // With no overlap, sorted events alternate start, end, start, end...
+    events
+        .chunks(2)
+        .map(|pair| {
+            assert!(
+                pair.len() == 2 && pair[0].1 && !pair[1].1,
+                "events do not alternate: {events:?}"
+            );
+            (pair[0].0, pair[1].0)
+        })
+        .collect()
+}
+
+/// A lock lost while the command runs terminates the command (SIGTERM) and exits 76.
+#[tokio::test]
+async fn a_lost_lock_terminates_the_command_with_76() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (started, terminated) = (dir.path().join("started"), dir.path().join("terminated"));
+    let script = format!(
+        "trap 'touch {term}; exit 0' TERM; touch {start}; while :; do sleep 0.05; done",
+        term = terminated.display(),
+        start = started.display()
+    );
+    let child = run(
+        &gw,
+        &["--ttl", "600ms", "doomed", "--", "sh", "-c", &script],
+    )
+    .stderr(Stdio::piped())
+    .spawn();
+    let child = child.expect("spawn lockgate run");
+    eventually(Duration::from_secs(5), "the command started", || async {
+        started.exists().then_some(())
+    })
+    .await;
+    let mut conn = redis.conn().await;
+    let _: () = conn.del("lockgate:{doomed}").await.expect("DEL");
+    let lost = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("exits")
+        .expect("output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(76), "{stderr}");
+    assert!(terminated.exists(), "the command was sent SIGTERM");
+    assert!(
+        lost.elapsed() < Duration::from_secs(2),
+        "noticed after {:?}",
+        lost.elapsed()
+    );
+    assert!(stderr.contains("lost the lock on doomed"), "{stderr}");
+}
+
+/// A lock not acquired within --wait exits 75 without running the command.
+#[tokio::test]
+async fn a_lock_not_acquired_within_wait_exits_75() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    assert_eq!(gw.acquire("taken", None).await.status(), 201);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ran = dir.path().join("ran");
+    let started = Instant::now();
+    let script = format!("touch {}", ran.display());
+    let (exit, stderr) = status(run(
+        &gw,
+        &["--wait", "300ms", "taken", "--", "sh", "-c", &script],
+    ))
+    .await;
+    assert_eq!(exit, Some(75), "{stderr}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(!ran.exists(), "the command must not run without the lock");
+    let (exit, _) = status(run(&gw, &["--wait", "0s", "taken", "--", "true"])).await;
+    assert_eq!(exit, Some(75));
+}
+
+/// An unreachable gateway and bad arguments have their own exit codes.
+#[tokio::test]
+async fn gateway_and_usage_errors_have_their_own_codes() {
+    let port = crate::support::redis::free_port();
+    let mut cmd = Command::new(LOCKGATE);
+    cmd.args([
+        "run",
+        "--gateway",
+        &format!("http://127.0.0.1:{port}"),
+        "x",
+        "--",
+        "true",
+    ]);
+    let (exit, stderr) = status(cmd).await;
+    assert_eq!(exit, Some(69), "{stderr}");
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let (exit, stderr) = status(run(&gw, &["bad name", "--", "true"])).await;
+    assert_eq!(exit, Some(64), "{stderr}");
+    let (exit, _) = status(run(&gw, &["x"])).await;
+    assert_eq!(exit, Some(64), "a command is required");
+}

@@ -1,0 +1,429 @@
+//! Blocking acquire and hold streams, end to end against real Redis: wake-up on release and
+//! on expiry, FIFO order, no orphans, the waiter cap, surviving a Redis restart, and the
+//! watchdog of hold streams.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::support::gateway::{Gateway, redis_config};
+use crate::support::proxy::LatencyProxy;
+use crate::support::redis::RedisServer;
+use crate::support::{assert_problem, eventually, key_exists, key_number, status_json};
+
+const MS: Duration = Duration::from_millis(1);
+
+async fn gateway_for(redis: &RedisServer) -> Gateway {
+    Gateway::start(redis_config(&redis.url())).await
+}
+
+/// Waits until exactly `n` requests wait in the gateway.
+async fn until_waiting(gw: &Gateway, n: usize) {
+    eventually(
+        Duration::from_secs(5),
+        &format!("{n} requests waiting"),
+        || async { (gw.service.waiting() == n).then_some(()) },
+    )
+    .await;
+}
+
+fn token(body: &Value) -> String {
+    body["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token in {body}"))
+        .to_owned()
+}
+
+/// A waiter gets the lock within 50 ms of the holder's release.
+#[tokio::test]
+async fn a_waiter_gets_a_released_lock_within_50ms() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let (_, holder) = status_json(gw.acquire("w", None).await).await;
+    let waiter = {
+        let gw_http = gw.http.clone();
+        let url = gw.url("/locks/w");
+        tokio::spawn(async move {
+            let response = gw_http
+                .post(url)
+                .json(&json!({"wait_ms": 10000}))
+                .send()
+                .await
+                .expect("waiter");
+            (Instant::now(), status_json(response).await)
+        })
+    };
+    until_waiting(&gw, 1).await;
+    assert_eq!(gw.release("w", &token(&holder)).await.status(), 204);
+    let released = Instant::now();
+    let (granted, (status, grant)) = waiter.await.expect("waiter task");
+    assert_eq!(status, 201, "{grant}");
+    let handoff = granted.saturating_duration_since(released);
+    assert!(handoff <= 50 * MS, "hand-off took {handoff:?}");
+    assert!(grant["fence"].as_u64() > holder["fence"].as_u64());
+}
+
+/// A waiter gets a lock that is never released within 50 ms of its expiry, and not before.
+#[tokio::test]
+async fn a_waiter_gets_an_expired_lock_within_50ms() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let sent = Instant::now();
+    let (status, _) = status_json(gw.acquire("e", Some(json!({"ttl_ms": 700}))).await).await;
+    let answered = Instant::now();
+    assert_eq!(status, 201);
+    let (status, grant) = status_json(gw.acquire("e", Some(json!({"wait_ms": 5000}))).await).await;
+    let granted = Instant::now();
+    assert_eq!(status, 201, "{grant}");
+    assert!(
+        granted >= sent + 700 * MS,
+        "granted {:?} before the lease ended",
+        (sent + 700 * MS) - granted
+    );
+    let late = granted.saturating_duration_since(answered + 700 * MS);
+    assert!(late <= 50 * MS, "granted {late:?} after expiry");
+}
+
+/// Waiters of one gateway are served in the order they arrived.
+#[tokio::test]
+async fn local_waiters_are_served_first_come_first_served() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let (_, holder) = status_json(gw.acquire("fifo", None).await).await;
+    let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for i in 0..6 {
+        let (http, url, order) = (gw.http.clone(), gw.url("/locks/fifo"), order_tx.clone());
+        waiters.push(tokio::spawn(async move {
+            let response = http
+                .post(&url)
+                .json(&json!({"wait_ms": 20000}))
+                .send()
+                .await
+                .expect("waiter");
+            let (status, grant) = status_json(response).await;
+            assert_eq!(status, 201, "{grant}");
+            order.send(i).expect("order");
+            let released = http
+                .delete(&url)
+                .header("Lock-Token", token(&grant))
+                .send()
+                .await
+                .expect("release");
+            assert_eq!(released.status(), 204);
+        }));
+        until_waiting(&gw, i + 1).await;
+    }
+    gw.release("fifo", &token(&holder)).await;
+    for waiter in waiters {
+        waiter.await.expect("waiter task");
+    }
+    drop(order_tx);
+    let mut order = Vec::new();
+    while let Some(i) = order_rx.recv().await {
+        order.push(i);
+    }
+    assert_eq!(order, [0, 1, 2, 3, 4, 5]);
+}
+
+/// A waiter whose client hangs up leaves the line and never takes the lock.
+#[tokio::test]
+async fn a_waiter_that_disconnects_leaves_no_lock_behind() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let (_, holder) = status_json(gw.acquire("d", None).await).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let waiter = tokio::spawn(
+        impatient
+            .post(gw.url("/locks/d"))
+            .json(&json!({"wait_ms": 10000}))
+            .send(),
+    );
+    until_waiting(&gw, 1).await;
+    assert!(waiter.await.expect("task").is_err(), "the client gives up");
+    until_waiting(&gw, 0).await;
+    assert_eq!(gw.release("d", &token(&holder)).await.status(), 204);
+    let (status, problem) = status_json(gw.inspect("d").await).await;
+    assert_problem(status, &problem, 404, "lock-not-held");
+}
+
+/// An acquire granted in Redis while its client hangs up (the reply is still on its way) is
+/// released at once, not left held by nobody until its ttl.
+#[tokio::test]
+async fn a_grant_whose_client_left_mid_flight_is_released() {
+    let redis = RedisServer::start();
+    let proxy = LatencyProxy::start(redis.port(), Duration::from_millis(400)).await;
+    let mut config = redis_config(&proxy.url());
+    config.redis_timeout = Duration::from_secs(5);
+    let gw = Gateway::start(config).await;
+    // Connected, and the scripts are in Redis's cache: the acquire below runs at once.
+    let (status, warm) = status_json(gw.acquire("warm-up", None).await).await;
+    assert_eq!(status, 201, "{warm}");
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(150))
+        .build()
+        .expect("client");
+    let gave_up = impatient
+        .post(gw.url("/locks/m"))
+        .json(&json!({"ttl_ms": 30000}))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client leaves before the slow reply");
+    let conn = redis.conn().await;
+    eventually(
+        Duration::from_secs(3),
+        "the script ran and issued a fence",
+        || key_number(&conn, "lockgate:{m}:fence"),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(3),
+        "the undelivered grant is released",
+        || async { (!key_exists(&conn, "lockgate:{m}").await).then_some(()) },
+    )
+    .await;
+}
+
+/// Beyond the configured number of waiters, requests that would wait answer 503.
+#[tokio::test]
+async fn the_waiter_cap_answers_503() {
+    let redis = RedisServer::start();
+    let mut config = redis_config(&redis.url());
+    config.limits.max_waiters = 2;
+    let gw = Gateway::start(config).await;
+    let (_, holder) = status_json(gw.acquire("cap", None).await).await;
+    let mut waiters = Vec::new();
+    for i in 0..2 {
+        waiters.push(tokio::spawn(
+            gw.http
+                .post(gw.url("/locks/cap"))
+                .json(&json!({"wait_ms": 10000}))
+                .send(),
+        ));
+        until_waiting(&gw, i + 1).await;
+    }
+    let over = gw.acquire("cap", Some(json!({"wait_ms": 10000}))).await;
+    assert_eq!(over.headers()["retry-after"], "1");
+    let (status, problem) = status_json(over).await;
+    assert_problem(status, &problem, 503, "too-many-waiters");
+    let (status, problem) = status_json(gw.acquire("cap", None).await).await;
+    assert_problem(status, &problem, 409, "lock-held");
+    gw.release("cap", &token(&holder)).await;
+    let (status, _) = status_json(waiters.remove(0).await.expect("task").expect("response")).await;
+    assert_eq!(status, 201);
+}
+
+/// After Redis restarts, the release subscription is back: waiters wake on releases again.
+#[tokio::test]
+async fn waiters_still_wake_after_a_redis_restart() {
+    let mut redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let (_, holder) = status_json(gw.acquire("r", None).await).await;
+    let waiter = tokio::spawn(
+        gw.http
+            .post(gw.url("/locks/r"))
+            .json(&json!({"wait_ms": 20000}))
+            .send(),
+    );
+    until_waiting(&gw, 1).await;
+
+    // The restart loses the lock (no persistence). The waiter must notice without waiting for
+    // the lost lock's 30 s ttl: the resubscription tells it to look again.
+    let restarted = Instant::now();
+    redis.restart();
+    let (status, grant) = status_json(waiter.await.expect("task").expect("response")).await;
+    assert_eq!(status, 201, "{grant}");
+    assert!(
+        restarted.elapsed() < Duration::from_secs(5),
+        "woke {:?} after the restart",
+        restarted.elapsed()
+    );
+    drop(holder);
+
+    // And the next release is announced on the new connection.
+    let second = tokio::spawn(
+        gw.http
+            .post(gw.url("/locks/r"))
+            .json(&json!({"wait_ms": 10000}))
+            .send(),
+    );
+    until_waiting(&gw, 1).await;
+    assert_eq!(gw.release("r", &token(&grant)).await.status(), 204);
+    let released = Instant::now();
+    let (status, _) = status_json(second.await.expect("task").expect("response")).await;
+    assert_eq!(status, 201);
+    assert!(
+        released.elapsed() <= 50 * MS,
+        "hand-off after restart took {:?}",
+        released.elapsed()
+    );
+}
+
+/// Reads NDJSON lines from a hold stream as they come.
+struct Lines {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Lines {
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return Some(serde_json::from_slice(&line).expect("an NDJSON line"));
+            }
+            let chunk = self.response.chunk().await.expect("stream")?;
+            self.buffer.extend_from_slice(&chunk);
+        }
+    }
+}
+
+async fn hold(gw: &Gateway, name: &str, body: Value) -> Lines {
+    let response = gw
+        .http
+        .post(gw.url(&format!("/locks/{name}/hold")))
+        .json(&body)
+        .send()
+        .await
+        .expect("hold");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    Lines {
+        response,
+        buffer: Vec::new(),
+    }
+}
+
+/// A hold stream says `acquired`, then `renewed` every third of the ttl; the watchdog keeps a
+/// 1 s lock alive for 5 s with the same fence.
+#[tokio::test]
+async fn the_watchdog_keeps_a_held_lock_alive() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let started = Instant::now();
+    let mut lines = hold(&gw, "dog", json!({"ttl_ms": 1000})).await;
+    let acquired = lines.next().await.expect("first line");
+    assert_eq!(acquired["event"], "acquired", "{acquired}");
+    assert!(
+        acquired["token"].is_string() && acquired["fence"].is_u64(),
+        "{acquired}"
+    );
+    let mut renewals = 0;
+    while started.elapsed() < Duration::from_secs(5) {
+        let event = lines.next().await.expect("stream goes on");
+        assert_eq!(event["event"], "renewed", "{event}");
+        assert_eq!(event["fence"], acquired["fence"]);
+        renewals += 1;
+        let (status, seen) = status_json(gw.inspect("dog").await).await;
+        assert_eq!(
+            status,
+            200,
+            "the lock lapsed after {:?}: {seen}",
+            started.elapsed()
+        );
+    }
+    assert!(
+        (13..=16).contains(&renewals),
+        "{renewals} renewals in 5 s at ttl/3"
+    );
+}
+
+/// Killing the client (curl) releases a held lock within 500 ms.
+#[tokio::test]
+async fn killing_curl_releases_the_held_lock_within_500ms() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut curl = Command::new("curl")
+        .args([
+            "-sN",
+            "-X",
+            "POST",
+            &gw.url("/locks/c/hold"),
+            "-d",
+            r#"{"ttl_ms": 30000}"#,
+        ])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("curl is installed");
+    let mut stdout = BufReader::new(curl.stdout.take().expect("stdout")).lines();
+    let first = stdout.next_line().await.expect("read").expect("a line");
+    assert!(first.contains(r#""event":"acquired""#), "{first}");
+    assert_eq!(gw.inspect("c").await.status(), 200);
+    curl.kill().await.expect("kill curl");
+    let killed = Instant::now();
+    let conn = redis.conn().await;
+    eventually(
+        Duration::from_millis(500),
+        "the lock is released after curl is killed",
+        || async { (!key_exists(&conn, "lockgate:{c}").await).then_some(()) },
+    )
+    .await;
+    assert!(killed.elapsed() <= 500 * MS);
+}
+
+/// A lock lost under a hold stream (deleted behind its back) ends the stream with `lost`.
+#[tokio::test]
+async fn a_lost_lock_ends_the_hold_stream_with_lost() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut lines = hold(&gw, "l", json!({"ttl_ms": 600})).await;
+    assert_eq!(lines.next().await.expect("line")["event"], "acquired");
+    let mut conn = redis.conn().await;
+    let _: () = conn.del("lockgate:{l}").await.expect("DEL");
+    let event = loop {
+        let event = lines.next().await.expect("a final line");
+        if event["event"] != "renewed" {
+            break event;
+        }
+    };
+    assert_eq!(
+        event,
+        json!({"event": "lost", "name": "l", "reason": "not-held"})
+    );
+    assert!(lines.next().await.is_none(), "the stream ends after lost");
+}
+
+/// At shutdown a hold stream releases its lock and says `released`.
+#[tokio::test]
+async fn shutdown_releases_held_locks() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut lines = hold(&gw, "s", json!({"ttl_ms": 30000})).await;
+    assert_eq!(lines.next().await.expect("line")["event"], "acquired");
+    gw.service.shut_down();
+    assert_eq!(
+        lines.next().await,
+        Some(json!({"event": "released", "name": "s", "reason": "shutdown"}))
+    );
+    assert!(lines.next().await.is_none());
+    let mut conn = redis.conn().await;
+    let held: bool = conn.exists("lockgate:{s}").await.expect("EXISTS");
+    assert!(!held);
+}
+
+/// A hold request for a held lock fails like an acquire, after waiting if asked.
+#[tokio::test]
+async fn holding_a_held_lock_is_a_409_after_the_wait() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    gw.acquire("busy", None).await;
+    let started = Instant::now();
+    let response = gw
+        .http
+        .post(gw.url("/locks/busy/hold"))
+        .json(&json!({"wait_ms": 300}))
+        .send()
+        .await
+        .expect("hold");
+    let (status, problem) = status_json(response).await;
+    assert_problem(status, &problem, 409, "lock-held");
+    assert!(started.elapsed() >= 300 * MS);
+}
