@@ -11,6 +11,7 @@
 //! * [`lock`]: the domain: names, tokens, validity, request bounds, errors, [`lock::LockService`].
 //! * [`backend`]: where locks are kept: Redis, or in memory for `--dev`.
 //! * [`runner`]: `lockgate run`, a client of the API that holds a lock while a command runs.
+//! * [`server`]: the HTTP/1.1 serving loop with graceful shutdown.
 //!
 //! [`build_service`] and [`http::router`] assemble the application; [`serve`] runs it on an
 //! already bound listener until a shutdown future resolves, so tests can run it on port 0.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod http;
 pub mod lock;
 pub mod runner;
+pub mod server;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -46,8 +48,6 @@ pub enum StartupError {
     },
     #[error("the OS random generator failed: {0}")]
     Random(getrandom::Error),
-    #[error("server error: {0}")]
-    Serve(std::io::Error),
 }
 
 /// Builds the lock service the configuration describes. Connecting to Redis happens on first
@@ -103,11 +103,8 @@ pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), StartupError> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(StartupError::Serve)
+) {
+    server::serve(listener, app, shutdown).await;
 }
 
 /// Runs the server described by `config` until SIGTERM or SIGINT.
@@ -136,7 +133,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         shutdown_signal().await;
         service.shut_down();
     };
-    serve(listener, app, shutdown).await?;
+    serve(listener, app, shutdown).await;
     tracing::info!("lockgate stopped");
     Ok(())
 }

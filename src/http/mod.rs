@@ -3,6 +3,7 @@
 //! [`router`] builds the whole `axum::Router`; tests drive it in-process with
 //! `tower::ServiceExt::oneshot`, and [`crate::serve`] serves it on a socket. Every answer,
 //! including unknown routes, wrong methods and panics, is JSON; errors are problem documents.
+//! [`observe`] is the one middleware: server-error logging and panic safety.
 
 pub mod delivery;
 pub mod dto;
@@ -10,6 +11,7 @@ pub mod extract;
 pub mod health;
 pub mod hold;
 pub mod locks;
+pub mod observe;
 pub mod openapi;
 pub mod problem;
 
@@ -17,15 +19,11 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{MatchedPath, Request};
-use axum::response::{IntoResponse, Response};
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use self::problem::{ApiError, ServerErrorCause};
+use self::problem::ApiError;
 use crate::lock::{Limits, LockService};
 
 /// What handlers share.
@@ -85,32 +83,6 @@ pub fn router(service: Arc<LockService>, options: HttpOptions) -> Router {
     routes
         .fallback(locks::unmatched)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(axum::middleware::map_response(log_server_error))
-        // Failures are logged once, with their cause, by `log_server_error`.
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(request_span)
-                .on_failure(()),
-        )
-        .layer(CatchPanicLayer::custom(|_| {
-            ApiError::Internal("handler panicked".into()).into_response()
-        }))
+        .layer(observe::ObserveLayer)
         .with_state(state)
-}
-
-/// The span of one request: method and route template, never the raw URI or headers.
-fn request_span(req: &Request) -> tracing::Span {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("-", MatchedPath::as_str);
-    tracing::info_span!("request", method = %req.method(), route)
-}
-
-/// Logs the cause of a server error once; the client only got a generic detail.
-async fn log_server_error(response: Response) -> Response {
-    if let Some(ServerErrorCause(cause)) = response.extensions().get::<ServerErrorCause>() {
-        tracing::warn!(status = response.status().as_u16(), cause = %cause, "request failed");
-    }
-    response
 }

@@ -139,7 +139,9 @@ impl LockService {
         };
         // Requests already waiting here go first: a newcomer does not overtake them.
         if request.wait.is_zero() || !self.waiters.has_line(name.as_str()) {
-            match self.attempt(name, &token, request).await {
+            // Boxed here and below: a waiting request keeps its future alive for the whole wait,
+            // and the attempt (a backend round trip) is most of its size.
+            match Box::pin(self.attempt(name, &token, request)).await {
                 Ok(Attempt::Granted(grant)) => return Ok(grant),
                 Ok(Attempt::Held { retry_after }) if request.wait.is_zero() => {
                     return Err(LockError::Held { retry_after });
@@ -192,7 +194,7 @@ impl LockService {
             // and the next wait.
             releases.borrow_and_update();
             let now = Instant::now();
-            match self.attempt(name, token, request).await {
+            match Box::pin(self.attempt(name, token, request)).await {
                 Ok(Attempt::Granted(grant)) => {
                     ticket.hand_off(Handoff {
                         releases,

@@ -64,9 +64,7 @@ impl Gateway {
             let shutdown = async {
                 let _ = rx.await;
             };
-            lockgate::serve(listener, app, shutdown)
-                .await
-                .expect("serve");
+            lockgate::serve(listener, app, shutdown).await;
         });
         let http = super::http_client();
         Self {

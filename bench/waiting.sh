@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Benchmarks waiting (issue 3) against a private redis-server and a release build of lockgate:
+#   * hand-off latency: 32 clients contend for one name with wait_ms; time from one holder's
+#     204 on release to the next holder's 201 (examples/handoff.rs), p50 and p99;
+#   * Redis commands per contended acquisition, from INFO commandstats around that run;
+#   * memory (RSS) with 10,000 clients waiting at once (examples/waiters.rs), for the gateway
+#     and, side by side, for examples/floor.rs: the same HTTP stack holding requests open and
+#     doing nothing else. Clients arrive 10, 100 and 500 at a time; each figure is a fresh
+#     process.
+#
+# Usage: bench/waiting.sh [seconds of contention, default 10] [waiting clients, default 10000]
+# Needs: redis-server, redis-cli, python3, curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_RUN="${1:-10}"
+WAITERS="${2:-10000}"
+OUT=bench/out
+mkdir -p "$OUT"
+
+for tool in redis-server redis-cli python3 curl; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not installed" >&2; exit 1; }
+done
+# Each waiting client is one socket in the server and one in the load generator.
+ulimit -n "$(( WAITERS * 2 > 4096 ? WAITERS * 2 : 4096 ))" 2>/dev/null || {
+    echo "error: need $((WAITERS * 2)) file descriptors per process (ulimit -n)" >&2; exit 1; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+REDIS_PORT=$(free_port)
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+cargo build --release --locked --quiet --bin lockgate --example handoff --example waiters --example floor
+
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
+    --logfile "$WORK/redis.log" &
+PIDS+=($!)
+until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.05; done
+
+# Starts a gateway on a free port; sets GW_PID and GW_PORT.
+start_gateway() {
+    GW_PORT=$(free_port)
+    ./target/release/lockgate --redis-url "redis://127.0.0.1:$REDIS_PORT" --listen "127.0.0.1:$GW_PORT" \
+        --max-waiters "$WAITERS" --max-wait 10m 2>>"$WORK/lockgate.log" &
+    GW_PID=$!
+    PIDS+=("$GW_PID")
+    until curl -fs "http://127.0.0.1:$GW_PORT/readyz" >/dev/null 2>&1; do sleep 0.05; done
+}
+
+rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+
+# RSS of process $1 (listening on port $2) once $WAITERS clients wait, arriving $3 at a time.
+rss_with_waiters() {
+    local pid=$1 port=$2 batch=$3 hold="$WORK/hold.$RANDOM" out="$WORK/waiters.$RANDOM"
+    mkfifo "$hold"
+    ./target/release/examples/waiters "127.0.0.1:$port" "$WAITERS" "$batch" <"$hold" >"$out" &
+    local load=$!
+    exec 3>"$hold"
+    until grep -q ready "$out" 2>/dev/null; do
+        kill -0 "$load" 2>/dev/null || { echo "error: the waiting clients failed: $(cat "$out")" >&2; exit 1; }
+        sleep 0.2
+    done
+    rss_mib "$pid"
+    exec 3>&-
+    wait "$load" || true
+}
+
+echo "machine: $(nproc) cores, $(uname -r); $(redis-server --version | cut -d' ' -f3); lockgate $(./target/release/lockgate --version | cut -d' ' -f2)"
+
+# --- hand-off and commands per acquisition ---------------------------------------------
+start_gateway
+redis-cli -p "$REDIS_PORT" config resetstat >/dev/null
+./target/release/examples/handoff "http://127.0.0.1:$GW_PORT" 32 "$SECONDS_RUN" | tee "$OUT/handoff.txt"
+redis-cli -p "$REDIS_PORT" info commandstats >"$OUT/commandstats.txt"
+python3 - "$OUT/handoff.txt" "$OUT/commandstats.txt" <<'PY'
+import re, sys
+figures = dict(kv.split("=") for kv in open(sys.argv[1]).read().split())
+acquisitions = int(figures["acquisitions"])
+calls = {m[0]: int(m[1]) for m in re.findall(r"cmdstat_([^:]+):calls=(\d+)", open(sys.argv[2]).read())}
+calls.pop("config|resetstat", None)
+# Commands the scripts run inside Redis (counted by commandstats too) versus commands the
+# gateway sends: EVALSHA for every operation, (UN)SUBSCRIBE, PING, connection setup.
+inside = {"get", "set", "pttl", "pexpire", "del", "time", "publish"}
+sent = {k: v for k, v in calls.items() if k not in inside}
+print(f"commands per acquisition, sent by the gateway: {sum(sent.values()) / acquisitions:.2f} {sent}")
+print(f"commands per acquisition, including those run inside scripts: {sum(calls.values()) / acquisitions:.2f} "
+      f"{ {k: v for k, v in calls.items() if k in inside} }")
+PY
+echo "gateway RSS idle: $(rss_mib "$GW_PID") MiB"
+kill "$GW_PID"; wait "$GW_PID" 2>/dev/null || true
+
+# --- memory with many waiting clients --------------------------------------------------
+for batch in 10 100 500; do
+    redis-cli -p "$REDIS_PORT" flushall >/dev/null
+    start_gateway
+    gateway=$(rss_with_waiters "$GW_PID" "$GW_PORT" "$batch")
+    kill "$GW_PID"; wait "$GW_PID" 2>/dev/null || true
+
+    FLOOR_PORT=$(free_port)
+    ./target/release/examples/floor "127.0.0.1:$FLOOR_PORT" "$WAITERS" &
+    FLOOR_PID=$!
+    PIDS+=("$FLOOR_PID")
+    until curl -s -o /dev/null "http://127.0.0.1:$FLOOR_PORT/"; do sleep 0.05; done
+    floor=$(rss_with_waiters "$FLOOR_PID" "$FLOOR_PORT" "$batch")
+    kill "$FLOOR_PID"; wait "$FLOOR_PID" 2>/dev/null || true
+
+    echo "RSS with $WAITERS waiting clients arriving $batch at a time: gateway $gateway MiB; HTTP stack alone (examples/floor) $floor MiB"
+done

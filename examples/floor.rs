@@ -1,0 +1,64 @@
+//! Control for the memory benchmark: the least a waiting HTTP request can cost on lockgate's
+//! stack. The same serving loop (`lockgate::server::serve`, hyper HTTP/1), the same allocator
+//! (jemalloc), a request body read as JSON, and then nothing: the request just stays open.
+//! bench/waiting.sh runs it under the same 10,000 waiting clients as the gateway, so the
+//! gateway's figure can be read against what the HTTP stack alone needs.
+//!
+//! It speaks just enough of the lock API for examples/waiters.rs: a request without
+//! `wait_ms` is "granted" (201), one with `wait_ms` over 1000 stays open, and the probe
+//! (`wait_ms` = 1) answers 503 once COUNT requests stay open, 409 before.
+//!
+//! Usage: cargo run --release --example floor -- HOST:PORT COUNT
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[derive(serde::Deserialize)]
+struct Body {
+    wait_ms: Option<u64>,
+}
+
+struct Open {
+    count: AtomicUsize,
+    full: usize,
+}
+
+async fn lock(State(open): State<Arc<Open>>, Json(body): Json<Body>) -> Response {
+    match body.wait_ms {
+        None => (StatusCode::CREATED, r#"{"token":"floor"}"#).into_response(),
+        Some(1) if open.count.load(Ordering::Relaxed) >= open.full => {
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
+        }
+        Some(1) => StatusCode::CONFLICT.into_response(),
+        Some(_) => {
+            open.count.fetch_add(1, Ordering::Relaxed);
+            std::future::pending::<Response>().await
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let addr = args.next().ok_or("usage: floor HOST:PORT COUNT")?;
+    let full: usize = args.next().ok_or("usage: floor HOST:PORT COUNT")?.parse()?;
+    let open = Arc::new(Open {
+        count: AtomicUsize::new(0),
+        full,
+    });
+    let app = axum::Router::new()
+        .route("/locks/{name}", post(lock))
+        .with_state(open);
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    lockgate::serve(listener, app, std::future::pending()).await;
+    Ok(())
+}
