@@ -29,6 +29,7 @@ pub const DEFAULT_FENCE_RETENTION: &str = "7d";
 pub const DEFAULT_REDIS_TIMEOUT: &str = "1s";
 pub const DEFAULT_MAX_BODY_BYTES: &str = "16384";
 pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
+pub const DEFAULT_REDLOCK_NODE_TIMEOUT: &str = "50ms";
 pub const DEFAULT_MAX_WAITERS: usize = 10_000;
 
 /// Longest key prefix.
@@ -102,18 +103,67 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_LISTEN", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
 
-    /// Redis URL: redis://[[user]:password@]host[:port][/db], or rediss://… for TLS.
+    /// One Redis server: redis://[[user]:password@]host[:port][/db], or rediss://… for TLS.
     #[arg(
         long,
         env = "LOCKGATE_REDIS_URL",
         hide_env_values = true,
-        conflicts_with = "dev"
+        group = "store"
     )]
     pub redis_url: Option<Secret>,
 
+    /// Redis Sentinel: the sentinels' URLs, comma-separated (their own credentials in the first
+    /// URL). Needs --sentinel-master; the master's credentials go in --redis-username and
+    /// --redis-password.
+    #[arg(
+        long,
+        env = "LOCKGATE_SENTINELS",
+        hide_env_values = true,
+        value_delimiter = ',',
+        group = "store"
+    )]
+    pub sentinel: Vec<Secret>,
+
+    /// The name of the master group the sentinels monitor.
+    #[arg(long, env = "LOCKGATE_SENTINEL_MASTER")]
+    pub sentinel_master: Option<String>,
+
+    /// ACL user for the master found through Sentinel.
+    #[arg(long, env = "LOCKGATE_REDIS_USERNAME")]
+    pub redis_username: Option<String>,
+
+    /// Password for the master found through Sentinel.
+    #[arg(long, env = "LOCKGATE_REDIS_PASSWORD", hide_env_values = true)]
+    pub redis_password: Option<Secret>,
+
+    /// Redis Cluster: URLs of some of its nodes, comma-separated (credentials in them).
+    #[arg(
+        long,
+        env = "LOCKGATE_CLUSTER",
+        hide_env_values = true,
+        value_delimiter = ',',
+        group = "store"
+    )]
+    pub cluster: Vec<Secret>,
+
+    /// Redlock: URLs of an odd number (3 or more) of independent Redis masters, comma-separated.
+    #[arg(
+        long,
+        env = "LOCKGATE_REDLOCK",
+        hide_env_values = true,
+        value_delimiter = ',',
+        group = "store"
+    )]
+    pub redlock: Vec<Secret>,
+
+    /// Redlock: how long each node may take to answer. A node that is down or slow costs at
+    /// most this, not the whole request.
+    #[arg(long, env = "LOCKGATE_REDLOCK_NODE_TIMEOUT", default_value = DEFAULT_REDLOCK_NODE_TIMEOUT, value_parser = humantime::parse_duration)]
+    pub redlock_node_timeout: Duration,
+
     /// Keep locks in this process instead of Redis. For development only: locks are not shared
     /// with other gateways and vanish when the process exits.
-    #[arg(long, env = "LOCKGATE_DEV", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "LOCKGATE_DEV", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new(), group = "store")]
     pub dev: bool,
 
     /// Prefix of every Redis key lockgate writes (letters, digits, '.', '_', ':', '/', '-').
@@ -201,7 +251,22 @@ impl fmt::Debug for Secret {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendChoice {
     Memory,
-    Redis { url: Secret },
+    Redis {
+        url: Secret,
+    },
+    Sentinel {
+        sentinels: Vec<Secret>,
+        master: String,
+        username: Option<String>,
+        password: Option<Secret>,
+    },
+    Cluster {
+        seeds: Vec<Secret>,
+    },
+    Redlock {
+        nodes: Vec<Secret>,
+        node_timeout: Duration,
+    },
 }
 
 /// The validated configuration of the server.
@@ -224,11 +289,15 @@ pub struct Config {
 pub enum ConfigError {
     #[error(
         "no lock store configured: pass --redis-url redis://HOST:PORT (or set LOCKGATE_REDIS_URL), \
-         or --dev for an in-process store"
+         --sentinel, --cluster or --redlock, or --dev for an in-process store"
     )]
     NoBackend,
-    #[error("--redis-url must start with redis:// or rediss://")]
+    #[error("Redis URLs must start with redis:// or rediss://")]
     RedisScheme,
+    #[error("--sentinel needs --sentinel-master (and --sentinel-master needs --sentinel)")]
+    SentinelMaster,
+    #[error("--redlock needs an odd number of nodes, at least 3")]
+    RedlockNodes,
     #[error("{0}")]
     Range(String),
     #[error(
@@ -245,20 +314,60 @@ fn range(message: String) -> ConfigError {
 
 impl Config {
     pub fn from_args(args: ServeArgs) -> Result<Self, ConfigError> {
-        let backend = match (args.dev, args.redis_url) {
-            (true, None) => BackendChoice::Memory,
-            (false, Some(url)) => {
-                let scheme_ok = ["redis://", "rediss://"]
+        let urls_ok = |urls: &[Secret]| {
+            urls.iter().all(|url| {
+                ["redis://", "rediss://"]
                     .iter()
-                    .any(|s| url.expose().starts_with(s));
-                if !scheme_ok {
-                    return Err(ConfigError::RedisScheme);
-                }
-                BackendChoice::Redis { url }
-            }
-            // clap rejects both together; neither is the common first-run mistake.
-            (_, _) => return Err(ConfigError::NoBackend),
+                    .any(|s| url.expose().starts_with(s))
+            })
         };
+        if args.sentinel.is_empty() != args.sentinel_master.is_none() {
+            return Err(ConfigError::SentinelMaster);
+        }
+        // clap allows at most one store; none is the common first-run mistake.
+        let backend = if args.dev {
+            BackendChoice::Memory
+        } else if let Some(url) = args.redis_url {
+            BackendChoice::Redis { url }
+        } else if let Some(master) = args.sentinel_master {
+            BackendChoice::Sentinel {
+                sentinels: args.sentinel,
+                master,
+                username: args.redis_username,
+                password: args.redis_password,
+            }
+        } else if !args.cluster.is_empty() {
+            BackendChoice::Cluster {
+                seeds: args.cluster,
+            }
+        } else if !args.redlock.is_empty() {
+            if args.redlock.len() < 3 || args.redlock.len().is_multiple_of(2) {
+                return Err(ConfigError::RedlockNodes);
+            }
+            BackendChoice::Redlock {
+                nodes: args.redlock,
+                node_timeout: args.redlock_node_timeout,
+            }
+        } else {
+            return Err(ConfigError::NoBackend);
+        };
+        let all_urls_ok = match &backend {
+            BackendChoice::Memory => true,
+            BackendChoice::Redis { url } => urls_ok(std::slice::from_ref(url)),
+            BackendChoice::Sentinel { sentinels, .. } => urls_ok(sentinels),
+            BackendChoice::Cluster { seeds } => urls_ok(seeds),
+            BackendChoice::Redlock { nodes, .. } => urls_ok(nodes),
+        };
+        if !all_urls_ok {
+            return Err(ConfigError::RedisScheme);
+        }
+        if !(Duration::from_millis(1)..=Duration::from_secs(10))
+            .contains(&args.redlock_node_timeout)
+        {
+            return Err(range(
+                "--redlock-node-timeout must be between 1ms and 10s".into(),
+            ));
+        }
         let limits = Limits {
             default_ttl: args.default_ttl,
             min_ttl: args.min_ttl,
@@ -386,6 +495,62 @@ mod tests {
             ConfigError::RedisScheme
         );
         assert!(parse(&["--redis-url", "rediss://u:p@host:6380/0"]).is_ok());
+    }
+
+    #[test]
+    fn each_redis_mode_is_configured_on_its_own() {
+        let sentinel = parse(&[
+            "--sentinel",
+            "redis://a:26379,redis://b:26379",
+            "--sentinel-master",
+            "m",
+        ])
+        .expect("valid");
+        assert!(
+            matches!(sentinel.backend, BackendChoice::Sentinel { ref sentinels, ref master, .. } if sentinels.len() == 2 && master == "m")
+        );
+        assert_eq!(
+            parse(&["--sentinel", "redis://a:26379"]).unwrap_err(),
+            ConfigError::SentinelMaster
+        );
+        assert_eq!(
+            parse(&["--dev", "--sentinel-master", "m"]).unwrap_err(),
+            ConfigError::SentinelMaster
+        );
+        let cluster = parse(&["--cluster", "redis://a:7000,redis://b:7001"]).expect("valid");
+        assert!(
+            matches!(cluster.backend, BackendChoice::Cluster { ref seeds } if seeds.len() == 2)
+        );
+        let redlock = parse(&["--redlock", "redis://a,redis://b,redis://c"]).expect("valid");
+        assert!(
+            matches!(redlock.backend, BackendChoice::Redlock { ref nodes, node_timeout } if nodes.len() == 3 && node_timeout == Duration::from_millis(50))
+        );
+        assert_eq!(
+            parse(&["--redlock", "redis://a,redis://b"]).unwrap_err(),
+            ConfigError::RedlockNodes
+        );
+        assert_eq!(
+            parse(&["--redlock", "redis://a,redis://b,redis://c,redis://d"]).unwrap_err(),
+            ConfigError::RedlockNodes
+        );
+        assert_eq!(
+            parse(&["--cluster", "http://a:7000"]).unwrap_err(),
+            ConfigError::RedisScheme
+        );
+        let both: [&[&str]; 2] = [
+            &["--dev", "--cluster", "redis://a"],
+            &[
+                "--redis-url",
+                "redis://a",
+                "--redlock",
+                "redis://a,redis://b,redis://c",
+            ],
+        ];
+        for args in both {
+            let parsed =
+                Cli::try_parse_from(std::iter::once("lockgate").chain(args.iter().copied()));
+            assert!(parsed.is_err(), "{args:?}");
+        }
     }
 
     #[test]

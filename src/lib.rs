@@ -25,13 +25,15 @@ pub mod server;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::{RedisBackend, RedisOptions};
+use crate::backend::redis::{RedisBackend, RedisOptions, RedisTarget};
+use crate::backend::redlock::RedlockBackend;
 use crate::backend::{Backend, BackendError};
-use crate::config::{BackendChoice, Config};
+use crate::config::{BackendChoice, Config, Secret};
 use crate::http::HttpOptions;
 use crate::lock::{LockService, TokenSecret};
 
@@ -53,23 +55,62 @@ pub enum StartupError {
 /// Builds the lock service the configuration describes. Connecting to Redis happens on first
 /// use, so this succeeds while Redis is still starting; readiness tells when it is reachable.
 pub fn build_service(config: &Config) -> Result<LockService, StartupError> {
+    let redis = |target: RedisTarget, timeout: Duration| {
+        install_crypto_provider();
+        let options = RedisOptions {
+            target,
+            key_prefix: config.key_prefix.clone(),
+            timeout,
+            wait_pool_size: config.wait_pool_size,
+            fence_retention: config.fence_retention,
+        };
+        RedisBackend::new(options).map_err(|e| match e {
+            BackendError::Config(message) => StartupError::Config(message),
+            other => StartupError::Config(other.to_string()),
+        })
+    };
+    let exposed = |urls: &[Secret]| {
+        urls.iter()
+            .map(|u| u.expose().to_owned())
+            .collect::<Vec<_>>()
+    };
     let backend = match &config.backend {
         BackendChoice::Memory => Backend::Memory(MemoryBackend::new(config.fence_retention)),
-        BackendChoice::Redis { url } => {
-            install_crypto_provider();
-            let options = RedisOptions {
-                url: url.expose().to_owned(),
-                key_prefix: config.key_prefix.clone(),
-                timeout: config.redis_timeout,
-                wait_pool_size: config.wait_pool_size,
-                fence_retention: config.fence_retention,
+        BackendChoice::Redis { url } => Backend::Redis(Box::new(redis(
+            RedisTarget::Url(url.expose().to_owned()),
+            config.redis_timeout,
+        )?)),
+        BackendChoice::Sentinel {
+            sentinels,
+            master,
+            username,
+            password,
+        } => {
+            let target = RedisTarget::Sentinel {
+                sentinels: exposed(sentinels),
+                master: master.clone(),
+                username: username.clone(),
+                password: password.as_ref().map(|p| p.expose().to_owned()),
             };
-            Backend::Redis(Box::new(RedisBackend::new(options).map_err(
-                |e| match e {
-                    BackendError::Config(message) => StartupError::Config(message),
-                    other => StartupError::Config(other.to_string()),
-                },
-            )?))
+            Backend::Redis(Box::new(redis(target, config.redis_timeout)?))
+        }
+        BackendChoice::Cluster { seeds } => Backend::Redis(Box::new(redis(
+            RedisTarget::Cluster {
+                seeds: exposed(seeds),
+            },
+            config.redis_timeout,
+        )?)),
+        BackendChoice::Redlock {
+            nodes,
+            node_timeout,
+        } => {
+            // Each node is bounded by the per-node timeout: a node that is down or frozen costs
+            // at most that, never the whole request.
+            let nodes = exposed(nodes)
+                .into_iter()
+                .map(|url| redis(RedisTarget::Url(url), *node_timeout))
+                .collect::<Result<Vec<_>, _>>()?;
+            Backend::Redlock(Box::new(RedlockBackend::new(nodes)))
         }
     };
     let secret = match &config.token_secret {
@@ -125,6 +166,9 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
     let backend = match config.backend {
         BackendChoice::Memory => "memory (--dev: locks live in this process only)",
         BackendChoice::Redis { .. } => "redis",
+        BackendChoice::Sentinel { .. } => "redis sentinel",
+        BackendChoice::Cluster { .. } => "redis cluster",
+        BackendChoice::Redlock { .. } => "redlock",
     };
     tracing::info!(listen = %config.listen, backend, "lockgate serving");
     // Waiting requests and hold streams end (releasing their locks) before the server waits

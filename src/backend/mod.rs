@@ -9,13 +9,16 @@
 //! of token generation or of validity accounting (the `lock` module does that), and nothing
 //! outside it knows about Redis.
 //!
-//! Implementations: [`redis::RedisBackend`] (one Redis or Valkey server) and
-//! [`memory::MemoryBackend`] (in-process, for `--dev` and fast API tests). [`Backend`] is the
-//! closed set the server dispatches over without boxing a future per request.
+//! Implementations: [`redis::RedisBackend`] (one Redis or Valkey server, a Sentinel-managed
+//! master, or a Redis Cluster), [`redlock::RedlockBackend`] (a majority of independent
+//! masters) and [`memory::MemoryBackend`] (in-process, for `--dev` and fast API tests).
+//! [`Backend`] is the closed set the server dispatches over without boxing a future per
+//! request.
 
 pub mod fence;
 pub mod memory;
 pub mod redis;
+pub mod redlock;
 
 use std::future::Future;
 use std::time::Duration;
@@ -167,8 +170,9 @@ pub trait LockBackend: Send + Sync {
 #[derive(Debug)]
 pub enum Backend {
     Memory(memory::MemoryBackend),
-    // Boxed: it is several times larger than the memory backend.
+    // Boxed: several times larger than the memory backend.
     Redis(Box<redis::RedisBackend>),
+    Redlock(Box<redlock::RedlockBackend>),
 }
 
 impl Backend {
@@ -176,7 +180,8 @@ impl Backend {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Memory(_) => "memory",
-            Self::Redis(_) => "redis",
+            Self::Redis(backend) => backend.kind(),
+            Self::Redlock(_) => "redlock",
         }
     }
 }
@@ -186,6 +191,7 @@ macro_rules! dispatch {
         match $self {
             Backend::Memory($b) => $call.await,
             Backend::Redis($b) => $call.await,
+            Backend::Redlock($b) => $call.await,
         }
     };
 }

@@ -6,12 +6,14 @@
 //! * `run_command`: the `lockgate run` subcommand, end to end.
 //! * `cli`: the binary's exit codes, errors and `--dev` mode.
 //! * `openapi`: the committed OpenAPI document matches the code.
+//! * `ha`: Sentinel failover, Redis Cluster and Redlock against real processes.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
 mod api;
 mod cli;
+mod ha;
 mod openapi;
 mod redis_e2e;
 mod run_command;

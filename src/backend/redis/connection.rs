@@ -1,72 +1,156 @@
-//! One shared, multiplexed, self-repairing connection to Redis, plus a small pool of dedicated
+//! One shared, multiplexed, self-repairing connection to Redis, plus small pools of dedicated
 //! connections for `WAIT`.
 //!
 //! Why not redis-rs's `ConnectionManager`: while Redis is down its reconnect future retries with
 //! exponential backoff, and every request awaits that future, so requests hang for seconds
-//! instead of failing fast. Here a broken connection is dropped at the first connection-level
-//! error; the next request starts a reconnect and others wait for the same attempt; while Redis
-//! stays unreachable requests fail at once for [`RETRY_INTERVAL`] instead of each trying to
-//! connect. Every call is also bounded by the backend's timeout, so a stopped Redis turns into
-//! a prompt `BackendError` rather than a hang.
+//! instead of failing fast; and it cannot follow a Sentinel failover. Here a broken connection
+//! is dropped at the first connection-level error; the next request starts a reconnect through
+//! the [`Connect`]or (which resolves the master anew under Sentinel) and others wait for the
+//! same attempt. A connect that failed slowly (a timeout: a host that does not answer) makes
+//! requests fail at once for [`RETRY_INTERVAL`] instead of each paying the same timeout; one
+//! that failed fast (refused: the server is down) does not, so a restarted server is used as
+//! soon as it is back. Every call is also bounded by the backend's timeout, so a stopped Redis
+//! turns into a prompt `BackendError` rather than a hang.
 //!
 //! A connect runs in a task of its own: a request that gives up (its client hung up, its
 //! timeout passed) does not abandon it, so even when each connect takes longer than clients
 //! are willing to wait, the gateway does end up connected.
 //!
 //! Each successful connect starts a new *epoch*. Dedicated `WAIT` connections remember the epoch
-//! they were opened in; when the shared connection has been replaced since (Redis restarted),
-//! idle ones are discarded instead of failing the next request that would pick them.
+//! they were opened in; when the shared connection has been replaced since (Redis restarted,
+//! failed over), idle ones are discarded instead of failing the next request that would pick
+//! them.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, ServerErrorKind};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
+use super::source::NodeSource;
 use crate::backend::BackendError;
 
-/// After a failed connect, requests fail without a new attempt for this long.
+/// After a connect that failed slowly, requests fail without a new attempt for this long.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(200);
+/// A connect failing after longer than this counts as slow.
+const SLOW_FAILURE: Duration = Duration::from_millis(20);
 
-type Connected = Result<(u64, MultiplexedConnection), BackendError>;
+/// How to open the shared connection.
+pub trait Connect: Send + Sync + 'static {
+    type Conn: ConnectionLike + Clone + Send + Sync + 'static;
 
-#[derive(Debug)]
-pub struct SharedConnection {
-    inner: Arc<Inner>,
+    fn connect(&self) -> impl Future<Output = Result<Self::Conn, BackendError>> + Send;
 }
 
+/// Connection settings for one node: the shared connection's, with a reply timeout, and the
+/// dedicated connections', without one (a `WAIT` legitimately blocks for its replica timeout;
+/// each use is bounded by its caller).
+pub fn node_configs(timeout: Duration) -> (AsyncConnectionConfig, AsyncConnectionConfig) {
+    // Explicitly None: redis-rs otherwise applies a default 500 ms reply timeout.
+    let dedicated = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(None);
+    let shared = dedicated.clone().set_response_timeout(Some(timeout));
+    (shared, dedicated)
+}
+
+/// The shared connection to a single node: a fixed server, or the master Sentinel names.
 #[derive(Debug)]
-struct Inner {
-    client: Client,
-    config: AsyncConnectionConfig,
-    /// Sent on every new shared connection (SCRIPT LOAD of the scripts), best effort.
-    on_connect: redis::Pipeline,
-    /// For dedicated connections: no reply timeout of their own, since a `WAIT` legitimately
-    /// blocks for its replica timeout; the caller bounds each use instead.
-    dedicated_config: AsyncConnectionConfig,
-    current: RwLock<Option<Epoch>>,
-    attempts: Mutex<Attempts>,
+pub struct NodeConnector {
+    pub source: Arc<NodeSource>,
+    pub config: AsyncConnectionConfig,
+    /// Sent on every new connection (SCRIPT LOAD of the scripts), best effort.
+    pub on_connect: redis::Pipeline,
+}
+
+impl Connect for NodeConnector {
+    type Conn = MultiplexedConnection;
+
+    async fn connect(&self) -> Result<MultiplexedConnection, BackendError> {
+        let client = self.source.client().await?;
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
+            .map_err(|e| classify(&e))?;
+        // A new connection often means a restarted or failed-over server with an empty script
+        // cache: fill it now rather than on each script's first NOSCRIPT.
+        if let Err(err) = self.on_connect.exec_async(&mut conn).await {
+            tracing::debug!(error = %err, "preparing the new connection failed; scripts load on first use");
+        }
+        Ok(conn)
+    }
+}
+
+/// The shared connection to a Redis Cluster: redis-rs's cluster connection, which keeps one
+/// connection per node, follows MOVED and ASK, and refreshes its slot map by itself.
+#[derive(Debug)]
+pub struct ClusterConnector {
+    pub client: ClusterClient,
+}
+
+impl Connect for ClusterConnector {
+    type Conn = ClusterConnection;
+
+    async fn connect(&self) -> Result<ClusterConnection, BackendError> {
+        self.client
+            .get_async_connection()
+            .await
+            .map_err(|e| classify(&e))
+    }
+}
+
+type Connected<T> = Result<(u64, T), BackendError>;
+
+pub struct SharedConnection<C: Connect> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Connect> std::fmt::Debug for SharedConnection<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedConnection")
+            .field("epoch", &self.epoch())
+            .finish()
+    }
+}
+
+struct Inner<C: Connect> {
+    connector: C,
+    current: RwLock<Option<Epoch<C::Conn>>>,
+    attempts: Mutex<Attempts<C::Conn>>,
 }
 
 #[derive(Debug, Clone)]
-struct Epoch {
+struct Epoch<T> {
     number: u64,
-    conn: MultiplexedConnection,
+    conn: T,
 }
 
-#[derive(Default)]
-struct Attempts {
+struct Attempts<T> {
     epochs: u64,
+    /// The last connect that failed slowly, and how.
     last_failure: Option<(Instant, BackendError)>,
     /// The connect in progress, which every request needing a connection waits for.
-    connecting: Option<Shared<BoxFuture<'static, Connected>>>,
+    connecting: Option<Shared<BoxFuture<'static, Connected<T>>>>,
 }
 
-impl std::fmt::Debug for Attempts {
+impl<T> Default for Attempts<T> {
+    fn default() -> Self {
+        Self {
+            epochs: 0,
+            last_failure: None,
+            connecting: None,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Attempts<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Attempts")
             .field("epochs", &self.epochs)
@@ -76,20 +160,10 @@ impl std::fmt::Debug for Attempts {
     }
 }
 
-impl SharedConnection {
-    /// The shared connection times out after `timeout`, both to connect and for each reply;
-    /// dedicated ones only to connect. `on_connect` runs on each new shared connection.
-    pub fn new(client: Client, timeout: Duration, on_connect: redis::Pipeline) -> Self {
-        // Explicitly None: redis-rs otherwise applies a default 500 ms reply timeout.
-        let dedicated_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(None);
-        let config = dedicated_config.clone().set_response_timeout(Some(timeout));
+impl<C: Connect> SharedConnection<C> {
+    pub fn new(connector: C) -> Self {
         let inner = Inner {
-            client,
-            config,
-            on_connect,
-            dedicated_config,
+            connector,
             current: RwLock::new(None),
             attempts: Mutex::default(),
         };
@@ -99,7 +173,7 @@ impl SharedConnection {
     }
 
     /// The current connection and its epoch, connecting first if there is none.
-    pub async fn get(&self) -> Connected {
+    pub async fn get(&self) -> Connected<C::Conn> {
         if let Some(epoch) = self.inner.current() {
             return Ok((epoch.number, epoch.conn));
         }
@@ -126,22 +200,57 @@ impl SharedConnection {
     pub fn epoch(&self) -> u64 {
         self.inner.current().map_or(0, |e| e.number)
     }
+
+    /// Records that a command sent on epoch `epoch` failed with `err`, dropping that
+    /// connection if the error says it is broken, and returns the error as a backend error.
+    pub fn failed(&self, epoch: u64, err: &RedisError) -> BackendError {
+        if breaks_connection(err) {
+            self.invalidate(epoch, err);
+        }
+        classify(err)
+    }
+
+    /// Records that a command on a dedicated connection opened in `epoch` failed. The
+    /// dedicated connection is dropped by its owner; the shared one is dropped too only if the
+    /// error says the server went away (a restart) or changed role (a failover), not for
+    /// slowness.
+    pub fn failed_dedicated(&self, epoch: u64, err: &RedisError) -> BackendError {
+        let gone = err.is_connection_dropped()
+            || err.is_connection_refusal()
+            || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly);
+        if gone {
+            self.invalidate(epoch, err);
+        }
+        classify(err)
+    }
+
+    fn invalidate(&self, epoch: u64, err: &RedisError) {
+        let mut current = self
+            .inner
+            .current
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        if current.as_ref().is_some_and(|c| c.number == epoch) {
+            *current = None;
+            tracing::warn!(epoch, error = %err, "redis connection lost");
+        }
+    }
 }
 
-impl Inner {
-    fn current(&self) -> Option<Epoch> {
+impl<C: Connect> Inner<C> {
+    fn current(&self) -> Option<Epoch<C::Conn>> {
         self.current
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    fn attempts(&self) -> MutexGuard<'_, Attempts> {
+    fn attempts(&self) -> MutexGuard<'_, Attempts<C::Conn>> {
         self.attempts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Spawns a connect; its outcome is recorded by the task, whoever still waits for it.
-    fn start_connect(inner: &Arc<Self>) -> Shared<BoxFuture<'static, Connected>> {
+    fn start_connect(inner: &Arc<Self>) -> Shared<BoxFuture<'static, Connected<C::Conn>>> {
         let task = tokio::spawn(Self::connect(inner.clone()));
         async move {
             task.await.unwrap_or_else(|e| {
@@ -154,19 +263,9 @@ impl Inner {
         .shared()
     }
 
-    async fn connect(self: Arc<Self>) -> Connected {
-        let connected = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await;
-        if let Ok(conn) = &connected {
-            // A new connection often means a restarted or failed-over server with an empty
-            // script cache: fill it now rather than on each script's first NOSCRIPT.
-            let mut conn = conn.clone();
-            if let Err(err) = self.on_connect.exec_async(&mut conn).await {
-                tracing::debug!(error = %err, "preparing the new connection failed; scripts load on first use");
-            }
-        }
+    async fn connect(self: Arc<Self>) -> Connected<C::Conn> {
+        let started = Instant::now();
+        let connected = self.connector.connect().await;
         let mut attempts = self.attempts();
         attempts.connecting = None;
         match connected {
@@ -182,55 +281,21 @@ impl Inner {
                 Ok((epoch.number, epoch.conn))
             }
             Err(err) => {
-                let err = classify(&err);
                 tracing::warn!(error = %err, "cannot connect to redis");
-                attempts.last_failure = Some((Instant::now(), err.clone()));
+                if started.elapsed() > SLOW_FAILURE {
+                    attempts.last_failure = Some((Instant::now(), err.clone()));
+                }
                 Err(err)
             }
         }
     }
 }
 
-impl SharedConnection {
-    /// Opens a connection outside the shared one (for commands that block it, like `WAIT`).
-    /// It has no reply timeout: bound each use of it.
-    pub async fn open_dedicated(&self) -> Result<(u64, MultiplexedConnection), BackendError> {
-        let epoch = self.epoch();
-        let conn = self
-            .inner
-            .client
-            .get_multiplexed_async_connection_with_config(&self.inner.dedicated_config)
-            .await
-            .map_err(|e| classify(&e))?;
-        Ok((epoch, conn))
-    }
-
-    /// Records that a command sent on epoch `epoch` failed with `err`, dropping that
-    /// connection if the error says it is broken, and returns the error as a backend error.
-    pub fn failed(&self, epoch: u64, err: &RedisError) -> BackendError {
-        if breaks_connection(err) {
-            let mut current = self
-                .inner
-                .current
-                .write()
-                .unwrap_or_else(|p| p.into_inner());
-            if current.as_ref().is_some_and(|c| c.number == epoch) {
-                *current = None;
-                tracing::warn!(epoch, error = %err, "redis connection lost");
-            }
-        }
-        classify(err)
-    }
-
-    /// Records that a command on a dedicated connection opened in `epoch` failed. The
-    /// dedicated connection is dropped by its owner; the shared one is dropped too only if the
-    /// error says the server went away (a restart), not for slowness.
-    pub fn failed_dedicated(&self, epoch: u64, err: &RedisError) -> BackendError {
-        if err.is_connection_dropped() || err.is_connection_refusal() {
-            return self.failed(epoch, err);
-        }
-        classify(err)
-    }
+/// Whether a command failed because its connection was found broken or refused, so that the
+/// same command on a fresh connection may well succeed (a restarted server). Not timeouts:
+/// the command may be running still.
+pub fn worth_a_fresh_connection(err: &RedisError) -> bool {
+    !err.is_timeout() && (err.is_connection_dropped() || err.is_connection_refusal())
 }
 
 /// Whether the connection an error came from must be replaced. Timeouts count: a socket whose
@@ -249,23 +314,30 @@ pub fn classify(err: &RedisError) -> BackendError {
         _ if err.is_timeout() => BackendError::Unavailable(err.to_string()),
         ErrorKind::Io
         | ErrorKind::AuthenticationFailed
+        | ErrorKind::MasterNameNotFoundBySentinel
+        | ErrorKind::EmptySentinelList
+        | ErrorKind::ClusterConnectionNotFound
         | ErrorKind::Server(
             ServerErrorKind::BusyLoading
             | ServerErrorKind::MasterDown
             | ServerErrorKind::ReadOnly
             | ServerErrorKind::TryAgain
             | ServerErrorKind::ClusterDown
+            | ServerErrorKind::Moved
+            | ServerErrorKind::Ask
             | ServerErrorKind::NoPerm,
         ) => BackendError::Unavailable(err.to_string()),
         _ => BackendError::Protocol(err.to_string()),
     }
 }
 
-/// A small pool of dedicated connections for commands that block the connection they are sent
-/// on. `WAIT` must never go to the shared multiplexed connection: it would stall every other
-/// request queued behind it.
+/// A small pool of dedicated connections to one node, for commands that block the connection
+/// they are sent on. `WAIT` must never go to the shared multiplexed connection: it would stall
+/// every other request queued behind it.
 #[derive(Debug)]
 pub struct DedicatedPool {
+    source: Arc<NodeSource>,
+    config: AsyncConnectionConfig,
     idle: Mutex<Vec<(u64, MultiplexedConnection)>>,
     slots: Semaphore,
 }
@@ -282,8 +354,12 @@ pub struct Checkout<'a> {
 }
 
 impl DedicatedPool {
-    pub fn new(size: usize) -> Self {
+    /// At most `size` connections to the node `source` names, made with `config` (see
+    /// [`node_configs`]).
+    pub fn new(source: Arc<NodeSource>, config: AsyncConnectionConfig, size: usize) -> Self {
         Self {
+            source,
+            config,
             idle: Mutex::new(Vec::with_capacity(size)),
             slots: Semaphore::new(size),
         }
@@ -293,17 +369,14 @@ impl DedicatedPool {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for a free slot, then reuses an idle connection of the current epoch or opens one.
-    pub async fn checkout<'a>(
-        &'a self,
-        shared: &SharedConnection,
-    ) -> Result<Checkout<'a>, BackendError> {
+    /// Waits for a free slot, then reuses an idle connection opened in epoch `current` or later,
+    /// or opens one (tagged `current`).
+    pub async fn checkout(&self, current: u64) -> Result<Checkout<'_>, BackendError> {
         let slot = self
             .slots
             .acquire()
             .await
             .map_err(|_| BackendError::Unavailable("connection pool closed".into()))?;
-        let current = shared.epoch();
         let reusable = {
             let mut idle = self.idle();
             idle.retain(|(epoch, _)| *epoch >= current);
@@ -311,7 +384,14 @@ impl DedicatedPool {
         };
         let (epoch, conn) = match reusable {
             Some(found) => found,
-            None => shared.open_dedicated().await?,
+            None => {
+                let client = self.source.client().await?;
+                let conn = client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await
+                    .map_err(|e| classify(&e))?;
+                (current, conn)
+            }
         };
         Ok(Checkout {
             pool: self,

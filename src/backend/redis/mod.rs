@@ -1,5 +1,5 @@
-//! The Redis backend: one standalone Redis or Valkey server (`redis://`, `rediss://`, ACL user
-//! and password in the URL).
+//! The Redis backend: one standalone Redis or Valkey server, the master of a Sentinel-managed
+//! group, or a Redis Cluster.
 //!
 //! Every lock operation is one Lua script (in `../scripts/`) run by SHA over one shared
 //! multiplexed connection, reloaded automatically when the server answers NOSCRIPT (its script
@@ -20,46 +20,98 @@
 //! touch both. Names cannot contain braces, so a name can never move the tag.
 //!
 //! With replica acknowledgement requested, the script and `WAIT n timeout` go pipelined in one
-//! round trip over a dedicated connection from a small pool, because `WAIT` blocks the
-//! connection it is sent on.
+//! round trip over a dedicated connection (to the master, or in a cluster to the master of the
+//! name's slot), because `WAIT` blocks the connection it is sent on.
+//!
+//! Deployments differ only in how connections are made ([`source`], [`connection`]): a fixed
+//! server; the master Sentinel names, resolved again on every reconnect (a failover shows up
+//! as a connection error or a `READONLY` reply, which drops the connection); or redis-rs's
+//! cluster connection, with [`cluster`] for the slot owners `WAIT` needs.
 
+mod cluster;
 mod connection;
 mod notify;
 mod scripts;
+mod source;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redis::{Client, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
+use redis::aio::ConnectionLike;
+use redis::cluster::ClusterClient;
+use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+use redis::{
+    Client, Cmd, ConnectionInfo, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisResult,
+    ServerErrorKind,
+};
 
-use self::connection::{DedicatedPool, SharedConnection};
+use self::cluster::SlotMasters;
+use self::connection::{
+    ClusterConnector, Connect, DedicatedPool, NodeConnector, SharedConnection, node_configs,
+    worth_a_fresh_connection,
+};
 use self::notify::Notifier;
-use self::scripts::{ACQUIRE, INSPECT, RELEASE, RENEW};
+use self::scripts::{ACQUIRE, INSPECT, RAISE_FENCE, RELEASE, RENEW};
+use self::source::NodeSource;
 use super::{
     AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseFeed, ReleaseOutcome,
     RenewOutcome, ReplicaAck,
 };
 
+/// Where the data lives.
+#[derive(Debug, Clone)]
+pub enum RedisTarget {
+    /// One server: `redis://` or `rediss://` URL, credentials in it.
+    Url(String),
+    /// The master of the group `master`, as the Sentinels at `sentinels` (URLs, their own
+    /// credentials in them) name it. `username` and `password` are the master's.
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+        username: Option<String>,
+        password: Option<String>,
+    },
+    /// A Redis Cluster, discovered from `seeds` (URLs, credentials in them).
+    Cluster { seeds: Vec<String> },
+}
+
 /// Everything the Redis backend needs to know.
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
-    pub url: String,
+    pub target: RedisTarget,
     pub key_prefix: String,
     /// Bound on every operation, including connecting; exceeded means "unavailable".
     pub timeout: Duration,
-    /// Dedicated connections for `WAIT`.
+    /// Dedicated connections for `WAIT` (per master, in a cluster).
     pub wait_pool_size: usize,
     pub fence_retention: Duration,
 }
 
 #[derive(Debug)]
 pub struct RedisBackend {
-    shared: SharedConnection,
-    wait_pool: DedicatedPool,
+    /// `redis`, `sentinel` or `cluster`.
+    kind: &'static str,
+    commands: Commands,
+    waits: Waits,
     notifier: Notifier,
     key_prefix: String,
     timeout: Duration,
     fence_retention_ms: u64,
+}
+
+/// How ordinary commands travel.
+#[derive(Debug)]
+enum Commands {
+    Node(SharedConnection<NodeConnector>),
+    Cluster(SharedConnection<ClusterConnector>),
+}
+
+/// How `WAIT` travels: dedicated connections to the master, or to the master of a slot.
+#[derive(Debug)]
+enum Waits {
+    Node(DedicatedPool),
+    // Boxed: the slot map and its pools are twice the size of one pool.
+    Cluster(Box<SlotMasters>),
 }
 
 /// The two keys of one lock name, written straight into a command's buffer (no `String`
@@ -116,20 +168,151 @@ impl redis::ToRedisArgs for Key<'_> {
 }
 
 impl RedisBackend {
-    /// Checks the URL and prepares the connections; connecting happens on first use, so the
-    /// gateway can start before Redis does and become ready when Redis is.
+    /// Checks the configuration and prepares the connections; connecting happens on first use,
+    /// so the gateway can start before Redis does and become ready when Redis is.
     pub fn new(options: RedisOptions) -> Result<Self, BackendError> {
-        let client = Client::open(options.url.as_str()).map_err(|e| {
-            BackendError::Config(format!("the redis url is not usable: {}", e.category()))
-        })?;
+        let (shared_config, dedicated_config) = node_configs(options.timeout);
+        let unusable = |what: &str, e: redis::RedisError| {
+            BackendError::Config(format!("{what}: {}", e.category()))
+        };
+        let kind = match &options.target {
+            RedisTarget::Url(_) => "redis",
+            RedisTarget::Sentinel { .. } => "sentinel",
+            RedisTarget::Cluster { .. } => "cluster",
+        };
+        let (commands, waits, notifier) = match options.target {
+            RedisTarget::Url(url) => {
+                let client = Client::open(url.as_str())
+                    .map_err(|e| unusable("the redis url is not usable", e))?;
+                let source = Arc::new(NodeSource::Direct(client));
+                Self::node(
+                    source,
+                    shared_config,
+                    dedicated_config,
+                    options.wait_pool_size,
+                    options.timeout,
+                )
+            }
+            RedisTarget::Sentinel {
+                sentinels,
+                master,
+                username,
+                password,
+            } => {
+                let addrs = sentinels
+                    .iter()
+                    .map(|url| {
+                        url.as_str()
+                            .into_connection_info()
+                            .map(|info| info.addr().clone())
+                    })
+                    .collect::<RedisResult<Vec<_>>>()
+                    .map_err(|e| unusable("a sentinel url is not usable", e))?;
+                // Sentinel's own credentials come from the first sentinel url.
+                let first = sentinels.first().map(|u| u.as_str().into_connection_info());
+                let mut builder =
+                    SentinelClientBuilder::new(addrs, &master, SentinelServerType::Master)
+                        .map_err(|e| unusable("the sentinel settings are not usable", e))?;
+                if let Some(Ok(info)) = first {
+                    if let Some(user) = info.redis_settings().username() {
+                        builder = builder.set_client_to_sentinel_username(user);
+                    }
+                    if let Some(pass) = info.redis_settings().password() {
+                        builder = builder.set_client_to_sentinel_password(pass);
+                    }
+                }
+                if let Some(user) = username {
+                    builder = builder.set_client_to_redis_username(user);
+                }
+                if let Some(pass) = password {
+                    builder = builder.set_client_to_redis_password(pass);
+                }
+                let sentinel = builder
+                    .build()
+                    .map_err(|e| unusable("the sentinel settings are not usable", e))?;
+                let source = Arc::new(NodeSource::Sentinel(tokio::sync::Mutex::new(sentinel)));
+                Self::node(
+                    source,
+                    shared_config,
+                    dedicated_config,
+                    options.wait_pool_size,
+                    options.timeout,
+                )
+            }
+            RedisTarget::Cluster { seeds } => {
+                let infos = seeds
+                    .iter()
+                    .map(|url| url.as_str().into_connection_info())
+                    .collect::<RedisResult<Vec<ConnectionInfo>>>()
+                    .map_err(|e| unusable("a cluster seed url is not usable", e))?;
+                let template = infos
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| BackendError::Config("no cluster seed".into()))?;
+                let client = ClusterClient::builder(infos.clone())
+                    .connection_timeout(options.timeout)
+                    .response_timeout(options.timeout)
+                    .build()
+                    .map_err(|e| unusable("the cluster settings are not usable", e))?;
+                let clients = infos
+                    .into_iter()
+                    .map(Client::open)
+                    .collect::<RedisResult<Vec<_>>>()
+                    .map_err(|e| unusable("a cluster seed url is not usable", e))?;
+                // Classic PUBLISH reaches subscribers on every node of a cluster: any node will do.
+                let any = Arc::new(NodeSource::AnyOf {
+                    clients,
+                    next: Default::default(),
+                });
+                (
+                    Commands::Cluster(SharedConnection::new(ClusterConnector { client })),
+                    Waits::Cluster(Box::new(SlotMasters::new(
+                        template,
+                        dedicated_config,
+                        options.wait_pool_size,
+                    ))),
+                    Notifier::new(any, options.timeout),
+                )
+            }
+        };
         Ok(Self {
-            notifier: Notifier::new(client.clone(), options.timeout),
-            shared: SharedConnection::new(client, options.timeout, scripts::load_all()),
-            wait_pool: DedicatedPool::new(options.wait_pool_size),
+            kind,
+            commands,
+            waits,
+            notifier,
             key_prefix: options.key_prefix,
             timeout: options.timeout,
             fence_retention_ms: millis(options.fence_retention),
         })
+    }
+
+    /// Connections to one node (a fixed server, or the master Sentinel names).
+    fn node(
+        source: Arc<NodeSource>,
+        shared_config: redis::AsyncConnectionConfig,
+        dedicated_config: redis::AsyncConnectionConfig,
+        wait_pool_size: usize,
+        timeout: Duration,
+    ) -> (Commands, Waits, Notifier) {
+        let connector = NodeConnector {
+            source: source.clone(),
+            config: shared_config,
+            on_connect: scripts::load_all(),
+        };
+        (
+            Commands::Node(SharedConnection::new(connector)),
+            Waits::Node(DedicatedPool::new(
+                source.clone(),
+                dedicated_config,
+                wait_pool_size,
+            )),
+            Notifier::new(source, timeout),
+        )
+    }
+
+    /// `redis`, `sentinel` or `cluster`.
+    pub fn kind(&self) -> &'static str {
+        self.kind
     }
 
     fn keys<'a>(&'a self, name: &'a str) -> LockKeys<'a> {
@@ -146,10 +329,10 @@ impl RedisBackend {
         call: &Cmd,
     ) -> Result<T, BackendError> {
         let attempt = async {
-            let (epoch, mut conn) = self.shared.get().await?;
-            eval(&mut conn, script, call)
-                .await
-                .map_err(|e| self.shared.failed(epoch, &e))
+            match &self.commands {
+                Commands::Node(shared) => run_on(shared, script, call).await,
+                Commands::Cluster(shared) => run_on(shared, script, call).await,
+            }
         };
         tokio::time::timeout(self.timeout, attempt)
             .await
@@ -160,31 +343,31 @@ impl RedisBackend {
     /// the script's reply with the number of replicas that acknowledged.
     async fn run_acked<T: FromRedisValue>(
         &self,
+        name: &str,
         script: &redis::Script,
         call: &Cmd,
         ack: ReplicaAck,
     ) -> Result<(T, u32), BackendError> {
         let limit = self.timeout + ack.timeout;
         let attempt = async {
-            let mut checkout = self.wait_pool.checkout(&self.shared).await?;
-            let mut pipe = redis::pipe();
-            pipe.add_command(call.clone())
-                .cmd("WAIT")
-                .arg(ack.replicas)
-                .arg(millis(ack.timeout));
-            let reply = match pipe.query_async::<(T, i64)>(&mut checkout.conn).await {
-                Err(e) if is_noscript(&e) => match script.load_async(&mut checkout.conn).await {
-                    Ok(_) => pipe.query_async::<(T, i64)>(&mut checkout.conn).await,
-                    Err(e) => Err(e),
-                },
-                other => other,
-            };
-            match reply {
-                Ok((value, acked)) => {
-                    checkout.give_back();
-                    Ok((value, u32::try_from(acked).unwrap_or(0)))
+            match (&self.commands, &self.waits) {
+                (Commands::Node(shared), Waits::Node(pool)) => {
+                    acked_on(shared, pool, script, call, ack).await
                 }
-                Err(e) => Err(self.shared.failed_dedicated(checkout.epoch, &e)),
+                (Commands::Cluster(shared), Waits::Cluster(masters)) => {
+                    let (_, mut conn) = shared.get().await?;
+                    let pool = masters.pool_for(name, &mut conn).await?;
+                    let outcome = acked_on(shared, &pool, script, call, ack).await;
+                    if matches!(&outcome, Err(BackendError::Unavailable(m)) if m.contains("MOVED") || m.contains("ASK"))
+                    {
+                        // The slot moved: learn where, and try once more there.
+                        masters.forget();
+                        let pool = masters.pool_for(name, &mut conn).await?;
+                        return acked_on(shared, &pool, script, call, ack).await;
+                    }
+                    outcome
+                }
+                _ => Err(BackendError::Config("inconsistent redis backend".into())),
             }
         };
         tokio::time::timeout(limit, attempt)
@@ -195,6 +378,7 @@ impl RedisBackend {
     /// Runs a script that changes a lease, with or without replica acknowledgement.
     async fn run_lease_script(
         &self,
+        name: &str,
         script: &redis::Script,
         call: &Cmd,
         ack: Option<ReplicaAck>,
@@ -202,10 +386,91 @@ impl RedisBackend {
         match ack {
             None => Ok((self.run(script, call).await?, None)),
             Some(ack) => {
-                let (reply, acked) = self.run_acked(script, call, ack).await?;
+                let (reply, acked) = self.run_acked(name, script, call, ack).await?;
                 Ok((reply, Some(acked)))
             }
         }
+    }
+
+    /// Lifts the fence counter of `name` to at least `fence` (Redlock; see `raise_fence.lua`).
+    pub async fn raise_fence(&self, name: &str, fence: u64) -> Result<(), BackendError> {
+        let keys = self.keys(name);
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(RAISE_FENCE.get_hash())
+            .arg(1)
+            .arg(keys.fence())
+            .arg(fence)
+            .arg(self.fence_retention_ms);
+        self.run::<i64>(&RAISE_FENCE, &call).await.map(drop)
+    }
+
+    async fn ping_once(&self) -> Result<(), BackendError> {
+        let ping = redis::cmd("PING");
+        match &self.commands {
+            Commands::Node(shared) => ping_on(shared, &ping).await,
+            Commands::Cluster(shared) => ping_on(shared, &ping).await,
+        }
+    }
+}
+
+/// Runs `call` (an EVALSHA of `script`) on a shared connection. If the connection turns out to
+/// be broken (the server restarted since), once more on a fresh one: every lock script is
+/// idempotent for its token (acquire finds its own grant, release compares and deletes, renew
+/// sets the same expiry), so a command that did run before the break is harmless to repeat.
+async fn run_on<C: Connect, T: FromRedisValue>(
+    shared: &SharedConnection<C>,
+    script: &redis::Script,
+    call: &Cmd,
+) -> Result<T, BackendError> {
+    let (epoch, mut conn) = shared.get().await?;
+    match eval(&mut conn, script, call).await {
+        Ok(value) => Ok(value),
+        Err(err) if worth_a_fresh_connection(&err) => {
+            shared.failed(epoch, &err);
+            let (epoch, mut conn) = shared.get().await?;
+            eval(&mut conn, script, call)
+                .await
+                .map_err(|e| shared.failed(epoch, &e))
+        }
+        Err(err) => Err(shared.failed(epoch, &err)),
+    }
+}
+
+async fn ping_on<C: Connect>(shared: &SharedConnection<C>, ping: &Cmd) -> Result<(), BackendError> {
+    let (epoch, mut conn) = shared.get().await?;
+    ping.query_async::<redis::Value>(&mut conn)
+        .await
+        .map(drop)
+        .map_err(|e| shared.failed(epoch, &e))
+}
+
+/// Runs `call` then `WAIT`, pipelined on a connection from `pool`.
+async fn acked_on<C: Connect, T: FromRedisValue>(
+    shared: &SharedConnection<C>,
+    pool: &DedicatedPool,
+    script: &redis::Script,
+    call: &Cmd,
+    ack: ReplicaAck,
+) -> Result<(T, u32), BackendError> {
+    let mut checkout = pool.checkout(shared.epoch()).await?;
+    let mut pipe = redis::pipe();
+    pipe.add_command(call.clone())
+        .cmd("WAIT")
+        .arg(ack.replicas)
+        .arg(millis(ack.timeout));
+    let reply = match pipe.query_async::<(T, i64)>(&mut checkout.conn).await {
+        Err(e) if is_noscript(&e) => match script.load_async(&mut checkout.conn).await {
+            Ok(_) => pipe.query_async::<(T, i64)>(&mut checkout.conn).await,
+            Err(e) => Err(e),
+        },
+        other => other,
+    };
+    match reply {
+        Ok((value, acked)) => {
+            checkout.give_back();
+            Ok((value, u32::try_from(acked).unwrap_or(0)))
+        }
+        Err(e) => Err(shared.failed_dedicated(checkout.epoch, &e)),
     }
 }
 
@@ -223,7 +488,7 @@ fn evalsha(script: &redis::Script, keys: LockKeys<'_>, with_fence: bool) -> Cmd 
 
 /// Sends `call` (an EVALSHA of `script`), loading the script once if the server lacks it.
 async fn eval<T: FromRedisValue>(
-    conn: &mut MultiplexedConnection,
+    conn: &mut impl ConnectionLike,
     script: &redis::Script,
     call: &Cmd,
 ) -> RedisResult<T> {
@@ -281,7 +546,7 @@ impl LockBackend for RedisBackend {
         call.arg(token)
             .arg(millis(ttl))
             .arg(self.fence_retention_ms);
-        let (reply, acked) = self.run_lease_script(&ACQUIRE, &call, ack).await?;
+        let (reply, acked) = self.run_lease_script(name, &ACQUIRE, &call, ack).await?;
         match reply.first() {
             Some(1) => Ok(AcquireOutcome::Granted(lease("acquire", &reply, acked)?)),
             Some(2) => Ok(AcquireOutcome::AlreadyHeld(lease(
@@ -318,7 +583,7 @@ impl LockBackend for RedisBackend {
         call.arg(token)
             .arg(millis(ttl))
             .arg(self.fence_retention_ms);
-        let (reply, acked) = self.run_lease_script(&RENEW, &call, ack).await?;
+        let (reply, acked) = self.run_lease_script(name, &RENEW, &call, ack).await?;
         match reply.first() {
             Some(1) => Ok(RenewOutcome::Renewed(lease("renew", &reply, acked)?)),
             Some(0) => Ok(RenewOutcome::NotHeld),
@@ -346,15 +611,7 @@ impl LockBackend for RedisBackend {
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
-        let attempt = async {
-            let (epoch, mut conn) = self.shared.get().await?;
-            redis::cmd("PING")
-                .query_async::<String>(&mut conn)
-                .await
-                .map(drop)
-                .map_err(|e| self.shared.failed(epoch, &e))
-        };
-        tokio::time::timeout(self.timeout, attempt)
+        tokio::time::timeout(self.timeout, self.ping_once())
             .await
             .map_err(|_| BackendError::Timeout(self.timeout))?
     }
@@ -366,7 +623,7 @@ mod tests {
 
     fn backend(prefix: &str) -> RedisBackend {
         RedisBackend::new(RedisOptions {
-            url: "redis://127.0.0.1:1".into(),
+            target: RedisTarget::Url("redis://127.0.0.1:1".into()),
             key_prefix: prefix.into(),
             timeout: Duration::from_secs(1),
             wait_pool_size: 1,
@@ -405,7 +662,7 @@ mod tests {
     #[test]
     fn a_url_that_is_not_redis_is_refused() {
         let options = RedisOptions {
-            url: "http://example.com".into(),
+            target: RedisTarget::Url("http://example.com".into()),
             key_prefix: "x:".into(),
             timeout: Duration::from_secs(1),
             wait_pool_size: 1,

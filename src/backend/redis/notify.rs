@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::Client;
 use redis::aio::PubSubSink;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::source::NodeSource;
 use crate::backend::ReleaseFeed;
 
 /// How often the subscription connection is checked with PING.
@@ -38,7 +38,7 @@ const BATCH: usize = 1000;
 #[derive(Debug)]
 pub struct Notifier {
     shared: Arc<Shared>,
-    client: Client,
+    source: Arc<NodeSource>,
     timeout: Duration,
     /// The commands' receiving end, until the task takes it.
     inbox: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
@@ -111,15 +111,16 @@ impl Shared {
 }
 
 impl Notifier {
-    /// `timeout` bounds connecting and each confirmation.
-    pub fn new(client: Client, timeout: Duration) -> Self {
+    /// Subscribes on the node `source` names (resolved again on every reconnect); `timeout`
+    /// bounds connecting and each confirmation.
+    pub fn new(source: Arc<NodeSource>, timeout: Duration) -> Self {
         let (commands, inbox) = mpsc::unbounded_channel();
         Self {
             shared: Arc::new(Shared {
                 feeds: Mutex::default(),
                 commands,
             }),
-            client,
+            source,
             timeout,
             inbox: Mutex::new(Some(inbox)),
             task: OnceLock::new(),
@@ -161,11 +162,11 @@ impl Notifier {
     fn start(&self) {
         self.task.get_or_init(|| {
             let inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let (shared, client, timeout) =
-                (self.shared.clone(), self.client.clone(), self.timeout);
+            let (shared, source, timeout) =
+                (self.shared.clone(), self.source.clone(), self.timeout);
             AbortOnDrop(tokio::spawn(async move {
                 if let Some(inbox) = inbox {
-                    run(shared, client, timeout, inbox).await;
+                    run(shared, source, timeout, inbox).await;
                 }
             }))
         });
@@ -175,14 +176,21 @@ impl Notifier {
 /// The connection's life: connect, resubscribe, serve until it breaks, again.
 async fn run(
     shared: Arc<Shared>,
-    client: Client,
+    source: Arc<NodeSource>,
     timeout: Duration,
     mut inbox: mpsc::UnboundedReceiver<Command>,
 ) {
     let mut backoff = MIN_BACKOFF;
     let mut first = true;
     loop {
-        let pubsub = match tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+        let connect = async {
+            let client = source.client().await?;
+            client
+                .get_async_pubsub()
+                .await
+                .map_err(|e| super::connection::classify(&e))
+        };
+        let pubsub = match tokio::time::timeout(timeout, connect).await {
             Ok(Ok(pubsub)) => pubsub,
             failure => {
                 if let Ok(Err(err)) = failure {

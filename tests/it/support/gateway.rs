@@ -134,3 +134,34 @@ impl Drop for Gateway {
         self.task.abort();
     }
 }
+
+fn secrets(urls: &[String]) -> Vec<Secret> {
+    urls.iter()
+        .map(|u| u.parse::<Secret>().expect("infallible"))
+        .collect()
+}
+
+/// Defaults with Redis Sentinel.
+pub fn sentinel_config(sentinels: &[String], master: &str) -> Config {
+    config(BackendChoice::Sentinel {
+        sentinels: secrets(sentinels),
+        master: master.into(),
+        username: None,
+        password: None,
+    })
+}
+
+/// Defaults with a Redis Cluster.
+pub fn cluster_config(seeds: &[String]) -> Config {
+    config(BackendChoice::Cluster {
+        seeds: secrets(seeds),
+    })
+}
+
+/// Defaults with Redlock over `nodes`.
+pub fn redlock_config(nodes: &[String], node_timeout: Duration) -> Config {
+    config(BackendChoice::Redlock {
+        nodes: secrets(nodes),
+        node_timeout,
+    })
+}

@@ -1,9 +1,11 @@
-//! Real `redis-server` processes owned by a test.
+//! Real `redis-server` processes owned by a test: standalone masters, replicas, cluster nodes
+//! and sentinels.
 //!
 //! Each server gets a free port on 127.0.0.1 and its own temporary directory, runs without
 //! persistence, and is killed and reaped when the handle drops. Start-up polls PING with a
 //! deadline and panics with the server's log if it never answers. `stop()` and `restart()`
-//! (same port, same directory) are there for fault tests.
+//! (same port, same directory) are there for fault tests, `pid()` for SIGSTOP/SIGCONT.
+//! [`RedisCluster`] builds a cluster with `redis-cli --cluster create`.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -15,13 +17,30 @@ use tempfile::TempDir;
 
 /// How long a server may take to answer PING after start.
 const START_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a cluster or a sentinel group may take to settle.
+const SETTLE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What a server is.
+#[derive(Debug, Clone)]
+enum Role {
+    Master,
+    Replica {
+        of: u16,
+    },
+    ClusterNode,
+    /// Monitors the master on `port` as group `name`.
+    Sentinel {
+        master: u16,
+        name: String,
+    },
+}
 
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
     dir: TempDir,
     child: Option<Child>,
-    replica_of: Option<u16>,
+    role: Role,
 }
 
 /// A port nobody listens on right now.
@@ -30,37 +49,45 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-fn redis_server_binary() -> PathBuf {
+fn binary(name: &str) -> PathBuf {
     let found = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("redis-server"))
+        .map(|dir| dir.join(name))
         .find(|path| path.is_file());
     found.unwrap_or_else(|| {
-        panic!("redis-server is not installed: run scripts/test.sh, which installs it where it can")
+        panic!("{name} is not installed: run scripts/test.sh, which installs it where it can")
     })
 }
 
 impl RedisServer {
     /// A standalone master.
     pub fn start() -> Self {
-        Self::launch(None)
+        Self::launch(Role::Master)
     }
 
     /// A replica of `master`, returned once its replication link is up.
     pub fn start_replica_of(master: &RedisServer) -> Self {
-        let replica = Self::launch(Some(master.port));
+        let replica = Self::launch(Role::Replica { of: master.port });
         replica.wait_for_link();
         replica
     }
 
-    fn launch(replica_of: Option<u16>) -> Self {
+    /// A sentinel monitoring `master` as group `name` (quorum 2, failover after 1 s down).
+    pub fn start_sentinel(master: &RedisServer, name: &str) -> Self {
+        Self::launch(Role::Sentinel {
+            master: master.port,
+            name: name.to_owned(),
+        })
+    }
+
+    fn launch(role: Role) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut server = Self {
             port: 0,
             dir,
             child: None,
-            replica_of,
+            role,
         };
         // A port can be taken between free_port() and the bind; try a few.
         for _ in 0..5 {
@@ -77,9 +104,25 @@ impl RedisServer {
         self.dir.path().join("redis.log")
     }
 
-    /// Starts the process; false if it exited at once (port taken) so the caller can retry.
-    fn spawn_and_wait(&mut self) -> bool {
-        let mut cmd = Command::new(redis_server_binary());
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(binary("redis-server"));
+        if let Role::Sentinel { master, name } = &self.role {
+            // Sentinel rewrites its configuration file, so it needs one of its own.
+            let conf = self.dir.path().join("sentinel.conf");
+            let text = format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {log}\n\
+                 sentinel monitor {name} 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds {name} 1000\n\
+                 sentinel failover-timeout {name} 5000\n\
+                 sentinel parallel-syncs {name} 1\n",
+                port = self.port,
+                dir = self.dir.path().display(),
+                log = self.log_path().display(),
+            );
+            std::fs::write(&conf, text).expect("write sentinel.conf");
+            cmd.arg(conf).arg("--sentinel");
+            return cmd;
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -92,15 +135,32 @@ impl RedisServer {
             .arg("--dir")
             .arg(self.dir.path())
             .arg("--logfile")
-            .arg(self.log_path())
-            .stdin(Stdio::null())
+            .arg(self.log_path());
+        match &self.role {
+            Role::Replica { of } => {
+                cmd.args(["--replicaof", "127.0.0.1", &of.to_string()]);
+            }
+            Role::ClusterNode => {
+                cmd.args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ])
+                .args(["--cluster-node-timeout", "2000"]);
+            }
+            Role::Master | Role::Sentinel { .. } => {}
+        }
+        cmd
+    }
+
+    /// Starts the process; false if it exited at once (port taken) so the caller can retry.
+    fn spawn_and_wait(&mut self) -> bool {
+        let mut cmd = self.command();
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        if let Some(master) = self.replica_of {
-            cmd.args(["--replicaof", "127.0.0.1", &master.to_string()]);
-        }
-        let child = cmd.spawn().expect("spawn redis-server");
-        self.child = Some(child);
+        self.child = Some(cmd.spawn().expect("spawn redis-server"));
         let deadline = Instant::now() + START_DEADLINE;
         loop {
             if let Some(child) = self.child.as_mut()
@@ -139,15 +199,19 @@ impl RedisServer {
         redis::cmd("PING").query::<String>(&mut conn).is_ok()
     }
 
+    /// Runs a command on this server (blocking client), for setup and assertions.
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+        let client = redis::Client::open(self.url())?;
+        let mut conn = client.get_connection_with_timeout(Duration::from_secs(2))?;
+        cmd.query(&mut conn)
+    }
+
     fn wait_for_link(&self) {
-        let client = redis::Client::open(self.url()).expect("url");
-        let mut conn = client.get_connection().expect("connect to replica");
-        let deadline = Instant::now() + START_DEADLINE;
+        let deadline = Instant::now() + SETTLE_DEADLINE;
         loop {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query(&mut conn)
-                .expect("INFO");
+            let info: String = self
+                .query(redis::cmd("INFO").arg("replication"))
+                .unwrap_or_default();
             if info.contains("master_link_status:up") {
                 return;
             }
@@ -195,6 +259,10 @@ impl RedisServer {
         );
     }
 
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// The process id, for SIGSTOP/SIGCONT.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
@@ -204,5 +272,87 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Sends `signal` (e.g. "-STOP") to a server's process.
+pub fn signal(server: &RedisServer, signal: &str) {
+    let status = Command::new("kill")
+        .arg(signal)
+        .arg(server.pid().to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {signal} failed");
+}
+
+/// A Redis Cluster of real processes: `masters` masters with `replicas` replicas each.
+#[derive(Debug)]
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts the nodes, joins them with `redis-cli --cluster create`, and returns once every
+    /// node reports `cluster_state:ok` and every replica is linked.
+    pub fn start(masters: usize, replicas: usize) -> Self {
+        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
+            .map(|_| RedisServer::launch(Role::ClusterNode))
+            .collect();
+        let mut create = Command::new(binary("redis-cli"));
+        create.arg("--cluster").arg("create");
+        for node in &nodes {
+            create.arg(format!("127.0.0.1:{}", node.port));
+        }
+        let out = create
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "cluster create failed:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = Self { nodes };
+        let deadline = Instant::now() + SETTLE_DEADLINE;
+        for node in &cluster.nodes {
+            loop {
+                let info: String = node
+                    .query(redis::cmd("CLUSTER").arg("INFO"))
+                    .unwrap_or_default();
+                let replication: String = node
+                    .query(redis::cmd("INFO").arg("replication"))
+                    .unwrap_or_default();
+                let linked = replication.contains("role:master")
+                    || replication.contains("master_link_status:up");
+                if info.contains("cluster_state:ok") && linked {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "cluster node {} did not settle:\n{info}\n{replication}",
+                    node.port
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        cluster
+    }
+
+    /// The nodes that are masters now.
+    pub fn masters(&self) -> Vec<&RedisServer> {
+        self.nodes
+            .iter()
+            .filter(|node| {
+                let info: String = node
+                    .query(redis::cmd("INFO").arg("replication"))
+                    .unwrap_or_default();
+                info.contains("role:master")
+            })
+            .collect()
+    }
+
+    pub fn seed_urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
     }
 }

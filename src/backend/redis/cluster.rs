@@ -1,0 +1,187 @@
+//! Redis Cluster specifics: which master owns a lock's slot, and dedicated connections to it.
+//!
+//! Ordinary commands go through redis-rs's cluster connection, which routes each script by
+//! its first key and follows MOVED and ASK. `WAIT` cannot: it counts the replication of the
+//! writes made *on the connection it is sent on*, so it must follow the script on one
+//! connection to the slot's master, and it blocks that connection while it waits. redis-rs
+//! would send it to every primary over their shared connections. So a request that asks for
+//! replica acknowledgement looks up the master of its slot here (from `CLUSTER SLOTS`,
+//! refreshed when unknown or after a MOVED) and pipelines script and `WAIT` on a dedicated
+//! connection to it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use redis::aio::ConnectionLike;
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, Value};
+
+use super::connection::{DedicatedPool, classify};
+use super::source::NodeSource;
+use crate::backend::BackendError;
+
+/// Slots in a Redis Cluster.
+const SLOTS: u16 = 16384;
+
+/// The slot of every key of a lock name: keys are `<prefix>{<name>}…`, so the hash tag, and
+/// with it the slot, is the name's.
+pub fn slot(name: &str) -> u16 {
+    crc16::State::<crc16::XMODEM>::calculate(name.as_bytes()) % SLOTS
+}
+
+/// The masters of a cluster by slot, with a dedicated connection pool for each.
+#[derive(Debug)]
+pub struct SlotMasters {
+    /// Template for node connections: the first seed's credentials and TLS settings.
+    template: ConnectionInfo,
+    config: AsyncConnectionConfig,
+    pool_size: usize,
+    /// (first slot, last slot, "host:port" of the master), as `CLUSTER SLOTS` last said.
+    ranges: RwLock<Vec<(u16, u16, String, u16)>>,
+    pools: Mutex<HashMap<(String, u16), Arc<DedicatedPool>>>,
+}
+
+impl SlotMasters {
+    pub fn new(template: ConnectionInfo, config: AsyncConnectionConfig, pool_size: usize) -> Self {
+        Self {
+            template,
+            config,
+            pool_size,
+            ranges: RwLock::default(),
+            pools: Mutex::default(),
+        }
+    }
+
+    /// The pool of dedicated connections to the master of `name`'s slot.
+    pub async fn pool_for(
+        &self,
+        name: &str,
+        conn: &mut ClusterConnection,
+    ) -> Result<Arc<DedicatedPool>, BackendError> {
+        let slot = slot(name);
+        if let Some(pool) = self.lookup(slot) {
+            return Ok(pool);
+        }
+        self.refresh(conn).await?;
+        self.lookup(slot)
+            .ok_or_else(|| BackendError::Unavailable(format!("no master serves slot {slot}")))
+    }
+
+    /// Forgets the slot map, after a dedicated connection was told MOVED.
+    pub fn forget(&self) {
+        self.ranges
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    fn lookup(&self, slot: u16) -> Option<Arc<DedicatedPool>> {
+        let (host, port) = {
+            let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+            let (_, _, host, port) = ranges
+                .iter()
+                .find(|(first, last, _, _)| (*first..=*last).contains(&slot))?;
+            (host.clone(), *port)
+        };
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        let pool = pools.entry((host.clone(), port)).or_insert_with(|| {
+            let addr = match self.template.addr() {
+                ConnectionAddr::TcpTls {
+                    insecure,
+                    tls_params,
+                    ..
+                } => ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure: *insecure,
+                    tls_params: tls_params.clone(),
+                },
+                _ => ConnectionAddr::Tcp(host, port),
+            };
+            let info = self.template.clone().set_addr(addr);
+            let source = match Client::open(info) {
+                Ok(client) => NodeSource::Direct(client),
+                Err(_) => NodeSource::AnyOf {
+                    clients: Vec::new(),
+                    next: Default::default(),
+                },
+            };
+            Arc::new(DedicatedPool::new(
+                Arc::new(source),
+                self.config.clone(),
+                self.pool_size,
+            ))
+        });
+        Some(pool.clone())
+    }
+
+    async fn refresh(&self, conn: &mut ClusterConnection) -> Result<(), BackendError> {
+        let reply = conn
+            .req_packed_command(&redis::cmd("CLUSTER").arg("SLOTS").to_owned())
+            .await
+            .map_err(|e| classify(&e))?;
+        let ranges = parse_slots(&reply)
+            .ok_or_else(|| BackendError::Protocol("unexpected CLUSTER SLOTS reply".into()))?;
+        *self.ranges.write().unwrap_or_else(|p| p.into_inner()) = ranges;
+        Ok(())
+    }
+}
+
+/// `CLUSTER SLOTS`: `[[first, last, [host, port, id, …], replicas…], …]`.
+fn parse_slots(reply: &Value) -> Option<Vec<(u16, u16, String, u16)>> {
+    let Value::Array(ranges) = reply else {
+        return None;
+    };
+    ranges
+        .iter()
+        .map(|range| {
+            let Value::Array(parts) = range else {
+                return None;
+            };
+            let number = |v: &Value| match v {
+                Value::Int(n) => u16::try_from(*n).ok(),
+                _ => None,
+            };
+            let first = number(parts.first()?)?;
+            let last = number(parts.get(1)?)?;
+            let Value::Array(master) = parts.get(2)? else {
+                return None;
+            };
+            let host = match master.first()? {
+                Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok()?,
+                Value::SimpleString(text) => text.clone(),
+                _ => return None,
+            };
+            let port = number(master.get(1)?)?;
+            Some((first, last, host, port))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("orders:42"), slot("orders:42"));
+        assert_eq!(slot("123456789"), 12739);
+    }
+
+    #[test]
+    fn cluster_slots_replies_are_parsed() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let reply = Value::Array(vec![Value::Array(vec![
+            Value::Int(0),
+            Value::Int(5460),
+            Value::Array(vec![bulk("127.0.0.1"), Value::Int(7000), bulk("id")]),
+            Value::Array(vec![bulk("127.0.0.1"), Value::Int(7003), bulk("id2")]),
+        ])]);
+        assert_eq!(
+            parse_slots(&reply),
+            Some(vec![(0, 5460, "127.0.0.1".to_owned(), 7000)])
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! Where the Redis node to talk to is: a fixed server, the master a set of Sentinels points
+//! at now, or any of several Cluster nodes.
+//!
+//! Every reconnect asks again, so following a failover is a reconnect: after a connection
+//! error or a `READONLY` reply the shared connection is dropped, and the next connect
+//! resolves the master anew through Sentinel.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use redis::Client;
+use redis::sentinel::SentinelClient;
+
+use super::connection::classify;
+use crate::backend::BackendError;
+
+pub enum NodeSource {
+    /// One server, always the same.
+    Direct(Client),
+    /// The master Sentinel names for a service, verified to be a master (ROLE) when resolved.
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
+    /// Any of several nodes, tried in turn: each call moves to the next, so a reconnect after a
+    /// failure tries another node.
+    AnyOf {
+        clients: Vec<Client>,
+        next: AtomicUsize,
+    },
+}
+
+impl std::fmt::Debug for NodeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Direct(client) => f.debug_tuple("Direct").field(client).finish(),
+            Self::Sentinel(_) => f.write_str("Sentinel"),
+            Self::AnyOf { clients, .. } => f
+                .debug_struct("AnyOf")
+                .field("nodes", &clients.len())
+                .finish(),
+        }
+    }
+}
+
+impl NodeSource {
+    /// A client for the node to use now.
+    pub async fn client(&self) -> Result<Client, BackendError> {
+        match self {
+            Self::Direct(client) => Ok(client.clone()),
+            Self::Sentinel(sentinel) => {
+                sentinel.lock().await.async_get_client().await.map_err(|e| {
+                    let err = classify(&e);
+                    tracing::warn!(error = %err, "sentinel did not name a reachable master");
+                    err
+                })
+            }
+            Self::AnyOf { clients, next } => {
+                let index = next.fetch_add(1, Ordering::Relaxed) % clients.len().max(1);
+                clients
+                    .get(index)
+                    .cloned()
+                    .ok_or_else(|| BackendError::Config("no redis node configured".into()))
+            }
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! High availability and scale-out on Redis itself, against real processes: Sentinel
+//! failover, Redis Cluster, and Redlock over independent masters.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::gateway::{
+    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
+};
+use crate::support::redis::{RedisCluster, RedisServer, signal};
+use crate::support::{assert_problem, check_mutual_exclusion, eventually, status_json};
+
+const MASTER: &str = "lockgate";
+
+fn token(body: &Value) -> String {
+    body["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token in {body}"))
+        .to_owned()
+}
+
+fn fence(body: &Value) -> u64 {
+    body["fence"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no fence in {body}"))
+}
+
+/// A master with a replica and three sentinels that know each other and the replica.
+struct SentinelGroup {
+    master: RedisServer,
+    replica: RedisServer,
+    sentinels: Vec<RedisServer>,
+}
+
+impl SentinelGroup {
+    fn start() -> Self {
+        let master = RedisServer::start();
+        let replica = RedisServer::start_replica_of(&master);
+        let sentinels: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_sentinel(&master, MASTER))
+            .collect();
+        // A failover needs the sentinels to have found each other and the replica.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for sentinel in &sentinels {
+            loop {
+                let state: Vec<String> = sentinel
+                    .query(redis::cmd("SENTINEL").arg("MASTER").arg(MASTER))
+                    .unwrap_or_default();
+                let field = |name: &str| {
+                    state
+                        .iter()
+                        .position(|f| f == name)
+                        .and_then(|i| state.get(i + 1))
+                        .cloned()
+                };
+                if field("num-other-sentinels").as_deref() == Some("2")
+                    && field("num-slaves").as_deref() == Some("1")
+                {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "sentinels did not discover each other: {state:?}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Self {
+            master,
+            replica,
+            sentinels,
+        }
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// The master's port as the first sentinel sees it.
+    fn master_port(&self) -> Option<u16> {
+        let addr: Vec<String> = self.sentinels[0]
+            .query(
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(MASTER),
+            )
+            .ok()?;
+        addr.get(1)?.parse().ok()
+    }
+}
+
+/// Sentinel: the master is killed; the gateway serves again within 10 s of the failover with
+/// no restart, fences issued afterwards exceed every fence issued before, and a lock taken
+/// before (and replicated) can still be released.
+#[tokio::test]
+async fn sentinel_failover_is_followed_without_a_restart() {
+    let mut group = SentinelGroup::start();
+    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
+    let replicated = json!({"ttl_ms": 60000, "replicas": 1, "replica_timeout_ms": 2000});
+    let (status, survivor) = status_json(gw.acquire("survivor", Some(replicated)).await).await;
+    assert_eq!(status, 201, "{survivor}");
+    assert_eq!(survivor["replicas_acked"], 1);
+    let mut before = vec![fence(&survivor)];
+    for i in 0..20 {
+        let (status, grant) = status_json(gw.acquire(&format!("before:{i}"), None).await).await;
+        assert_eq!(status, 201, "{grant}");
+        before.push(fence(&grant));
+    }
+    let old_master = group.master.port();
+    assert_eq!(group.master_port(), Some(old_master));
+
+    group.master.stop();
+    let failover = eventually(
+        Duration::from_secs(30),
+        "the sentinels promote the replica",
+        || async { (group.master_port() == Some(group.replica.port())).then(Instant::now) },
+    )
+    .await;
+    let (served, grant) = eventually(
+        Duration::from_secs(10),
+        "the gateway serves after the failover",
+        || async {
+            let (status, grant) = status_json(gw.acquire("after", None).await).await;
+            (status == 201).then(|| (Instant::now(), grant))
+        },
+    )
+    .await;
+    assert!(
+        served - failover <= Duration::from_secs(10),
+        "served {:?} after the failover",
+        served - failover
+    );
+
+    let highest_before = before.iter().copied().max().expect("fences");
+    assert!(
+        fence(&grant) > highest_before,
+        "fence {} after the failover, {highest_before} before",
+        fence(&grant)
+    );
+    for i in 0..5 {
+        let (status, grant) = status_json(gw.acquire(&format!("after:{i}"), None).await).await;
+        assert_eq!(status, 201);
+        assert!(fence(&grant) > highest_before);
+    }
+    assert_eq!(
+        gw.release("survivor", &token(&survivor)).await.status(),
+        204,
+        "the replicated lock survived"
+    );
+    drop(group.sentinels);
+}
+
+/// Sentinel: mutual exclusion under load.
+#[tokio::test]
+async fn sentinel_mutual_exclusion_under_load() {
+    let group = SentinelGroup::start();
+    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
+    check_mutual_exclusion(&gw, 32, 2000, &["a", "b", "c", "d"]).await;
+}
+
+/// Cluster: 1,000 locks with random names spread over every master; acquire, renew, inspect and
+/// release all work; and WAIT, with a replica per master, counts one acknowledgement.
+#[tokio::test]
+async fn cluster_serves_locks_in_every_slot() {
+    let cluster = RedisCluster::start(3, 1);
+    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    let names: Vec<String> = (0..1000)
+        .map(|i| format!("c{i}:{:x}", rand_u64()))
+        .collect();
+    let mut tokens = Vec::new();
+    for chunk in names.chunks(100) {
+        let grants = futures_util::future::join_all(
+            chunk
+                .iter()
+                .map(|name| gw.acquire(name, Some(json!({"ttl_ms": 60000})))),
+        );
+        for (name, response) in chunk.iter().zip(grants.await) {
+            let (status, grant) = status_json(response).await;
+            assert_eq!(status, 201, "{name}: {grant}");
+            tokens.push((name.clone(), token(&grant), fence(&grant)));
+        }
+    }
+    for master in cluster.masters() {
+        let keys: i64 = master.query(&redis::cmd("DBSIZE")).expect("DBSIZE");
+        assert!(
+            keys > 100,
+            "master {} holds only {keys} keys",
+            master.port()
+        );
+    }
+    for (name, token, granted_fence) in &tokens {
+        let (status, renewed) =
+            status_json(gw.renew(name, token, json!({"ttl_ms": 60000})).await).await;
+        assert_eq!(status, 200, "{name}: {renewed}");
+        assert_eq!(fence(&renewed), *granted_fence);
+        let (status, seen) = status_json(gw.inspect(name).await).await;
+        assert_eq!(status, 200, "{name}: {seen}");
+        assert_eq!(seen["fence"].as_u64(), Some(*granted_fence));
+        assert_eq!(gw.release(name, token).await.status(), 204, "{name}");
+    }
+    for name in ["wait:a", "wait:b", "wait:c", "wait:d", "wait:e", "wait:f"] {
+        let body = json!({"replicas": 1, "replica_timeout_ms": 2000});
+        let (status, grant) = status_json(gw.acquire(name, Some(body)).await).await;
+        assert_eq!(status, 201, "{name}: {grant}");
+        assert_eq!(grant["replicas_acked"], 1, "{name}: {grant}");
+    }
+}
+
+/// Cluster: mutual exclusion under load.
+#[tokio::test]
+async fn cluster_mutual_exclusion_under_load() {
+    let cluster = RedisCluster::start(3, 0);
+    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    check_mutual_exclusion(&gw, 32, 2000, &["a", "b", "c", "d"]).await;
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(Instant::now())
+}
+
+const NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Redlock over three nodes.
+struct Redlock {
+    nodes: Vec<RedisServer>,
+    gw: Gateway,
+}
+
+impl Redlock {
+    async fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+        let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+        let gw = Gateway::start(redlock_config(&urls, NODE_TIMEOUT)).await;
+        Self { nodes, gw }
+    }
+
+    /// Makes exactly the nodes in `up` (a bit mask) run.
+    fn set_up(&mut self, up: u8) {
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            let wanted = up & (1 << i) != 0;
+            if wanted && !node.is_running() {
+                node.restart();
+            } else if !wanted && node.is_running() {
+                node.stop();
+            }
+        }
+    }
+
+    /// Keys left on the running nodes.
+    fn keys(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|node| node.is_running())
+            .flat_map(|node| {
+                node.query::<Vec<String>>(redis::cmd("KEYS").arg("lockgate:{*}"))
+                    .expect("KEYS")
+            })
+            .filter(|key| !key.ends_with(":fence"))
+            .collect()
+    }
+}
+
+/// Redlock: of all 8 patterns of three nodes up or down, acquire succeeds exactly when two or
+/// more are up; a failed acquire leaves no key behind; fences keep increasing throughout.
+#[tokio::test]
+async fn redlock_needs_a_majority_and_undoes_partial_grants() {
+    let mut redlock = Redlock::start().await;
+    let mut last_fence = 0;
+    // Go round twice, so that every node also comes back after being down.
+    for up in (0u8..8).chain(0u8..8) {
+        redlock.set_up(up);
+        let majority = up.count_ones() >= 2;
+        let name = format!("pattern:{up}");
+        let (status, body) = status_json(
+            redlock
+                .gw
+                .acquire(&name, Some(json!({"ttl_ms": 10000})))
+                .await,
+        )
+        .await;
+        if majority {
+            assert_eq!(status, 201, "nodes up {up:03b}: {body}");
+            let granted = fence(&body);
+            assert!(
+                granted > last_fence,
+                "nodes up {up:03b}: fence {granted} after {last_fence}"
+            );
+            last_fence = granted;
+            assert_eq!(
+                redlock.gw.release(&name, &token(&body)).await.status(),
+                204,
+                "nodes up {up:03b}"
+            );
+        } else {
+            assert_problem(status, &body, 503, "backend-unavailable");
+            assert!(
+                redlock.keys().is_empty(),
+                "nodes up {up:03b}: partial grant left {:?}",
+                redlock.keys()
+            );
+        }
+    }
+}
+
+/// Redlock: a lock held by someone else on a majority is refused and leaves no partial grant,
+/// even when the requester got a node to itself.
+#[tokio::test]
+async fn redlock_refusal_undoes_the_minority_grant() {
+    let redlock = Redlock::start().await;
+    // Someone else holds the lock on two of the three nodes.
+    for node in &redlock.nodes[..2] {
+        let set: Option<String> = node
+            .query(
+                redis::cmd("SET")
+                    .arg("lockgate:{split}")
+                    .arg("other")
+                    .arg("PX")
+                    .arg(5000),
+            )
+            .expect("SET");
+        assert_eq!(set.as_deref(), Some("OK"));
+    }
+    let (status, problem) = status_json(redlock.gw.acquire("split", None).await).await;
+    assert_problem(status, &problem, 409, "lock-held");
+    let third: Option<String> = redlock.nodes[2]
+        .query(redis::cmd("GET").arg("lockgate:{split}"))
+        .expect("GET");
+    assert_eq!(third, None, "the grant on the third node was undone");
+}
+
+/// Redlock: with one node frozen (SIGSTOP), acquires still succeed, paying the per-node
+/// timeout and not more.
+#[tokio::test]
+async fn redlock_survives_a_frozen_node_within_the_node_timeout() {
+    let redlock = Redlock::start().await;
+    assert_eq!(redlock.gw.acquire("warm", None).await.status(), 201);
+    signal(&redlock.nodes[1], "-STOP");
+    let mut slowest = Duration::ZERO;
+    for i in 0..5 {
+        let started = Instant::now();
+        let (status, body) =
+            status_json(redlock.gw.acquire(&format!("frozen:{i}"), None).await).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(status, 201, "{body}");
+    }
+    signal(&redlock.nodes[1], "-CONT");
+    // The frozen node costs its timeout; the rest is two local round trips (acquire, then
+    // raising the fence), given generous room for a loaded CI machine.
+    assert!(
+        slowest < NODE_TIMEOUT + Duration::from_millis(100),
+        "slowest acquire took {slowest:?}"
+    );
+}
+
+/// Redlock: mutual exclusion under load.
+#[tokio::test]
+async fn redlock_mutual_exclusion_under_load() {
+    let redlock = Redlock::start().await;
+    check_mutual_exclusion(&redlock.gw, 32, 2000, &["a", "b", "c", "d"]).await;
+}
+
+/// Standalone: mutual exclusion under load, the baseline the other modes are held to.
+#[tokio::test]
+async fn standalone_mutual_exclusion_under_load() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    check_mutual_exclusion(&gw, 32, 2000, &["a", "b", "c", "d"]).await;
+}
