@@ -296,6 +296,8 @@ pub enum ConfigError {
     RedisScheme,
     #[error("--sentinel needs --sentinel-master (and --sentinel-master needs --sentinel)")]
     SentinelMaster,
+    #[error("--sentinel does not support TLS yet: use redis:// sentinel URLs")]
+    SentinelTls,
     #[error("--redlock needs an odd number of nodes, at least 3")]
     RedlockNodes,
     #[error("{0}")]
@@ -360,6 +362,15 @@ impl Config {
         };
         if !all_urls_ok {
             return Err(ConfigError::RedisScheme);
+        }
+        // The master found through Sentinel would be reached without TLS: refuse rather than
+        // send credentials in clear to a deployment that expects TLS.
+        if let BackendChoice::Sentinel { sentinels, .. } = &backend
+            && sentinels
+                .iter()
+                .any(|url| url.expose().starts_with("rediss://"))
+        {
+            return Err(ConfigError::SentinelTls);
         }
         if !(Duration::from_millis(1)..=Duration::from_secs(10))
             .contains(&args.redlock_node_timeout)
@@ -516,6 +527,10 @@ mod tests {
         assert_eq!(
             parse(&["--dev", "--sentinel-master", "m"]).unwrap_err(),
             ConfigError::SentinelMaster
+        );
+        assert_eq!(
+            parse(&["--sentinel", "rediss://a:26379", "--sentinel-master", "m"]).unwrap_err(),
+            ConfigError::SentinelTls
         );
         let cluster = parse(&["--cluster", "redis://a:7000,redis://b:7001"]).expect("valid");
         assert!(

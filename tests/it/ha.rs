@@ -9,7 +9,7 @@ use crate::support::gateway::{
     Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
 };
 use crate::support::redis::{RedisCluster, RedisServer, signal};
-use crate::support::{assert_problem, check_mutual_exclusion, eventually, status_json};
+use crate::support::{assert_problem, check_mutual_exclusion, eventually, key_exists, status_json};
 
 const MASTER: &str = "lockgate";
 
@@ -149,6 +149,59 @@ async fn sentinel_failover_is_followed_without_a_restart() {
         "the replicated lock survived"
     );
     drop(group.sentinels);
+}
+
+/// Sentinel: when the Sentinels promote the replica while the old master stays up and keeps
+/// accepting writes (here it refuses to be demoted, as a master cut off from the Sentinels
+/// would), the gateway still moves to the new master, on the `+switch-master` announcement.
+/// Without it, its writes would go on landing on the old master and be lost.
+#[tokio::test]
+async fn sentinel_switch_is_followed_while_the_old_master_still_answers() {
+    let group = SentinelGroup::start();
+    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
+    let (status, grant) = status_json(gw.acquire("before", None).await).await;
+    assert_eq!(status, 201, "{grant}");
+
+    // The old master cannot be told to become a replica: it goes on serving as a master.
+    let _: () = group
+        .master
+        .query(
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("default")
+                .arg("-replicaof")
+                .arg("-slaveof"),
+        )
+        .expect("ACL SETUSER");
+    let _: () = group.sentinels[0]
+        .query(redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER))
+        .expect("SENTINEL FAILOVER");
+    eventually(
+        Duration::from_secs(30),
+        "the sentinels promote the replica",
+        || async { (group.master_port() == Some(group.replica.port())).then_some(()) },
+    )
+    .await;
+
+    let new_master = group.replica.conn().await;
+    eventually(
+        Duration::from_secs(10),
+        "an acquire lands on the new master",
+        || async {
+            let name = format!("after:{}", rand_u64());
+            let (status, grant) = status_json(gw.acquire(&name, None).await).await;
+            assert!(status == 201 || status == 503, "{status} {grant}");
+            (status == 201 && key_exists(&new_master, &format!("lockgate:{{{name}}}")).await)
+                .then_some(())
+        },
+    )
+    .await;
+    let role: Vec<redis::Value> = group.master.query(&redis::cmd("ROLE")).expect("ROLE");
+    assert_eq!(
+        role.first(),
+        Some(&redis::Value::BulkString(b"master".to_vec())),
+        "the old master was meant to stay a master"
+    );
 }
 
 /// Sentinel: mutual exclusion under load.

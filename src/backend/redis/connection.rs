@@ -47,6 +47,12 @@ pub trait Connect: Send + Sync + 'static {
     type Conn: ConnectionLike + Clone + Send + Sync + 'static;
 
     fn connect(&self) -> impl Future<Output = Result<Self::Conn, BackendError>> + Send;
+
+    /// How many times the node moved (see [`NodeSource::generation`]): a connection opened in
+    /// an older generation is replaced before its next use.
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 /// Connection settings for one node: the shared connection's, with a reply timeout, and the
@@ -72,6 +78,10 @@ pub struct NodeConnector {
 
 impl Connect for NodeConnector {
     type Conn = MultiplexedConnection;
+
+    fn generation(&self) -> u64 {
+        self.source.generation()
+    }
 
     async fn connect(&self) -> Result<MultiplexedConnection, BackendError> {
         let client = self.source.client().await?;
@@ -129,6 +139,8 @@ struct Inner<C: Connect> {
 #[derive(Debug, Clone)]
 struct Epoch<T> {
     number: u64,
+    /// The node's generation when the connect began.
+    generation: u64,
     conn: T,
 }
 
@@ -175,12 +187,17 @@ impl<C: Connect> SharedConnection<C> {
     /// The current connection and its epoch, connecting first if there is none.
     pub async fn get(&self) -> Connected<C::Conn> {
         if let Some(epoch) = self.inner.current() {
-            return Ok((epoch.number, epoch.conn));
+            if epoch.generation == self.inner.connector.generation() {
+                return Ok((epoch.number, epoch.conn));
+            }
+            self.inner.drop_epoch(epoch.number, &"the master moved");
         }
         let connecting = {
             let mut attempts = self.inner.attempts();
             // Someone may have connected since the look above.
-            if let Some(epoch) = self.inner.current() {
+            if let Some(epoch) = self.inner.current()
+                && epoch.generation == self.inner.connector.generation()
+            {
                 return Ok((epoch.number, epoch.conn));
             }
             if let Some((at, err)) = &attempts.last_failure
@@ -225,19 +242,20 @@ impl<C: Connect> SharedConnection<C> {
     }
 
     fn invalidate(&self, epoch: u64, err: &RedisError) {
-        let mut current = self
-            .inner
-            .current
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        if current.as_ref().is_some_and(|c| c.number == epoch) {
-            *current = None;
-            tracing::warn!(epoch, error = %err, "redis connection lost");
-        }
+        self.inner.drop_epoch(epoch, err);
     }
 }
 
 impl<C: Connect> Inner<C> {
+    /// Drops the connection of `epoch` if it is still the current one.
+    fn drop_epoch(&self, epoch: u64, why: &dyn std::fmt::Display) {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        if current.as_ref().is_some_and(|c| c.number == epoch) {
+            *current = None;
+            tracing::warn!(epoch, reason = %why, "redis connection dropped");
+        }
+    }
+
     fn current(&self) -> Option<Epoch<C::Conn>> {
         self.current
             .read()
@@ -265,6 +283,7 @@ impl<C: Connect> Inner<C> {
 
     async fn connect(self: Arc<Self>) -> Connected<C::Conn> {
         let started = Instant::now();
+        let generation = self.connector.generation();
         let connected = self.connector.connect().await;
         let mut attempts = self.attempts();
         attempts.connecting = None;
@@ -274,6 +293,7 @@ impl<C: Connect> Inner<C> {
                 attempts.last_failure = None;
                 let epoch = Epoch {
                     number: attempts.epochs,
+                    generation,
                     conn,
                 };
                 *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(epoch.clone());
@@ -291,11 +311,15 @@ impl<C: Connect> Inner<C> {
     }
 }
 
-/// Whether a command failed because its connection was found broken or refused, so that the
-/// same command on a fresh connection may well succeed (a restarted server). Not timeouts:
-/// the command may be running still.
+/// Whether a command failed because its connection was found broken or refused, or reached a
+/// master demoted to replica (`READONLY`: nothing was written), so that the same command on a
+/// fresh connection may well succeed (a restarted server, a failover). Not timeouts: the
+/// command may be running still.
 pub fn worth_a_fresh_connection(err: &RedisError) -> bool {
-    !err.is_timeout() && (err.is_connection_dropped() || err.is_connection_refusal())
+    !err.is_timeout()
+        && (err.is_connection_dropped()
+            || err.is_connection_refusal()
+            || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
 }
 
 /// Whether the connection an error came from must be replaced. Timeouts count: a socket whose
@@ -338,7 +362,8 @@ pub fn classify(err: &RedisError) -> BackendError {
 pub struct DedicatedPool {
     source: Arc<NodeSource>,
     config: AsyncConnectionConfig,
-    idle: Mutex<Vec<(u64, MultiplexedConnection)>>,
+    /// Idle connections with the epoch and node generation they were opened in.
+    idle: Mutex<Vec<(u64, u64, MultiplexedConnection)>>,
     slots: Semaphore,
 }
 
@@ -349,6 +374,7 @@ pub struct DedicatedPool {
 pub struct Checkout<'a> {
     pool: &'a DedicatedPool,
     pub epoch: u64,
+    generation: u64,
     pub conn: MultiplexedConnection,
     _slot: SemaphorePermit<'a>,
 }
@@ -365,24 +391,25 @@ impl DedicatedPool {
         }
     }
 
-    fn idle(&self) -> MutexGuard<'_, Vec<(u64, MultiplexedConnection)>> {
+    fn idle(&self) -> MutexGuard<'_, Vec<(u64, u64, MultiplexedConnection)>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for a free slot, then reuses an idle connection opened in epoch `current` or later,
-    /// or opens one (tagged `current`).
+    /// Waits for a free slot, then reuses an idle connection opened in epoch `current` or later
+    /// and in the node's current generation, or opens one (tagged `current`).
     pub async fn checkout(&self, current: u64) -> Result<Checkout<'_>, BackendError> {
         let slot = self
             .slots
             .acquire()
             .await
             .map_err(|_| BackendError::Unavailable("connection pool closed".into()))?;
+        let generation = self.source.generation();
         let reusable = {
             let mut idle = self.idle();
-            idle.retain(|(epoch, _)| *epoch >= current);
+            idle.retain(|(epoch, opened_in, _)| *epoch >= current && *opened_in == generation);
             idle.pop()
         };
-        let (epoch, conn) = match reusable {
+        let (epoch, generation, conn) = match reusable {
             Some(found) => found,
             None => {
                 let client = self.source.client().await?;
@@ -390,12 +417,13 @@ impl DedicatedPool {
                     .get_multiplexed_async_connection_with_config(&self.config)
                     .await
                     .map_err(|e| classify(&e))?;
-                (current, conn)
+                (current, generation, conn)
             }
         };
         Ok(Checkout {
             pool: self,
             epoch,
+            generation,
             conn,
             _slot: slot,
         })
@@ -404,6 +432,8 @@ impl DedicatedPool {
 
 impl Checkout<'_> {
     pub fn give_back(self) {
-        self.pool.idle().push((self.epoch, self.conn));
+        self.pool
+            .idle()
+            .push((self.epoch, self.generation, self.conn));
     }
 }

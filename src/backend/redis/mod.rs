@@ -25,14 +25,16 @@
 //!
 //! Deployments differ only in how connections are made ([`source`], [`connection`]): a fixed
 //! server; the master Sentinel names, resolved again on every reconnect (a failover shows up
-//! as a connection error or a `READONLY` reply, which drops the connection); or redis-rs's
-//! cluster connection, with [`cluster`] for the slot owners `WAIT` needs.
+//! as a connection error, a `READONLY` reply or a `+switch-master` announcement followed by
+//! [`switch`], each of which drops the connection); or redis-rs's cluster connection, with
+//! [`cluster`] for the slot owners `WAIT` needs.
 
 mod cluster;
 mod connection;
 mod notify;
 mod scripts;
 mod source;
+mod switch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +55,7 @@ use self::connection::{
 use self::notify::Notifier;
 use self::scripts::{ACQUIRE, INSPECT, RAISE_FENCE, RELEASE, RENEW};
 use self::source::NodeSource;
+use self::switch::SwitchFollower;
 use super::{
     AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseFeed, ReleaseOutcome,
     RenewOutcome, ReplicaAck,
@@ -211,7 +214,7 @@ impl RedisBackend {
                 // Sentinel's own credentials come from the first sentinel url.
                 let first = sentinels.first().map(|u| u.as_str().into_connection_info());
                 let mut builder =
-                    SentinelClientBuilder::new(addrs, &master, SentinelServerType::Master)
+                    SentinelClientBuilder::new(addrs, master.as_str(), SentinelServerType::Master)
                         .map_err(|e| unusable("the sentinel settings are not usable", e))?;
                 if let Some(Ok(info)) = first {
                     if let Some(user) = info.redis_settings().username() {
@@ -230,7 +233,16 @@ impl RedisBackend {
                 let sentinel = builder
                     .build()
                     .map_err(|e| unusable("the sentinel settings are not usable", e))?;
-                let source = Arc::new(NodeSource::Sentinel(tokio::sync::Mutex::new(sentinel)));
+                let switches = SwitchFollower::new(
+                    sentinel_clients(&sentinels)
+                        .map_err(|e| unusable("a sentinel url is not usable", e))?,
+                    master,
+                    options.timeout,
+                );
+                let source = Arc::new(NodeSource::Sentinel {
+                    client: tokio::sync::Mutex::new(sentinel),
+                    switches,
+                });
                 Self::node(
                     source,
                     shared_config,
@@ -472,6 +484,23 @@ async fn acked_on<C: Connect, T: FromRedisValue>(
         }
         Err(e) => Err(shared.failed_dedicated(checkout.epoch, &e)),
     }
+}
+
+/// Clients for each Sentinel, all with the credentials of the first URL (Sentinels of one group
+/// share them).
+fn sentinel_clients(urls: &[String]) -> RedisResult<Vec<Client>> {
+    let infos = urls
+        .iter()
+        .map(|url| url.as_str().into_connection_info())
+        .collect::<RedisResult<Vec<ConnectionInfo>>>()?;
+    let settings = infos.first().map(|info| info.redis_settings().clone());
+    infos
+        .into_iter()
+        .map(|info| match &settings {
+            Some(settings) => Client::open(info.set_redis_settings(settings.clone())),
+            None => Client::open(info),
+        })
+        .collect()
 }
 
 /// `EVALSHA` with the script's keys and arguments.

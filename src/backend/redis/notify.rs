@@ -8,7 +8,8 @@
 //! * it carries out SUBSCRIBE and UNSUBSCRIBE requests **in the order they were made** (batched
 //!   when several are queued), so that an unsubscribe of a name whose last waiter left can
 //!   never overtake the subscribe of a waiter that arrived just after;
-//! * when the connection breaks (Redis restarted, PING unanswered) it reconnects with backoff,
+//! * when the connection breaks (Redis restarted, PING unanswered) or Sentinel moved the
+//!   master, it reconnects with backoff,
 //!   subscribes to every channel still wanted, and bumps every feed, because releases during
 //!   the outage went unseen.
 //!
@@ -182,6 +183,8 @@ async fn run(
 ) {
     let mut backoff = MIN_BACKOFF;
     let mut first = true;
+    // A Sentinel failover: the master moved, follow it.
+    let mut moves = source.changes();
     loop {
         let connect = async {
             let client = source.client().await?;
@@ -235,6 +238,7 @@ async fn run(
                         break;
                     }
                 }
+                Some(()) = master_moved(&mut moves) => break,
                 _ = ping.tick() => {
                     let answered = tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await;
                     if !matches!(answered, Ok(Ok(_))) {
@@ -244,6 +248,14 @@ async fn run(
             }
         }
         tracing::warn!("redis pub/sub connection lost; reconnecting");
+    }
+}
+
+/// Resolves when the node moves; never where it cannot.
+async fn master_moved(moves: &mut Option<watch::Receiver<u64>>) -> Option<()> {
+    match moves {
+        Some(moves) => moves.changed().await.ok(),
+        None => std::future::pending().await,
     }
 }
 
