@@ -59,6 +59,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/locks/{name}", post(lock))
         .with_state(open);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    lockgate::serve(listener, app, std::future::pending()).await;
+    lockgate::serve(
+        listener,
+        app,
+        std::future::pending(),
+        lockgate::server::ServeOptions::default(),
+    )
+    .await;
     Ok(())
 }

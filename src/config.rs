@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::auth::ApiKeys;
 use crate::lock::Limits;
 use crate::lock::token::MIN_SECRET_LEN;
 
@@ -31,6 +32,10 @@ pub const DEFAULT_MAX_BODY_BYTES: &str = "16384";
 pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
 pub const DEFAULT_REDLOCK_NODE_TIMEOUT: &str = "50ms";
 pub const DEFAULT_MAX_WAITERS: usize = 10_000;
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 20_000;
+pub const DEFAULT_REQUEST_TIMEOUT: &str = "10s";
+pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
+pub const DEFAULT_SHUTDOWN_GRACE: &str = "20s";
 
 /// Longest key prefix.
 const MAX_KEY_PREFIX_LEN: usize = 64;
@@ -216,6 +221,62 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "LOCKGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// File with the API keys (a JSON list; see the README). With keys, every request except
+    /// /healthz and /readyz (and /metrics unless --metrics-auth required) needs
+    /// `Authorization: Bearer <key>`.
+    #[arg(long, env = "LOCKGATE_API_KEYS_FILE", conflicts_with = "api_keys")]
+    pub api_keys_file: Option<std::path::PathBuf>,
+
+    /// The API keys themselves, as the same JSON list (for an environment variable fed from a
+    /// secret).
+    #[arg(long, env = "LOCKGATE_API_KEYS", hide_env_values = true)]
+    pub api_keys: Option<Secret>,
+
+    /// Whether /metrics needs a key allowed the `metrics` operation.
+    #[arg(long, env = "LOCKGATE_METRICS_AUTH", value_enum, default_value_t = MetricsAuth::Open)]
+    pub metrics_auth: MetricsAuth,
+
+    /// Serve without API keys on an address other than loopback. Without it, such a
+    /// configuration refuses to start.
+    #[arg(long, env = "LOCKGATE_ALLOW_UNAUTHENTICATED", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub allow_unauthenticated: bool,
+
+    /// Bound on answering a request (for acquires that wait: on top of their wait_ms). Past
+    /// it the request answers 503.
+    #[arg(long, env = "LOCKGATE_REQUEST_TIMEOUT", default_value = DEFAULT_REQUEST_TIMEOUT, value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Most requests handled at once (waiting ones included). Beyond it, 503 overloaded.
+    #[arg(long, env = "LOCKGATE_MAX_CONCURRENT_REQUESTS", default_value_t = DEFAULT_MAX_CONCURRENT_REQUESTS)]
+    pub max_concurrent_requests: usize,
+
+    /// How long a client may take to send a complete request head.
+    #[arg(long, env = "LOCKGATE_HEADER_READ_TIMEOUT", default_value = DEFAULT_HEADER_READ_TIMEOUT, value_parser = humantime::parse_duration)]
+    pub header_read_timeout: Duration,
+
+    /// After SIGTERM/SIGINT, how long to keep accepting requests (readiness already 503) so
+    /// that load balancers stop sending new ones.
+    #[arg(long, env = "LOCKGATE_SHUTDOWN_DELAY", default_value = "0s", value_parser = humantime::parse_duration)]
+    pub shutdown_delay: Duration,
+
+    /// After that, how long in-flight requests have to finish before the process exits.
+    #[arg(long, env = "LOCKGATE_SHUTDOWN_GRACE", default_value = DEFAULT_SHUTDOWN_GRACE, value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// PEM file of the certificate authorities to trust for rediss:// connections, instead of
+    /// the system's.
+    #[arg(long, env = "LOCKGATE_REDIS_CA_FILE")]
+    pub redis_ca_file: Option<std::path::PathBuf>,
+}
+
+/// Whether /metrics needs an API key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MetricsAuth {
+    /// Open to anyone who can reach the port (metrics carry no names or tokens).
+    Open,
+    /// A key allowed the `metrics` operation.
+    Required,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -282,6 +343,15 @@ pub struct Config {
     pub wait_pool_size: usize,
     pub token_secret: Option<Secret>,
     pub log_format: LogFormat,
+    pub api_keys: Option<ApiKeys>,
+    pub metrics_auth: MetricsAuth,
+    pub request_timeout: Duration,
+    pub max_concurrent_requests: usize,
+    pub header_read_timeout: Duration,
+    pub shutdown_delay: Duration,
+    pub shutdown_grace: Duration,
+    /// PEM certificates of the CAs trusted for `rediss://`.
+    pub redis_ca: Option<Vec<u8>>,
 }
 
 /// A configuration that cannot work. Each message is one line that says how to fix it.
@@ -308,6 +378,17 @@ pub enum ConfigError {
     KeyPrefix,
     #[error("--token-secret must be at least {MIN_SECRET_LEN} bytes long")]
     ShortSecret,
+    #[error("{0}")]
+    ApiKeys(String),
+    #[error(
+        "refusing to serve {0} without API keys: set --api-keys-file (or LOCKGATE_API_KEYS), \
+         listen on 127.0.0.1, or pass --allow-unauthenticated"
+    )]
+    Unauthenticated(SocketAddr),
+    #[error("--metrics-auth required needs API keys")]
+    MetricsAuthWithoutKeys,
+    #[error("cannot read {0}")]
+    File(String),
 }
 
 fn range(message: String) -> ConfigError {
@@ -413,6 +494,62 @@ impl Config {
         {
             return Err(ConfigError::ShortSecret);
         }
+        let api_keys = match (&args.api_keys_file, &args.api_keys) {
+            (Some(path), _) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigError::File(format!("--api-keys-file {}: {e}", path.display()))
+                })?;
+                Some(ApiKeys::from_json(&text).map_err(ConfigError::ApiKeys)?)
+            }
+            (None, Some(json)) => {
+                Some(ApiKeys::from_json(json.expose()).map_err(ConfigError::ApiKeys)?)
+            }
+            (None, None) => None,
+        };
+        if api_keys.is_none() && !args.listen.ip().is_loopback() && !args.allow_unauthenticated {
+            return Err(ConfigError::Unauthenticated(args.listen));
+        }
+        if api_keys.is_none() && args.metrics_auth == MetricsAuth::Required {
+            return Err(ConfigError::MetricsAuthWithoutKeys);
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&args.request_timeout)
+        {
+            return Err(range(
+                "--request-timeout must be between 100ms and 1h".into(),
+            ));
+        }
+        if args.request_timeout <= args.redis_timeout {
+            return Err(range(
+                "--request-timeout must be longer than --redis-timeout".into(),
+            ));
+        }
+        if args.max_concurrent_requests <= limits.max_waiters {
+            return Err(range(
+                "--max-concurrent-requests must be larger than --max-waiters, or waiting \
+                 requests could take every slot"
+                    .into(),
+            ));
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(300))
+            .contains(&args.header_read_timeout)
+        {
+            return Err(range(
+                "--header-read-timeout must be between 100ms and 5m".into(),
+            ));
+        }
+        if args.shutdown_delay > Duration::from_secs(600)
+            || args.shutdown_grace > Duration::from_secs(3600)
+        {
+            return Err(range(
+                "--shutdown-delay must be at most 10m and --shutdown-grace at most 1h".into(),
+            ));
+        }
+        let redis_ca = match &args.redis_ca_file {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                ConfigError::File(format!("--redis-ca-file {}: {e}", path.display()))
+            })?),
+            None => None,
+        };
         Ok(Self {
             listen: args.listen,
             backend,
@@ -424,6 +561,14 @@ impl Config {
             wait_pool_size: args.wait_pool_size,
             token_secret: args.token_secret,
             log_format: args.log_format,
+            api_keys,
+            metrics_auth: args.metrics_auth,
+            request_timeout: args.request_timeout,
+            max_concurrent_requests: args.max_concurrent_requests,
+            header_read_timeout: args.header_read_timeout,
+            shutdown_delay: args.shutdown_delay,
+            shutdown_grace: args.shutdown_grace,
+            redis_ca,
         })
     }
 }
@@ -506,6 +651,31 @@ mod tests {
             ConfigError::RedisScheme
         );
         assert!(parse(&["--redis-url", "rediss://u:p@host:6380/0"]).is_ok());
+    }
+
+    #[test]
+    fn serving_beyond_loopback_needs_keys_or_an_explicit_opt_out() {
+        assert_eq!(
+            parse(&["--dev", "--listen", "0.0.0.0:7380"]).unwrap_err(),
+            ConfigError::Unauthenticated("0.0.0.0:7380".parse().unwrap())
+        );
+        assert!(
+            parse(&[
+                "--dev",
+                "--listen",
+                "0.0.0.0:7380",
+                "--allow-unauthenticated"
+            ])
+            .is_ok()
+        );
+        let keys = r#"[{"name": "a", "key": "0123456789abcdef", "prefixes": [""]}]"#;
+        let config = parse(&["--dev", "--listen", "[::]:7380", "--api-keys", keys]).expect("valid");
+        assert!(config.api_keys.is_some());
+        assert!(parse(&["--dev", "--listen", "[::1]:7380"]).is_ok());
+        assert_eq!(
+            parse(&["--dev", "--metrics-auth", "required"]).unwrap_err(),
+            ConfigError::MetricsAuthWithoutKeys
+        );
     }
 
     #[test]

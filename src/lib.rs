@@ -16,10 +16,13 @@
 //! [`build_service`] and [`http::router`] assemble the application; [`serve`] runs it on an
 //! already bound listener until a shutdown future resolves, so tests can run it on port 0.
 
+pub mod auth;
 pub mod backend;
 pub mod config;
 pub mod http;
 pub mod lock;
+pub mod metrics;
+pub mod operation;
 pub mod runner;
 pub mod server;
 
@@ -35,7 +38,10 @@ use crate::backend::redlock::RedlockBackend;
 use crate::backend::{Backend, BackendError};
 use crate::config::{BackendChoice, Config, Secret};
 use crate::http::HttpOptions;
+use crate::http::gate::GateOptions;
 use crate::lock::{LockService, TokenSecret};
+use crate::metrics::Metrics;
+use crate::server::ServeOptions;
 
 /// Why the server cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +60,7 @@ pub enum StartupError {
 
 /// Builds the lock service the configuration describes. Connecting to Redis happens on first
 /// use, so this succeeds while Redis is still starting; readiness tells when it is reachable.
-pub fn build_service(config: &Config) -> Result<LockService, StartupError> {
+pub fn build_service(config: &Config, metrics: &Arc<Metrics>) -> Result<LockService, StartupError> {
     let redis = |target: RedisTarget, timeout: Duration| {
         install_crypto_provider();
         let options = RedisOptions {
@@ -63,6 +69,8 @@ pub fn build_service(config: &Config) -> Result<LockService, StartupError> {
             timeout,
             wait_pool_size: config.wait_pool_size,
             fence_retention: config.fence_retention,
+            ca_certificates: config.redis_ca.clone(),
+            metrics: metrics.clone(),
         };
         RedisBackend::new(options).map_err(|e| match e {
             BackendError::Config(message) => StartupError::Config(message),
@@ -128,35 +136,65 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Builds the router for a configuration.
-pub fn app(config: &Config) -> Result<axum::Router, StartupError> {
-    let service = Arc::new(build_service(config)?);
-    Ok(http::router(
-        service,
-        HttpOptions {
-            max_body_bytes: config.max_body_bytes,
-        },
-    ))
+/// A server assembled from its configuration, not serving yet.
+#[derive(Debug)]
+pub struct Assembled {
+    /// The lock service, for shutting down waiting requests and hold streams.
+    pub service: Arc<LockService>,
+    pub router: axum::Router,
+    pub serve_options: ServeOptions,
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
+/// Assembles the service, the router and the serving options a configuration describes.
+pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
+    let metrics = Arc::new(Metrics::new());
+    let service = Arc::new(build_service(config, &metrics)?);
+    let options = HttpOptions {
+        max_body_bytes: config.max_body_bytes,
+        gate: GateOptions {
+            keys: config.api_keys.clone(),
+            metrics_auth: config.metrics_auth,
+            max_concurrent_requests: config.max_concurrent_requests,
+            request_timeout: config.request_timeout,
+        },
+    };
+    let router = http::router(service.clone(), options, metrics);
+    Ok(Assembled {
+        service,
+        router,
+        serve_options: ServeOptions {
+            header_read_timeout: config.header_read_timeout,
+            grace: config.shutdown_grace,
+        },
+    })
+}
+
+/// Builds the router for a configuration.
+pub fn app(config: &Config) -> Result<axum::Router, StartupError> {
+    Ok(assemble(config)?.router)
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish
+/// (within `options.grace`).
 pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    options: ServeOptions,
 ) {
-    server::serve(listener, app, shutdown).await;
+    server::serve(listener, app, shutdown, options).await;
 }
 
-/// Runs the server described by `config` until SIGTERM or SIGINT.
+/// Runs the server described by `config` until SIGTERM or SIGINT, then shuts down gracefully:
+/// readiness answers 503 at once; requests are still served for `--shutdown-delay` (so load
+/// balancers notice); then the listener closes, waiting requests answer 503 `shutting-down`,
+/// hold streams release their locks, and in-flight requests have `--shutdown-grace` to finish.
 pub async fn run(config: Config) -> Result<(), StartupError> {
-    let service = Arc::new(build_service(&config)?);
-    let app = http::router(
-        service.clone(),
-        HttpOptions {
-            max_body_bytes: config.max_body_bytes,
-        },
-    );
+    let Assembled {
+        service,
+        router,
+        serve_options,
+    } = assemble(&config)?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartupError::Bind {
@@ -170,14 +208,23 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         BackendChoice::Cluster { .. } => "redis cluster",
         BackendChoice::Redlock { .. } => "redlock",
     };
-    tracing::info!(listen = %config.listen, backend, "lockgate serving");
-    // Waiting requests and hold streams end (releasing their locks) before the server waits
-    // for in-flight requests to finish.
+    let auth = if config.api_keys.is_some() {
+        "api keys"
+    } else {
+        "none"
+    };
+    tracing::info!(listen = %config.listen, backend, auth, "lockgate serving");
+    let delay = config.shutdown_delay;
     let shutdown = async move {
         shutdown_signal().await;
+        service.begin_drain();
+        if !delay.is_zero() {
+            tracing::info!(delay = ?delay, "not ready; still serving before closing the listener");
+            tokio::time::sleep(delay).await;
+        }
         service.shut_down();
     };
-    serve(listener, app, shutdown).await;
+    serve(listener, router, shutdown, serve_options).await;
     tracing::info!("lockgate stopped");
     Ok(())
 }

@@ -22,16 +22,36 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-/// How long a client may take to send a complete request head.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How a server serves.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeOptions {
+    /// How long a client may take to send a complete request head.
+    pub header_read_timeout: Duration,
+    /// After shutdown begins, how long open connections have to finish their requests.
+    pub grace: Duration,
+}
 
-/// Serves `app` on `listener` until `shutdown` resolves, then stops accepting and waits for
-/// open connections to finish their in-flight requests.
-pub async fn serve(listener: TcpListener, app: axum::Router, shutdown: impl Future<Output = ()>) {
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            grace: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then stops accepting and waits up to
+/// the grace period for open connections to finish their in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    shutdown: impl Future<Output = ()>,
+    options: ServeOptions,
+) {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(options.header_read_timeout);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -56,7 +76,12 @@ pub async fn serve(listener: TcpListener, app: axum::Router, shutdown: impl Futu
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    if tokio::time::timeout(options.grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(grace = ?options.grace, "requests still in flight after the grace period; closing them");
+    }
 }
 
 /// A connection that failed while being accepted concerns only its client. Anything else

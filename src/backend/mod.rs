@@ -92,6 +92,18 @@ pub enum BackendError {
     Config(String),
 }
 
+impl BackendError {
+    /// The `kind` label of the backend error counter.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "unavailable",
+            Self::Timeout(_) => "timeout",
+            Self::Protocol(_) => "protocol",
+            Self::Config(_) => "config",
+        }
+    }
+}
+
 /// Release notifications for one name, for as long as it is kept.
 ///
 /// The feed is a version counter: every change means "the lock may have been released, look

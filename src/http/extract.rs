@@ -1,7 +1,8 @@
 //! Request extractors that answer with problem documents instead of axum's plain-text
 //! rejections.
 //!
-//! * [`LockPath`]: the `{name}` path segment, validated as a [`LockName`].
+//! * [`LockPath`]: the `{name}` path segment, validated as a [`LockName`], and authorized:
+//!   with API keys, the caller's key must allow the operation on that name (else 403).
 //! * [`LockTokenHeader`]: the required `Lock-Token` header. Tokens travel in a header, never in
 //!   the URL, where proxies and access logs keep them.
 //! * [`IdempotencyKeyHeader`]: the optional `Idempotency-Key` header.
@@ -16,8 +17,10 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
+use super::gate::Caller;
 use super::problem::ApiError;
 use crate::lock::{IdempotencyKey, LockName, LockToken};
+use crate::operation::Operation;
 
 pub const LOCK_TOKEN: &str = "lock-token";
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -35,7 +38,19 @@ impl<S: Send + Sync> FromRequestParts<S> for LockPath {
         let Path(name) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::InvalidName(crate::lock::InvalidName::BadCharacter))?;
-        Ok(Self(LockName::from_string(name)?))
+        let name = LockName::from_string(name)?;
+        // The gate authenticated the caller; the scope check needs the validated name.
+        if let Some(Caller(key)) = parts.extensions.get::<Caller>() {
+            let operation = parts
+                .extensions
+                .get::<Operation>()
+                .copied()
+                .unwrap_or(Operation::Other);
+            if !key.allows(operation, Some(name.as_str())) {
+                return Err(ApiError::Forbidden);
+            }
+        }
+        Ok(Self(name))
     }
 }
 

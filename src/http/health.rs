@@ -37,9 +37,10 @@ pub async fn healthz() -> Json<HealthBody> {
     })
 }
 
-/// Readiness: the backend answers.
+/// Readiness: the backend answers and the gateway is not shutting down.
 ///
-/// 503 while the backend is unreachable; the gateway keeps trying to reconnect.
+/// 503 while the backend is unreachable (the gateway keeps trying to reconnect), and from the
+/// moment a shutdown begins.
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -47,7 +48,7 @@ pub async fn healthz() -> Json<HealthBody> {
     operation_id = "readyz",
     responses(
         (status = 200, description = "The gateway can serve lock requests.", body = HealthBody),
-        (status = 503, description = "`backend-unavailable`: the backend does not answer.",
+        (status = 503, description = "`backend-unavailable`: the backend does not answer; `shutting-down`: the gateway is draining.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )

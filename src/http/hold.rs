@@ -14,10 +14,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
+use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
 use serde::Serialize;
 use tokio::time::Instant;
@@ -27,12 +29,14 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
 use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
+use super::gate::WaitAllowance;
 use super::locks::LockNameParam;
 use super::problem::{ApiError, Problem};
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
     Grant, GrantGuard, LockError, LockName, LockService, LockToken, RenewRequest, Validity,
 };
+use crate::metrics::Metrics;
 
 pub const NDJSON: &str = "application/x-ndjson";
 /// After a renewal that could not get through, try again this often (or sooner, if the ttl is
@@ -99,12 +103,16 @@ pub async fn hold_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    allowance: Option<Extension<WaitAllowance>>,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, ApiError> {
     let request = app
         .service
         .limits()
         .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
+    if let Some(Extension(allowance)) = allowance {
+        allowance.grant(request.wait);
+    }
     let grant = app.service.acquire(&name, &request, key.as_ref()).await?;
     let renewals = RenewRequest {
         ttl: request.ttl,
@@ -113,7 +121,12 @@ pub async fn hold_lock(
             ..request.replicas
         },
     };
-    let events = hold_events(app.service.clone(), name, renewals, grant);
+    let open = OpenStream::counted(app.gate.metrics.clone());
+    let events = hold_events(app.service.clone(), name, renewals, grant).map(move |event| {
+        // Owned by the stream: counts it open until the stream is dropped.
+        let _ = &open;
+        event
+    });
     let mut response = Response::new(Body::from_stream(events));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
@@ -121,6 +134,22 @@ pub async fn hold_lock(
     // Tell buffering proxies (nginx) to pass each line on as it comes.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// Counts a hold stream in the `lockgate_hold_streams` gauge while it lives.
+struct OpenStream(Arc<Metrics>);
+
+impl OpenStream {
+    fn counted(metrics: Arc<Metrics>) -> Self {
+        metrics.hold_streams_add(1);
+        Self(metrics)
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.hold_streams_add(-1);
+    }
 }
 
 /// Where a hold stream is in its life.

@@ -3,15 +3,17 @@
 //! [`router`] builds the whole `axum::Router`; tests drive it in-process with
 //! `tower::ServiceExt::oneshot`, and [`crate::serve`] serves it on a socket. Every answer,
 //! including unknown routes, wrong methods and panics, is JSON; errors are problem documents.
-//! [`observe`] is the one middleware: server-error logging and panic safety.
+//! [`gate`] is the one middleware: request ids, concurrency limit, authentication, timeout,
+//! panic safety, metrics and the access log.
 
 pub mod delivery;
 pub mod dto;
 pub mod extract;
+pub mod gate;
 pub mod health;
 pub mod hold;
 pub mod locks;
-pub mod observe;
+pub mod metrics;
 pub mod openapi;
 pub mod problem;
 
@@ -23,13 +25,16 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use self::gate::{Gate, GateLayer, GateOptions};
 use self::problem::ApiError;
 use crate::lock::{Limits, LockService};
+use crate::metrics::Metrics;
 
 /// What handlers share.
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub service: Arc<LockService>,
+    pub gate: Arc<Gate>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
     /// The OpenAPI document, serialized once.
@@ -37,9 +42,10 @@ pub struct AppState {
 }
 
 /// HTTP settings the router needs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     pub max_body_bytes: usize,
+    pub gate: GateOptions,
 }
 
 /// The routes and their OpenAPI description, before state is attached.
@@ -55,8 +61,10 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi_json))
+        .routes(routes!(metrics::metrics))
         .split_for_parts();
     openapi::make_request_bodies_optional(&mut doc);
+    openapi::describe_gate(&mut doc);
     (router, doc)
 }
 
@@ -71,18 +79,20 @@ fn render_openapi(mut doc: utoipa::openapi::OpenApi, limits: &Limits) -> String 
     doc.to_pretty_json().unwrap_or_default()
 }
 
-/// The whole application.
-pub fn router(service: Arc<LockService>, options: HttpOptions) -> Router {
+/// The whole application. `metrics` are the server's, shared with the backend.
+pub fn router(service: Arc<LockService>, options: HttpOptions, metrics: Arc<Metrics>) -> Router {
     let (routes, doc) = api();
     let openapi_json = Bytes::from(render_openapi(doc, service.limits()));
+    let gate = Arc::new(Gate::new(options.gate, metrics));
     let state = AppState {
         service,
+        gate: gate.clone(),
         max_body_bytes: options.max_body_bytes,
         openapi_json,
     };
     routes
         .fallback(locks::unmatched)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(observe::ObserveLayer)
+        .layer(GateLayer(gate))
         .with_state(state)
 }

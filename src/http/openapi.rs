@@ -70,3 +70,69 @@ pub fn apply_limits(doc: &mut utoipa::openapi::OpenApi, limits: &Limits) {
         }
     }
 }
+
+/// Describes the optional API keys: a `bearer` security scheme, offered (not required: a
+/// gateway may run without keys) on every operation but the probes, and the 401 and 403
+/// answers that come with it; also the gate's own 503s (`overloaded`, `timeout`).
+pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+
+    let problem = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                super::problem::PROBLEM_JSON,
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build()
+    };
+    let components = doc.components.get_or_insert_with(Default::default);
+    let mut scheme = Http::new(HttpAuthScheme::Bearer);
+    scheme.description =
+        Some("An API key, when the gateway is configured with keys (`--api-keys-file`).".into());
+    components
+        .security_schemes
+        .insert("bearer".into(), RefOr::T(SecurityScheme::Http(scheme)));
+    for (path, item) in &mut doc.paths.paths {
+        if path == "/healthz" || path == "/readyz" {
+            continue;
+        }
+        let on_lock = path.starts_with("/locks/");
+        for operation in [
+            &mut item.get,
+            &mut item.head,
+            &mut item.post,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            operation.security = Some(vec![
+                SecurityRequirement::default(),
+                SecurityRequirement::new("bearer", Vec::<String>::new()),
+            ]);
+            let responses = &mut operation.responses.responses;
+            responses.entry("401".into()).or_insert_with(|| {
+                RefOr::T(problem(
+                    "`unauthorized`: the gateway requires an API key and none, or an unknown one, was given.",
+                ))
+            });
+            if on_lock {
+                responses.entry("403".into()).or_insert_with(|| {
+                    RefOr::T(problem(
+                        "`forbidden`: the API key does not cover this operation on this lock name.",
+                    ))
+                });
+                if let Some(RefOr::T(unavailable)) = responses.get_mut("503") {
+                    unavailable.description.push_str(
+                        " Also `overloaded` (too many requests in flight) or `timeout` (the request took longer than the gateway allows).",
+                    );
+                }
+            }
+        }
+    }
+}

@@ -39,10 +39,40 @@ pub enum ProblemKind {
     PayloadTooLarge,
     NotFound,
     MethodNotAllowed,
+    Unauthorized,
+    Forbidden,
+    Overloaded,
+    Timeout,
     Internal,
 }
 
 impl ProblemKind {
+    const ALL: [Self; 17] = [
+        Self::InvalidName,
+        Self::InvalidRequest,
+        Self::LockHeld,
+        Self::LockNotHeld,
+        Self::NotOwner,
+        Self::InsufficientReplicas,
+        Self::BackendUnavailable,
+        Self::TooManyWaiters,
+        Self::ShuttingDown,
+        Self::PayloadTooLarge,
+        Self::NotFound,
+        Self::MethodNotAllowed,
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::Overloaded,
+        Self::Timeout,
+        Self::Internal,
+    ];
+
+    /// The kind a `type` URI names.
+    fn from_slug(type_uri: &str) -> Option<Self> {
+        let slug = type_uri.strip_prefix(PROBLEM_BASE)?;
+        Self::ALL.into_iter().find(|kind| kind.slug() == slug)
+    }
+
     /// The last segment of the `type` URI.
     pub fn slug(self) -> &'static str {
         match self {
@@ -58,6 +88,10 @@ impl ProblemKind {
             Self::PayloadTooLarge => "payload-too-large",
             Self::NotFound => "not-found",
             Self::MethodNotAllowed => "method-not-allowed",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::Overloaded => "overloaded",
+            Self::Timeout => "timeout",
             Self::Internal => "internal",
         }
     }
@@ -76,6 +110,10 @@ impl ProblemKind {
             Self::PayloadTooLarge => "Payload too large",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",
+            Self::Unauthorized => "Unauthorized",
+            Self::Forbidden => "Forbidden",
+            Self::Overloaded => "Overloaded",
+            Self::Timeout => "Request timed out",
             Self::Internal => "Internal error",
         }
     }
@@ -88,7 +126,11 @@ impl ProblemKind {
             Self::InsufficientReplicas
             | Self::BackendUnavailable
             | Self::TooManyWaiters
-            | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::ShuttingDown
+            | Self::Overloaded
+            | Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -172,6 +214,14 @@ pub enum ApiError {
     },
     NotFound,
     MethodNotAllowed,
+    /// No API key, or one that is not known.
+    Unauthorized,
+    /// A known key outside its scopes.
+    Forbidden,
+    /// The concurrency limit is reached.
+    Overloaded,
+    /// The request took longer than the request timeout.
+    Timeout,
     Internal(String),
 }
 
@@ -253,6 +303,30 @@ impl ApiError {
                 ProblemKind::MethodNotAllowed,
                 "this resource does not support the request method",
             )),
+            Self::Unauthorized => plain(Problem::new(
+                ProblemKind::Unauthorized,
+                "a valid API key is required: Authorization: Bearer <key>",
+            )),
+            Self::Forbidden => plain(Problem::new(
+                ProblemKind::Forbidden,
+                "this API key may not do this operation on this lock name",
+            )),
+            Self::Overloaded => Rendered {
+                problem: Problem::new(
+                    ProblemKind::Overloaded,
+                    "the gateway is handling too many requests; retry later",
+                ),
+                retry_after: Some(BACKEND_RETRY_AFTER),
+                cause: None,
+            },
+            Self::Timeout => Rendered {
+                problem: Problem::new(
+                    ProblemKind::Timeout,
+                    "the request took longer than the gateway allows; retry later",
+                ),
+                retry_after: Some(BACKEND_RETRY_AFTER),
+                cause: Some("request timeout".into()),
+            },
             Self::Internal(cause) => Rendered {
                 problem: Problem::new(
                     ProblemKind::Internal,
@@ -358,6 +432,15 @@ impl IntoResponse for ApiError {
                 header::RETRY_AFTER,
                 HeaderValue::from(retry_after_seconds(wait)),
             );
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"lockgate\""),
+            );
+        }
+        if let Some(kind) = ProblemKind::from_slug(&problem.type_uri) {
+            response.extensions_mut().insert(kind);
         }
         if let Some(cause) = cause.filter(|_| status.is_server_error()) {
             response.extensions_mut().insert(ServerErrorCause(cause));

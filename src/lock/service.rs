@@ -13,6 +13,7 @@
 //! attempt per release or expiry, never a polling loop.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -84,6 +85,8 @@ pub struct LockService {
     secret: TokenSecret,
     waiters: Waiters,
     shutdown: CancellationToken,
+    /// Set at the start of a shutdown: readiness fails from then on.
+    draining: AtomicBool,
 }
 
 impl LockService {
@@ -94,6 +97,7 @@ impl LockService {
             limits,
             secret,
             shutdown: CancellationToken::new(),
+            draining: AtomicBool::new(false),
         }
     }
 
@@ -113,7 +117,14 @@ impl LockService {
     /// Stops waiting requests (they answer "shutting down") and tells long-lived holders, such
     /// as hold streams, through [`LockService::shutdown_token`].
     pub fn shut_down(&self) {
+        self.begin_drain();
         self.shutdown.cancel();
+    }
+
+    /// Makes readiness fail (503 `shutting-down`) while requests are still served, so that
+    /// load balancers stop sending new ones before the listener closes.
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
     }
 
     pub fn shutdown_token(&self) -> CancellationToken {
@@ -336,6 +347,9 @@ impl LockService {
 
     /// Whether the backend answers.
     pub async fn ready(&self) -> Result<(), LockError> {
+        if self.draining.load(Ordering::Relaxed) {
+            return Err(LockError::ShuttingDown);
+        }
         Ok(self.backend.ping().await?)
     }
 }

@@ -4,24 +4,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::Command;
-
 use crate::support::eventually;
+use crate::support::process::lockgate;
 use crate::support::redis::free_port;
-
-const LOCKGATE: &str = env!("CARGO_BIN_EXE_lockgate");
-
-/// The binary with no LOCKGATE_* variable inherited from the environment.
-fn lockgate() -> Command {
-    let mut cmd = Command::new(LOCKGATE);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("LOCKGATE_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.stdin(Stdio::null()).kill_on_drop(true);
-    cmd
-}
 
 async fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let out = lockgate().args(args).output().await.expect("run lockgate");
@@ -53,6 +38,22 @@ async fn bad_configuration_means_exit_64_with_one_line() {
         &["--redis-url", "http://localhost"],
         &["--dev", "--min-ttl", "10s", "--default-ttl", "1s"],
         &["--dev", "--token-secret", "too-short"],
+        // Not loopback and no API keys.
+        &["--dev", "--listen", "0.0.0.0:7380"],
+        &["--dev", "--api-keys-file", "/nonexistent/keys.json"],
+        &[
+            "--dev",
+            "--api-keys",
+            "[{\"name\": \"a\", \"key\": \"short\", \"prefixes\": []}]",
+        ],
+        &["--dev", "--metrics-auth", "required"],
+        &[
+            "--dev",
+            "--max-waiters",
+            "100",
+            "--max-concurrent-requests",
+            "50",
+        ],
     ] {
         let (code, _, stderr) = run(args).await;
         assert_eq!(code, Some(64), "{args:?}: {stderr}");

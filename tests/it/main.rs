@@ -7,6 +7,7 @@
 //! * `cli`: the binary's exit codes, errors and `--dev` mode.
 //! * `openapi`: the committed OpenAPI document matches the code.
 //! * `ha`: Sentinel failover, Redis Cluster and Redlock against real processes.
+//! * `operations`: API keys, metrics, limits, graceful shutdown, logs, TLS to Redis.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -15,6 +16,7 @@ mod api;
 mod cli;
 mod ha;
 mod openapi;
+mod operations;
 mod redis_e2e;
 mod run_command;
 mod waiting;

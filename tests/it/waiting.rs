@@ -13,7 +13,7 @@ use tokio::process::Command;
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::{assert_problem, eventually, key_exists, key_number, status_json};
+use crate::support::{Lines, assert_problem, eventually, key_exists, key_number, status_json};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -266,25 +266,6 @@ async fn waiters_still_wake_after_a_redis_restart() {
     );
 }
 
-/// Reads NDJSON lines from a hold stream as they come.
-struct Lines {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl Lines {
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
-                return Some(serde_json::from_slice(&line).expect("an NDJSON line"));
-            }
-            let chunk = self.response.chunk().await.expect("stream")?;
-            self.buffer.extend_from_slice(&chunk);
-        }
-    }
-}
-
 async fn hold(gw: &Gateway, name: &str, body: Value) -> Lines {
     let response = gw
         .http
@@ -295,10 +276,7 @@ async fn hold(gw: &Gateway, name: &str, body: Value) -> Lines {
         .expect("hold");
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/x-ndjson");
-    Lines {
-        response,
-        buffer: Vec::new(),
-    }
+    Lines::new(response)
 }
 
 /// A hold stream says `acquired`, then `renewed` every third of the ttl; the watchdog keeps a

@@ -37,7 +37,7 @@ mod source;
 mod switch;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
@@ -60,6 +60,7 @@ use super::{
     AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseFeed, ReleaseOutcome,
     RenewOutcome, ReplicaAck,
 };
+use crate::metrics::{Metrics, RedisCall};
 
 /// Where the data lives.
 #[derive(Debug, Clone)]
@@ -88,6 +89,10 @@ pub struct RedisOptions {
     /// Dedicated connections for `WAIT` (per master, in a cluster).
     pub wait_pool_size: usize,
     pub fence_retention: Duration,
+    /// PEM certificates of the CAs to trust for `rediss://` instead of the system's.
+    pub ca_certificates: Option<Vec<u8>>,
+    /// Where Redis round trips and errors are counted.
+    pub metrics: Arc<Metrics>,
 }
 
 #[derive(Debug)]
@@ -100,6 +105,7 @@ pub struct RedisBackend {
     key_prefix: String,
     timeout: Duration,
     fence_retention_ms: u64,
+    metrics: Arc<Metrics>,
 }
 
 /// How ordinary commands travel.
@@ -185,7 +191,7 @@ impl RedisBackend {
         };
         let (commands, waits, notifier) = match options.target {
             RedisTarget::Url(url) => {
-                let client = Client::open(url.as_str())
+                let client = open_client(url.as_str(), options.ca_certificates.as_deref())
                     .map_err(|e| unusable("the redis url is not usable", e))?;
                 let source = Arc::new(NodeSource::Direct(client));
                 Self::node(
@@ -261,14 +267,18 @@ impl RedisBackend {
                     .first()
                     .cloned()
                     .ok_or_else(|| BackendError::Config("no cluster seed".into()))?;
-                let client = ClusterClient::builder(infos.clone())
+                let mut builder = ClusterClient::builder(infos.clone())
                     .connection_timeout(options.timeout)
-                    .response_timeout(options.timeout)
+                    .response_timeout(options.timeout);
+                if let Some(ca) = &options.ca_certificates {
+                    builder = builder.certs(tls_certificates(ca));
+                }
+                let client = builder
                     .build()
                     .map_err(|e| unusable("the cluster settings are not usable", e))?;
                 let clients = infos
                     .into_iter()
-                    .map(Client::open)
+                    .map(|info| open_client(info, options.ca_certificates.as_deref()))
                     .collect::<RedisResult<Vec<_>>>()
                     .map_err(|e| unusable("a cluster seed url is not usable", e))?;
                 // Classic PUBLISH reaches subscribers on every node of a cluster: any node will do.
@@ -295,6 +305,7 @@ impl RedisBackend {
             key_prefix: options.key_prefix,
             timeout: options.timeout,
             fence_retention_ms: millis(options.fence_retention),
+            metrics: options.metrics,
         })
     }
 
@@ -346,9 +357,21 @@ impl RedisBackend {
                 Commands::Cluster(shared) => run_on(shared, script, call).await,
             }
         };
-        tokio::time::timeout(self.timeout, attempt)
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(self.timeout, attempt)
             .await
-            .map_err(|_| BackendError::Timeout(self.timeout))?
+            .map_err(|_| BackendError::Timeout(self.timeout))
+            .and_then(|result| result);
+        self.record(RedisCall::Script, started, &outcome);
+        outcome
+    }
+
+    /// Counts one call in the metrics: its time, and its error if it failed.
+    fn record<T>(&self, call: RedisCall, started: Instant, outcome: &Result<T, BackendError>) {
+        self.metrics.redis_roundtrip(call, started.elapsed());
+        if let Err(err) = outcome {
+            self.metrics.backend_error(err.kind());
+        }
     }
 
     /// Runs one script followed by `WAIT`, pipelined on a dedicated connection, and returns
@@ -382,9 +405,13 @@ impl RedisBackend {
                 _ => Err(BackendError::Config("inconsistent redis backend".into())),
             }
         };
-        tokio::time::timeout(limit, attempt)
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(limit, attempt)
             .await
-            .map_err(|_| BackendError::Timeout(limit))?
+            .map_err(|_| BackendError::Timeout(limit))
+            .and_then(|result| result);
+        self.record(RedisCall::ScriptWait, started, &outcome);
+        outcome
     }
 
     /// Runs a script that changes a lease, with or without replica acknowledgement.
@@ -483,6 +510,24 @@ async fn acked_on<C: Connect, T: FromRedisValue>(
             Ok((value, u32::try_from(acked).unwrap_or(0)))
         }
         Err(e) => Err(shared.failed_dedicated(checkout.epoch, &e)),
+    }
+}
+
+/// A client for one node, trusting `ca` (PEM) for TLS when given.
+fn open_client(info: impl IntoConnectionInfo, ca: Option<&[u8]>) -> RedisResult<Client> {
+    let info = info.into_connection_info()?;
+    match (ca, info.addr()) {
+        (Some(ca), redis::ConnectionAddr::TcpTls { .. }) => {
+            Client::build_with_tls(info, tls_certificates(ca))
+        }
+        _ => Client::open(info),
+    }
+}
+
+fn tls_certificates(ca: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(ca.to_vec()),
     }
 }
 
@@ -640,9 +685,13 @@ impl LockBackend for RedisBackend {
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
-        tokio::time::timeout(self.timeout, self.ping_once())
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(self.timeout, self.ping_once())
             .await
-            .map_err(|_| BackendError::Timeout(self.timeout))?
+            .map_err(|_| BackendError::Timeout(self.timeout))
+            .and_then(|result| result);
+        self.record(RedisCall::Ping, started, &outcome);
+        outcome
     }
 }
 
@@ -657,6 +706,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             wait_pool_size: 1,
             fence_retention: Duration::from_secs(60),
+            ca_certificates: None,
+            metrics: Arc::default(),
         })
         .expect("valid url")
     }
@@ -696,6 +747,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             wait_pool_size: 1,
             fence_retention: Duration::from_secs(60),
+            ca_certificates: None,
+            metrics: Arc::default(),
         };
         assert!(RedisBackend::new(options).is_err());
     }

@@ -4,8 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockgate::config::{BackendChoice, Config, LogFormat, Secret};
-use lockgate::http::HttpOptions;
+use lockgate::config::{BackendChoice, Config, LogFormat, MetricsAuth, Secret};
 use lockgate::lock::{Limits, LockService};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -30,6 +29,14 @@ pub fn config(backend: BackendChoice) -> Config {
         wait_pool_size: 4,
         token_secret: None,
         log_format: LogFormat::Text,
+        api_keys: None,
+        metrics_auth: MetricsAuth::Open,
+        request_timeout: Duration::from_secs(10),
+        max_concurrent_requests: 20_000,
+        header_read_timeout: Duration::from_secs(10),
+        shutdown_delay: Duration::ZERO,
+        shutdown_grace: Duration::from_secs(20),
+        redis_ca: None,
     }
 }
 
@@ -52,11 +59,11 @@ pub struct Gateway {
 
 impl Gateway {
     pub async fn start(config: Config) -> Self {
-        let service = Arc::new(lockgate::build_service(&config).expect("valid test config"));
-        let options = HttpOptions {
-            max_body_bytes: config.max_body_bytes,
-        };
-        let app = lockgate::http::router(service.clone(), options);
+        let lockgate::Assembled {
+            service,
+            router: app,
+            serve_options,
+        } = lockgate::assemble(&config).expect("valid test config");
         let listener = TcpListener::bind(config.listen).await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = oneshot::channel::<()>();
@@ -64,7 +71,7 @@ impl Gateway {
             let shutdown = async {
                 let _ = rx.await;
             };
-            lockgate::serve(listener, app, shutdown).await;
+            lockgate::serve(listener, app, shutdown, serve_options).await;
         });
         let http = super::http_client();
         Self {

@@ -1,6 +1,7 @@
 //! Test support: real Redis processes, an in-process gateway on a socket, and small helpers.
 
 pub mod gateway;
+pub mod process;
 pub mod proxy;
 pub mod redis;
 
@@ -165,4 +166,31 @@ pub async fn check_mutual_exclusion(
         entered, cycles,
         "every cycle entered its critical section once"
     );
+}
+
+/// Reads NDJSON lines from a streaming response (a hold stream) as they come.
+pub struct Lines {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Lines {
+    pub fn new(response: reqwest::Response) -> Self {
+        Self {
+            response,
+            buffer: Vec::new(),
+        }
+    }
+
+    /// The next line as JSON; `None` at the end of the stream.
+    pub async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return Some(serde_json::from_slice(&line).expect("an NDJSON line"));
+            }
+            let chunk = self.response.chunk().await.expect("stream")?;
+            self.buffer.extend_from_slice(&chunk);
+        }
+    }
 }

@@ -33,6 +33,11 @@ enum Role {
         master: u16,
         name: String,
     },
+    /// A master that also serves TLS on `tls_port`, with `server.crt`, `server.key` and
+    /// `ca.crt` in its directory.
+    Tls {
+        tls_port: u16,
+    },
 }
 
 #[derive(Debug)]
@@ -73,6 +78,30 @@ impl RedisServer {
         replica
     }
 
+    /// A master serving TLS (on [`RedisServer::tls_port`]) with `cert_pem` and `key_pem`, and
+    /// plain TCP on [`RedisServer::port`] for the test's own setup and assertions.
+    /// (Redis insists on a CA file even when it does not ask clients for certificates.)
+    pub fn start_tls(cert_pem: &str, key_pem: &str, ca_pem: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("ca.crt"), ca_pem).expect("write ca");
+        std::fs::write(dir.path().join("server.crt"), cert_pem).expect("write cert");
+        std::fs::write(dir.path().join("server.key"), key_pem).expect("write key");
+        Self::launch_in(
+            Role::Tls {
+                tls_port: free_port(),
+            },
+            dir,
+        )
+    }
+
+    /// The TLS port of a server from [`RedisServer::start_tls`].
+    pub fn tls_port(&self) -> u16 {
+        match self.role {
+            Role::Tls { tls_port } => tls_port,
+            _ => panic!("not a TLS server"),
+        }
+    }
+
     /// A sentinel monitoring `master` as group `name` (quorum 2, failover after 1 s down).
     pub fn start_sentinel(master: &RedisServer, name: &str) -> Self {
         Self::launch(Role::Sentinel {
@@ -82,7 +111,10 @@ impl RedisServer {
     }
 
     fn launch(role: Role) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Self::launch_in(role, tempfile::tempdir().expect("temp dir"))
+    }
+
+    fn launch_in(role: Role, dir: TempDir) -> Self {
         let mut server = Self {
             port: 0,
             dir,
@@ -148,6 +180,18 @@ impl RedisServer {
                     "nodes.conf",
                 ])
                 .args(["--cluster-node-timeout", "2000"]);
+            }
+            Role::Tls { tls_port } => {
+                let file = |name: &str| self.dir.path().join(name);
+                cmd.arg("--tls-port")
+                    .arg(tls_port.to_string())
+                    .arg("--tls-cert-file")
+                    .arg(file("server.crt"))
+                    .arg("--tls-key-file")
+                    .arg(file("server.key"))
+                    .arg("--tls-ca-cert-file")
+                    .arg(file("ca.crt"))
+                    .args(["--tls-auth-clients", "no"]);
             }
             Role::Master | Role::Sentinel { .. } => {}
         }

@@ -1,0 +1,261 @@
+//! API keys: who may do what to which lock names.
+//!
+//! Keys come from a JSON document (a file, or an environment variable):
+//!
+//! ```json
+//! [
+//!   {"name": "deployer", "key": "a long random string", "prefixes": ["deploy:"]},
+//!   {"name": "batch", "sha256": "<hex SHA-256 of the key>", "prefixes": ["jobs:", "reports:"],
+//!    "operations": ["acquire", "release", "inspect"]},
+//!   {"name": "prometheus", "key": "…", "prefixes": [], "operations": ["metrics"]}
+//! ]
+//! ```
+//!
+//! * `key` (at least 16 characters) or `sha256` (the key's SHA-256 in hex, so the file need
+//!   not hold the secret itself): exactly one.
+//! * `prefixes`: the lock names the key covers are those starting with one of them; `""`
+//!   covers every name, `[]` none.
+//! * `operations`: any of `acquire`, `renew`, `release`, `inspect`, `hold`, `metrics`;
+//!   default: the five lock operations.
+//!
+//! In memory only the SHA-256 of each key is kept. A presented key is hashed and compared
+//! with every stored digest in constant time, all of them whatever matches, so neither the
+//! time taken nor the order of keys tells anything about a key.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::operation::Operation;
+
+/// Shortest key accepted in plain text.
+pub const MIN_KEY_LEN: usize = 16;
+
+/// The configured keys.
+#[derive(Clone)]
+pub struct ApiKeys {
+    keys: Vec<Arc<ApiKey>>,
+}
+
+impl std::fmt::Debug for ApiKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.keys.iter().map(|k| &k.name))
+            .finish()
+    }
+}
+
+/// One key: its name (for logs), the digest of its secret, and what it allows.
+pub struct ApiKey {
+    pub name: String,
+    digest: [u8; 32],
+    prefixes: Vec<String>,
+    operations: Vec<Operation>,
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("name", &self.name)
+            .field("prefixes", &self.prefixes)
+            .field("operations", &self.operations)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyEntry {
+    name: String,
+    key: Option<String>,
+    sha256: Option<String>,
+    prefixes: Vec<String>,
+    operations: Option<Vec<String>>,
+}
+
+impl ApiKeys {
+    /// Reads the JSON document described in the module docs. The error is one line and never
+    /// contains a key.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let entries: Vec<KeyEntry> = serde_json::from_str(text).map_err(|e| {
+            // serde's messages quote offending values, which could be a key: say where only.
+            format!(
+                "API keys: not a JSON list of keys (line {}, column {})",
+                e.line(),
+                e.column()
+            )
+        })?;
+        if entries.is_empty() {
+            return Err("API keys: the list is empty".into());
+        }
+        let mut names = HashSet::new();
+        let mut digests = HashSet::new();
+        let mut keys = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let name = entry.name;
+            if name.is_empty() || !names.insert(name.clone()) {
+                return Err(format!("API keys: empty or repeated name {name:?}"));
+            }
+            let digest = match (entry.key, entry.sha256) {
+                (Some(key), None) if key.len() >= MIN_KEY_LEN && key.is_ascii() => {
+                    Sha256::digest(key.as_bytes()).into()
+                }
+                (Some(_), None) => {
+                    return Err(format!(
+                        "API keys: key {name:?} is shorter than {MIN_KEY_LEN} characters or not ASCII"
+                    ));
+                }
+                (None, Some(hex)) => parse_digest(&hex).ok_or_else(|| {
+                    format!("API keys: sha256 of {name:?} is not 64 hexadecimal digits")
+                })?,
+                _ => {
+                    return Err(format!(
+                        "API keys: {name:?} needs exactly one of \"key\" and \"sha256\""
+                    ));
+                }
+            };
+            if !digests.insert(digest) {
+                return Err(format!("API keys: {name:?} repeats another entry's key"));
+            }
+            let operations = match entry.operations {
+                None => Operation::ALL
+                    .into_iter()
+                    .filter(|op| op.is_lock_operation())
+                    .collect(),
+                Some(names) => names
+                    .iter()
+                    .map(|op| {
+                        Operation::from_key_operation(op).ok_or_else(|| {
+                            format!("API keys: {name:?} has an unknown operation {op:?}")
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            };
+            keys.push(Arc::new(ApiKey {
+                name,
+                digest,
+                prefixes: entry.prefixes,
+                operations,
+            }));
+        }
+        Ok(Self { keys })
+    }
+
+    /// The key whose secret is `presented`, if any.
+    pub fn authenticate(&self, presented: &[u8]) -> Option<Arc<ApiKey>> {
+        let digest: [u8; 32] = Sha256::digest(presented).into();
+        let mut found = None;
+        for key in &self.keys {
+            if bool::from(key.digest.ct_eq(&digest)) {
+                found = Some(key.clone());
+            }
+        }
+        found
+    }
+}
+
+impl ApiKey {
+    /// Whether this key may do `operation`, on the lock `name` for lock operations.
+    pub fn allows(&self, operation: Operation, name: Option<&str>) -> bool {
+        if operation == Operation::Openapi {
+            return true;
+        }
+        if !self.operations.contains(&operation) {
+            return false;
+        }
+        match name {
+            Some(name) => self.prefixes.iter().any(|p| name.starts_with(p.as_str())),
+            None => !operation.is_lock_operation(),
+        }
+    }
+}
+
+fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    let bytes = hex.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (out, pair) in digest.iter_mut().zip(bytes.chunks_exact(2)) {
+        let text = std::str::from_utf8(pair).ok()?;
+        *out = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYS: &str = r#"[
+        {"name": "deployer", "key": "deployer-key-0123456789", "prefixes": ["deploy:"]},
+        {"name": "batch", "sha256": "SHA", "prefixes": ["jobs:", "reports:"],
+         "operations": ["acquire", "inspect"]},
+        {"name": "scraper", "key": "scraper-key-0123456789", "prefixes": [], "operations": ["metrics"]}
+    ]"#;
+
+    fn keys() -> ApiKeys {
+        let sha: [u8; 32] = Sha256::digest(b"batch-key-0123456789").into();
+        let hex: String = sha.iter().map(|b| format!("{b:02x}")).collect();
+        ApiKeys::from_json(&KEYS.replace("SHA", &hex)).expect("valid keys")
+    }
+
+    #[test]
+    fn keys_authenticate_by_secret_or_digest() {
+        let keys = keys();
+        let deployer = keys
+            .authenticate(b"deployer-key-0123456789")
+            .expect("known");
+        assert_eq!(deployer.name, "deployer");
+        let batch = keys.authenticate(b"batch-key-0123456789").expect("known");
+        assert_eq!(batch.name, "batch");
+        assert!(keys.authenticate(b"deployer-key-012345678").is_none());
+        assert!(keys.authenticate(b"").is_none());
+    }
+
+    #[test]
+    fn scopes_limit_names_and_operations() {
+        let keys = keys();
+        let deployer = keys
+            .authenticate(b"deployer-key-0123456789")
+            .expect("known");
+        assert!(deployer.allows(Operation::Acquire, Some("deploy:web")));
+        assert!(deployer.allows(Operation::Hold, Some("deploy:")));
+        assert!(!deployer.allows(Operation::Acquire, Some("jobs:1")));
+        assert!(!deployer.allows(Operation::Acquire, Some("deplo")));
+        assert!(!deployer.allows(Operation::Metrics, None));
+        assert!(deployer.allows(Operation::Openapi, None));
+        let batch = keys.authenticate(b"batch-key-0123456789").expect("known");
+        assert!(batch.allows(Operation::Inspect, Some("reports:q3")));
+        assert!(!batch.allows(Operation::Release, Some("jobs:1")));
+        let scraper = keys.authenticate(b"scraper-key-0123456789").expect("known");
+        assert!(scraper.allows(Operation::Metrics, None));
+        assert!(!scraper.allows(Operation::Inspect, Some("x")));
+    }
+
+    #[test]
+    fn bad_documents_are_refused_without_echoing_keys() {
+        let cases = [
+            "not json",
+            "[]",
+            r#"[{"name": "a", "key": "short", "prefixes": []}]"#,
+            r#"[{"name": "a", "prefixes": []}]"#,
+            r#"[{"name": "a", "key": "long-enough-secret-1", "sha256": "00", "prefixes": []}]"#,
+            r#"[{"name": "a", "sha256": "zz", "prefixes": []}]"#,
+            r#"[{"name": "a", "key": "long-enough-secret-1", "prefixes": [], "operations": ["delete"]}]"#,
+            r#"[{"name": "a", "key": "long-enough-secret-1", "prefixes": [], "extra": 1}]"#,
+            r#"[{"name": "a", "key": "long-enough-secret-1", "prefixes": []},
+                {"name": "a", "key": "long-enough-secret-2", "prefixes": []}]"#,
+            r#"[{"name": "a", "key": "long-enough-secret-1", "prefixes": []},
+                {"name": "b", "key": "long-enough-secret-1", "prefixes": []}]"#,
+        ];
+        for case in cases {
+            let err = ApiKeys::from_json(case).expect_err(case);
+            assert!(!err.contains("long-enough-secret"), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! The one middleware every request goes through. In order, it
+//!
+//! 1. gives the request an id (the client's `x-request-id` when it is sensible, else a new
+//!    one) and echoes it on the response;
+//! 2. classifies the request as one [`Operation`];
+//! 3. enforces the global concurrency limit (503 `overloaded`; probes and metrics exempt);
+//! 4. authenticates the bearer key when API keys are configured (401 `unauthorized`), and
+//!    puts the key in the request's extensions, where [`super::extract::LockPath`] checks its
+//!    scope over the lock name (403 `forbidden`);
+//! 5. bounds the time to answer (503 `timeout`): `--request-timeout`, plus for an acquire or
+//!    hold stream the `wait_ms` its handler grants through [`WaitAllowance`] once the body is
+//!    read (so a client that stalls while sending its body gets no more than the timeout);
+//! 6. turns a handler panic into a 500 problem document instead of a dropped connection;
+//! 7. records the request in the metrics and writes one log line: info (debug for successful
+//!    probes and scrapes), or warn with the cause for server errors (the client only got a
+//!    generic detail).
+//!
+//! Never logged: tokens, keys, the Authorization header, query strings, bodies.
+//!
+//! Why one hand-written layer and not tower-http's `TraceLayer`, `CatchPanicLayer`,
+//! `TimeoutLayer`, `ConcurrencyLimitLayer` and `RequestIdLayer`: each wraps the request's
+//! future in another layer of state, and a tracing span per request keeps its registry
+//! storage alive for the whole request. For most requests that is microseconds, but a waiting
+//! request can live for minutes, and with 10,000 of them those layers cost more memory than
+//! the waiting itself (see bench/README.md).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderValue, Method, Uri, header};
+use axum::response::{IntoResponse, Response};
+use tokio::time::Sleep;
+use tower::{Layer, Service};
+
+use super::problem::{ApiError, ProblemKind, ServerErrorCause};
+use crate::auth::{ApiKey, ApiKeys};
+use crate::config::MetricsAuth;
+use crate::metrics::Metrics;
+use crate::operation::Operation;
+
+pub const REQUEST_ID: &str = "x-request-id";
+/// Longest client-supplied request id that is kept.
+const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// The authenticated caller of a request, for the handlers' scope checks.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Arc<ApiKey>);
+
+/// How long an acquire may wait on top of the request timeout: granted by its handler once
+/// it knows the request's `wait_ms`, read by the gate when the plain timeout runs out.
+#[derive(Debug, Clone, Default)]
+pub struct WaitAllowance(Arc<AtomicU64>);
+
+impl WaitAllowance {
+    pub fn grant(&self, wait: Duration) {
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        self.0.store(ms, Ordering::Relaxed);
+    }
+
+    fn granted(&self) -> Duration {
+        Duration::from_millis(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// What the gate needs, shared by every request.
+#[derive(Debug)]
+pub struct Gate {
+    pub metrics: Arc<Metrics>,
+    keys: Option<ApiKeys>,
+    metrics_auth: MetricsAuth,
+    max_in_flight: usize,
+    in_flight: AtomicUsize,
+    request_timeout: Duration,
+    id_prefix: u32,
+    next_id: AtomicU64,
+}
+
+/// Settings of the [`Gate`].
+#[derive(Debug, Clone)]
+pub struct GateOptions {
+    pub keys: Option<ApiKeys>,
+    pub metrics_auth: MetricsAuth,
+    pub max_concurrent_requests: usize,
+    pub request_timeout: Duration,
+}
+
+impl Gate {
+    pub fn new(options: GateOptions, metrics: Arc<Metrics>) -> Self {
+        let mut seed = [0u8; 4];
+        // Request ids need only be unlikely to repeat across restarts, not secret.
+        let _ = getrandom::fill(&mut seed);
+        Self {
+            metrics,
+            keys: options.keys,
+            metrics_auth: options.metrics_auth,
+            max_in_flight: options.max_concurrent_requests,
+            in_flight: AtomicUsize::new(0),
+            request_timeout: options.request_timeout,
+            id_prefix: u32::from_ne_bytes(seed),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    /// Requests being handled now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    fn request_id(&self, req: &Request) -> HeaderValue {
+        if let Some(given) = req.headers().get(REQUEST_ID)
+            && !given.is_empty()
+            && given.len() <= MAX_REQUEST_ID_LEN
+            && given.as_bytes().iter().all(|b| b.is_ascii_graphic())
+        {
+            return given.clone();
+        }
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{:08x}{n:012x}", self.id_prefix);
+        HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("-"))
+    }
+
+    /// Checks the bearer key for `operation`: the caller, or the refusal.
+    fn authenticate(
+        &self,
+        operation: Operation,
+        req: &Request,
+    ) -> Result<Option<Arc<ApiKey>>, ApiError> {
+        let Some(keys) = &self.keys else {
+            return Ok(None);
+        };
+        let open = match operation {
+            Operation::Healthz | Operation::Readyz => true,
+            Operation::Metrics => self.metrics_auth == MetricsAuth::Open,
+            _ => false,
+        };
+        if open {
+            return Ok(None);
+        }
+        let key = bearer(req)
+            .and_then(|presented| keys.authenticate(presented))
+            .ok_or(ApiError::Unauthorized)?;
+        if operation == Operation::Metrics && !key.allows(Operation::Metrics, None) {
+            return Err(ApiError::Forbidden);
+        }
+        Ok(Some(key))
+    }
+}
+
+/// The key of an `Authorization: Bearer <key>` header.
+fn bearer(req: &Request) -> Option<&[u8]> {
+    let value = req.headers().get(header::AUTHORIZATION)?.as_bytes();
+    let (scheme, key) = value.split_at_checked(7)?;
+    (scheme.eq_ignore_ascii_case(b"bearer ") && !key.is_empty()).then_some(key)
+}
+
+/// The operation a request asks for, from its method and matched route.
+pub fn classify(method: &Method, route: Option<&str>) -> Operation {
+    match (route, method) {
+        (Some("/locks/{name}"), &Method::POST) => Operation::Acquire,
+        (Some("/locks/{name}"), &Method::PATCH) => Operation::Renew,
+        (Some("/locks/{name}"), &Method::DELETE) => Operation::Release,
+        (Some("/locks/{name}"), &Method::GET | &Method::HEAD) => Operation::Inspect,
+        (Some("/locks/{name}/hold"), &Method::POST) => Operation::Hold,
+        (Some("/healthz"), _) => Operation::Healthz,
+        (Some("/readyz"), _) => Operation::Readyz,
+        (Some("/metrics"), _) => Operation::Metrics,
+        (Some("/openapi.json"), _) => Operation::Openapi,
+        _ => Operation::Other,
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GateLayer(pub Arc<Gate>);
+
+impl<S> Layer<S> for GateLayer {
+    type Service = GateService<S>;
+
+    fn layer(&self, inner: S) -> GateService<S> {
+        GateService {
+            inner,
+            gate: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GateService<S> {
+    inner: S,
+    gate: Arc<Gate>,
+}
+
+/// Holds a slot of the concurrency limit; gives it back when the request ends, however.
+#[derive(Debug)]
+struct Slot(Arc<Gate>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl<S> Service<Request> for GateService<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = GateFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        let started = Instant::now();
+        let gate = &self.gate;
+        let operation = classify(
+            req.method(),
+            req.extensions()
+                .get::<MatchedPath>()
+                .map(MatchedPath::as_str),
+        );
+        let request_id = gate.request_id(&req);
+        let refuse = |refusal: ApiError, req: &Request, slot: Option<Slot>| GateFuture {
+            state: State::Refused {
+                response: Some(refusal.into_response()),
+            },
+            log: LogContext {
+                gate: gate.clone(),
+                started,
+                operation,
+                method: req.method().clone(),
+                uri: req.uri().clone(),
+                request_id: request_id.clone(),
+                caller: None,
+                _slot: slot,
+            },
+        };
+        let exempt = matches!(
+            operation,
+            Operation::Healthz | Operation::Readyz | Operation::Metrics
+        );
+        let slot = if exempt {
+            None
+        } else {
+            if gate.in_flight.fetch_add(1, Ordering::Relaxed) >= gate.max_in_flight {
+                gate.in_flight.fetch_sub(1, Ordering::Relaxed);
+                return refuse(ApiError::Overloaded, &req, None);
+            }
+            Some(Slot(gate.clone()))
+        };
+        let caller = match gate.authenticate(operation, &req) {
+            Ok(caller) => caller,
+            Err(refusal) => return refuse(refusal, &req, slot),
+        };
+        req.extensions_mut().insert(operation);
+        let allowance = matches!(operation, Operation::Acquire | Operation::Hold).then(|| {
+            let allowance = WaitAllowance::default();
+            req.extensions_mut().insert(allowance.clone());
+            allowance
+        });
+        if let Some(key) = &caller {
+            req.extensions_mut().insert(Caller(key.clone()));
+        }
+        let log = LogContext {
+            gate: gate.clone(),
+            started,
+            operation,
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            request_id,
+            caller,
+            _slot: slot,
+        };
+        let deadline = tokio::time::sleep(gate.request_timeout);
+        GateFuture {
+            state: State::Running {
+                inner: self.inner.call(req),
+                deadline,
+                allowance,
+            },
+            log,
+        }
+    }
+}
+
+/// What the log line and the metrics need once the answer is known.
+#[derive(Debug)]
+struct LogContext {
+    gate: Arc<Gate>,
+    started: Instant,
+    operation: Operation,
+    method: Method,
+    uri: Uri,
+    request_id: HeaderValue,
+    caller: Option<Arc<ApiKey>>,
+    _slot: Option<Slot>,
+}
+
+pin_project_lite::pin_project! {
+    /// The handler's future with its deadline, or an answer given by the gate itself.
+    #[project = StateProj]
+    #[derive(Debug)]
+    enum State<F> {
+        Running {
+            #[pin] inner: F,
+            #[pin] deadline: Sleep,
+            // Taken when the deadline is extended by it.
+            allowance: Option<WaitAllowance>,
+        },
+        Refused { response: Option<Response> },
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[derive(Debug)]
+    pub struct GateFuture<F> {
+        #[pin]
+        state: State<F>,
+        log: LogContext,
+    }
+}
+
+impl<F> Future for GateFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = match this.state.project() {
+            StateProj::Refused { response } => response.take().unwrap_or_else(|| {
+                ApiError::Internal("polled after completion".into()).into_response()
+            }),
+            StateProj::Running {
+                inner,
+                mut deadline,
+                allowance,
+            } => {
+                // A panicking future is never polled again: this poll answers for it.
+                match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+                    Ok(Poll::Ready(Ok(response))) => response,
+                    Ok(Poll::Ready(Err(never))) => match never {},
+                    Ok(Poll::Pending) => loop {
+                        match deadline.as_mut().poll(cx) {
+                            Poll::Pending => return Poll::Pending,
+                            Poll::Ready(()) => {
+                                let extra =
+                                    allowance.take().map_or(Duration::ZERO, |a| a.granted());
+                                if extra.is_zero() {
+                                    // Dropping the handler's future is what a client hanging
+                                    // up does; the lock layer releases any grant it made.
+                                    break ApiError::Timeout.into_response();
+                                }
+                                let until = deadline.deadline() + extra;
+                                deadline.as_mut().reset(until);
+                            }
+                        }
+                    },
+                    Err(_) => ApiError::Internal("handler panicked".into()).into_response(),
+                }
+            }
+        };
+        Poll::Ready(Ok(finish(this.log, response)))
+    }
+}
+
+/// Records the answer in the metrics and the log, and stamps the request id on it.
+fn finish(log: &LogContext, mut response: Response) -> Response {
+    let elapsed = log.started.elapsed();
+    let status = response.status().as_u16();
+    let problem = response.extensions().get::<ProblemKind>().copied();
+    let outcome = outcome(log.operation, status, problem);
+    log.gate.metrics.request(log.operation, outcome, elapsed);
+    let key = log.caller.as_ref().map_or("-", |k| k.name.as_str());
+    let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    let request_id = log.request_id.to_str().unwrap_or("-");
+    if let Some(ServerErrorCause(cause)) = response.extensions().get::<ServerErrorCause>() {
+        tracing::warn!(target: "lockgate::access", method = %log.method, path = log.uri.path(), status, outcome, micros, request_id, key, cause = %cause, "request failed");
+    } else if matches!(
+        log.operation,
+        Operation::Healthz | Operation::Readyz | Operation::Metrics
+    ) && status < 400
+    {
+        // Probes and scrapes come every few seconds: only worth a line when debugging.
+        tracing::debug!(target: "lockgate::access", method = %log.method, path = log.uri.path(), status, outcome, micros, request_id, key, "request");
+    } else {
+        tracing::info!(target: "lockgate::access", method = %log.method, path = log.uri.path(), status, outcome, micros, request_id, key, "request");
+    }
+    response
+        .headers_mut()
+        .insert(REQUEST_ID, log.request_id.clone());
+    response
+}
+
+/// The `outcome` label: what happened on success, the problem's kind on failure.
+fn outcome(operation: Operation, status: u16, problem: Option<ProblemKind>) -> &'static str {
+    match problem {
+        Some(ProblemKind::LockHeld) => "held",
+        Some(ProblemKind::LockNotHeld) => "not-held",
+        Some(ProblemKind::Internal) => "error",
+        Some(kind) => kind.slug(),
+        None => match (operation, status) {
+            (Operation::Acquire, 201) | (Operation::Hold, 200) => "acquired",
+            (Operation::Acquire, 200) => "replayed",
+            (Operation::Renew, 200) => "renewed",
+            (Operation::Release, 204) => "released",
+            (Operation::Inspect, 200) => "inspected",
+            (_, 200..=299) => "ok",
+            (_, 500..) => "error",
+            _ => "other",
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    use super::*;
+
+    fn gate() -> Arc<Gate> {
+        Arc::new(Gate::new(
+            GateOptions {
+                keys: None,
+                metrics_auth: MetricsAuth::Open,
+                max_concurrent_requests: 10,
+                request_timeout: Duration::from_millis(50),
+            },
+            Arc::new(Metrics::new()),
+        ))
+    }
+
+    /// A handler that panics answers a 500 problem document; the server goes on.
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500() {
+        let panicking = service_fn(|_: Request| async {
+            if true {
+                panic!("bug");
+            }
+            Ok::<Response, Infallible>(Response::new(Body::empty()))
+        });
+        let service = ServiceBuilder::new()
+            .layer(GateLayer(gate()))
+            .service(panicking);
+        let response = service
+            .oneshot(Request::new(Body::empty()))
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), 500);
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+        assert!(response.headers().contains_key(REQUEST_ID));
+    }
+
+    /// A handler slower than the request timeout answers 503 `timeout`.
+    #[tokio::test]
+    async fn a_slow_handler_times_out() {
+        let slow = service_fn(|_: Request| async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok::<Response, Infallible>(Response::new(Body::empty()))
+        });
+        let service = ServiceBuilder::new().layer(GateLayer(gate())).service(slow);
+        let response = service
+            .oneshot(Request::new(Body::empty()))
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), 503);
+        assert!(response.headers().contains_key("retry-after"));
+    }
+
+    #[test]
+    fn bearer_keys_are_read_case_insensitively() {
+        let with = |value: &'static str| {
+            let mut req = Request::new(Body::empty());
+            req.headers_mut()
+                .insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            bearer(&req).map(<[u8]>::to_vec)
+        };
+        assert_eq!(with("Bearer abc"), Some(b"abc".to_vec()));
+        assert_eq!(with("bearer abc"), Some(b"abc".to_vec()));
+        assert_eq!(with("Bearer "), None);
+        assert_eq!(with("Basic abc"), None);
+        assert_eq!(with("Bear"), None);
+    }
+}

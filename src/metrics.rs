@@ -1,0 +1,297 @@
+//! Prometheus metrics, kept in fixed arrays of atomics and rendered in the text format at
+//! scrape time.
+//!
+//! Every label takes its values from a short fixed list (operations, outcomes, error kinds),
+//! never from a lock name or token, so the number of series is bounded. Recording is a couple
+//! of relaxed atomic additions: nothing on the request path allocates, hashes a label set or
+//! takes a lock (the reason for not using the `metrics` crate's registry here).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+pub use crate::operation::Operation;
+
+/// How a request ended: the `outcome` label. Successes name what happened; failures are the
+/// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
+pub const OUTCOMES: [&str; 24] = [
+    "acquired",
+    "replayed",
+    "renewed",
+    "released",
+    "inspected",
+    "ok",
+    "held",
+    "not-held",
+    "not-owner",
+    "invalid-name",
+    "invalid-request",
+    "payload-too-large",
+    "unauthorized",
+    "forbidden",
+    "not-found",
+    "method-not-allowed",
+    "insufficient-replicas",
+    "backend-unavailable",
+    "too-many-waiters",
+    "overloaded",
+    "shutting-down",
+    "timeout",
+    "error",
+    "other",
+];
+
+/// The index of `outcome` in [`OUTCOMES`] (`other` for anything unlisted).
+fn outcome_index(outcome: &str) -> usize {
+    OUTCOMES
+        .iter()
+        .position(|o| *o == outcome)
+        .unwrap_or(OUTCOMES.len() - 1)
+}
+
+/// Redis calls timed by the backend: the `call` label of the round-trip histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisCall {
+    /// One lock script on the shared connection.
+    Script,
+    /// A lock script followed by `WAIT`, on a dedicated connection.
+    ScriptWait,
+    /// PING (readiness).
+    Ping,
+}
+
+const REDIS_CALLS: [&str; 3] = ["script", "script_wait", "ping"];
+
+/// Kinds of backend errors: the `kind` label.
+pub const BACKEND_ERROR_KINDS: [&str; 4] = ["unavailable", "timeout", "protocol", "config"];
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 18] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0,
+];
+
+/// A latency histogram: a count per bucket (not cumulative; summed when rendered), the total
+/// in nanoseconds, and the number of observations.
+#[derive(Debug)]
+struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    const fn new() -> Self {
+        Self {
+            buckets: [const { AtomicU64::new(0) }; BUCKETS.len() + 1],
+            sum_nanos: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let bucket = BUCKETS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(BUCKETS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (bound, count) in BUCKETS.iter().zip(&self.buckets) {
+            cumulative += count.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+        }
+        cumulative += self.buckets[BUCKETS.len()].load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        let _ = writeln!(
+            out,
+            "{name}_count{{{labels}}} {}",
+            self.count.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// All of the gateway's metrics. One per server (tests run several in one process).
+#[derive(Debug)]
+pub struct Metrics {
+    requests: [[AtomicU64; OUTCOMES.len()]; Operation::ALL.len()],
+    durations: [Histogram; Operation::ALL.len()],
+    redis: [Histogram; REDIS_CALLS.len()],
+    backend_errors: [AtomicU64; BACKEND_ERROR_KINDS.len()],
+    hold_streams: AtomicI64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Values read from elsewhere at scrape time.
+#[derive(Debug, Clone, Copy)]
+pub struct Gauges {
+    /// Requests waiting for a lock.
+    pub waiters: usize,
+    /// Requests being handled.
+    pub in_flight: usize,
+}
+
+impl Metrics {
+    pub const fn new() -> Self {
+        Self {
+            requests: [const { [const { AtomicU64::new(0) }; OUTCOMES.len()] };
+                Operation::ALL.len()],
+            durations: [const { Histogram::new() }; Operation::ALL.len()],
+            redis: [const { Histogram::new() }; REDIS_CALLS.len()],
+            backend_errors: [const { AtomicU64::new(0) }; BACKEND_ERROR_KINDS.len()],
+            hold_streams: AtomicI64::new(0),
+        }
+    }
+
+    /// Records one answered request.
+    pub fn request(&self, operation: Operation, outcome: &str, elapsed: Duration) {
+        let op = operation as usize;
+        self.requests[op][outcome_index(outcome)].fetch_add(1, Ordering::Relaxed);
+        self.durations[op].observe(elapsed);
+    }
+
+    /// Records one Redis round trip.
+    pub fn redis_roundtrip(&self, call: RedisCall, elapsed: Duration) {
+        self.redis[call as usize].observe(elapsed);
+    }
+
+    /// Records a backend error of `kind` (one of [`BACKEND_ERROR_KINDS`]).
+    pub fn backend_error(&self, kind: &str) {
+        if let Some(i) = BACKEND_ERROR_KINDS.iter().position(|k| *k == kind) {
+            self.backend_errors[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A hold stream opened (`+1`) or ended (`-1`).
+    pub fn hold_streams_add(&self, delta: i64) {
+        self.hold_streams.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// The text exposition format (version 0.0.4).
+    pub fn render(&self, gauges: Gauges) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        out.push_str(
+            "# HELP lockgate_requests_total HTTP requests answered, by operation and outcome.\n\
+             # TYPE lockgate_requests_total counter\n",
+        );
+        for (operation, row) in Operation::ALL.iter().zip(&self.requests) {
+            for (outcome, count) in OUTCOMES.iter().zip(row) {
+                let count = count.load(Ordering::Relaxed);
+                if count > 0 {
+                    let _ = writeln!(
+                        out,
+                        "lockgate_requests_total{{operation=\"{}\",outcome=\"{outcome}\"}} {count}",
+                        operation.label()
+                    );
+                }
+            }
+        }
+        out.push_str(
+            "# HELP lockgate_request_duration_seconds Time to answer a request (to the first byte of a hold stream), by operation.\n\
+             # TYPE lockgate_request_duration_seconds histogram\n",
+        );
+        for (operation, histogram) in Operation::ALL.iter().zip(&self.durations) {
+            if histogram.count.load(Ordering::Relaxed) > 0 {
+                let labels = format!("operation=\"{}\"", operation.label());
+                histogram.render(&mut out, "lockgate_request_duration_seconds", &labels);
+            }
+        }
+        out.push_str(
+            "# HELP lockgate_redis_roundtrip_seconds Time of one call to Redis, by kind of call.\n\
+             # TYPE lockgate_redis_roundtrip_seconds histogram\n",
+        );
+        for (call, histogram) in REDIS_CALLS.iter().zip(&self.redis) {
+            histogram.render(
+                &mut out,
+                "lockgate_redis_roundtrip_seconds",
+                &format!("call=\"{call}\""),
+            );
+        }
+        out.push_str(
+            "# HELP lockgate_backend_errors_total Failed calls to the lock backend, by kind.\n\
+             # TYPE lockgate_backend_errors_total counter\n",
+        );
+        for (kind, count) in BACKEND_ERROR_KINDS.iter().zip(&self.backend_errors) {
+            let _ = writeln!(
+                out,
+                "lockgate_backend_errors_total{{kind=\"{kind}\"}} {}",
+                count.load(Ordering::Relaxed)
+            );
+        }
+        let _ = write!(
+            out,
+            "# HELP lockgate_waiters Requests waiting for a lock now.\n\
+             # TYPE lockgate_waiters gauge\n\
+             lockgate_waiters {}\n\
+             # HELP lockgate_hold_streams Hold streams open now.\n\
+             # TYPE lockgate_hold_streams gauge\n\
+             lockgate_hold_streams {}\n\
+             # HELP lockgate_in_flight_requests Requests being handled now.\n\
+             # TYPE lockgate_in_flight_requests gauge\n\
+             lockgate_in_flight_requests {}\n",
+            gauges.waiters,
+            self.hold_streams.load(Ordering::Relaxed).max(0),
+            gauges.in_flight,
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_render_as_counters_and_cumulative_histograms() {
+        let metrics = Metrics::new();
+        metrics.request(Operation::Acquire, "acquired", Duration::from_micros(300));
+        metrics.request(Operation::Acquire, "held", Duration::from_millis(2));
+        metrics.request(
+            Operation::Acquire,
+            "something-new",
+            Duration::from_secs(100),
+        );
+        let text = metrics.render(Gauges {
+            waiters: 3,
+            in_flight: 1,
+        });
+        assert!(
+            text.contains(
+                "lockgate_requests_total{operation=\"acquire\",outcome=\"acquired\"} 1\n"
+            )
+        );
+        assert!(
+            text.contains("lockgate_requests_total{operation=\"acquire\",outcome=\"held\"} 1\n")
+        );
+        assert!(
+            text.contains("lockgate_requests_total{operation=\"acquire\",outcome=\"other\"} 1\n")
+        );
+        assert!(text.contains(
+            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",le=\"0.0005\"} 1\n"
+        ));
+        assert!(text.contains(
+            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",le=\"0.0025\"} 2\n"
+        ));
+        assert!(text.contains(
+            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",le=\"+Inf\"} 3\n"
+        ));
+        assert!(
+            text.contains("lockgate_request_duration_seconds_count{operation=\"acquire\"} 3\n")
+        );
+        assert!(text.contains("lockgate_waiters 3\n"));
+        assert!(!text.contains("operation=\"renew\""));
+    }
+}

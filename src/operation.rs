@@ -1,0 +1,62 @@
+//! The operations of the API, as metrics label them and API keys allow them.
+
+/// What a request asked for: the `operation` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Acquire,
+    Renew,
+    Release,
+    Inspect,
+    Hold,
+    Healthz,
+    Readyz,
+    Metrics,
+    Openapi,
+    Other,
+}
+
+impl Operation {
+    pub const ALL: [Self; 10] = [
+        Self::Acquire,
+        Self::Renew,
+        Self::Release,
+        Self::Inspect,
+        Self::Hold,
+        Self::Healthz,
+        Self::Readyz,
+        Self::Metrics,
+        Self::Openapi,
+        Self::Other,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Renew => "renew",
+            Self::Release => "release",
+            Self::Inspect => "inspect",
+            Self::Hold => "hold",
+            Self::Healthz => "healthz",
+            Self::Readyz => "readyz",
+            Self::Metrics => "metrics",
+            Self::Openapi => "openapi",
+            Self::Other => "other",
+        }
+    }
+
+    /// Whether it acts on one lock (and so needs a key with a scope over its name).
+    pub fn is_lock_operation(self) -> bool {
+        matches!(
+            self,
+            Self::Acquire | Self::Renew | Self::Release | Self::Inspect | Self::Hold
+        )
+    }
+
+    /// Names accepted in an API key's `operations`.
+    pub fn from_key_operation(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|op| op.label() == name)
+            .filter(|op| op.is_lock_operation() || *op == Self::Metrics)
+    }
+}
