@@ -72,6 +72,25 @@ pub enum Command {
     /// SIGTERM, then SIGKILL after --kill-after); 69 if the gateway could not be reached or
     /// refused the request; 64 for bad arguments; 126/127 if COMMAND could not be started.
     Run(RunArgs),
+    /// Check a gateway's /healthz (or /readyz with --ready): exit 0 when it answers 200, 1
+    /// otherwise. For container health checks and exec probes where there is no curl.
+    Healthcheck(HealthcheckArgs),
+}
+
+/// Flags of `lockgate healthcheck`.
+#[derive(Debug, Args)]
+pub struct HealthcheckArgs {
+    /// Base URL of the gateway.
+    #[arg(long, env = "LOCKGATE_GATEWAY", default_value = DEFAULT_GATEWAY)]
+    pub gateway: String,
+
+    /// Check readiness (/readyz: the backend answers) instead of liveness (/healthz).
+    #[arg(long)]
+    pub ready: bool,
+
+    /// How long to wait for the answer.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
 }
 
 /// Flags of `lockgate run`.

@@ -11,6 +11,9 @@
 //! * [`lock`]: the domain: names, tokens, validity, request bounds, errors, [`lock::LockService`].
 //! * [`backend`]: where locks are kept: Redis, or in memory for `--dev`.
 //! * [`runner`]: `lockgate run`, a client of the API that holds a lock while a command runs.
+//! * [`healthcheck`]: `lockgate healthcheck`, for container health checks and exec probes.
+//! * [`auth`], [`metrics`], [`operation`]: API keys and their scopes, Prometheus metrics, and
+//!   the operations both are about.
 //! * [`server`]: the HTTP/1.1 serving loop with graceful shutdown.
 //!
 //! [`build_service`] and [`http::router`] assemble the application; [`serve`] runs it on an
@@ -19,6 +22,7 @@
 pub mod auth;
 pub mod backend;
 pub mod config;
+pub mod healthcheck;
 pub mod http;
 pub mod lock;
 pub mod metrics;

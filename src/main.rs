@@ -49,6 +49,18 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Some(Command::Healthcheck(args)) => {
+            return match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => ExitCode::from(runtime.block_on(lockgate::healthcheck::run(args))),
+                Err(err) => {
+                    eprintln!("lockgate healthcheck: cannot start the async runtime: {err}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         None => {}
     }
     let config = match Config::from_args(cli.serve) {

@@ -124,3 +124,20 @@ async fn dev_mode_serves_without_redis_and_stops_on_sigterm() {
         .expect("wait");
     assert_eq!(status.code(), Some(0));
 }
+
+/// `lockgate healthcheck` exits 0 against a serving gateway, 1 when nothing answers.
+#[tokio::test]
+async fn the_healthcheck_subcommand_reports_liveness_and_readiness() {
+    let server = crate::support::process::ServerProcess::start(&["--dev"], &[]).await;
+    let gateway = server.url("");
+    for extra in [&[][..], &["--ready"]] {
+        let mut args = vec!["healthcheck", "--gateway", gateway.as_str()];
+        args.extend_from_slice(extra);
+        let (code, _, stderr) = run(&args).await;
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+    }
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let (code, _, stderr) = run(&["healthcheck", "--gateway", &nobody]).await;
+    assert_eq!(code, Some(1));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

