@@ -38,28 +38,10 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Some(Command::Run(args)) => {
-            return match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => ExitCode::from(runtime.block_on(lockgate::runner::run(args))),
-                Err(err) => {
-                    eprintln!("lockgate run: cannot start the async runtime: {err}");
-                    ExitCode::FAILURE
-                }
-            };
+            return client_command("lockgate run", lockgate::runner::run(args));
         }
         Some(Command::Healthcheck(args)) => {
-            return match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => ExitCode::from(runtime.block_on(lockgate::healthcheck::run(args))),
-                Err(err) => {
-                    eprintln!("lockgate healthcheck: cannot start the async runtime: {err}");
-                    ExitCode::FAILURE
-                }
-            };
+            return client_command("lockgate healthcheck", lockgate::healthcheck::run(args));
         }
         None => {}
     }
@@ -83,6 +65,20 @@ fn main() -> ExitCode {
         Err(StartupError::Config(message)) => config_error(&format!("error: {message}")),
         Err(err) => {
             eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a client subcommand on a single-threaded runtime; its result is the exit status.
+fn client_command(name: &str, command: impl std::future::Future<Output = u8>) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => ExitCode::from(runtime.block_on(command)),
+        Err(err) => {
+            eprintln!("{name}: cannot start the async runtime: {err}");
             ExitCode::FAILURE
         }
     }

@@ -92,6 +92,16 @@ pub enum BackendError {
     Config(String),
 }
 
+/// A background task that ends when its owner is dropped.
+#[derive(Debug)]
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl BackendError {
     /// The `kind` label of the backend error counter.
     pub fn kind(&self) -> &'static str {

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
+use super::AbortOnDrop;
 use super::redis::RedisBackend;
 use super::{
     AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseFeed, ReleaseOutcome,
@@ -299,15 +299,6 @@ struct Merged {
     _feeds: Vec<ReleaseFeed>,
     #[allow(dead_code)] // Held for its Drop.
     merge: AbortOnDrop,
-}
-
-#[derive(Debug)]
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]

@@ -23,9 +23,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use redis::aio::PubSubSink;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
 
 use super::source::NodeSource;
+use crate::backend::AbortOnDrop;
 use crate::backend::ReleaseFeed;
 
 /// How often the subscription connection is checked with PING.
@@ -58,15 +58,6 @@ struct Shared {
 enum Command {
     Subscribe(String, oneshot::Sender<()>),
     Unsubscribe(String),
-}
-
-#[derive(Debug)]
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Unsubscribes when the last feed of a channel goes.

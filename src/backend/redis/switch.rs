@@ -15,10 +15,10 @@
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use crate::backend::AbortOnDrop;
 use futures_util::StreamExt;
 use redis::{Client, ConnectionAddr};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 const CHANNEL: &str = "+switch-master";
 /// How often the subscription to a Sentinel is checked with PING.
@@ -41,15 +41,6 @@ struct Shared {
     generation: watch::Sender<u64>,
     /// Host and port of the master the gateway connected to last.
     connected: Mutex<Option<(String, u16)>>,
-}
-
-#[derive(Debug)]
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl SwitchFollower {
