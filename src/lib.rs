@@ -25,6 +25,7 @@ pub mod config;
 pub mod healthcheck;
 pub mod http;
 pub mod lock;
+pub mod logging;
 pub mod metrics;
 pub mod operation;
 pub mod runner;

@@ -6,8 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use clap::error::ErrorKind;
 use lockgate::StartupError;
-use lockgate::config::{Cli, Command, Config, LogFormat};
-use tracing_subscriber::EnvFilter;
+use lockgate::config::{Cli, Command, Config};
 
 /// sysexits(3) EX_USAGE: the configuration is wrong.
 const EXIT_CONFIG: u8 = 64;
@@ -49,7 +48,7 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(err) => return config_error(&format!("error: {err}")),
     };
-    init_tracing(config.log_format);
+    let _logs = lockgate::logging::init(config.log_format, std::io::stderr().is_terminal());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -87,18 +86,6 @@ fn client_command(name: &str, command: impl std::future::Future<Output = u8>) ->
 fn config_error(line: &str) -> ExitCode {
     eprintln!("{line}");
     ExitCode::from(EXIT_CONFIG)
-}
-
-fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 /// jemalloc instead of glibc's allocator or mimalloc: with 10,000 waiting clients the gateway
