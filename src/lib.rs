@@ -161,6 +161,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
             metrics_auth: config.metrics_auth,
             max_concurrent_requests: config.max_concurrent_requests,
             request_timeout: config.request_timeout,
+            max_wait: config.limits.max_wait,
         },
     };
     let router = http::router(service.clone(), options, metrics);

@@ -11,16 +11,15 @@
 //!   `application/x-www-form-urlencoded`) works as typed. Messages never repeat a string value
 //!   from the body, in case a client put a secret there.
 
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Request};
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
-use super::gate::Caller;
+use super::gate::{Caller, classify};
 use super::problem::ApiError;
 use crate::lock::{IdempotencyKey, LockName, LockToken};
-use crate::operation::Operation;
 
 pub const LOCK_TOKEN: &str = "lock-token";
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -41,11 +40,11 @@ impl<S: Send + Sync> FromRequestParts<S> for LockPath {
         let name = LockName::from_string(name)?;
         // The gate authenticated the caller; the scope check needs the validated name.
         if let Some(Caller(key)) = parts.extensions.get::<Caller>() {
-            let operation = parts
+            let route = parts
                 .extensions
-                .get::<Operation>()
-                .copied()
-                .unwrap_or(Operation::Other);
+                .get::<MatchedPath>()
+                .map(MatchedPath::as_str);
+            let operation = classify(&parts.method, route);
             if !key.allows(operation, Some(name.as_str())) {
                 return Err(ApiError::Forbidden);
             }
@@ -114,8 +113,12 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonBody<T> {
         if declared.is_some_and(|len| len > limit as u64) {
             return Err(ApiError::PayloadTooLarge { limit });
         }
-        let bytes = axum::body::to_bytes(req.into_body(), limit)
+        // A client that stalls while sending its body is answered within the request
+        // timeout, even on routes whose overall bound includes a wait for the lock.
+        let read = axum::body::to_bytes(req.into_body(), limit);
+        let bytes = tokio::time::timeout(state.gate.request_timeout(), read)
             .await
+            .map_err(|_| ApiError::Timeout)?
             .map_err(|err| {
                 let too_large = std::error::Error::source(&err)
                     .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());

@@ -7,9 +7,9 @@
 //! 4. authenticates the bearer key when API keys are configured (401 `unauthorized`), and
 //!    puts the key in the request's extensions, where [`super::extract::LockPath`] checks its
 //!    scope over the lock name (403 `forbidden`);
-//! 5. bounds the time to answer (503 `timeout`): `--request-timeout`, plus for an acquire or
-//!    hold stream the `wait_ms` its handler grants through [`WaitAllowance`] once the body is
-//!    read (so a client that stalls while sending its body gets no more than the timeout);
+//! 5. bounds the time to answer (503 `timeout`): `--request-timeout`, plus `--max-wait` for
+//!    an acquire or hold stream, which may wait that long for its lock (reading the body has
+//!    its own bound, the request timeout: see [`super::extract::JsonBody`]);
 //! 6. turns a handler panic into a 500 problem document instead of a dropped connection;
 //! 7. records the request in the metrics and writes one log line: info (debug for successful
 //!    probes and scrapes), or warn with the cause for server errors (the client only got a
@@ -34,7 +34,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::{HeaderValue, Method, Uri, header};
+use axum::http::{HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use tokio::time::Sleep;
 use tower::{Layer, Service};
@@ -53,22 +53,6 @@ const MAX_REQUEST_ID_LEN: usize = 128;
 #[derive(Debug, Clone)]
 pub struct Caller(pub Arc<ApiKey>);
 
-/// How long an acquire may wait on top of the request timeout: granted by its handler once
-/// it knows the request's `wait_ms`, read by the gate when the plain timeout runs out.
-#[derive(Debug, Clone, Default)]
-pub struct WaitAllowance(Arc<AtomicU64>);
-
-impl WaitAllowance {
-    pub fn grant(&self, wait: Duration) {
-        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        self.0.store(ms, Ordering::Relaxed);
-    }
-
-    fn granted(&self) -> Duration {
-        Duration::from_millis(self.0.load(Ordering::Relaxed))
-    }
-}
-
 /// What the gate needs, shared by every request.
 #[derive(Debug)]
 pub struct Gate {
@@ -78,6 +62,8 @@ pub struct Gate {
     max_in_flight: usize,
     in_flight: AtomicUsize,
     request_timeout: Duration,
+    /// Added to the timeout of requests that may wait for a lock.
+    max_wait: Duration,
     id_prefix: u32,
     next_id: AtomicU64,
 }
@@ -89,6 +75,7 @@ pub struct GateOptions {
     pub metrics_auth: MetricsAuth,
     pub max_concurrent_requests: usize,
     pub request_timeout: Duration,
+    pub max_wait: Duration,
 }
 
 impl Gate {
@@ -103,6 +90,7 @@ impl Gate {
             max_in_flight: options.max_concurrent_requests,
             in_flight: AtomicUsize::new(0),
             request_timeout: options.request_timeout,
+            max_wait: options.max_wait,
             id_prefix: u32::from_ne_bytes(seed),
             next_id: AtomicU64::new(0),
         }
@@ -113,17 +101,29 @@ impl Gate {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    fn request_id(&self, req: &Request) -> HeaderValue {
+    /// The bound on answering a request that does not wait for a lock.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    fn timeout(&self, operation: Operation) -> Duration {
+        match operation {
+            Operation::Acquire | Operation::Hold => self.request_timeout + self.max_wait,
+            _ => self.request_timeout,
+        }
+    }
+
+    fn request_id(&self, req: &Request) -> RequestId {
         if let Some(given) = req.headers().get(REQUEST_ID)
             && !given.is_empty()
             && given.len() <= MAX_REQUEST_ID_LEN
             && given.as_bytes().iter().all(|b| b.is_ascii_graphic())
+            // A copy: a clone would share, and so keep alive, hyper's buffer of the request head.
+            && let Ok(copy) = HeaderValue::from_bytes(given.as_bytes())
         {
-            return given.clone();
+            return RequestId::Given(copy);
         }
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let id = format!("{:08x}{n:012x}", self.id_prefix);
-        HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("-"))
+        RequestId::Generated(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Checks the bearer key for `operation`: the caller, or the refusal.
@@ -150,6 +150,24 @@ impl Gate {
             return Err(ApiError::Forbidden);
         }
         Ok(Some(key))
+    }
+}
+
+/// A request's id: the client's, or a number rendered (after this process's random prefix)
+/// only when the answer is written, so that a waiting request holds no string for it.
+#[derive(Debug, Clone)]
+enum RequestId {
+    Given(HeaderValue),
+    Generated(u64),
+}
+
+impl RequestId {
+    fn header(&self, prefix: u32) -> HeaderValue {
+        match self {
+            Self::Given(value) => value.clone(),
+            Self::Generated(n) => HeaderValue::from_str(&format!("{prefix:08x}{n:012x}"))
+                .unwrap_or(HeaderValue::from_static("-")),
+        }
     }
 }
 
@@ -237,7 +255,7 @@ where
                 started,
                 operation,
                 method: req.method().clone(),
-                uri: req.uri().clone(),
+                path: req.uri().path().into(),
                 request_id: request_id.clone(),
                 caller: None,
                 _slot: slot,
@@ -260,12 +278,6 @@ where
             Ok(caller) => caller,
             Err(refusal) => return refuse(refusal, &req, slot),
         };
-        req.extensions_mut().insert(operation);
-        let allowance = matches!(operation, Operation::Acquire | Operation::Hold).then(|| {
-            let allowance = WaitAllowance::default();
-            req.extensions_mut().insert(allowance.clone());
-            allowance
-        });
         if let Some(key) = &caller {
             req.extensions_mut().insert(Caller(key.clone()));
         }
@@ -274,17 +286,16 @@ where
             started,
             operation,
             method: req.method().clone(),
-            uri: req.uri().clone(),
+            path: req.uri().path().into(),
             request_id,
             caller,
             _slot: slot,
         };
-        let deadline = tokio::time::sleep(gate.request_timeout);
+        let deadline = tokio::time::sleep(gate.timeout(operation));
         GateFuture {
             state: State::Running {
                 inner: self.inner.call(req),
                 deadline,
-                allowance,
             },
             log,
         }
@@ -298,8 +309,10 @@ struct LogContext {
     started: Instant,
     operation: Operation,
     method: Method,
-    uri: Uri,
-    request_id: HeaderValue,
+    /// A copy of the path: the request's `Uri` shares hyper's buffer of the request head,
+    /// which a waiting request would otherwise keep alive (8 KiB each, measured).
+    path: Box<str>,
+    request_id: RequestId,
     caller: Option<Arc<ApiKey>>,
     _slot: Option<Slot>,
 }
@@ -309,12 +322,7 @@ pin_project_lite::pin_project! {
     #[project = StateProj]
     #[derive(Debug)]
     enum State<F> {
-        Running {
-            #[pin] inner: F,
-            #[pin] deadline: Sleep,
-            // Taken when the deadline is extended by it.
-            allowance: Option<WaitAllowance>,
-        },
+        Running { #[pin] inner: F, #[pin] deadline: Sleep },
         Refused { response: Option<Response> },
     }
 }
@@ -340,30 +348,16 @@ where
             StateProj::Refused { response } => response.take().unwrap_or_else(|| {
                 ApiError::Internal("polled after completion".into()).into_response()
             }),
-            StateProj::Running {
-                inner,
-                mut deadline,
-                allowance,
-            } => {
+            StateProj::Running { inner, deadline } => {
                 // A panicking future is never polled again: this poll answers for it.
                 match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
                     Ok(Poll::Ready(Ok(response))) => response,
                     Ok(Poll::Ready(Err(never))) => match never {},
-                    Ok(Poll::Pending) => loop {
-                        match deadline.as_mut().poll(cx) {
-                            Poll::Pending => return Poll::Pending,
-                            Poll::Ready(()) => {
-                                let extra =
-                                    allowance.take().map_or(Duration::ZERO, |a| a.granted());
-                                if extra.is_zero() {
-                                    // Dropping the handler's future is what a client hanging
-                                    // up does; the lock layer releases any grant it made.
-                                    break ApiError::Timeout.into_response();
-                                }
-                                let until = deadline.deadline() + extra;
-                                deadline.as_mut().reset(until);
-                            }
-                        }
+                    Ok(Poll::Pending) => match deadline.poll(cx) {
+                        // Dropping the handler's future is what a client hanging up does; the
+                        // lock layer releases any grant it made (no orphan grants).
+                        Poll::Ready(()) => ApiError::Timeout.into_response(),
+                        Poll::Pending => return Poll::Pending,
                     },
                     Err(_) => ApiError::Internal("handler panicked".into()).into_response(),
                 }
@@ -382,22 +376,21 @@ fn finish(log: &LogContext, mut response: Response) -> Response {
     log.gate.metrics.request(log.operation, outcome, elapsed);
     let key = log.caller.as_ref().map_or("-", |k| k.name.as_str());
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-    let request_id = log.request_id.to_str().unwrap_or("-");
+    let request_id = log.request_id.header(log.gate.id_prefix);
+    let request_id_text = request_id.to_str().unwrap_or("-");
     if let Some(ServerErrorCause(cause)) = response.extensions().get::<ServerErrorCause>() {
-        tracing::warn!(target: "lockgate::access", method = %log.method, path = log.uri.path(), status, outcome, micros, request_id, key, cause = %cause, "request failed");
+        tracing::warn!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, cause = %cause, "request failed");
     } else if matches!(
         log.operation,
         Operation::Healthz | Operation::Readyz | Operation::Metrics
     ) && status < 400
     {
         // Probes and scrapes come every few seconds: only worth a line when debugging.
-        tracing::debug!(target: "lockgate::access", method = %log.method, path = log.uri.path(), status, outcome, micros, request_id, key, "request");
+        tracing::debug!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, "request");
     } else {
-        tracing::info!(target: "lockgate::access", method = %log.method, path = log.uri.path(), status, outcome, micros, request_id, key, "request");
+        tracing::info!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, "request");
     }
-    response
-        .headers_mut()
-        .insert(REQUEST_ID, log.request_id.clone());
+    response.headers_mut().insert(REQUEST_ID, request_id);
     response
 }
 
@@ -435,6 +428,7 @@ mod tests {
                 metrics_auth: MetricsAuth::Open,
                 max_concurrent_requests: 10,
                 request_timeout: Duration::from_millis(50),
+                max_wait: Duration::ZERO,
             },
             Arc::new(Metrics::new()),
         ))

@@ -14,7 +14,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
@@ -29,7 +28,6 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
 use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
-use super::gate::WaitAllowance;
 use super::locks::LockNameParam;
 use super::problem::{ApiError, Problem};
 use crate::lock::request::ReplicaPolicy;
@@ -103,16 +101,12 @@ pub async fn hold_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
-    allowance: Option<Extension<WaitAllowance>>,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, ApiError> {
     let request = app
         .service
         .limits()
         .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
-    if let Some(Extension(allowance)) = allowance {
-        allowance.grant(request.wait);
-    }
     let grant = app.service.acquire(&name, &request, key.as_ref()).await?;
     let renewals = RenewRequest {
         ttl: request.ttl,

@@ -1,6 +1,5 @@
 //! Handlers of `/locks/{name}`: acquire, renew, release, inspect.
 
-use axum::Extension;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -11,7 +10,6 @@ use super::AppState;
 use super::delivery::DeliveredOnRead;
 use super::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
-use super::gate::WaitAllowance;
 use super::problem::{ApiError, Problem};
 use crate::lock::{InvalidName, LockName};
 
@@ -69,16 +67,12 @@ pub async fn acquire_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
-    allowance: Option<Extension<WaitAllowance>>,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, ApiError> {
     let request = app
         .service
         .limits()
         .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
-    if let Some(Extension(allowance)) = allowance {
-        allowance.grant(request.wait);
-    }
     let grant = app.service.acquire(&name, &request, key.as_ref()).await?;
     let json = serde_json::to_vec(&LockGrantBody::new(&name, &grant))
         .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
