@@ -108,6 +108,11 @@ pub struct RunArgs {
     #[arg(long, value_parser = humantime::parse_duration)]
     pub wait: Option<Duration>,
 
+    /// API key for a gateway that requires one (sent as `Authorization: Bearer`). Prefer the
+    /// environment variable: flags show in `ps`.
+    #[arg(long, env = "LOCKGATE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<Secret>,
+
     /// After losing the lock, how long the command has to exit after SIGTERM before SIGKILL.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub kill_after: Duration,

@@ -131,7 +131,16 @@ impl Runner {
             ));
         }
         crate::install_crypto_provider();
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(key) = &args.api_key {
+            let mut value =
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                    .map_err(|_| fail(EXIT_USAGE, "the API key is not a valid header value"))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             .build()
             .map_err(|e| fail(EXIT_GATEWAY, format!("cannot set up an HTTP client: {e}")))?;
         Ok(Self {

@@ -223,3 +223,27 @@ async fn gateway_and_usage_errors_have_their_own_codes() {
     let (exit, _) = status(run(&gw, &["x"])).await;
     assert_eq!(exit, Some(64), "a command is required");
 }
+
+/// Against a gateway with API keys, `lockgate run` authenticates with `LOCKGATE_API_KEY`;
+/// without a key it is refused (69) and the command does not run.
+#[tokio::test]
+async fn runs_authenticate_with_an_api_key() {
+    let redis = RedisServer::start();
+    let mut config = redis_config(&redis.url());
+    config.api_keys = Some(
+        lockgate::auth::ApiKeys::from_json(
+            r#"[{"name": "jobs", "key": "jobs-key-0123456789", "prefixes": ["jobs:"]}]"#,
+        )
+        .expect("valid keys"),
+    );
+    let gw = Gateway::start(config).await;
+    let mut with_key = run(&gw, &["jobs:1", "--", "sh", "-c", "exit 7"]);
+    with_key.env("LOCKGATE_API_KEY", "jobs-key-0123456789");
+    let (exit, stderr) = status(with_key).await;
+    assert_eq!(exit, Some(7), "{stderr}");
+    let mut without = run(&gw, &["jobs:1", "--", "sh", "-c", "exit 7"]);
+    without.env_remove("LOCKGATE_API_KEY");
+    let (exit, stderr) = status(without).await;
+    assert_eq!(exit, Some(69), "{stderr}");
+    assert!(!stderr.contains("jobs-key"), "{stderr}");
+}
