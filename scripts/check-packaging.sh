@@ -49,8 +49,10 @@ trap 'rm -rf "$work"' EXIT
 echo "hadolint Dockerfile"
 "$TOOLS/venv/bin/hadolint" Dockerfile
 
-echo "helm lint --strict helm/lockgate"
-"$helm" lint --strict helm/lockgate >/dev/null
+# The defaults configure no store on purpose, so rendering them stops at the chart's own
+# "configure exactly one store" message, which helm lint reports on stderr as information.
+echo "helm lint --strict helm/lockgate (default values)"
+"$helm" lint --strict helm/lockgate >/dev/null 2>&1 || "$helm" lint --strict helm/lockgate
 for values in helm/lockgate/examples/*.yaml; do
   echo "helm lint --strict + template: $values"
   "$helm" lint --strict helm/lockgate -f "$values" >/dev/null
