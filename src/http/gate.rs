@@ -165,8 +165,11 @@ impl RequestId {
     fn header(&self, prefix: u32) -> HeaderValue {
         match self {
             Self::Given(value) => value.clone(),
-            Self::Generated(n) => HeaderValue::from_str(&format!("{prefix:08x}{n:012x}"))
-                .unwrap_or(HeaderValue::from_static("-")),
+            // Hex digits only: always a valid header value, handed over without a copy.
+            Self::Generated(n) => HeaderValue::from_maybe_shared(axum::body::Bytes::from(format!(
+                "{prefix:08x}{n:012x}"
+            )))
+            .unwrap_or(HeaderValue::from_static("-")),
         }
     }
 }

@@ -28,7 +28,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
 use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
-use super::locks::LockNameParam;
+use super::locks::{LockNameParam, acquire};
 use super::problem::{ApiError, Problem};
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
@@ -103,11 +103,7 @@ pub async fn hold_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, ApiError> {
-    let request = app
-        .service
-        .limits()
-        .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
-    let grant = app.service.acquire(&name, &request, key.as_ref()).await?;
+    let (request, grant) = acquire(&app, &name, key.as_ref(), &body).await?;
     let renewals = RenewRequest {
         ttl: request.ttl,
         replicas: ReplicaPolicy {

@@ -11,7 +11,7 @@ use super::delivery::DeliveredOnRead;
 use super::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
 use super::problem::{ApiError, Problem};
-use crate::lock::{InvalidName, LockName};
+use crate::lock::{AcquireRequest, Grant, IdempotencyKey, InvalidName, LockName};
 
 /// The `{name}` path parameter.
 #[derive(Debug, utoipa::IntoParams)]
@@ -69,11 +69,7 @@ pub async fn acquire_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, ApiError> {
-    let request = app
-        .service
-        .limits()
-        .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
-    let grant = app.service.acquire(&name, &request, key.as_ref()).await?;
+    let (_, grant) = acquire(&app, &name, key.as_ref(), &body).await?;
     let json = serde_json::to_vec(&LockGrantBody::new(&name, &grant))
         .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
     let status = if grant.replayed {
@@ -216,4 +212,20 @@ fn location(name: &LockName) -> HeaderValue {
     // The name alphabet is a subset of what a header value and a URL path may hold as is.
     HeaderValue::try_from(format!("/locks/{name}"))
         .unwrap_or_else(|_| HeaderValue::from_static("/locks"))
+}
+
+/// The acquire that `POST /locks/{name}` and the hold stream both begin with: the body checked
+/// against the limits, then the lock taken (waiting if asked).
+pub(super) async fn acquire(
+    app: &AppState,
+    name: &LockName,
+    key: Option<&IdempotencyKey>,
+    body: &AcquireBody,
+) -> Result<(AcquireRequest, Grant), ApiError> {
+    let request = app
+        .service
+        .limits()
+        .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
+    let grant = app.service.acquire(name, &request, key).await?;
+    Ok((request, grant))
 }

@@ -47,32 +47,6 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    const ALL: [Self; 17] = [
-        Self::InvalidName,
-        Self::InvalidRequest,
-        Self::LockHeld,
-        Self::LockNotHeld,
-        Self::NotOwner,
-        Self::InsufficientReplicas,
-        Self::BackendUnavailable,
-        Self::TooManyWaiters,
-        Self::ShuttingDown,
-        Self::PayloadTooLarge,
-        Self::NotFound,
-        Self::MethodNotAllowed,
-        Self::Unauthorized,
-        Self::Forbidden,
-        Self::Overloaded,
-        Self::Timeout,
-        Self::Internal,
-    ];
-
-    /// The kind a `type` URI names.
-    fn from_slug(type_uri: &str) -> Option<Self> {
-        let slug = type_uri.strip_prefix(PROBLEM_BASE)?;
-        Self::ALL.into_iter().find(|kind| kind.slug() == slug)
-    }
-
     /// The last segment of the `type` URI.
     pub fn slug(self) -> &'static str {
         match self {
@@ -175,6 +149,10 @@ pub struct Problem {
     /// `payload-too-large`: the largest accepted body, in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<u64>,
+    /// The kind, as the gateway knows it (the document says it with `type`).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub kind: ProblemKind,
 }
 
 impl Problem {
@@ -190,6 +168,7 @@ impl Problem {
             replicas_required: None,
             replicas_acked: None,
             max_body_bytes: None,
+            kind,
         }
     }
 }
@@ -439,9 +418,8 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static("Bearer realm=\"lockgate\""),
             );
         }
-        if let Some(kind) = ProblemKind::from_slug(&problem.type_uri) {
-            response.extensions_mut().insert(kind);
-        }
+        // For the metrics' outcome label.
+        response.extensions_mut().insert(problem.kind);
         if let Some(cause) = cause.filter(|_| status.is_server_error()) {
             response.extensions_mut().insert(ServerErrorCause(cause));
         }

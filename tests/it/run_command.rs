@@ -9,16 +9,12 @@ use tokio::process::Command;
 
 use crate::support::eventually;
 use crate::support::gateway::{Gateway, redis_config};
+use crate::support::process::lockgate;
 use crate::support::redis::RedisServer;
 
-const LOCKGATE: &str = env!("CARGO_BIN_EXE_lockgate");
-
 fn run(gw: &Gateway, args: &[&str]) -> Command {
-    let mut cmd = Command::new(LOCKGATE);
+    let mut cmd = lockgate();
     cmd.arg("run").arg("--gateway").arg(gw.url("")).args(args);
-    cmd.env_remove("LOCKGATE_GATEWAY")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
     cmd
 }
 
@@ -205,7 +201,7 @@ async fn a_lock_not_acquired_within_wait_exits_75() {
 #[tokio::test]
 async fn gateway_and_usage_errors_have_their_own_codes() {
     let port = crate::support::redis::free_port();
-    let mut cmd = Command::new(LOCKGATE);
+    let mut cmd = lockgate();
     cmd.args([
         "run",
         "--gateway",
@@ -241,8 +237,7 @@ async fn runs_authenticate_with_an_api_key() {
     with_key.env("LOCKGATE_API_KEY", "jobs-key-0123456789");
     let (exit, stderr) = status(with_key).await;
     assert_eq!(exit, Some(7), "{stderr}");
-    let mut without = run(&gw, &["jobs:1", "--", "sh", "-c", "exit 7"]);
-    without.env_remove("LOCKGATE_API_KEY");
+    let without = run(&gw, &["jobs:1", "--", "sh", "-c", "exit 7"]);
     let (exit, stderr) = status(without).await;
     assert_eq!(exit, Some(69), "{stderr}");
     assert!(!stderr.contains("jobs-key"), "{stderr}");

@@ -181,27 +181,86 @@ impl RedisBackend {
     /// so the gateway can start before Redis does and become ready when Redis is.
     pub fn new(options: RedisOptions) -> Result<Self, BackendError> {
         let (shared_config, dedicated_config) = node_configs(options.timeout);
-        let unusable = |what: &str, e: redis::RedisError| {
-            BackendError::Config(format!("{what}: {}", e.category()))
-        };
         let kind = match &options.target {
             RedisTarget::Url(_) => "redis",
             RedisTarget::Sentinel { .. } => "sentinel",
             RedisTarget::Cluster { .. } => "cluster",
         };
         let (commands, waits, notifier) = match options.target {
-            RedisTarget::Url(url) => {
-                let client = open_client(url.as_str(), options.ca_certificates.as_deref())
-                    .map_err(|e| unusable("the redis url is not usable", e))?;
-                let source = Arc::new(NodeSource::Direct(client));
-                Self::node(
-                    source,
-                    shared_config,
-                    dedicated_config,
-                    options.wait_pool_size,
-                    options.timeout,
+            RedisTarget::Cluster { seeds } => {
+                let infos = seeds
+                    .iter()
+                    .map(|url| url.as_str().into_connection_info())
+                    .collect::<RedisResult<Vec<ConnectionInfo>>>()
+                    .map_err(|e| unusable("a cluster seed url is not usable", e))?;
+                let template = infos
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| BackendError::Config("no cluster seed".into()))?;
+                let mut builder = ClusterClient::builder(infos.clone())
+                    .connection_timeout(options.timeout)
+                    .response_timeout(options.timeout);
+                if let Some(ca) = &options.ca_certificates {
+                    builder = builder.certs(tls_certificates(ca));
+                }
+                let client = builder
+                    .build()
+                    .map_err(|e| unusable("the cluster settings are not usable", e))?;
+                let clients = infos
+                    .into_iter()
+                    .map(|info| open_client(info, options.ca_certificates.as_deref()))
+                    .collect::<RedisResult<Vec<_>>>()
+                    .map_err(|e| unusable("a cluster seed url is not usable", e))?;
+                // Classic PUBLISH reaches subscribers on every node of a cluster: any node will do.
+                let any = Arc::new(NodeSource::AnyOf {
+                    clients,
+                    next: Default::default(),
+                });
+                (
+                    Commands::Cluster(SharedConnection::new(ClusterConnector { client })),
+                    Waits::Cluster(Box::new(SlotMasters::new(
+                        template,
+                        dedicated_config,
+                        options.wait_pool_size,
+                    ))),
+                    Notifier::new(any, options.timeout),
                 )
             }
+            node => Self::node(
+                Arc::new(Self::node_source(
+                    node,
+                    options.ca_certificates.as_deref(),
+                    options.timeout,
+                )?),
+                shared_config,
+                dedicated_config,
+                options.wait_pool_size,
+                options.timeout,
+            ),
+        };
+        Ok(Self {
+            kind,
+            commands,
+            waits,
+            notifier,
+            key_prefix: options.key_prefix,
+            timeout: options.timeout,
+            fence_retention_ms: millis(options.fence_retention),
+            metrics: options.metrics,
+        })
+    }
+
+    /// Where a single-node target's connections go: a fixed server, or the master Sentinel
+    /// names (with the follower of its announcements).
+    fn node_source(
+        target: RedisTarget,
+        ca: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<NodeSource, BackendError> {
+        match target {
+            RedisTarget::Url(url) => open_client(url.as_str(), ca)
+                .map(NodeSource::Direct)
+                .map_err(|e| unusable("the redis url is not usable", e)),
             RedisTarget::Sentinel {
                 sentinels,
                 master,
@@ -243,70 +302,17 @@ impl RedisBackend {
                     sentinel_clients(&sentinels)
                         .map_err(|e| unusable("a sentinel url is not usable", e))?,
                     master,
-                    options.timeout,
+                    timeout,
                 );
-                let source = Arc::new(NodeSource::Sentinel {
+                Ok(NodeSource::Sentinel {
                     client: tokio::sync::Mutex::new(sentinel),
                     switches,
-                });
-                Self::node(
-                    source,
-                    shared_config,
-                    dedicated_config,
-                    options.wait_pool_size,
-                    options.timeout,
-                )
+                })
             }
-            RedisTarget::Cluster { seeds } => {
-                let infos = seeds
-                    .iter()
-                    .map(|url| url.as_str().into_connection_info())
-                    .collect::<RedisResult<Vec<ConnectionInfo>>>()
-                    .map_err(|e| unusable("a cluster seed url is not usable", e))?;
-                let template = infos
-                    .first()
-                    .cloned()
-                    .ok_or_else(|| BackendError::Config("no cluster seed".into()))?;
-                let mut builder = ClusterClient::builder(infos.clone())
-                    .connection_timeout(options.timeout)
-                    .response_timeout(options.timeout);
-                if let Some(ca) = &options.ca_certificates {
-                    builder = builder.certs(tls_certificates(ca));
-                }
-                let client = builder
-                    .build()
-                    .map_err(|e| unusable("the cluster settings are not usable", e))?;
-                let clients = infos
-                    .into_iter()
-                    .map(|info| open_client(info, options.ca_certificates.as_deref()))
-                    .collect::<RedisResult<Vec<_>>>()
-                    .map_err(|e| unusable("a cluster seed url is not usable", e))?;
-                // Classic PUBLISH reaches subscribers on every node of a cluster: any node will do.
-                let any = Arc::new(NodeSource::AnyOf {
-                    clients,
-                    next: Default::default(),
-                });
-                (
-                    Commands::Cluster(SharedConnection::new(ClusterConnector { client })),
-                    Waits::Cluster(Box::new(SlotMasters::new(
-                        template,
-                        dedicated_config,
-                        options.wait_pool_size,
-                    ))),
-                    Notifier::new(any, options.timeout),
-                )
-            }
-        };
-        Ok(Self {
-            kind,
-            commands,
-            waits,
-            notifier,
-            key_prefix: options.key_prefix,
-            timeout: options.timeout,
-            fence_retention_ms: millis(options.fence_retention),
-            metrics: options.metrics,
-        })
+            RedisTarget::Cluster { .. } => Err(BackendError::Config(
+                "a cluster is not a single node".into(),
+            )),
+        }
     }
 
     /// Connections to one node (a fixed server, or the master Sentinel names).
@@ -511,6 +517,12 @@ async fn acked_on<C: Connect, T: FromRedisValue>(
         }
         Err(e) => Err(shared.failed_dedicated(checkout.epoch, &e)),
     }
+}
+
+/// A setting redis-rs refused, as a configuration error (the category only: the message could
+/// repeat a URL with its password).
+fn unusable(what: &str, err: redis::RedisError) -> BackendError {
+    BackendError::Config(format!("{what}: {}", err.category()))
 }
 
 /// A client for one node, trusting `ca` (PEM) for TLS when given.
