@@ -11,9 +11,8 @@
 //!    an acquire or hold stream, which may wait that long for its lock (reading the body has
 //!    its own bound, the request timeout: see [`super::extract::JsonBody`]);
 //! 6. turns a handler panic into a 500 problem document instead of a dropped connection;
-//! 7. records the request in the metrics and writes one log line: info (debug for successful
-//!    probes and scrapes), or warn with the cause for server errors (the client only got a
-//!    generic detail).
+//! 7. records the request in the metrics and writes one log line: info, or warn with the
+//!    cause for server errors (the client only got a generic detail).
 //!
 //! Never logged: tokens, keys, the Authorization header, query strings, bodies.
 //!
@@ -383,13 +382,6 @@ fn finish(log: &LogContext, mut response: Response) -> Response {
     let request_id_text = request_id.to_str().unwrap_or("-");
     if let Some(ServerErrorCause(cause)) = response.extensions().get::<ServerErrorCause>() {
         tracing::warn!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, cause = %cause, "request failed");
-    } else if matches!(
-        log.operation,
-        Operation::Healthz | Operation::Readyz | Operation::Metrics
-    ) && status < 400
-    {
-        // Probes and scrapes come every few seconds: only worth a line when debugging.
-        tracing::debug!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, "request");
     } else {
         tracing::info!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, "request");
     }
