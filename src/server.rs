@@ -16,6 +16,7 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -69,11 +70,9 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(error = %err, "connection ended with an error");
-            }
-        });
+        // `map`, not an `async move` block awaiting the connection: such a block keeps a second
+        // copy of the connection future (800 bytes) in every task for its whole life.
+        tokio::spawn(connection.map(log_connection_end));
     }
     drop(listener);
     if tokio::time::timeout(options.grace, graceful.shutdown())
@@ -81,6 +80,12 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!(grace = ?options.grace, "requests still in flight after the grace period; closing them");
+    }
+}
+
+fn log_connection_end(result: Result<(), hyper::Error>) {
+    if let Err(err) = result {
+        tracing::debug!(error = %err, "connection ended with an error");
     }
 }
 
