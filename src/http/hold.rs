@@ -28,7 +28,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
 use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
-use super::locks::{LockNameParam, acquire};
+use super::locks::{LockNameParam, checked_request};
 use super::problem::{ApiError, Problem};
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
@@ -97,33 +97,39 @@ pub struct EndOfHold {
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
-pub async fn hold_lock(
+pub fn hold_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
-) -> Result<Response, ApiError> {
-    let (request, grant) = acquire(&app, &name, key.as_ref(), &body).await?;
-    let renewals = RenewRequest {
-        ttl: request.ttl,
-        replicas: ReplicaPolicy {
-            required: false,
-            ..request.replicas
-        },
-    };
-    let open = OpenStream::counted(app.gate.metrics.clone());
-    let events = hold_events(app.service.clone(), name, renewals, grant).map(move |event| {
-        // Owned by the stream: counts it open until the stream is dropped.
-        let _ = &open;
-        event
-    });
-    let mut response = Response::new(Body::from_stream(events));
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    // Tell buffering proxies (nginx) to pass each line on as it comes.
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+) -> impl Future<Output = Result<Response, ApiError>> + Send {
+    // Not an `async fn`: see `locks::checked_request`.
+    let request = checked_request(&app, &body);
+    let AppState { service, gate, .. } = app;
+    async move {
+        let request = request?;
+        let grant = service.acquire(&name, &request, key.as_ref()).await?;
+        let renewals = RenewRequest {
+            ttl: request.ttl,
+            replicas: ReplicaPolicy {
+                required: false,
+                ..request.replicas
+            },
+        };
+        let open = OpenStream::counted(gate.metrics.clone());
+        let events = hold_events(service, name, renewals, grant).map(move |event| {
+            // Owned by the stream: counts it open until the stream is dropped.
+            let _ = &open;
+            event
+        });
+        let mut response = Response::new(Body::from_stream(events));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        // Tell buffering proxies (nginx) to pass each line on as it comes.
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        Ok(response)
+    }
 }
 
 /// Counts a hold stream in the `lockgate_hold_streams` gauge while it lives.
@@ -208,17 +214,15 @@ impl Holding {
                 () = tokio::time::sleep_until(self.next_renewal) => {}
                 () = self.shutdown.cancelled() => {
                     let name = self.name.to_string();
-                    if let Err(err) = self.guard.release().await {
+                    if let Err(err) = Box::pin(self.guard.release()).await {
                         tracing::warn!(lock = %name, error = %err, "could not release a held lock at shutdown; it expires at its ttl");
                     }
                     return (HoldEvent::Released(EndOfHold { name, reason: "shutdown" }), Phase::Done);
                 }
             }
-            match self
-                .service
-                .renew(&self.name, &self.token, &self.renewals)
-                .await
-            {
+            // Boxed, as the release above: a renewal's future is several KiB, and inline it
+            // would size the state every open stream keeps between renewals.
+            match Box::pin(self.service.renew(&self.name, &self.token, &self.renewals)).await {
                 Ok(renewal) => {
                     self.validity = renewal.validity;
                     self.next_renewal = Instant::now() + renewal_interval(self.renewals.ttl);

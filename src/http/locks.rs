@@ -11,7 +11,7 @@ use super::delivery::DeliveredOnRead;
 use super::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
 use super::problem::{ApiError, Problem};
-use crate::lock::{AcquireRequest, Grant, IdempotencyKey, InvalidName, LockName};
+use crate::lock::{AcquireRequest, Grant, InvalidName, LockName};
 
 /// The `{name}` path parameter.
 #[derive(Debug, utoipa::IntoParams)]
@@ -63,14 +63,25 @@ pub struct LockNameParam {
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
-pub async fn acquire_lock(
+pub fn acquire_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
-) -> Result<Response, ApiError> {
-    let (_, grant) = acquire(&app, &name, key.as_ref(), &body).await?;
-    let json = serde_json::to_vec(&LockGrantBody::new(&name, &grant))
+) -> impl Future<Output = Result<Response, ApiError>> + Send {
+    // Not an `async fn`: see `checked_request`.
+    let request = checked_request(&app, &body);
+    let service = app.service;
+    async move {
+        let request = request?;
+        let grant = service.acquire(&name, &request, key.as_ref()).await?;
+        grant_response(&name, grant)
+    }
+}
+
+/// 201 (or 200 for a replay) with the grant.
+fn grant_response(name: &LockName, grant: Grant) -> Result<Response, ApiError> {
+    let json = serde_json::to_vec(&LockGrantBody::new(name, &grant))
         .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
     let status = if grant.replayed {
         StatusCode::OK
@@ -87,7 +98,7 @@ pub async fn acquire_lock(
         HeaderValue::from_static("application/json"),
     );
     if !grant.replayed {
-        headers.insert(header::LOCATION, location(&name));
+        headers.insert(header::LOCATION, location(name));
     }
     Ok(response)
 }
@@ -214,18 +225,18 @@ fn location(name: &LockName) -> HeaderValue {
         .unwrap_or_else(|_| HeaderValue::from_static("/locks"))
 }
 
-/// The acquire that `POST /locks/{name}` and the hold stream both begin with: the body checked
-/// against the limits, then the lock taken (waiting if asked).
-pub(super) async fn acquire(
+/// The body of `POST /locks/{name}` and of the hold stream checked against the limits.
+///
+/// Both handlers check it before their future starts, and neither is an `async fn`: a waiting
+/// request keeps its handler's future for the whole wait, and an `async fn` keeps its
+/// arguments twice (as arguments and again as locals) where an `async move` block keeps what
+/// it captures once, and need not capture the body at all.
+pub(super) fn checked_request(
     app: &AppState,
-    name: &LockName,
-    key: Option<&IdempotencyKey>,
     body: &AcquireBody,
-) -> Result<(AcquireRequest, Grant), ApiError> {
-    let request = app
+) -> Result<AcquireRequest, ApiError> {
+    Ok(app
         .service
         .limits()
-        .acquire(body.ttl_ms, body.wait_ms, body.replicas())?;
-    let grant = app.service.acquire(name, &request, key).await?;
-    Ok((request, grant))
+        .acquire(body.ttl_ms, body.wait_ms, body.replicas())?)
 }

@@ -184,9 +184,10 @@ impl LockService {
             }
             () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
         }
-        let mut releases = ticket
-            .releases(|| self.backend.watch_releases(name.as_str()))
-            .await;
+        // Boxed: subscribing happens once per wait, and inline it would be the largest part
+        // of the future every waiting request keeps.
+        let mut releases =
+            Box::pin(ticket.releases(|| self.backend.watch_releases(name.as_str()))).await;
         let mut wake_at = None;
         let mut backend_retry = MIN_BACKEND_RETRY;
         if let Some(handoff) = ticket.take_handoff() {
