@@ -312,7 +312,8 @@ struct LogContext {
     operation: Operation,
     method: Method,
     /// A copy of the path: the request's `Uri` shares hyper's buffer of the request head,
-    /// which a waiting request would otherwise keep alive (8 KiB each, measured).
+    /// which a waiting request would otherwise keep alive (hyper then reads the rest of the
+    /// connection into a new buffer, so each waiting request would hold two).
     path: Box<str>,
     request_id: RequestId,
     caller: Option<Arc<ApiKey>>,

@@ -1,6 +1,7 @@
 //! Operating lockgate: API keys and scopes on every route, metrics, request ids, the
 //! concurrency limit and request timeout, graceful shutdown of the real binary, what its logs
-//! never contain, and TLS with an ACL user to Redis.
+//! never contain, TLS with an ACL user to Redis, and requests larger than the HTTP server's
+//! first read.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -381,6 +382,40 @@ async fn the_concurrency_limit_and_the_request_timeout_protect_the_gateway() {
 
 /// SIGTERM while a request is in flight (Redis answers slowly): the request completes, then
 /// the process exits 0.
+/// hyper reads a connection into a 1 KiB buffer at first (vendor/hyper/LOCKGATE.md). Larger
+/// heads and bodies, and several requests pipelined in one write, are still read whole.
+#[tokio::test]
+async fn requests_larger_than_the_first_read_buffer_are_read_whole() {
+    let gw = Gateway::start(config(BackendChoice::Memory)).await;
+    let addr = gw.url("").trim_start_matches("http://").to_owned();
+    let body = format!(r#"{{"ttl_ms": 60000}}{}"#, " ".repeat(3000));
+    let acquire = format!(
+        "POST /locks/large:head HTTP/1.1\r\nhost: x\r\nx-padding: {}\r\ncontent-length: {}\r\n\r\n{body}",
+        "p".repeat(6000),
+        body.len()
+    );
+    let inspect = "GET /locks/large:head HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    stream
+        .write_all(format!("{acquire}{inspect}").as_bytes())
+        .await
+        .expect("write both requests at once");
+    let mut answers = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answers))
+        .await
+        .expect("both answers, then the connection closes")
+        .expect("read");
+    let answers = String::from_utf8_lossy(&answers);
+    let statuses: Vec<&str> = answers
+        .match_indices("HTTP/1.1 ")
+        .map(|(at, _)| &answers[at + 9..at + 12])
+        .collect();
+    assert_eq!(statuses, ["201", "200"], "{answers}");
+    assert!(answers.contains(r#""held":true"#), "{answers}");
+}
+
 #[tokio::test]
 async fn sigterm_lets_an_in_flight_request_finish() {
     let redis = RedisServer::start();
