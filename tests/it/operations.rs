@@ -380,8 +380,6 @@ async fn the_concurrency_limit_and_the_request_timeout_protect_the_gateway() {
     assert_eq!(gw.inspect("free").await.status(), 404);
 }
 
-/// SIGTERM while a request is in flight (Redis answers slowly): the request completes, then
-/// the process exits 0.
 /// hyper reads a connection into a 1 KiB buffer at first (vendor/hyper/LOCKGATE.md). Larger
 /// heads and bodies, and several requests pipelined in one write, are still read whole.
 #[tokio::test]
@@ -416,6 +414,8 @@ async fn requests_larger_than_the_first_read_buffer_are_read_whole() {
     assert!(answers.contains(r#""held":true"#), "{answers}");
 }
 
+/// SIGTERM while a request is in flight (Redis answers slowly): the request completes, then
+/// the process exits 0.
 #[tokio::test]
 async fn sigterm_lets_an_in_flight_request_finish() {
     let redis = RedisServer::start();
