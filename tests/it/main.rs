@@ -8,6 +8,7 @@
 //! * `openapi`: the committed OpenAPI document matches the code.
 //! * `ha`: Sentinel failover, Redis Cluster and Redlock against real processes.
 //! * `operations`: API keys, metrics, limits, graceful shutdown, logs, TLS to Redis.
+//! * `vendored`: the build uses the patched hyper in `vendor/hyper`.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -19,4 +20,5 @@ mod openapi;
 mod operations;
 mod redis_e2e;
 mod run_command;
+mod vendored;
 mod waiting;
