@@ -115,10 +115,8 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonBody<T> {
         }
         // A client that stalls while sending its body is answered within the request
         // timeout, even on routes whose overall bound includes a wait for the lock.
-        // Boxed: inline, the read would size the state of every request's handler future,
-        // which a waiting request keeps long after its body was read.
         let read = axum::body::to_bytes(req.into_body(), limit);
-        let bytes = Box::pin(tokio::time::timeout(state.gate.request_timeout(), read))
+        let bytes = tokio::time::timeout(state.gate.request_timeout(), read)
             .await
             .map_err(|_| ApiError::Timeout)?
             .map_err(|err| {

@@ -235,8 +235,8 @@ pub(super) fn checked_request(
     app: &AppState,
     body: &AcquireBody,
 ) -> Result<AcquireRequest, ApiError> {
-    Ok(app
-        .service
+    app.service
         .limits()
-        .acquire(body.ttl_ms, body.wait_ms, body.replicas())?)
+        .acquire(body.ttl_ms, body.wait_ms, body.replicas())
+        .map_err(ApiError::from)
 }
