@@ -16,6 +16,7 @@ use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::auth::ApiKeys;
+use crate::backend::redis::NativeCommands;
 use crate::lock::Limits;
 use crate::lock::token::MIN_SECRET_LEN;
 
@@ -26,7 +27,6 @@ pub const DEFAULT_TTL: &str = "30s";
 pub const DEFAULT_MIN_TTL: &str = "100ms";
 pub const DEFAULT_MAX_TTL: &str = "1h";
 pub const DEFAULT_MAX_WAIT: &str = "60s";
-pub const DEFAULT_FENCE_RETENTION: &str = "7d";
 pub const DEFAULT_REDIS_TIMEOUT: &str = "1s";
 pub const DEFAULT_MAX_BODY_BYTES: &str = "16384";
 pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
@@ -220,10 +220,16 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_MAX_WAITERS", default_value_t = DEFAULT_MAX_WAITERS)]
     pub max_waiters: usize,
 
-    /// How long a name's fence counter is kept after its last grant or renewal. Must be at
-    /// least --max-ttl.
-    #[arg(long, env = "LOCKGATE_FENCE_RETENTION", default_value = DEFAULT_FENCE_RETENTION, value_parser = humantime::parse_duration)]
-    pub fence_retention: Duration,
+    /// No longer used (fences no longer keep a counter per name); accepted so that existing
+    /// configurations still start, with a warning.
+    #[arg(long, env = "LOCKGATE_FENCE_RETENTION", hide = true, value_parser = humantime::parse_duration)]
+    pub fence_retention: Option<Duration>,
+
+    /// Whether release and renew use the server's native compare-and-delete and
+    /// compare-and-set commands where it has them (Valkey 9 DELIFEQ, Valkey 8.1+ and Redis 8.4
+    /// SET … IFEQ, Redis 8.4 DELEX), or always Lua scripts.
+    #[arg(long, env = "LOCKGATE_REDIS_NATIVE_COMMANDS", value_enum, default_value_t = NativeCommandsArg::Auto)]
+    pub redis_native_commands: NativeCommandsArg,
 
     /// Bound on each Redis operation, connecting included. Past it the request answers 503.
     #[arg(long, env = "LOCKGATE_REDIS_TIMEOUT", default_value = DEFAULT_REDIS_TIMEOUT, value_parser = humantime::parse_duration)]
@@ -303,6 +309,15 @@ pub enum MetricsAuth {
     Required,
 }
 
+/// `--redis-native-commands`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NativeCommandsArg {
+    /// Use them where the server has them.
+    Auto,
+    /// Always Lua scripts.
+    Off,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -361,8 +376,10 @@ pub struct Config {
     pub backend: BackendChoice,
     pub key_prefix: String,
     pub limits: Limits,
-    pub fence_retention: Duration,
     pub redis_timeout: Duration,
+    pub native_commands: NativeCommands,
+    /// Settings that are accepted but no longer used, for a warning at startup.
+    pub deprecated: Vec<&'static str>,
     pub max_body_bytes: usize,
     pub wait_pool_size: usize,
     pub token_secret: Option<Secret>,
@@ -491,7 +508,7 @@ impl Config {
             max_wait: args.max_wait,
             max_waiters: args.max_waiters,
         };
-        check_limits(&limits, args.fence_retention)?;
+        check_limits(&limits)?;
         if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&args.redis_timeout) {
             return Err(range("--redis-timeout must be between 10ms and 60s".into()));
         }
@@ -579,8 +596,16 @@ impl Config {
             backend,
             key_prefix: args.key_prefix,
             limits,
-            fence_retention: args.fence_retention,
             redis_timeout: args.redis_timeout,
+            native_commands: match args.redis_native_commands {
+                NativeCommandsArg::Auto => NativeCommands::Auto,
+                NativeCommandsArg::Off => NativeCommands::Off,
+            },
+            deprecated: args
+                .fence_retention
+                .map(|_| "--fence-retention (LOCKGATE_FENCE_RETENTION)")
+                .into_iter()
+                .collect(),
             max_body_bytes: args.max_body_bytes,
             wait_pool_size: args.wait_pool_size,
             token_secret: args.token_secret,
@@ -609,7 +634,7 @@ pub fn default_limits() -> Limits {
     }
 }
 
-fn check_limits(limits: &Limits, fence_retention: Duration) -> Result<(), ConfigError> {
+fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
     let Limits {
         default_ttl,
         min_ttl,
@@ -630,9 +655,6 @@ fn check_limits(limits: &Limits, fence_retention: Duration) -> Result<(), Config
     }
     if max_waiters > 1_000_000 {
         return Err(range("--max-waiters must be at most 1000000".into()));
-    }
-    if fence_retention < max_ttl {
-        return Err(range("--fence-retention must be at least --max-ttl".into()));
     }
     Ok(())
 }
@@ -661,7 +683,8 @@ mod tests {
         assert_eq!(config.listen.to_string(), "127.0.0.1:7380");
         assert_eq!(config.backend, BackendChoice::Memory);
         assert_eq!(config.limits.default_ttl, Duration::from_secs(30));
-        assert_eq!(config.fence_retention, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(config.native_commands, NativeCommands::Auto);
+        assert!(config.deprecated.is_empty());
         assert_eq!(config.key_prefix, "lockgate:");
     }
 
@@ -762,11 +785,21 @@ mod tests {
         }
     }
 
+    /// `--fence-retention` configured the per-name fence counters that no longer exist: it is
+    /// still accepted, so that old configurations start, and reported as ignored.
+    #[test]
+    fn the_retired_fence_retention_is_accepted_and_reported() {
+        let config = parse(&["--dev", "--fence-retention", "30m"]).expect("accepted");
+        assert_eq!(
+            config.deprecated,
+            ["--fence-retention (LOCKGATE_FENCE_RETENTION)"]
+        );
+    }
+
     #[test]
     fn inconsistent_limits_are_refused() {
         assert!(parse(&["--dev", "--min-ttl", "0ms"]).is_err());
         assert!(parse(&["--dev", "--default-ttl", "2h"]).is_err());
-        assert!(parse(&["--dev", "--fence-retention", "30m"]).is_err());
         assert!(parse(&["--dev", "--wait-pool-size", "0"]).is_err());
         assert!(parse(&["--dev", "--redis-timeout", "0s"]).is_err());
         assert!(

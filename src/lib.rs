@@ -73,7 +73,7 @@ pub fn build_service(config: &Config, metrics: &Arc<Metrics>) -> Result<LockServ
             key_prefix: config.key_prefix.clone(),
             timeout,
             wait_pool_size: config.wait_pool_size,
-            fence_retention: config.fence_retention,
+            native_commands: config.native_commands,
             ca_certificates: config.redis_ca.clone(),
             metrics: metrics.clone(),
         };
@@ -88,7 +88,7 @@ pub fn build_service(config: &Config, metrics: &Arc<Metrics>) -> Result<LockServ
             .collect::<Vec<_>>()
     };
     let backend = match &config.backend {
-        BackendChoice::Memory => Backend::Memory(MemoryBackend::new(config.fence_retention)),
+        BackendChoice::Memory => Backend::Memory(MemoryBackend::new()),
         BackendChoice::Redis { url } => Backend::Redis(Box::new(redis(
             RedisTarget::Url(url.expose().to_owned()),
             config.redis_timeout,
@@ -220,6 +220,9 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         "none"
     };
     tracing::info!(listen = %config.listen, backend, auth, "lockgate serving");
+    for setting in &config.deprecated {
+        tracing::warn!(setting, "this setting is no longer used and is ignored");
+    }
     let delay = config.shutdown_delay;
     let shutdown = async move {
         shutdown_signal().await;

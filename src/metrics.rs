@@ -7,6 +7,7 @@
 //! takes a lock (the reason for not using the `metrics` crate's registry here).
 
 use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ pub use crate::operation::Operation;
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 24] = [
+pub const OUTCOMES: [&str; 26] = [
     "acquired",
     "replayed",
     "renewed",
@@ -33,6 +34,8 @@ pub const OUTCOMES: [&str; 24] = [
     "method-not-allowed",
     "insufficient-replicas",
     "backend-unavailable",
+    "outcome-unknown",
+    "wait-pool-exhausted",
     "too-many-waiters",
     "overloaded",
     "shutting-down",
@@ -58,12 +61,23 @@ pub enum RedisCall {
     ScriptWait,
     /// PING (readiness).
     Ping,
+    /// Native commands (`DELIFEQ`, `SET … IFEQ`) instead of a script.
+    Command,
 }
 
-const REDIS_CALLS: [&str; 3] = ["script", "script_wait", "ping"];
+const REDIS_CALLS: [&str; 4] = ["script", "script_wait", "ping", "command"];
 
 /// Kinds of backend errors: the `kind` label.
-pub const BACKEND_ERROR_KINDS: [&str; 4] = ["unavailable", "timeout", "protocol", "config"];
+pub const BACKEND_ERROR_KINDS: [&str; 5] = [
+    "unavailable",
+    "timeout",
+    "wait_pool_exhausted",
+    "protocol",
+    "config",
+];
+
+/// Most distinct servers the `lockgate_redis_server_info` metric lists.
+const MAX_SERVERS: usize = 16;
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 18] = [
@@ -127,6 +141,9 @@ pub struct Metrics {
     redis: [Histogram; REDIS_CALLS.len()],
     backend_errors: [AtomicU64; BACKEND_ERROR_KINDS.len()],
     hold_streams: AtomicI64,
+    /// Label sets of `lockgate_redis_server_info`: the servers connected to, with the
+    /// commands chosen for them. Written at connect, read at scrape.
+    servers: Mutex<Vec<String>>,
 }
 
 impl Default for Metrics {
@@ -153,6 +170,30 @@ impl Metrics {
             redis: [const { Histogram::new() }; REDIS_CALLS.len()],
             backend_errors: [const { AtomicU64::new(0) }; BACKEND_ERROR_KINDS.len()],
             hold_streams: AtomicI64::new(0),
+            servers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Records a server connected to and the commands chosen for it (`release`, `renew`:
+    /// `lua` or the native command).
+    pub fn redis_server(&self, server: &str, version: &str, release: &str, renew: &str) {
+        let clean = |text: &str| -> String {
+            text.chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+                .take(32)
+                .collect()
+        };
+        let labels = format!(
+            "server=\"{}\",version=\"{}\",release=\"{release}\",renew=\"{renew}\"",
+            clean(server),
+            clean(version)
+        );
+        let mut servers = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        if !servers.contains(&labels) {
+            if servers.len() >= MAX_SERVERS {
+                servers.remove(0);
+            }
+            servers.push(labels);
         }
     }
 
@@ -230,6 +271,28 @@ impl Metrics {
                 "lockgate_backend_errors_total{{kind=\"{kind}\"}} {}",
                 count.load(Ordering::Relaxed)
             );
+        }
+        let exhausted = BACKEND_ERROR_KINDS
+            .iter()
+            .position(|k| *k == "wait_pool_exhausted")
+            .map_or(0, |i| self.backend_errors[i].load(Ordering::Relaxed));
+        let _ = write!(
+            out,
+            "# HELP lockgate_wait_pool_exhausted_total Requests refused because every dedicated WAIT connection was busy (see --wait-pool-size).\n\
+             # TYPE lockgate_wait_pool_exhausted_total counter\n\
+             lockgate_wait_pool_exhausted_total {exhausted}\n"
+        );
+        out.push_str(
+            "# HELP lockgate_redis_server_info Redis or Valkey servers connected to, and the commands chosen for release and renew.\n\
+             # TYPE lockgate_redis_server_info gauge\n",
+        );
+        for labels in self
+            .servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(out, "lockgate_redis_server_info{{{labels}}} 1");
         }
         let _ = write!(
             out,

@@ -30,7 +30,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
 use crate::config::RunArgs;
-use crate::lock::{LockName, LockToken};
+use crate::lock::{LockName, TokenStem};
 
 /// Bad arguments.
 pub const EXIT_USAGE: u8 = 64;
@@ -157,7 +157,7 @@ impl Runner {
     async fn acquire(&self) -> Result<(Grant, Instant), Failure> {
         let deadline = self.wait.map(|wait| Instant::now() + wait);
         let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
-        let key = LockToken::random()
+        let key = TokenStem::random()
             .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?;
         let mut chunk = WAIT_CHUNK;
         loop {

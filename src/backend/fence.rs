@@ -1,4 +1,4 @@
-//! The fence rule every backend applies on a grant.
+//! Fences, and the token format that carries them.
 //!
 //! A fence is a per-name number that strictly increases with every grant, so that a resource
 //! protected by the lock can refuse a write carrying a smaller fence than one it has already
@@ -8,24 +8,76 @@
 //! fence = max(previous + 1, now in microseconds since the Unix epoch)
 //! ```
 //!
-//! where `previous` is the per-name counter (0 when it is missing) and `now` is the store's
-//! clock (Redis `TIME` inside the acquire script). The counter is kept with a retention ttl
-//! (default 7 days) so counters of millions of short-lived names do not pile up.
+//! where `now` is the store's clock (Redis `TIME` inside the acquire script) and `previous` is
+//! the **fence counter of the name's hash slot**: one counter per store in standalone and
+//! Sentinel mode, one per hash slot in a Redis Cluster (a key whose hash tag maps to the slot,
+//! see `redis::cluster::slot_tag`). A counter shared by many names only grows faster than a
+//! per-name one, so fences still strictly increase per name; and the store keeps no state per
+//! name beyond the live grant: lockgate's Redis memory is O(live grants + hash slots), never
+//! O(names ever used).
 //!
-//! Why the clock term: the counter alone stops being monotonic when it is lost — evicted,
-//! expired after its retention, deleted by hand, or lost with the last writes of a master that
-//! failed over. With the clock term a lost counter restarts at "now", which is above every
-//! fence issued before, under one assumption: **the store's wall clock does not go backwards
-//! across the loss** (the new master's clock is not behind the time the last fence was issued
-//! by more than the time that has passed since). NTP-disciplined clocks that slew, and
-//! failovers that take longer than any step, satisfy it; a clock stepped back by hours does
-//! not. While the counter exists the rule needs no clock at all: `previous + 1` suffices.
+//! **The grant's fence travels in its token.** The store keeps the lock's value as the token
+//! exactly (so classic compare-and-delete clients interoperate), and the token is
+//! `<stem>.<fence>`: a stem of 128 bits or more chosen by the gateway (random, or derived from
+//! an idempotency key) and the fence the acquire script issued. The fence of the current grant
+//! therefore lives with the grant and expires with it, and renew, inspect and an idempotent
+//! replay read it from the value instead of from a second key.
 //!
-//! The Lua twin of [`next_fence`] is `scripts/fence.lua`; the two must stay identical.
+//! Why the fence stays monotonic:
+//!
+//! * while the counter exists, `previous + 1` alone orders the grants of its slot, whatever
+//!   the clock does;
+//! * when the counter is lost (deleted by hand, evicted, or lost with the last writes of a
+//!   master that failed over), the clock term restarts it above every fence issued before,
+//!   under one assumption: **the store's wall clock does not go backwards across the loss**
+//!   (the new master's clock is not behind the time the last fence was issued by more than
+//!   the time that has passed since). NTP-disciplined clocks that slew, and failovers slower
+//!   than any step, satisfy it; a clock stepped back by hours does not. Because the counter
+//!   of a busy slot advances at most once per grant and grants come far slower than one per
+//!   microsecond, the counter tracks the clock closely, so the clock term covers a lost
+//!   counter within microseconds;
+//! * a deployment upgraded from a lockgate that kept one counter per name
+//!   (`<prefix>{<name>}:fence`) reads that counter on the name's next grant and deletes it: the
+//!   new fence exceeds it, and from then on the slot counter does.
+//!
+//! The Lua twin of [`next_fence`] is in `scripts/acquire.lua`; the two must stay identical.
+
+/// Separates the stem from the fence in a token.
+pub const SEPARATOR: char = '.';
 
 /// The fence of the next grant, given the previous one (0 when unknown) and the clock.
 pub fn next_fence(previous: u64, now_micros: u64) -> u64 {
     previous.saturating_add(1).max(now_micros)
+}
+
+/// The token of a grant: `<stem>.<fence>`.
+pub fn token(stem: &str, fence: u64) -> String {
+    format!("{stem}{SEPARATOR}{fence}")
+}
+
+/// The fence a token issued by lockgate carries; `None` for a token of another format (one
+/// written by another Redis client, or by a lockgate older than the fence-in-token format).
+pub fn fence_of(token: &str) -> Option<u64> {
+    let (stem, fence) = token.rsplit_once(SEPARATOR)?;
+    let stem_ok = !stem.is_empty()
+        && stem
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    let digits_ok =
+        !fence.is_empty() && fence.len() <= 20 && fence.bytes().all(|b| b.is_ascii_digit());
+    if stem_ok && digits_ok {
+        fence.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// Whether `token` was issued for `stem` (by any grant: the fence is not compared).
+pub fn has_stem(token: &str, stem: &str) -> bool {
+    token
+        .strip_prefix(stem)
+        .and_then(|rest| rest.strip_prefix(SEPARATOR))
+        .is_some_and(|fence| fence_of(token).is_some() && !fence.is_empty())
 }
 
 #[cfg(test)]
@@ -58,5 +110,28 @@ mod tests {
         let before = next_fence(0, 1_700_000_000_000_000);
         let after_loss = next_fence(0, 1_700_000_000_000_100);
         assert!(after_loss > before);
+    }
+
+    #[test]
+    fn tokens_carry_their_fence() {
+        let t = token("Yq3v7M1b0nqzT0m6k9xW2A", 1_795_449_363_840_090);
+        assert_eq!(t, "Yq3v7M1b0nqzT0m6k9xW2A.1795449363840090");
+        assert_eq!(fence_of(&t), Some(1_795_449_363_840_090));
+        assert!(has_stem(&t, "Yq3v7M1b0nqzT0m6k9xW2A"));
+        assert!(!has_stem(&t, "Yq3v7M1b0nqzT0m6k9xW2"));
+        assert!(!has_stem(
+            "Yq3v7M1b0nqzT0m6k9xW2A",
+            "Yq3v7M1b0nqzT0m6k9xW2A"
+        ));
+    }
+
+    #[test]
+    fn foreign_tokens_carry_no_fence() {
+        assert_eq!(fence_of("Yq3v7M1b0nqzT0m6k9xW2A"), None);
+        assert_eq!(fence_of("uuid-like 1.2"), None);
+        assert_eq!(fence_of(".123"), None);
+        assert_eq!(fence_of("abc."), None);
+        assert_eq!(fence_of("abc.12a"), None);
+        assert_eq!(fence_of("abc.123456789012345678901"), None);
     }
 }

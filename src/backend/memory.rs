@@ -15,22 +15,20 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::fence::next_fence;
+use super::fence::{fence_of, has_stem, next_fence, token};
 use super::{
-    AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseFeed, ReleaseOutcome,
-    RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Inspection, Lease, LockBackend, ReleaseFeed,
+    ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
-/// Expired entries are swept after this many writes, or after a quarter as many writes as
-/// there are entries if that is more. A write adds at most two entries, so the writes always
-/// catch up with the threshold (after at most half the entries' count), and a sweep costs O(1)
-/// amortized per write.
+/// Expired locks are swept after this many writes, or after a quarter as many writes as there
+/// are locks if that is more. A write adds at most one entry, so the writes always catch up
+/// with the threshold, and a sweep costs O(1) amortized per write.
 const MIN_WRITES_BETWEEN_SWEEPS: usize = 1024;
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct MemoryBackend {
     state: Mutex<State>,
-    fence_retention: Duration,
     /// Release announcements, for names somebody watches.
     watched: Arc<Mutex<HashMap<String, watch::Sender<()>>>>,
 }
@@ -58,37 +56,38 @@ impl Drop for Watching {
 #[derive(Debug, Default)]
 struct State {
     locks: HashMap<String, Held>,
-    counters: HashMap<String, Counter>,
+    /// The fence counter (one for the whole store, as in standalone Redis).
+    last_fence: u64,
     writes_since_sweep: usize,
 }
 
 #[derive(Debug)]
 struct Held {
+    /// `<stem>.<fence>`.
     token: String,
     expires: Instant,
-}
-
-#[derive(Debug)]
-struct Counter {
-    value: u64,
-    expires: Instant,
+    /// The attempt that last claimed this grant, for idempotent ones.
+    claim: Option<Claim>,
 }
 
 impl MemoryBackend {
-    pub fn new(fence_retention: Duration) -> Self {
-        Self {
-            state: Mutex::new(State::default()),
-            fence_retention,
-            watched: Arc::default(),
-        }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave a half-applied operation behind (each
-        // operation mutates at most two map entries after all checks), so poisoning is ignored.
+        // operation mutates at most one map entry after all checks), so poisoning is ignored.
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn announce_release(&self, name: &str) {
+        let watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = watched.get(name) {
+            tx.send_replace(());
+        }
     }
 }
 
@@ -101,46 +100,12 @@ impl State {
         self.locks.get_mut(name)
     }
 
-    fn live_counter(&mut self, name: &str, now: Instant) -> Option<u64> {
-        if self.counters.get(name).is_some_and(|c| c.expires <= now) {
-            self.counters.remove(name);
-        }
-        self.counters.get(name).map(|c| c.value)
-    }
-
-    /// Issues the next fence for `name` and keeps the counter for `retention`.
-    fn issue_fence(&mut self, name: &str, now: Instant, retention: Duration) -> u64 {
-        let previous = self.live_counter(name, now).unwrap_or(0);
-        let fence = next_fence(previous, wall_clock_micros());
-        self.counters.insert(
-            name.to_owned(),
-            Counter {
-                value: fence,
-                expires: now + retention,
-            },
-        );
-        fence
-    }
-
-    /// The current fence, issuing a new one if the counter is gone (it then covers the
-    /// current holder too: a larger fence is always safe to hand to the holder).
-    fn current_fence(&mut self, name: &str, now: Instant, retention: Duration) -> u64 {
-        match self.counters.get_mut(name).filter(|c| c.expires > now) {
-            Some(counter) => {
-                counter.expires = now + retention;
-                counter.value
-            }
-            None => self.issue_fence(name, now, retention),
-        }
-    }
-
     fn note_write(&mut self, now: Instant) {
         self.writes_since_sweep += 1;
-        let threshold = MIN_WRITES_BETWEEN_SWEEPS.max((self.locks.len() + self.counters.len()) / 4);
+        let threshold = MIN_WRITES_BETWEEN_SWEEPS.max(self.locks.len() / 4);
         if self.writes_since_sweep >= threshold {
             self.writes_since_sweep = 0;
             self.locks.retain(|_, held| held.expires > now);
-            self.counters.retain(|_, counter| counter.expires > now);
         }
     }
 }
@@ -159,34 +124,37 @@ impl LockBackend for MemoryBackend {
     async fn acquire(
         &self,
         name: &str,
-        token: &str,
+        stem: &str,
         ttl: Duration,
         ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
     ) -> Result<AcquireOutcome, BackendError> {
         let now = Instant::now();
-        let retention = self.fence_retention;
         let mut state = self.state();
         if let Some(held) = state.live_lock(name, now) {
-            if held.token != token {
+            let remaining = held.expires - now;
+            if !has_stem(&held.token, stem) {
                 return Ok(AcquireOutcome::Held {
-                    ttl: Some(held.expires - now),
+                    ttl: Some(remaining),
                 });
             }
-            let remaining = held.expires - now;
-            let fence = state.current_fence(name, now, retention);
-            let lease = Lease {
-                fence,
+            if claim.is_some() {
+                held.claim = claim;
+            }
+            return Ok(AcquireOutcome::AlreadyHeld(Lease {
+                fence: fence_of(&held.token).unwrap_or(0),
                 ttl: remaining,
                 replicas_acked: acked(ack),
-            };
-            return Ok(AcquireOutcome::AlreadyHeld(lease));
+            }));
         }
-        let fence = state.issue_fence(name, now, retention);
+        let fence = next_fence(state.last_fence, wall_clock_micros());
+        state.last_fence = fence;
         state.locks.insert(
             name.to_owned(),
             Held {
-                token: token.to_owned(),
+                token: token(stem, fence),
                 expires: now + ttl,
+                claim,
             },
         );
         state.note_write(now);
@@ -210,12 +178,30 @@ impl LockBackend for MemoryBackend {
         };
         drop(state);
         if outcome == ReleaseOutcome::Released {
-            let watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(tx) = watched.get(name) {
-                tx.send_replace(());
-            }
+            self.announce_release(name);
         }
         Ok(outcome)
+    }
+
+    async fn withdraw(
+        &self,
+        name: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let ours = state.live_lock(name, now).is_some_and(|held| {
+            has_stem(&held.token, stem) && (claim.is_none() || held.claim == claim)
+        });
+        if ours {
+            state.locks.remove(name);
+        }
+        drop(state);
+        if ours {
+            self.announce_release(name);
+        }
+        Ok(ours)
     }
 
     async fn renew(
@@ -226,16 +212,15 @@ impl LockBackend for MemoryBackend {
         ack: Option<ReplicaAck>,
     ) -> Result<RenewOutcome, BackendError> {
         let now = Instant::now();
-        let retention = self.fence_retention;
         let mut state = self.state();
         match state.live_lock(name, now) {
             None => Ok(RenewOutcome::NotHeld),
             Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
             Some(held) => {
                 held.expires = now + ttl;
-                let fence = state.current_fence(name, now, retention);
                 Ok(RenewOutcome::Renewed(Lease {
-                    fence,
+                    // Every token stored here was issued here, with its fence.
+                    fence: fence_of(token).unwrap_or(0),
                     ttl,
                     replicas_acked: acked(ack),
                 }))
@@ -246,16 +231,19 @@ impl LockBackend for MemoryBackend {
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
-        let Some(held) = state.live_lock(name, now) else {
-            return Ok(None);
-        };
-        let ttl = Some(held.expires - now);
-        let fence = state.live_counter(name, now);
-        Ok(Some(Inspection { ttl, fence }))
+        Ok(state.live_lock(name, now).map(|held| Inspection {
+            ttl: Some(held.expires - now),
+            fence: fence_of(&held.token),
+        }))
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
         Ok(())
+    }
+
+    fn sees_every_release(&self) -> bool {
+        // Nothing but this process changes the store.
+        true
     }
 
     async fn watch_releases(&self, name: &str) -> ReleaseFeed {
@@ -278,42 +266,45 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(10);
 
-    fn backend() -> MemoryBackend {
-        MemoryBackend::new(Duration::from_secs(3600))
-    }
-
-    fn fence_of(outcome: AcquireOutcome) -> u64 {
+    fn lease(outcome: AcquireOutcome) -> Lease {
         match outcome {
-            AcquireOutcome::Granted(lease) | AcquireOutcome::AlreadyHeld(lease) => lease.fence,
+            AcquireOutcome::Granted(lease) | AcquireOutcome::AlreadyHeld(lease) => lease,
             AcquireOutcome::Held { .. } => panic!("expected a grant, got {outcome:?}"),
         }
+    }
+
+    async fn grant(b: &MemoryBackend, name: &str, stem: &str) -> String {
+        let fence = lease(
+            b.acquire(name, stem, TTL, None, None)
+                .await
+                .expect("acquire"),
+        )
+        .fence;
+        token(stem, fence)
     }
 
     /// Only the holder's token releases or renews; others are told who is wrong.
     #[tokio::test(start_paused = true)]
     async fn release_and_renew_are_for_the_holder_only() {
-        let b = backend();
-        assert!(matches!(
-            b.acquire("a", "t1", TTL, None).await,
-            Ok(AcquireOutcome::Granted(_))
-        ));
+        let b = MemoryBackend::new();
+        let t1 = grant(&b, "a", "s1").await;
         assert_eq!(
-            b.acquire("a", "t2", TTL, None).await,
+            b.acquire("a", "s2", TTL, None, None).await,
             Ok(AcquireOutcome::Held { ttl: Some(TTL) })
         );
-        assert_eq!(b.release("a", "t2").await, Ok(ReleaseOutcome::NotOwner));
+        assert_eq!(b.release("a", "s1").await, Ok(ReleaseOutcome::NotOwner));
         assert_eq!(
-            b.renew("a", "t2", TTL, None).await,
+            b.renew("a", "s2.1", TTL, None).await,
             Ok(RenewOutcome::NotOwner)
         );
         assert!(matches!(
-            b.renew("a", "t1", TTL, None).await,
+            b.renew("a", &t1, TTL, None).await,
             Ok(RenewOutcome::Renewed(_))
         ));
-        assert_eq!(b.release("a", "t1").await, Ok(ReleaseOutcome::Released));
-        assert_eq!(b.release("a", "t1").await, Ok(ReleaseOutcome::NotHeld));
+        assert_eq!(b.release("a", &t1).await, Ok(ReleaseOutcome::Released));
+        assert_eq!(b.release("a", &t1).await, Ok(ReleaseOutcome::NotHeld));
         assert_eq!(
-            b.renew("a", "t1", TTL, None).await,
+            b.renew("a", &t1, TTL, None).await,
             Ok(RenewOutcome::NotHeld)
         );
     }
@@ -321,47 +312,48 @@ mod tests {
     /// A lease ends at its ttl, and a renewal moves the end.
     #[tokio::test(start_paused = true)]
     async fn leases_expire_and_renewals_extend_them() {
-        let b = backend();
-        fence_of(b.acquire("a", "t1", TTL, None).await.expect("acquire"));
+        let b = MemoryBackend::new();
+        let t1 = grant(&b, "a", "s1").await;
         tokio::time::advance(Duration::from_secs(6)).await;
-        b.renew("a", "t1", TTL, None).await.expect("renew");
+        b.renew("a", &t1, TTL, None).await.expect("renew");
         tokio::time::advance(Duration::from_secs(6)).await;
         let seen = b.inspect("a").await.expect("inspect").expect("still held");
         assert_eq!(seen.ttl, Some(Duration::from_secs(4)));
+        assert_eq!(seen.fence, fence_of(&t1));
         tokio::time::advance(Duration::from_secs(4)).await;
         assert_eq!(b.inspect("a").await, Ok(None));
         assert!(matches!(
-            b.acquire("a", "t2", TTL, None).await,
+            b.acquire("a", "s2", TTL, None, None).await,
             Ok(AcquireOutcome::Granted(_))
         ));
     }
 
-    /// Fences increase with every grant, also once the counter has expired.
+    /// Fences increase with every grant, across names sharing the counter.
     #[tokio::test(start_paused = true)]
-    async fn fences_increase_across_grants_and_counter_loss() {
-        let b = MemoryBackend::new(Duration::from_secs(60));
-        let first = fence_of(b.acquire("a", "t1", TTL, None).await.expect("acquire"));
-        b.release("a", "t1").await.expect("release");
-        let second = fence_of(b.acquire("a", "t2", TTL, None).await.expect("acquire"));
-        assert!(second > first);
-        b.release("a", "t2").await.expect("release");
-        tokio::time::advance(Duration::from_secs(120)).await;
-        let inspect_gap = b.inspect("a").await.expect("inspect");
-        assert_eq!(inspect_gap, None);
-        let third = fence_of(b.acquire("a", "t3", TTL, None).await.expect("acquire"));
-        assert!(
-            third > second,
-            "{third} must exceed {second} after the counter expired"
-        );
+    async fn fences_increase_across_grants() {
+        let b = MemoryBackend::new();
+        let mut last = 0;
+        for (i, name) in ["a", "b", "a", "a", "c"].iter().enumerate() {
+            let token = grant(&b, name, &format!("s{i}")).await;
+            let fence = fence_of(&token).expect("fence");
+            assert!(fence > last, "{fence} after {last}");
+            last = fence;
+            b.release(name, &token).await.expect("release");
+        }
     }
 
-    /// The same token acquiring again gets its own grant back, same fence, remaining ttl.
+    /// The same stem acquiring again gets its own grant back: same fence, remaining ttl.
     #[tokio::test(start_paused = true)]
-    async fn a_repeated_acquire_with_the_same_token_is_a_replay() {
-        let b = backend();
-        let fence = fence_of(b.acquire("a", "t1", TTL, None).await.expect("acquire"));
+    async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
+        let b = MemoryBackend::new();
+        let fence = lease(
+            b.acquire("a", "s1", TTL, None, None)
+                .await
+                .expect("acquire"),
+        )
+        .fence;
         tokio::time::advance(Duration::from_secs(3)).await;
-        let replay = b.acquire("a", "t1", TTL, None).await.expect("replay");
+        let replay = b.acquire("a", "s1", TTL, None, None).await.expect("replay");
         let expected = Lease {
             fence,
             ttl: Duration::from_secs(7),
@@ -370,26 +362,48 @@ mod tests {
         assert_eq!(replay, AcquireOutcome::AlreadyHeld(expected));
     }
 
+    /// A withdrawal removes a grant of its stem only, and with a claim only while that claim is
+    /// the grant's last: a replay by a later attempt protects the grant from an earlier
+    /// attempt's withdrawal.
+    #[tokio::test(start_paused = true)]
+    async fn withdrawals_respect_stems_and_claims() {
+        let b = MemoryBackend::new();
+        grant(&b, "a", "s1").await;
+        assert_eq!(b.withdraw("a", "s2", None).await, Ok(false));
+        assert_eq!(b.withdraw("a", "s1", None).await, Ok(true));
+        assert_eq!(b.inspect("a").await, Ok(None));
+
+        b.acquire("a", "k", TTL, None, Some(Claim(1)))
+            .await
+            .expect("first");
+        b.acquire("a", "k", TTL, None, Some(Claim(2)))
+            .await
+            .expect("replay");
+        assert_eq!(b.withdraw("a", "k", Some(Claim(1))).await, Ok(false));
+        assert!(b.inspect("a").await.expect("inspect").is_some());
+        assert_eq!(b.withdraw("a", "k", Some(Claim(2))).await, Ok(true));
+    }
+
     /// A release is announced to watchers of the name, and only to them.
     #[tokio::test(start_paused = true)]
     async fn releases_are_announced_to_watchers() {
-        let b = backend();
+        let b = MemoryBackend::new();
         let feed = b.watch_releases("a").await;
         let mut rx = feed.receiver();
         rx.borrow_and_update();
-        b.acquire("a", "t1", TTL, None).await.expect("acquire");
-        b.acquire("b", "t1", TTL, None).await.expect("acquire");
-        b.release("b", "t1").await.expect("release");
+        let ta = grant(&b, "a", "s1").await;
+        let tb = grant(&b, "b", "s1").await;
+        b.release("b", &tb).await.expect("release");
         assert!(
             !rx.has_changed().expect("open"),
             "another name's release is not ours"
         );
-        b.release("a", "t2").await.expect("release");
+        b.release("a", "s2.1").await.expect("release");
         assert!(
             !rx.has_changed().expect("open"),
             "a refused release announces nothing"
         );
-        b.release("a", "t1").await.expect("release");
+        b.release("a", &ta).await.expect("release");
         assert!(rx.has_changed().expect("open"));
         drop((rx, feed));
         assert!(
@@ -401,15 +415,15 @@ mod tests {
     /// Expired entries do not accumulate.
     #[tokio::test(start_paused = true)]
     async fn expired_entries_are_swept() {
-        let b = MemoryBackend::new(Duration::from_secs(1));
+        let b = MemoryBackend::new();
         for i in 0..2000 {
-            b.acquire(&format!("n{i}"), "t", Duration::from_millis(10), None)
+            b.acquire(&format!("n{i}"), "s", Duration::from_millis(10), None, None)
                 .await
                 .expect("acquire");
         }
         tokio::time::advance(Duration::from_secs(2)).await;
         for i in 0..2100 {
-            b.acquire(&format!("m{i}"), "t", Duration::from_millis(10), None)
+            b.acquire(&format!("m{i}"), "s", Duration::from_millis(10), None, None)
                 .await
                 .expect("acquire");
             tokio::time::advance(Duration::from_millis(1)).await;

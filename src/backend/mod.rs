@@ -1,13 +1,16 @@
 //! Backends: where locks are kept.
 //!
 //! [`LockBackend`] is the one contract every store meets: atomic acquire with a lease and a
-//! fence, release and renew that succeed only for the holder's token, inspect, and a health
-//! probe. Each operation is a single atomic step on the store (one Lua script on Redis, one
-//! critical section in memory), so concurrent gateways can never both win a lock.
+//! fence, release and renew that succeed only for the holder's token, withdrawal of a grant
+//! the gateway could not deliver, inspect, and a health probe. Each operation is a single
+//! atomic step on the store (one Lua script or one native command on Redis, one critical
+//! section in memory), so concurrent gateways can never both win a lock.
 //!
-//! This layer speaks in plain names, token strings and durations; it knows nothing of HTTP,
-//! of token generation or of validity accounting (the `lock` module does that), and nothing
-//! outside it knows about Redis.
+//! The store keeps a lock's value as its token, exactly, and a token is `<stem>.<fence>` (see
+//! [`fence`]): the gateway chooses the stem, the acquire issues the fence. This layer speaks
+//! in plain names, token strings and durations; it knows nothing of HTTP, of how stems are
+//! made or of validity accounting (the `lock` module does that), and nothing outside it knows
+//! about Redis.
 //!
 //! Implementations: [`redis::RedisBackend`] (one Redis or Valkey server, a Sentinel-managed
 //! master, or a Redis Cluster), [`redlock::RedlockBackend`] (a majority of independent
@@ -31,10 +34,18 @@ pub struct ReplicaAck {
     pub timeout: Duration,
 }
 
+/// Marks the attempt that last claimed an idempotent grant (one whose stem is derived from an
+/// idempotency key, so that several attempts share it). Withdrawing with a claim removes the
+/// grant only while that attempt is still its last claimant: a later attempt that found the
+/// grant (an idempotent replay) takes the claim over, and a withdrawal of the earlier attempt
+/// arriving after it changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim(pub u64);
+
 /// A lease as the store saw it when it executed the operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
-    /// The fence of this grant (see [`fence`]).
+    /// The fence of this grant (see [`fence`]); the token is `<stem>.<fence>`.
     pub fence: u64,
     /// Time to live the store set or reported, measured at the store. The caller subtracts
     /// the time it spent waiting for the answer.
@@ -45,9 +56,10 @@ pub struct Lease {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AcquireOutcome {
-    /// The lock was free and is now held with the given token.
+    /// The lock was free and is now held with the token `<stem>.<fence>`.
     Granted(Lease),
-    /// The lock was already held with the given token: a retry of an idempotent acquire.
+    /// The lock was already held with a token of the given stem: a retry of an idempotent
+    /// acquire. The lease is that grant's.
     AlreadyHeld(Lease),
     /// Another token holds the lock. `ttl` is its remaining time to live, `None` when the key
     /// has no expiry (written by something other than lockgate).
@@ -73,7 +85,8 @@ pub enum RenewOutcome {
 pub struct Inspection {
     /// Remaining time to live; `None` when the key has no expiry.
     pub ttl: Option<Duration>,
-    /// The last fence issued for the name; `None` when the counter is gone.
+    /// The fence of the current grant (carried by its token); `None` for a token that
+    /// carries none (a lock taken by another Redis client).
     pub fence: Option<u64>,
 }
 
@@ -81,10 +94,19 @@ pub struct Inspection {
 /// point of view.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
+    /// Nothing was sent, or the store refused it: the operation did not take effect.
     #[error("backend unreachable: {0}")]
     Unavailable(String),
+    /// The operation was sent and no answer came in time (or the connection broke while
+    /// waiting): it may or may not have taken effect.
     #[error("backend did not answer within {0:?}")]
     Timeout(Duration),
+    /// As `Timeout`, for a connection that broke while the answer was awaited.
+    #[error("backend connection broke before the answer: {0}")]
+    NoReply(String),
+    /// Every dedicated connection for `WAIT` was busy for as long as the request could wait.
+    #[error("all {0} connections for replica acknowledgement are busy")]
+    WaitPoolExhausted(usize),
     #[error("backend sent an unexpected reply: {0}")]
     Protocol(String),
     /// Only at construction: the backend's settings cannot work.
@@ -107,10 +129,16 @@ impl BackendError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Unavailable(_) => "unavailable",
-            Self::Timeout(_) => "timeout",
+            Self::Timeout(_) | Self::NoReply(_) => "timeout",
+            Self::WaitPoolExhausted(_) => "wait_pool_exhausted",
             Self::Protocol(_) => "protocol",
             Self::Config(_) => "config",
         }
+    }
+
+    /// Whether the operation may have taken effect although no answer says so.
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, Self::Timeout(_) | Self::NoReply(_))
     }
 }
 
@@ -146,15 +174,20 @@ impl ReleaseFeed {
 }
 
 /// The contract every store meets. `name` is an already validated lock name; `token` is the
-/// exact string the store keeps as the lock's value.
+/// exact string the store keeps as the lock's value; `stem` is the part of it the gateway
+/// chose (see [`fence`]).
 pub trait LockBackend: Send + Sync {
-    /// Takes the lock if it is free; reports the holder's remaining ttl if not.
+    /// Takes the lock if it is free, storing the token `<stem>.<fence>` with a fence issued
+    /// now; finds the grant again if a token of `stem` already holds it (an idempotent retry);
+    /// reports the holder's remaining ttl if another token holds it. With a `claim`, the grant
+    /// (new or found again) is marked as claimed by it (see [`Claim`]).
     fn acquire(
         &self,
         name: &str,
-        token: &str,
+        stem: &str,
         ttl: Duration,
         ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
     /// Deletes the lock if and only if `token` holds it.
@@ -164,7 +197,18 @@ pub trait LockBackend: Send + Sync {
         token: &str,
     ) -> impl Future<Output = Result<ReleaseOutcome, BackendError>> + Send;
 
-    /// Sets a new ttl if and only if `token` holds the lock.
+    /// Deletes the lock if a token of `stem` holds it (and, with a claim, that claim is still
+    /// the grant's last): undoes a grant that may have been made but was never delivered, whose
+    /// fence the gateway may not know. True if something was deleted.
+    fn withdraw(
+        &self,
+        name: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+
+    /// Sets a new ttl if and only if `token` holds the lock. The lease's fence is the one the
+    /// token carries (or, for a token without one, the one the store can tell).
     fn renew(
         &self,
         name: &str,
@@ -186,6 +230,10 @@ pub trait LockBackend: Send + Sync {
     /// release after this returns is seen; if the store cannot confirm it (unreachable), the
     /// feed still works once the store is back, and waiters fall back to the holder's ttl.
     fn watch_releases(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
+
+    /// Whether release feeds announce every release, including those made by other clients of
+    /// the store; if not, waiters look again now and then (see `lock::service`).
+    fn sees_every_release(&self) -> bool;
 }
 
 /// The configured backend.
@@ -222,15 +270,25 @@ impl LockBackend for Backend {
     async fn acquire(
         &self,
         name: &str,
-        token: &str,
+        stem: &str,
         ttl: Duration,
         ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch!(self, b => b.acquire(name, token, ttl, ack))
+        dispatch!(self, b => b.acquire(name, stem, ttl, ack, claim))
     }
 
     async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
         dispatch!(self, b => b.release(name, token))
+    }
+
+    async fn withdraw(
+        &self,
+        name: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        dispatch!(self, b => b.withdraw(name, stem, claim))
     }
 
     async fn renew(
@@ -253,5 +311,13 @@ impl LockBackend for Backend {
 
     async fn watch_releases(&self, name: &str) -> ReleaseFeed {
         dispatch!(self, b => b.watch_releases(name))
+    }
+
+    fn sees_every_release(&self) -> bool {
+        match self {
+            Self::Memory(b) => b.sees_every_release(),
+            Self::Redis(b) => b.sees_every_release(),
+            Self::Redlock(b) => b.sees_every_release(),
+        }
     }
 }

@@ -1,28 +1,39 @@
 //! Redlock: one lock over N independent Redis masters (N odd, 3 or more), held while a majority
 //! holds it.
 //!
-//! Each operation runs the single-node script on every node in parallel, each bounded by the
-//! per-node timeout, so a node that is down or frozen costs at most that timeout, never the
+//! Each operation runs the single-node operation on every node in parallel, each bounded by
+//! the per-node timeout, so a node that is down or frozen costs at most that timeout, never the
 //! request's. Then:
 //!
-//! * **acquire** succeeds when a majority granted. The validity the gateway promises is the
-//!   smallest ttl a granting node reported, less the clock drift allowance
-//!   (0.01 × ttl + 2 ms), less the time the whole round took (subtracted by the `lock` layer,
-//!   which counts from before the first request left). Without a majority every partial grant
-//!   is released at once.
-//! * **fence**: each granting node issues its own; the grant carries the largest, and before
-//!   answering the gateway raises every granting node's counter to it. Any later majority
-//!   shares a node with this one, so its fence is larger. If a counter cannot be raised the
-//!   grant is undone and reported as unavailable, since the next fence could otherwise go
-//!   backwards.
-//! * **release** and **renew** act on every node and succeed when a majority did. A renewal
-//!   that reaches only a minority is no lock at all: those renewals are released.
-//! * **inspect** reports the lock held when a majority holds it.
+//! * **acquire** succeeds when a majority granted (or, for an idempotent retry, still holds a
+//!   grant of the request's stem). Each granting node issued its own fence; the gateway picks
+//!   one (the largest, or the fence an idempotent retry found on a majority) and, before
+//!   answering, *finalizes* the grant: every granting node whose token carries another fence
+//!   gets the token `<stem>.<fence>` and lifts its fence counter to it (`finalize.lua`). Any
+//!   later majority shares a node with this one, so its fence is larger. If fewer than a
+//!   majority end up holding the final token, the grant is withdrawn everywhere and reported
+//!   unavailable, since the next fence could otherwise go backwards. Without a majority every
+//!   partial grant is withdrawn at once, on the nodes that timed out too (their grant may have
+//!   landed). The validity is the smallest ttl a granting node reported, less the clock drift
+//!   allowance (0.01 × ttl + 2 ms), less the time the whole round took (subtracted by the
+//!   `lock` layer, which counts from before the first request left).
+//! * **release** answers what a majority answered: released, not held or not owner (a node
+//!   holding another token and a node not holding it both say "not yours", so together they
+//!   make a majority for "not held"). When the nodes that answered cannot make a majority for
+//!   anything, the answer is "unavailable": the release may have happened on some nodes, and
+//!   is safe to retry.
+//! * **renew** succeeds when a majority renewed. When a majority says the token does not hold
+//!   the lock, the minority renewals are released (no lock, only keys in the next holder's
+//!   way); when nodes did not answer, nothing is undone and the answer is "unavailable".
+//! * **inspect** reports the lock held when a majority holds the same grant.
 //!
 //! Clocks: Redlock assumes the nodes' clocks run at about the same rate (the drift allowance
 //! covers 1%), not that they agree; fences additionally assume no node's wall clock steps back
-//! across a lost counter (see `fence`).
+//! across a lost counter (see `fence`). A node restarted without persistence forgets its
+//! grants: run nodes with AOF (`appendfsync always`) or keep a restarted node out for the
+//! longest ttl, as the Redlock description says.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -31,8 +42,8 @@ use tokio::sync::watch;
 use super::AbortOnDrop;
 use super::redis::RedisBackend;
 use super::{
-    AcquireOutcome, BackendError, Inspection, Lease, LockBackend, ReleaseFeed, ReleaseOutcome,
-    RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Inspection, Lease, LockBackend, ReleaseFeed,
+    ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
 #[derive(Debug)]
@@ -54,6 +65,34 @@ fn retry_after(mut held: Vec<Option<Duration>>, free: usize, quorum: usize) -> O
     held.get(needed - 1).copied().flatten()
 }
 
+/// The verdict of a majority on a release: `None` when the answers make no majority.
+fn release_verdict(outcomes: &[Option<ReleaseOutcome>], quorum: usize) -> Option<ReleaseOutcome> {
+    let count = |wanted: ReleaseOutcome| outcomes.iter().filter(|o| **o == Some(wanted)).count();
+    let (released, not_held, not_owner) = (
+        count(ReleaseOutcome::Released),
+        count(ReleaseOutcome::NotHeld),
+        count(ReleaseOutcome::NotOwner),
+    );
+    if released >= quorum {
+        Some(ReleaseOutcome::Released)
+    } else if not_owner >= quorum {
+        Some(ReleaseOutcome::NotOwner)
+    } else if not_held + not_owner >= quorum {
+        Some(ReleaseOutcome::NotHeld)
+    } else {
+        None
+    }
+}
+
+/// What one node said to an acquire.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Granted(Lease),
+    Replayed(Lease),
+    Held(Option<Duration>),
+    Failed,
+}
+
 impl RedlockBackend {
     /// `nodes` are the single-node backends, each bounded by the per-node timeout.
     pub fn new(nodes: Vec<RedisBackend>) -> Self {
@@ -64,17 +103,59 @@ impl RedlockBackend {
         self.nodes.len() / 2 + 1
     }
 
-    /// Releases `token`'s keys on the nodes at `indices`, best effort.
-    async fn release_on(&self, indices: impl IntoIterator<Item = usize>, name: &str, token: &str) {
-        let releases = indices
+    fn unavailable(&self, what: &str, answered: usize) -> BackendError {
+        BackendError::Unavailable(format!(
+            "redlock: {what}: {answered} of {} nodes answered, {} needed",
+            self.nodes.len(),
+            self.quorum()
+        ))
+    }
+
+    /// Withdraws the grant of `stem` on the nodes at `indices`, best effort.
+    async fn withdraw_on(
+        &self,
+        indices: impl IntoIterator<Item = usize>,
+        name: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) {
+        let withdrawals = indices
             .into_iter()
             .filter_map(|i| self.nodes.get(i))
-            .map(|n| n.release(name, token));
-        for outcome in join_all(releases).await {
+            .map(|n| n.withdraw(name, stem, claim));
+        for outcome in join_all(withdrawals).await {
             if let Err(err) = outcome {
-                tracing::warn!(lock = name, error = %err, "redlock: could not release a partial grant; it expires at its ttl");
+                tracing::warn!(lock = name, error = %err, "redlock: could not withdraw a partial grant; it expires at its ttl");
             }
         }
+    }
+
+    /// Gives the chosen fence to every granting node that issued another one. Returns how many
+    /// nodes hold `<stem>.<fence>` afterwards.
+    async fn finalize(
+        &self,
+        name: &str,
+        stem: &str,
+        fence: u64,
+        holders: &[(usize, Lease)],
+    ) -> usize {
+        let already = holders.iter().filter(|(_, l)| l.fence == fence).count();
+        let pending: Vec<usize> = holders
+            .iter()
+            .filter(|(_, l)| l.fence != fence)
+            .map(|(i, _)| *i)
+            .collect();
+        let finalized = join_all(
+            pending
+                .iter()
+                .map(|i| self.nodes[*i].finalize(name, stem, fence)),
+        )
+        .await;
+        already
+            + finalized
+                .into_iter()
+                .filter(|r| matches!(r, Ok(true)))
+                .count()
     }
 }
 
@@ -82,59 +163,85 @@ impl LockBackend for RedlockBackend {
     async fn acquire(
         &self,
         name: &str,
-        token: &str,
+        stem: &str,
         ttl: Duration,
         ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.acquire(name, token, ttl, ack))).await;
-        let mut granted = Vec::new();
-        let mut all_replays = true;
-        let mut held = Vec::new();
-        for (index, outcome) in outcomes.into_iter().enumerate() {
-            match outcome {
-                Ok(AcquireOutcome::Granted(lease)) => {
-                    all_replays = false;
-                    granted.push((index, lease));
-                }
-                Ok(AcquireOutcome::AlreadyHeld(lease)) => granted.push((index, lease)),
-                Ok(AcquireOutcome::Held { ttl }) => held.push(ttl),
-                Err(_) => {}
-            }
-        }
-        if granted.len() < self.quorum() {
-            let free = granted.len();
-            self.release_on(granted.iter().map(|(i, _)| *i), name, token)
-                .await;
+        let answers: Vec<Answer> = join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.acquire(name, stem, ttl, ack, claim)),
+        )
+        .await
+        .into_iter()
+        .map(|outcome| match outcome {
+            Ok(AcquireOutcome::Granted(lease)) => Answer::Granted(lease),
+            Ok(AcquireOutcome::AlreadyHeld(lease)) => Answer::Replayed(lease),
+            Ok(AcquireOutcome::Held { ttl }) => Answer::Held(ttl),
+            Err(_) => Answer::Failed,
+        })
+        .collect();
+        let holders: Vec<(usize, Lease)> = answers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, answer)| match *answer {
+                Answer::Granted(lease) | Answer::Replayed(lease) => Some((i, lease)),
+                _ => None,
+            })
+            .collect();
+        // Nodes that may hold a grant of this stem: those that said so, and those that did not
+        // answer (the script may have run).
+        let maybe_ours = || {
+            answers
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| !matches!(a, Answer::Held(_)))
+                .map(|(i, _)| i)
+        };
+        if holders.len() < self.quorum() {
+            self.withdraw_on(maybe_ours(), name, stem, claim).await;
+            let held: Vec<Option<Duration>> = answers
+                .iter()
+                .filter_map(|a| match *a {
+                    Answer::Held(ttl) => Some(ttl),
+                    _ => None,
+                })
+                .collect();
             if held.is_empty() {
                 return Err(BackendError::Unavailable(format!(
-                    "redlock: {free} of {} nodes granted, {} needed",
+                    "redlock: {} of {} nodes granted, {} needed",
+                    holders.len(),
                     self.nodes.len(),
                     self.quorum()
                 )));
             }
             return Ok(AcquireOutcome::Held {
-                ttl: retry_after(held, free, self.quorum()),
+                ttl: retry_after(held, holders.len(), self.quorum()),
             });
         }
-        let fence = granted
+        let replays: Vec<u64> = answers
             .iter()
-            .map(|(_, lease)| lease.fence)
-            .max()
-            .unwrap_or(0);
-        let raised = join_all(
-            granted
-                .iter()
-                .map(|(i, _)| self.nodes[*i].raise_fence(name, fence)),
-        )
-        .await;
-        if let Some(Err(err)) = raised.into_iter().find(Result::is_err) {
-            self.release_on(granted.iter().map(|(i, _)| *i), name, token)
-                .await;
-            return Err(BackendError::Unavailable(format!(
-                "redlock: could not raise the fence on a granting node: {err}"
-            )));
+            .filter_map(|a| match a {
+                Answer::Replayed(lease) => Some(lease.fence),
+                _ => None,
+            })
+            .collect();
+        // An idempotent retry keeps the fence (and so the token) it found on a majority.
+        let replayed = replays.len() >= self.quorum();
+        let fence = if replayed {
+            replays.iter().copied().max()
+        } else {
+            holders.iter().map(|(_, lease)| lease.fence).max()
         }
-        let shortest = granted
+        .unwrap_or(0);
+        if self.finalize(name, stem, fence, &holders).await < self.quorum() {
+            self.withdraw_on(maybe_ours(), name, stem, claim).await;
+            return Err(BackendError::Unavailable(
+                "redlock: could not give a majority of nodes the grant's fence".into(),
+            ));
+        }
+        let shortest = holders
             .iter()
             .map(|(_, lease)| lease.ttl)
             .min()
@@ -142,12 +249,12 @@ impl LockBackend for RedlockBackend {
         let lease = Lease {
             fence,
             ttl: shortest.saturating_sub(drift(ttl)),
-            replicas_acked: granted
+            replicas_acked: holders
                 .iter()
                 .filter_map(|(_, lease)| lease.replicas_acked)
                 .min(),
         };
-        Ok(if all_replays {
+        Ok(if replayed {
             AcquireOutcome::AlreadyHeld(lease)
         } else {
             AcquireOutcome::Granted(lease)
@@ -155,26 +262,31 @@ impl LockBackend for RedlockBackend {
     }
 
     async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.release(name, token))).await;
-        let count = |wanted: ReleaseOutcome| {
-            outcomes
-                .iter()
-                .filter(|o| matches!(o, Ok(x) if *x == wanted))
-                .count()
-        };
-        let answered = outcomes.iter().filter(|o| o.is_ok()).count();
-        if count(ReleaseOutcome::Released) >= self.quorum() {
-            Ok(ReleaseOutcome::Released)
-        } else if count(ReleaseOutcome::NotOwner) >= self.quorum() {
-            Ok(ReleaseOutcome::NotOwner)
-        } else if answered >= self.quorum() {
-            Ok(ReleaseOutcome::NotHeld)
-        } else {
-            Err(BackendError::Unavailable(format!(
-                "redlock: {answered} of {} nodes answered",
-                self.nodes.len()
-            )))
+        let outcomes: Vec<Option<ReleaseOutcome>> =
+            join_all(self.nodes.iter().map(|n| n.release(name, token)))
+                .await
+                .into_iter()
+                .map(Result::ok)
+                .collect();
+        release_verdict(&outcomes, self.quorum()).ok_or_else(|| {
+            self.unavailable(
+                "release has no majority answer",
+                outcomes.iter().flatten().count(),
+            )
+        })
+    }
+
+    async fn withdraw(
+        &self,
+        name: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.withdraw(name, stem, claim))).await;
+        if outcomes.iter().all(Result::is_err) {
+            return Err(self.unavailable("withdrawal", 0));
         }
+        Ok(outcomes.into_iter().any(|o| o == Ok(true)))
     }
 
     async fn renew(
@@ -186,15 +298,14 @@ impl LockBackend for RedlockBackend {
     ) -> Result<RenewOutcome, BackendError> {
         let outcomes = join_all(self.nodes.iter().map(|n| n.renew(name, token, ttl, ack))).await;
         let mut renewed = Vec::new();
-        let (mut not_owner, mut answered) = (0, 0);
+        let (mut not_held, mut not_owner) = (0, 0);
         for (index, outcome) in outcomes.into_iter().enumerate() {
             match outcome {
                 Ok(RenewOutcome::Renewed(lease)) => renewed.push((index, lease)),
                 Ok(RenewOutcome::NotOwner) => not_owner += 1,
-                Ok(RenewOutcome::NotHeld) => {}
-                Err(_) => continue,
+                Ok(RenewOutcome::NotHeld) => not_held += 1,
+                Err(_) => {}
             }
-            answered += 1;
         }
         if renewed.len() >= self.quorum() {
             let lease = Lease {
@@ -216,41 +327,56 @@ impl LockBackend for RedlockBackend {
             };
             return Ok(RenewOutcome::Renewed(lease));
         }
-        // A minority still renewed: no lock, only keys in the way of the next holder.
-        self.release_on(renewed.iter().map(|(i, _)| *i), name, token)
-            .await;
-        if not_owner >= self.quorum() {
-            Ok(RenewOutcome::NotOwner)
-        } else if answered >= self.quorum() {
-            Ok(RenewOutcome::NotHeld)
-        } else {
-            Err(BackendError::Unavailable(format!(
-                "redlock: {answered} of {} nodes answered",
-                self.nodes.len()
-            )))
+        if not_held + not_owner < self.quorum() {
+            // Nodes did not answer: the lock may still be held on a majority. Undo nothing.
+            return Err(self.unavailable(
+                "renewal has no majority answer",
+                renewed.len() + not_held + not_owner,
+            ));
         }
+        // A majority says the token does not hold the lock: the minority renewals are no lock,
+        // only keys in the way of the next holder.
+        let releases = renewed
+            .iter()
+            .map(|(i, _)| self.nodes[*i].release(name, token));
+        for outcome in join_all(releases).await {
+            if let Err(err) = outcome {
+                tracing::warn!(lock = name, error = %err, "redlock: could not release a minority renewal; it expires at its ttl");
+            }
+        }
+        Ok(if not_owner >= self.quorum() {
+            RenewOutcome::NotOwner
+        } else {
+            RenewOutcome::NotHeld
+        })
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let outcomes = join_all(self.nodes.iter().map(|n| n.inspect(name))).await;
-        let answered = outcomes.iter().filter(|o| o.is_ok()).count();
-        if answered < self.quorum() {
-            return Err(BackendError::Unavailable(format!(
-                "redlock: {answered} of {} nodes answered",
-                self.nodes.len()
-            )));
+        let unanswered = outcomes.iter().filter(|o| o.is_err()).count();
+        // Each grant (told apart by its fence) with the nodes that hold it.
+        let mut grants: HashMap<Option<u64>, Vec<Option<Duration>>> = HashMap::new();
+        for seen in outcomes.into_iter().filter_map(|o| o.ok().flatten()) {
+            grants.entry(seen.fence).or_default().push(seen.ttl);
         }
-        let held: Vec<Inspection> = outcomes
-            .into_iter()
-            .filter_map(|o| o.ok().flatten())
-            .collect();
-        if held.len() < self.quorum() {
-            return Ok(None);
+        let quorum = self.quorum();
+        if let Some((fence, ttls)) = grants.iter().find(|(_, ttls)| ttls.len() >= quorum) {
+            return Ok(Some(Inspection {
+                ttl: ttls.iter().copied().min().flatten(),
+                fence: *fence,
+            }));
         }
-        Ok(Some(Inspection {
-            ttl: held.iter().map(|seen| seen.ttl).min().flatten(),
-            fence: held.iter().filter_map(|seen| seen.fence).max(),
-        }))
+        // "Not held" only when no grant could have a majority, whatever the silent nodes hold.
+        let could_be_held = grants
+            .values()
+            .any(|ttls| ttls.len() + unanswered >= quorum);
+        if could_be_held || unanswered >= quorum {
+            return Err(self.unavailable(
+                "inspect has no majority answer",
+                self.nodes.len() - unanswered,
+            ));
+        }
+        Ok(None)
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
@@ -262,11 +388,12 @@ impl LockBackend for RedlockBackend {
         if answered >= self.quorum() {
             Ok(())
         } else {
-            Err(BackendError::Unavailable(format!(
-                "redlock: {answered} of {} nodes answer",
-                self.nodes.len()
-            )))
+            Err(self.unavailable("ping", answered))
         }
+    }
+
+    fn sees_every_release(&self) -> bool {
+        self.nodes.iter().all(RedisBackend::sees_every_release)
     }
 
     async fn watch_releases(&self, name: &str) -> ReleaseFeed {
@@ -311,6 +438,31 @@ mod tests {
     fn drift_is_one_percent_plus_two_milliseconds() {
         assert_eq!(drift(Duration::from_secs(10)), 102 * MS);
         assert_eq!(drift(Duration::from_millis(100)), 3 * MS);
+    }
+
+    #[test]
+    fn a_release_needs_a_majority_verdict() {
+        use ReleaseOutcome::{NotHeld, NotOwner, Released};
+        let verdict = |outcomes: &[Option<ReleaseOutcome>]| release_verdict(outcomes, 2);
+        assert_eq!(
+            verdict(&[Some(Released), Some(Released), None]),
+            Some(Released)
+        );
+        assert_eq!(
+            verdict(&[Some(NotOwner), Some(NotOwner), Some(Released)]),
+            Some(NotOwner)
+        );
+        assert_eq!(
+            verdict(&[Some(NotHeld), Some(NotOwner), Some(Released)]),
+            Some(NotHeld)
+        );
+        assert_eq!(
+            verdict(&[Some(NotHeld), Some(NotHeld), None]),
+            Some(NotHeld)
+        );
+        // The case that used to answer 404: nothing is known for sure.
+        assert_eq!(verdict(&[Some(Released), Some(NotOwner), None]), None);
+        assert_eq!(verdict(&[Some(Released), None, None]), None);
     }
 
     #[test]

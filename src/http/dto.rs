@@ -88,7 +88,7 @@ impl RenewBody {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(example = json!({
     "name": "orders:42",
-    "token": "Yq3v7M1b0nqzT0m6k9xW2A",
+    "token": "Yq3v7M1b0nqzT0m6k9xW2A.1763712000123456",
     "fence": 1763712000123456u64,
     "ttl_ms": 29998,
     "expires_at": "2026-11-21T08:00:30.123Z"
@@ -96,7 +96,9 @@ impl RenewBody {
 pub struct LockGrantBody {
     pub name: String,
     /// Proof of ownership: send it in the `Lock-Token` header to renew or release. Keep it
-    /// secret.
+    /// secret. Opaque to clients; it is exactly the value Redis keeps for the lock (128 random
+    /// bits, a dot and the fence), so a plain Redis client can release the lock with the
+    /// classic compare-and-delete.
     pub token: String,
     /// Strictly increases with every grant of this name. Pass it to the resource the lock
     /// protects, which should refuse writes with a smaller fence than one it has seen.
@@ -154,7 +156,8 @@ pub struct LockInfoBody {
     /// When the current lease ends, RFC 3339 (informative).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
-    /// The last fence issued for this name; absent when its counter is gone.
+    /// The fence of the current grant; absent for a lock taken by another Redis client
+    /// (its token carries none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
 }

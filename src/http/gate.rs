@@ -8,8 +8,12 @@
 //!    puts the key in the request's extensions, where [`super::extract::LockPath`] checks its
 //!    scope over the lock name (403 `forbidden`);
 //! 5. bounds the time to answer (503 `timeout`): `--request-timeout`, plus `--max-wait` for
-//!    an acquire or hold stream, which may wait that long for its lock (reading the body has
-//!    its own bound, the request timeout: see [`super::extract::JsonBody`]);
+//!    an acquire or hold stream, which may wait that long for its lock, plus the longest
+//!    replica wait a request may ask for (`replica_timeout_ms`) for the operations that can ask
+//!    for one, so that a request is never cut off while waiting for what it asked. A renewal
+//!    or release cut off all the same may have taken effect: it answers 503 `outcome-unknown`
+//!    (both are safe to repeat). Reading the body has its own bound, the request timeout: see
+//!    [`super::extract::JsonBody`];
 //! 6. turns a handler panic into a 500 problem document instead of a dropped connection;
 //! 7. records the request in the metrics and writes one log line: info, or warn with the
 //!    cause for server errors (the client only got a generic detail).
@@ -40,7 +44,10 @@ use tower::{Layer, Service};
 
 use super::problem::{ApiError, ProblemKind, ServerErrorCause};
 use crate::auth::{ApiKey, ApiKeys};
+use crate::backend::BackendError;
 use crate::config::MetricsAuth;
+use crate::lock::LockError;
+use crate::lock::request::MAX_REPLICA_TIMEOUT;
 use crate::metrics::Metrics;
 use crate::operation::Operation;
 
@@ -107,7 +114,10 @@ impl Gate {
 
     fn timeout(&self, operation: Operation) -> Duration {
         match operation {
-            Operation::Acquire | Operation::Hold => self.request_timeout + self.max_wait,
+            Operation::Acquire | Operation::Hold => {
+                self.request_timeout + self.max_wait + MAX_REPLICA_TIMEOUT
+            }
+            Operation::Renew => self.request_timeout + MAX_REPLICA_TIMEOUT,
             _ => self.request_timeout,
         }
     }
@@ -358,8 +368,17 @@ where
                     Ok(Poll::Ready(Err(never))) => match never {},
                     Ok(Poll::Pending) => match deadline.poll(cx) {
                         // Dropping the handler's future is what a client hanging up does; the
-                        // lock layer releases any grant it made (no orphan grants).
-                        Poll::Ready(()) => ApiError::Timeout.into_response(),
+                        // lock layer withdraws any grant it made (no orphan grants). A renewal
+                        // or release may have been applied all the same.
+                        Poll::Ready(()) => match this.log.operation {
+                            Operation::Renew | Operation::Release => {
+                                ApiError::Lock(LockError::OutcomeUnknown(BackendError::Timeout(
+                                    this.log.gate.timeout(this.log.operation),
+                                )))
+                                .into_response()
+                            }
+                            _ => ApiError::Timeout.into_response(),
+                        },
                         Poll::Pending => return Poll::Pending,
                     },
                     Err(_) => ApiError::Internal("handler panicked".into()).into_response(),

@@ -214,7 +214,7 @@ impl Holding {
                 () = tokio::time::sleep_until(self.next_renewal) => {}
                 () = self.shutdown.cancelled() => {
                     let name = self.name.to_string();
-                    if let Err(err) = Box::pin(self.guard.release()).await {
+                    if let Err(err) = Box::pin(self.guard.withdraw()).await {
                         tracing::warn!(lock = %name, error = %err, "could not release a held lock at shutdown; it expires at its ttl");
                     }
                     return (HoldEvent::Released(EndOfHold { name, reason: "shutdown" }), Phase::Done);

@@ -58,7 +58,7 @@ pub struct LockNameParam {
             headers(("Retry-After" = u64, description = "Seconds until the current lease ends, rounded up."))),
         (status = 413, description = "`payload-too-large`: the body exceeds the configured limit.",
             body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, or `insufficient-replicas` with `require_replicas` (the lock was released).",
+        (status = 503, description = "`backend-unavailable`; `insufficient-replicas` with `require_replicas` (the lock was released); `wait-pool-exhausted` when every connection for replica acknowledgement is busy.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
@@ -128,7 +128,7 @@ fn grant_response(name: &LockName, grant: Grant) -> Result<Response, ApiError> {
             body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload-too-large`: the body exceeds the configured limit.",
             body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, or `insufficient-replicas` with `require_replicas` (the lock stays held).",
+        (status = 503, description = "`backend-unavailable`; `outcome-unknown` (sent, but no answer came: the renewal may or may not have taken effect, and may be repeated); `insufficient-replicas` with `require_replicas` (the lock stays held); `wait-pool-exhausted`.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
@@ -165,7 +165,7 @@ pub async fn renew_lock(
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`not-owner`: the lock is held with a different token; it stays held.",
             body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`.",
+        (status = 503, description = "`backend-unavailable`, or `outcome-unknown` (sent, but no answer came: the release may or may not have taken effect; repeating it is safe).",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )

@@ -34,6 +34,8 @@ pub enum ProblemKind {
     NotOwner,
     InsufficientReplicas,
     BackendUnavailable,
+    OutcomeUnknown,
+    WaitPoolExhausted,
     TooManyWaiters,
     ShuttingDown,
     PayloadTooLarge,
@@ -57,6 +59,8 @@ impl ProblemKind {
             Self::NotOwner => "not-owner",
             Self::InsufficientReplicas => "insufficient-replicas",
             Self::BackendUnavailable => "backend-unavailable",
+            Self::OutcomeUnknown => "outcome-unknown",
+            Self::WaitPoolExhausted => "wait-pool-exhausted",
             Self::TooManyWaiters => "too-many-waiters",
             Self::ShuttingDown => "shutting-down",
             Self::PayloadTooLarge => "payload-too-large",
@@ -79,6 +83,8 @@ impl ProblemKind {
             Self::NotOwner => "Not the lock owner",
             Self::InsufficientReplicas => "Insufficient replicas",
             Self::BackendUnavailable => "Backend unavailable",
+            Self::OutcomeUnknown => "Outcome unknown",
+            Self::WaitPoolExhausted => "Replica acknowledgement pool exhausted",
             Self::TooManyWaiters => "Too many waiters",
             Self::ShuttingDown => "Shutting down",
             Self::PayloadTooLarge => "Payload too large",
@@ -99,6 +105,8 @@ impl ProblemKind {
             Self::LockNotHeld | Self::NotFound => StatusCode::NOT_FOUND,
             Self::InsufficientReplicas
             | Self::BackendUnavailable
+            | Self::OutcomeUnknown
+            | Self::WaitPoolExhausted
             | Self::TooManyWaiters
             | Self::ShuttingDown
             | Self::Overloaded
@@ -372,6 +380,24 @@ fn render_lock_error(err: LockError) -> Rendered {
             ),
             retry_after: Some(BACKEND_RETRY_AFTER),
             cause: None,
+        },
+        LockError::OutcomeUnknown(_) => Rendered {
+            problem: Problem::new(
+                ProblemKind::OutcomeUnknown,
+                "the lock backend did not answer in time: the operation may or may not have taken \
+                 effect; repeating it is safe",
+            ),
+            retry_after: Some(BACKEND_RETRY_AFTER),
+            cause,
+        },
+        LockError::WaitPoolExhausted(_) => Rendered {
+            problem: Problem::new(
+                ProblemKind::WaitPoolExhausted,
+                "every connection for replica acknowledgement is busy waiting for slow replicas; \
+                 retry later, or raise --wait-pool-size",
+            ),
+            retry_after: Some(BACKEND_RETRY_AFTER),
+            cause,
         },
         LockError::LeaseExpired | LockError::BackendUnavailable(_) => Rendered {
             problem: Problem::new(

@@ -26,14 +26,46 @@ pub enum LockError {
     /// The store answered so late that nothing was left of the lease.
     #[error("the lease expired before the reply could be sent")]
     LeaseExpired,
+    /// Every dedicated connection for replica acknowledgement was busy.
     #[error(transparent)]
-    BackendUnavailable(#[from] BackendError),
+    WaitPoolExhausted(BackendError),
+    /// A renewal or release was sent and no answer came: it may or may not have taken effect.
+    /// Both are safe to repeat.
+    #[error("no answer from the backend: {0}")]
+    OutcomeUnknown(BackendError),
+    #[error(transparent)]
+    BackendUnavailable(BackendError),
+}
+
+impl From<BackendError> for LockError {
+    fn from(err: BackendError) -> Self {
+        match err {
+            BackendError::WaitPoolExhausted(_) => Self::WaitPoolExhausted(err),
+            err => Self::BackendUnavailable(err),
+        }
+    }
 }
 
 impl LockError {
     /// Whether trying again shortly may succeed: the backend was unreachable or too slow.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::BackendUnavailable(_) | Self::LeaseExpired)
+        matches!(
+            self,
+            Self::BackendUnavailable(_)
+                | Self::LeaseExpired
+                | Self::OutcomeUnknown(_)
+                | Self::WaitPoolExhausted(_)
+        )
+    }
+
+    /// A failed write whose outcome may be unknown: for operations the client can repeat
+    /// safely (renew, release), say so.
+    pub fn of_write(err: BackendError) -> Self {
+        if err.outcome_unknown() {
+            Self::OutcomeUnknown(err)
+        } else {
+            err.into()
+        }
     }
 }
 

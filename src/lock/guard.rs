@@ -1,32 +1,40 @@
 //! [`GrantGuard`]: a lock held on behalf of a client that has not been told yet.
 //!
 //! A grant is only worth something once its client knows the token. Until the caller says
-//! the grant was delivered, dropping the guard releases the lock: a request cancelled while
+//! the grant was delivered, dropping the guard withdraws the grant: a request cancelled while
 //! its acquire script was in flight (the client hung up), a response that never left the
-//! gateway, a hold stream whose client went away. Releasing is always safe because it is
-//! compare-and-delete with this request's own token: if the acquire never landed, or the lock
-//! changed hands since, the release changes nothing.
+//! gateway, a hold stream whose client went away. Withdrawing is always safe: it deletes the
+//! lock only if a token of this attempt's stem holds it (and, for a stem several attempts
+//! share, only while this attempt's claim is the grant's last), so it can neither touch another
+//! client's grant nor a later attempt's, whenever it reaches the store.
 
 use std::sync::Arc;
 
-use super::{LockName, LockToken};
-use crate::backend::{Backend, BackendError, LockBackend, ReleaseOutcome};
+use super::{LockName, TokenStem};
+use crate::backend::{Backend, BackendError, Claim, LockBackend};
 
 #[derive(Debug)]
 pub struct GrantGuard {
     backend: Arc<Backend>,
     name: LockName,
-    token: LockToken,
+    stem: TokenStem,
+    claim: Option<Claim>,
     armed: bool,
 }
 
 impl GrantGuard {
-    /// Armed: dropping it releases `name` if `token` holds it.
-    pub fn new(backend: Arc<Backend>, name: LockName, token: LockToken) -> Self {
+    /// Armed: dropping it withdraws the grant of `stem` (and `claim`) on `name`, if any.
+    pub fn new(
+        backend: Arc<Backend>,
+        name: LockName,
+        stem: TokenStem,
+        claim: Option<Claim>,
+    ) -> Self {
         Self {
             backend,
             name,
-            token,
+            stem,
+            claim,
             armed: true,
         }
     }
@@ -36,11 +44,11 @@ impl GrantGuard {
         self.armed = false;
     }
 
-    /// Releases now, waiting for the answer.
-    pub async fn release(mut self) -> Result<ReleaseOutcome, BackendError> {
+    /// Withdraws now, waiting for the answer: true if a grant was withdrawn.
+    pub async fn withdraw(mut self) -> Result<bool, BackendError> {
         self.armed = false;
         self.backend
-            .release(self.name.as_str(), self.token.expose())
+            .withdraw(self.name.as_str(), self.stem.expose(), self.claim)
             .await
     }
 }
@@ -55,13 +63,18 @@ impl Drop for GrantGuard {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (backend, name, token) = (self.backend.clone(), self.name.clone(), self.token.clone());
+        let (backend, name, stem, claim) = (
+            self.backend.clone(),
+            self.name.clone(),
+            self.stem.clone(),
+            self.claim,
+        );
         runtime.spawn(async move {
-            match backend.release(name.as_str(), token.expose()).await {
-                Ok(ReleaseOutcome::Released) => {
-                                        tracing::info!(lock = %name, "released the lock of a client that went away");
+            match backend.withdraw(name.as_str(), stem.expose(), claim).await {
+                Ok(true) => {
+                    tracing::info!(lock = %name, "released the lock of a client that went away");
                 }
-                Ok(_) => {}
+                Ok(false) => {}
                 Err(err) => {
                     tracing::warn!(lock = %name, error = %err, "could not release an undelivered grant; it expires at its ttl");
                 }

@@ -16,5 +16,5 @@ pub use guard::GrantGuard;
 pub use name::{InvalidName, LockName};
 pub use request::{AcquireRequest, Limits, RawReplicas, RenewRequest};
 pub use service::{Grant, LockService, LockState, Renewal};
-pub use token::{IdempotencyKey, LockToken, TokenSecret};
+pub use token::{IdempotencyKey, LockToken, TokenSecret, TokenStem};
 pub use validity::Validity;

@@ -1,16 +1,25 @@
 //! [`LockService`]: the lock operations as the API offers them, on top of a backend.
 //!
-//! It issues tokens, turns a backend's lease into a validity the client can rely on, enforces
-//! replica requirements, makes waiting requests wait without polling, and undoes a grant it
-//! cannot stand behind (no validity left, too few replicas, nobody left to tell) so that a
-//! failed request never leaves a lock held by nobody.
+//! It chooses token stems, turns a backend's lease into a validity the client can rely on,
+//! enforces replica requirements, makes waiting requests wait without polling, and undoes a
+//! grant it cannot stand behind (no validity left, too few replicas, no answer from the store,
+//! nobody left to tell) so that a failed request never leaves a lock held by nobody.
+//!
+//! Every attempt at the backend has a token stem of its own (see [`super::token`]): a fresh
+//! random one, or, with an idempotency key, the key's stem and a fresh [`Claim`]. An attempt
+//! that failed after its script may have run withdraws its possible grant before it returns,
+//! and a withdrawal can only ever match its own attempt's grant, so a later attempt, or a later
+//! request with the same idempotency key, never meets a withdrawal meant for another.
 //!
 //! Waiting (`wait_ms > 0`): a request first tries once, unless requests already wait for the
 //! name in this gateway, in which case it queues behind them ([`super::wait`]). The head of
 //! the line marks the name's release feed seen, tries, and if the lock is held sleeps until a
-//! release is announced, the holder's ttl runs out (expiries are not announced), its own
-//! deadline passes, or the gateway shuts down. Backend traffic per waiting request is one
-//! attempt per release or expiry, never a polling loop.
+//! release is announced, the holder's ttl runs out (expiries are not always announced), its
+//! own deadline passes, or the gateway shuts down. Backend traffic per waiting request is one
+//! attempt per release or expiry. Where the backend cannot announce releases made by its
+//! other clients (Redis without keyspace notifications), the head of each line also looks
+//! again every [`FOREIGN_RELEASE_RECHECK`]: a bounded cost per name with waiters, not per
+//! waiter.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,11 +33,11 @@ use super::LockName;
 use super::error::LockError;
 use super::guard::GrantGuard;
 use super::request::{AcquireRequest, Limits, RenewRequest, ReplicaPolicy};
-use super::token::{IdempotencyKey, LockToken, TokenSecret};
+use super::token::{IdempotencyKey, LockToken, TokenSecret, TokenStem};
 use super::validity::Validity;
 use super::wait::{Handoff, TooManyWaiters, Waiters};
 use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Lease, LockBackend, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, Backend, BackendError, Claim, Lease, LockBackend, ReleaseOutcome, RenewOutcome,
 };
 
 /// When the holder's lease has no expiry (a key written by another client), tell waiters to come
@@ -42,6 +51,11 @@ const MIN_RECHECK: Duration = Duration::from_millis(1);
 /// client was willing to make.
 const MIN_BACKEND_RETRY: Duration = Duration::from_millis(50);
 const MAX_BACKEND_RETRY: Duration = Duration::from_secs(1);
+/// Where the backend does not announce releases made by its other clients (a Redis without
+/// keyspace notifications), the head of a line looks again this often while it waits: a lock
+/// released by, say, redis-py is noticed within this plus a round trip, at the cost of one
+/// short script (GET, PTTL) per name with waiters, 20 per second.
+const FOREIGN_RELEASE_RECHECK: Duration = Duration::from_millis(50);
 
 /// A lock granted to the caller. Dropping it before [`Grant::delivered`] releases the lock.
 #[derive(Debug)]
@@ -68,7 +82,8 @@ pub struct Renewal {
 pub struct LockState {
     /// Remaining ttl; `None` when the key has no expiry.
     pub ttl: Option<Duration>,
-    /// The last fence issued for the name.
+    /// The fence of the current grant; `None` when its holder's token carries none (a lock
+    /// taken by another Redis client).
     pub fence: Option<u64>,
 }
 
@@ -131,7 +146,7 @@ impl LockService {
         self.shutdown.clone()
     }
 
-    /// Takes the lock, waiting up to `request.wait` for it. With an idempotency key the token
+    /// Takes the lock, waiting up to `request.wait` for it. With an idempotency key the stem
     /// is derived from (name, key), so a retry of a request whose response was lost finds its
     /// own grant.
     pub async fn acquire(
@@ -140,19 +155,14 @@ impl LockService {
         request: &AcquireRequest,
         idempotency_key: Option<&IdempotencyKey>,
     ) -> Result<Grant, LockError> {
-        let token = match idempotency_key {
-            Some(key) => LockToken::derive(&self.secret, name.as_str(), key),
-            None => LockToken::random().map_err(|e| {
-                LockError::BackendUnavailable(BackendError::Unavailable(format!(
-                    "os random generator: {e}"
-                )))
-            })?,
-        };
+        let derived =
+            idempotency_key.map(|key| TokenStem::derive(&self.secret, name.as_str(), key));
         // Requests already waiting here go first: a newcomer does not overtake them.
         if request.wait.is_zero() || !self.waiters.has_line(name.as_str()) {
             // Boxed here and below: a waiting request keeps its future alive for the whole wait,
             // and the attempt (a backend round trip) is most of its size.
-            match Box::pin(self.attempt(name, &token, request)).await {
+            let then_wait = !request.wait.is_zero();
+            match Box::pin(self.attempt(name, derived.as_ref(), request, then_wait)).await {
                 Ok(Attempt::Granted(grant)) => return Ok(grant),
                 Ok(Attempt::Held { retry_after }) if request.wait.is_zero() => {
                     return Err(LockError::Held { retry_after });
@@ -162,14 +172,14 @@ impl LockService {
                 Ok(Attempt::Held { .. }) | Err(_) => {}
             }
         }
-        self.wait_for(name, &token, request).await
+        self.wait_for(name, derived.as_ref(), request).await
     }
 
     /// Waits in line for `name` until the lock is granted or `request.wait` has passed.
     async fn wait_for(
         &self,
         name: &LockName,
-        token: &LockToken,
+        derived: Option<&TokenStem>,
         request: &AcquireRequest,
     ) -> Result<Grant, LockError> {
         let deadline = Instant::now() + request.wait;
@@ -195,7 +205,10 @@ impl LockService {
             wake_at = Some(handoff.held_until);
         }
         loop {
-            if let Some(at) = wake_at {
+            if let Some(mut at) = wake_at {
+                if !self.backend.sees_every_release() {
+                    at = at.min(Instant::now() + FOREIGN_RELEASE_RECHECK);
+                }
                 tokio::select! {
                     () = next_release(&mut releases) => {}
                     () = tokio::time::sleep_until(at.min(deadline)) => {}
@@ -205,8 +218,7 @@ impl LockService {
             // From here on, a release shows up as a change: none can slip between this attempt
             // and the next wait.
             releases.borrow_and_update();
-            let now = Instant::now();
-            match Box::pin(self.attempt(name, token, request)).await {
+            match Box::pin(self.attempt(name, derived, request, true)).await {
                 Ok(Attempt::Granted(grant)) => {
                     ticket.hand_off(Handoff {
                         releases,
@@ -223,7 +235,7 @@ impl LockService {
                 }
                 Err(err) if err.is_transient() && Instant::now() < deadline => {
                     tracing::debug!(lock = %name, error = %err, "waiting through a backend error");
-                    wake_at = Some(now + backend_retry);
+                    wake_at = Some(Instant::now() + backend_retry);
                     backend_retry = (backend_retry * 2).min(MAX_BACKEND_RETRY);
                 }
                 Err(err) => return Err(err),
@@ -231,26 +243,65 @@ impl LockService {
         }
     }
 
-    /// One try: the grant, or how long until the holder's lease ends.
+    /// The stem and claim of one attempt: a fresh random stem, or the idempotency key's stem
+    /// with a fresh claim.
+    fn attempt_stem(derived: Option<&TokenStem>) -> Result<(TokenStem, Option<Claim>), LockError> {
+        let random_failed = |e: getrandom::Error| {
+            LockError::BackendUnavailable(BackendError::Unavailable(format!(
+                "os random generator: {e}"
+            )))
+        };
+        match derived {
+            Some(stem) => Ok((
+                stem.clone(),
+                Some(Claim(getrandom::u64().map_err(random_failed)?)),
+            )),
+            None => Ok((TokenStem::random().map_err(random_failed)?, None)),
+        }
+    }
+
+    /// One try: the grant, or how long until the holder's lease ends. When another attempt
+    /// may follow (`retry_may_follow`), a failed attempt withdraws its possible grant before it
+    /// returns; otherwise the withdrawal goes on in the background while the client gets its
+    /// answer (it can only ever match this attempt's grant).
     async fn attempt(
         &self,
         name: &LockName,
-        token: &LockToken,
+        derived: Option<&TokenStem>,
         request: &AcquireRequest,
+        retry_may_follow: bool,
     ) -> Result<Attempt, LockError> {
+        let (stem, claim) = Self::attempt_stem(derived)?;
         // Armed before the script is sent: if this future is dropped mid-flight (the client
-        // hung up) or the answer is lost, the guard releases whatever may have been granted.
-        let guard = GrantGuard::new(self.backend.clone(), name.clone(), token.clone());
+        // hung up) the guard withdraws whatever may have been granted.
+        let guard = GrantGuard::new(self.backend.clone(), name.clone(), stem.clone(), claim);
         let started = Instant::now();
-        let outcome = self
+        let sent = self
             .backend
             .acquire(
                 name.as_str(),
-                token.expose(),
+                stem.expose(),
                 request.ttl,
                 request.replicas.ack(),
+                claim,
             )
-            .await?;
+            .await;
+        let outcome = match sent {
+            Ok(outcome) => outcome,
+            Err(err @ (BackendError::WaitPoolExhausted(_) | BackendError::Config(_))) => {
+                // Nothing was sent.
+                guard.disarm();
+                return Err(err.into());
+            }
+            Err(err) => {
+                // The script may have run and granted the lock: withdraw it (dropping the armed
+                // guard does so in the background).
+                if retry_may_follow && let Err(withdraw_error) = guard.withdraw().await {
+                    tracing::warn!(lock = %name, error = %withdraw_error, "could not withdraw an attempt that got no answer; it expires at its ttl");
+                }
+                return Err(err.into());
+            }
+        };
         let (lease, replayed) = match outcome {
             AcquireOutcome::Granted(lease) => (lease, false),
             AcquireOutcome::AlreadyHeld(lease) => (lease, true),
@@ -265,7 +316,7 @@ impl LockService {
             check_replicas(&request.replicas, &lease).and_then(|()| validity(started, &lease));
         match check {
             Ok(validity) => Ok(Attempt::Granted(Grant {
-                token: token.clone(),
+                token: LockToken::issued(&stem, lease.fence),
                 fence: lease.fence,
                 validity,
                 replicas_acked: lease.replicas_acked,
@@ -273,8 +324,8 @@ impl LockService {
                 guard,
             })),
             Err(err) => {
-                if let Err(release_error) = guard.release().await {
-                    tracing::warn!(lock = %name, error = %release_error, "could not release a refused grant; it expires at its ttl");
+                if let Err(withdraw_error) = guard.withdraw().await {
+                    tracing::warn!(lock = %name, error = %withdraw_error, "could not release a refused grant; it expires at its ttl");
                 }
                 Err(err)
             }
@@ -302,7 +353,8 @@ impl LockService {
                 request.ttl,
                 request.replicas.ack(),
             )
-            .await?;
+            .await
+            .map_err(LockError::of_write)?;
         let lease = match outcome {
             RenewOutcome::Renewed(lease) => lease,
             RenewOutcome::NotHeld => return Err(LockError::NotHeld),
@@ -328,7 +380,8 @@ impl LockService {
 
     /// Releases the lock held with `token`.
     pub async fn release(&self, name: &LockName, token: &LockToken) -> Result<(), LockError> {
-        match self.backend.release(name.as_str(), token.expose()).await? {
+        let released = self.backend.release(name.as_str(), token.expose()).await;
+        match released.map_err(LockError::of_write)? {
             ReleaseOutcome::Released => Ok(()),
             ReleaseOutcome::NotHeld => Err(LockError::NotHeld),
             ReleaseOutcome::NotOwner => Err(LockError::NotOwner),

@@ -1,9 +1,14 @@
 //! Lock tokens: the secret that proves who holds a lock.
 //!
-//! A token is 128 bits, URL-safe base64 without padding (22 characters). A fresh token comes
-//! straight from the OS CSPRNG. A token for an acquire that carries an `Idempotency-Key` is
-//! derived instead, as HMAC-SHA256 of (name, key) under the gateway's secret, so that a client
-//! retrying after a lost response computes the same token and finds its own grant.
+//! A token is `<stem>.<fence>` (see `backend::fence`). The **stem** is the gateway's part: 128
+//! bits, URL-safe base64 without padding (22 characters), straight from the OS CSPRNG, and
+//! fresh for every attempt a request makes, so that nothing a failed attempt left behind (a
+//! withdrawal still in flight, a grant whose answer was lost) can ever match a later attempt's
+//! token. For an acquire that carries an `Idempotency-Key` the stem is derived instead, as
+//! HMAC-SHA256 of (name, key) under the gateway's secret, so that a client retrying after a
+//! lost response computes the same stem and finds its own grant; attempts that share such a
+//! stem tell themselves apart with a [`Claim`](crate::backend::Claim). The **fence** is the one
+//! the store issued for the grant, so the token alone says which grant it proves.
 //!
 //! The backend stores exactly the token string, so any Redis client can release a lock taken
 //! through the gateway with the classic compare-and-delete script.
@@ -18,6 +23,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use crate::backend::fence;
+
 /// Bytes of entropy in a token (128 bits).
 const TOKEN_BYTES: usize = 16;
 /// Longest token accepted from a client. Ours are 22 characters; the margin lets a token
@@ -31,19 +38,19 @@ pub const IDEMPOTENCY_KEY_LEN: std::ops::RangeInclusive<usize> = 16..=255;
 /// Separates derived tokens from any other use of the same secret.
 const DERIVATION_CONTEXT: &[u8] = b"lockgate/token/v1";
 
-/// A lock token, either issued here or presented by a client.
+/// The gateway's part of a token, chosen before the store answers.
 #[derive(Clone, PartialEq, Eq)]
-pub struct LockToken(String);
+pub struct TokenStem(String);
 
-impl LockToken {
-    /// A new token from the OS CSPRNG.
+impl TokenStem {
+    /// A new stem from the OS CSPRNG.
     pub fn random() -> Result<Self, getrandom::Error> {
         let mut bytes = [0u8; TOKEN_BYTES];
         getrandom::fill(&mut bytes)?;
         Ok(Self(URL_SAFE_NO_PAD.encode(bytes)))
     }
 
-    /// The token a given (name, idempotency key) pair always maps to under `secret`.
+    /// The stem a given (name, idempotency key) pair always maps to under `secret`.
     pub fn derive(secret: &TokenSecret, name: &str, key: &IdempotencyKey) -> Self {
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&secret.0)
             .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
@@ -55,6 +62,33 @@ impl LockToken {
         mac.update(key.0.as_bytes());
         let digest = mac.finalize().into_bytes();
         Self(URL_SAFE_NO_PAD.encode(&digest[..TOKEN_BYTES]))
+    }
+
+    /// The stem text, for the backend. Never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for TokenStem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenStem(<redacted>)")
+    }
+}
+
+/// A lock token, either issued here or presented by a client.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LockToken(String);
+
+impl LockToken {
+    /// The token of a grant of `stem` with `fence`.
+    pub fn issued(stem: &TokenStem, fence: u64) -> Self {
+        Self(fence::token(stem.expose(), fence))
+    }
+
+    /// The fence the token carries; `None` for a token not issued by this format.
+    pub fn fence(&self) -> Option<u64> {
+        fence::fence_of(&self.0)
     }
 
     /// Accepts a token presented in a `Lock-Token` header: visible ASCII, bounded length.
@@ -133,9 +167,9 @@ mod tests {
     }
 
     #[test]
-    fn random_tokens_are_128_bit_url_safe_and_distinct() {
-        let a = LockToken::random().expect("rng");
-        let b = LockToken::random().expect("rng");
+    fn random_stems_are_128_bit_url_safe_and_distinct() {
+        let a = TokenStem::random().expect("rng");
+        let b = TokenStem::random().expect("rng");
         assert_eq!(a.expose().len(), 22);
         assert!(
             a.expose()
@@ -146,26 +180,41 @@ mod tests {
     }
 
     #[test]
-    fn derived_tokens_depend_on_secret_name_and_key_only() {
+    fn issued_tokens_are_stem_dot_fence() {
+        let stem = TokenStem::random().expect("rng");
+        let token = LockToken::issued(&stem, 1_795_449_363_840_090);
+        assert_eq!(
+            token.expose(),
+            format!("{}.1795449363840090", stem.expose())
+        );
+        assert_eq!(token.fence(), Some(1_795_449_363_840_090));
+        assert_eq!(
+            LockToken::presented("foreign-token").and_then(|t| t.fence()),
+            None
+        );
+    }
+
+    #[test]
+    fn derived_stems_depend_on_secret_name_and_key_only() {
         let secret = TokenSecret::from_configured(&"s".repeat(32)).expect("long enough");
         let other = TokenSecret::from_configured(&"t".repeat(32)).expect("long enough");
         let k = key("0123456789abcdef");
-        let t = LockToken::derive(&secret, "orders:1", &k);
-        assert_eq!(t, LockToken::derive(&secret, "orders:1", &k));
+        let t = TokenStem::derive(&secret, "orders:1", &k);
+        assert_eq!(t, TokenStem::derive(&secret, "orders:1", &k));
         assert_eq!(t.expose().len(), 22);
-        assert_ne!(t, LockToken::derive(&other, "orders:1", &k));
-        assert_ne!(t, LockToken::derive(&secret, "orders:2", &k));
+        assert_ne!(t, TokenStem::derive(&other, "orders:1", &k));
+        assert_ne!(t, TokenStem::derive(&secret, "orders:2", &k));
         assert_ne!(
             t,
-            LockToken::derive(&secret, "orders:1", &key("0123456789abcdeg"))
+            TokenStem::derive(&secret, "orders:1", &key("0123456789abcdeg"))
         );
     }
 
     #[test]
     fn name_and_key_cannot_trade_bytes() {
         let secret = TokenSecret::random().expect("rng");
-        let a = LockToken::derive(&secret, "ab", &key("cdefghijklmnopqrs"));
-        let b = LockToken::derive(&secret, "abc", &key("defghijklmnopqrs"));
+        let a = TokenStem::derive(&secret, "ab", &key("cdefghijklmnopqrs"));
+        let b = TokenStem::derive(&secret, "abc", &key("defghijklmnopqrs"));
         assert_ne!(a, b);
     }
 
@@ -188,8 +237,10 @@ mod tests {
 
     #[test]
     fn debug_output_never_shows_secrets() {
-        let t = LockToken::random().expect("rng");
-        assert!(!format!("{t:?}").contains(t.expose()));
+        let s = TokenStem::random().expect("rng");
+        assert!(!format!("{s:?}").contains(s.expose()));
+        let t = LockToken::issued(&s, 7);
+        assert!(!format!("{t:?}").contains(s.expose()));
         assert_eq!(
             format!("{:?}", key("0123456789abcdef")),
             "IdempotencyKey(<redacted>)"

@@ -93,7 +93,8 @@ fn problem(reply: &Reply, status: u16, kind: &str) {
     assert_problem(reply.status, &reply.body, status, kind);
 }
 
-/// A free lock is granted: 201, Location, a 22-character token, a fence and the full ttl.
+/// A free lock is granted: 201, Location, a token `<22-character stem>.<fence>`, the fence and
+/// the full ttl.
 #[tokio::test(start_paused = true)]
 async fn acquire_grants_a_free_lock() {
     let app = app();
@@ -102,8 +103,14 @@ async fn acquire_grants_a_free_lock() {
     assert_eq!(reply.headers[header::LOCATION], "/locks/orders:42");
     assert_eq!(reply.headers[header::CONTENT_TYPE], "application/json");
     assert_eq!(reply.body["name"], "orders:42");
-    assert_eq!(reply.body["token"].as_str().map(str::len), Some(22));
-    assert!(reply.body["fence"].as_u64().is_some_and(|f| f > 0));
+    let fence = reply.body["fence"].as_u64().expect("fence");
+    assert!(fence > 0);
+    let (stem, carried) = reply.body["token"]
+        .as_str()
+        .and_then(|t| t.split_once('.'))
+        .expect("a token <stem>.<fence>");
+    assert_eq!(stem.len(), 22);
+    assert_eq!(carried, fence.to_string());
     assert_eq!(reply.body["ttl_ms"], 5000);
     assert!(
         reply.body["expires_at"]

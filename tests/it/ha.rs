@@ -8,10 +8,8 @@ use serde_json::{Value, json};
 use crate::support::gateway::{
     Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
 };
-use crate::support::redis::{RedisCluster, RedisServer, signal};
+use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup, signal};
 use crate::support::{assert_problem, check_mutual_exclusion, eventually, key_exists, status_json};
-
-const MASTER: &str = "lockgate";
 
 fn token(body: &Value) -> String {
     body["token"]
@@ -24,70 +22,6 @@ fn fence(body: &Value) -> u64 {
     body["fence"]
         .as_u64()
         .unwrap_or_else(|| panic!("no fence in {body}"))
-}
-
-/// A master with a replica and three sentinels that know each other and the replica.
-struct SentinelGroup {
-    master: RedisServer,
-    replica: RedisServer,
-    sentinels: Vec<RedisServer>,
-}
-
-impl SentinelGroup {
-    fn start() -> Self {
-        let master = RedisServer::start();
-        let replica = RedisServer::start_replica_of(&master);
-        let sentinels: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::start_sentinel(&master, MASTER))
-            .collect();
-        // A failover needs the sentinels to have found each other and the replica.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        for sentinel in &sentinels {
-            loop {
-                let state: Vec<String> = sentinel
-                    .query(redis::cmd("SENTINEL").arg("MASTER").arg(MASTER))
-                    .unwrap_or_default();
-                let field = |name: &str| {
-                    state
-                        .iter()
-                        .position(|f| f == name)
-                        .and_then(|i| state.get(i + 1))
-                        .cloned()
-                };
-                if field("num-other-sentinels").as_deref() == Some("2")
-                    && field("num-slaves").as_deref() == Some("1")
-                {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "sentinels did not discover each other: {state:?}"
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-        Self {
-            master,
-            replica,
-            sentinels,
-        }
-    }
-
-    fn urls(&self) -> Vec<String> {
-        self.sentinels.iter().map(RedisServer::url).collect()
-    }
-
-    /// The master's port as the first sentinel sees it.
-    fn master_port(&self) -> Option<u16> {
-        let addr: Vec<String> = self.sentinels[0]
-            .query(
-                redis::cmd("SENTINEL")
-                    .arg("GET-MASTER-ADDR-BY-NAME")
-                    .arg(MASTER),
-            )
-            .ok()?;
-        addr.get(1)?.parse().ok()
-    }
 }
 
 /// Sentinel: the master is killed; the gateway serves again within 10 s of the failover with
@@ -213,7 +147,8 @@ async fn sentinel_mutual_exclusion_under_load() {
 }
 
 /// Cluster: 1,000 locks with random names spread over every master; acquire, renew, inspect and
-/// release all work; and WAIT, with a replica per master, counts one acknowledgement.
+/// release all work; and WAIT, with a replica per master, counts one acknowledgement. (The
+/// leases are long: on a loaded machine the test itself takes minutes to go through them.)
 #[tokio::test]
 async fn cluster_serves_locks_in_every_slot() {
     let cluster = RedisCluster::start(3, 1);
@@ -226,7 +161,7 @@ async fn cluster_serves_locks_in_every_slot() {
         let grants = futures_util::future::join_all(
             chunk
                 .iter()
-                .map(|name| gw.acquire(name, Some(json!({"ttl_ms": 60000})))),
+                .map(|name| gw.acquire(name, Some(json!({"ttl_ms": 600_000})))),
         );
         for (name, response) in chunk.iter().zip(grants.await) {
             let (status, grant) = status_json(response).await;
@@ -244,7 +179,7 @@ async fn cluster_serves_locks_in_every_slot() {
     }
     for (name, token, granted_fence) in &tokens {
         let (status, renewed) =
-            status_json(gw.renew(name, token, json!({"ttl_ms": 60000})).await).await;
+            status_json(gw.renew(name, token, json!({"ttl_ms": 600_000})).await).await;
         assert_eq!(status, 200, "{name}: {renewed}");
         assert_eq!(fence(&renewed), *granted_fence);
         let (status, seen) = status_json(gw.inspect(name).await).await;
@@ -420,4 +355,112 @@ async fn standalone_mutual_exclusion_under_load() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     check_mutual_exclusion(&gw, 32, 2000, &["a", "b", "c", "d"]).await;
+}
+
+/// Redlock: a release is 204 only when a majority released, and 404/409 only when a majority
+/// said so. With one node releasing, one holding another token (a stale partial grant) and one
+/// frozen, nothing is known for sure: the answer is 503 (a release is safe to retry), never a
+/// 404 that tells the rightful holder it held nothing.
+#[tokio::test]
+async fn redlock_release_without_a_majority_answer_is_503() {
+    let redlock = Redlock::start().await;
+    let (status, grant) = status_json(redlock.gw.acquire("split", None).await).await;
+    assert_eq!(status, 201, "{grant}");
+    let _: () = redlock.nodes[1]
+        .query(
+            redis::cmd("SET")
+                .arg("lockgate:{split}")
+                .arg("someone-else")
+                .arg("PX")
+                .arg(30_000),
+        )
+        .expect("SET");
+    signal(&redlock.nodes[2], "-STOP");
+    let (status, problem) = status_json(redlock.gw.release("split", &token(&grant)).await).await;
+    signal(&redlock.nodes[2], "-CONT");
+    assert_problem(status, &problem, 503, "backend-unavailable");
+}
+
+/// Sentinel: the gateway hears of a switch from any Sentinel, not only the one it listened to
+/// first, and once it has, every connection (shared, WAIT pool) moves to the new master, even
+/// when the WAIT pool resolved it first. Here the first configured Sentinel stops monitoring
+/// the group (so it never announces the switch) and the old master, which cannot be demoted,
+/// still answers and accepts writes: no request may be served by it once the switch is known.
+#[tokio::test]
+async fn sentinel_a_switch_announced_by_any_sentinel_moves_every_connection() {
+    let group = SentinelGroup::start();
+    let mut config = sentinel_config(&group.urls(), MASTER);
+    config.wait_pool_size = 1;
+    let gw = Gateway::start(config).await;
+    let waited = json!({"replicas": 1, "replica_timeout_ms": 200});
+    let (status, grant) = status_json(gw.acquire("before:wait", Some(waited.clone())).await).await;
+    assert_eq!(status, 201, "{grant}");
+    let (status, grant) = status_json(gw.acquire("before", None).await).await;
+    assert_eq!(status, 201, "{grant}");
+
+    let _: () = group
+        .master
+        .query(
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("default")
+                .arg("-replicaof")
+                .arg("-slaveof"),
+        )
+        .expect("ACL SETUSER");
+    let _: () = group.sentinels[0]
+        .query(redis::cmd("SENTINEL").arg("REMOVE").arg(MASTER))
+        .expect("SENTINEL REMOVE");
+    let _: () = group.sentinels[1]
+        .query(redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER))
+        .expect("SENTINEL FAILOVER");
+    let new_port = group.replica.port();
+    eventually(
+        Duration::from_secs(30),
+        "the sentinels promote the replica",
+        || async {
+            let addr: Vec<String> = group.sentinels[1]
+                .query(
+                    redis::cmd("SENTINEL")
+                        .arg("GET-MASTER-ADDR-BY-NAME")
+                        .arg(MASTER),
+                )
+                .unwrap_or_default();
+            (addr.get(1).and_then(|p| p.parse::<u16>().ok()) == Some(new_port)).then_some(())
+        },
+    )
+    .await;
+    // WAIT requests that need new dedicated connections, resolved through the Sentinels.
+    let a = gw.acquire("during:wait:a", Some(waited.clone()));
+    let b = gw.acquire("during:wait:b", Some(waited.clone()));
+    let _ = futures_util::future::join(a, b).await;
+
+    let new_master = group.replica.conn().await;
+    eventually(
+        Duration::from_secs(10),
+        "acquires land on the new master",
+        || async {
+            let name = format!("after:{}", rand_u64());
+            let (status, _) = status_json(gw.acquire(&name, None).await).await;
+            (status == 201 && key_exists(&new_master, &format!("lockgate:{{{name}}}")).await)
+                .then_some(())
+        },
+    )
+    .await;
+    // From then on, none lands on the old master.
+    let old_master = group.master.conn().await;
+    for i in 0..20 {
+        let name = format!("settled:{i}:{}", rand_u64());
+        let body = if i % 2 == 0 {
+            None
+        } else {
+            Some(waited.clone())
+        };
+        let (status, grant) = status_json(gw.acquire(&name, body).await).await;
+        assert!(status == 201 || status == 503, "{status} {grant}");
+        assert!(
+            !key_exists(&old_master, &format!("lockgate:{{{name}}}")).await,
+            "{name} landed on the old master"
+        );
+    }
 }

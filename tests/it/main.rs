@@ -7,6 +7,8 @@
 //! * `cli`: the binary's exit codes, errors and `--dev` mode.
 //! * `openapi`: the committed OpenAPI document matches the code.
 //! * `ha`: Sentinel failover, Redis Cluster and Redlock against real processes.
+//! * `faults`: the fault suite: a checked workload while processes are paused, restarted,
+//!   partitioned or failed over.
 //! * `operations`: API keys, metrics, limits, graceful shutdown, logs, TLS to Redis.
 //! * `vendored`: the build uses the patched hyper in `vendor/hyper`.
 #![allow(clippy::unwrap_used)]
@@ -15,6 +17,7 @@ mod support;
 
 mod api;
 mod cli;
+mod faults;
 mod ha;
 mod openapi;
 mod operations;

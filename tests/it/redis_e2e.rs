@@ -118,8 +118,9 @@ async fn renew_extends_the_pttl_and_inspect_hides_the_token() {
     assert_problem(status, &problem, 404, "lock-not-held");
 }
 
-/// Fences strictly increase across grants, also after the counter key is deleted, and the
-/// counter is kept with the retention ttl.
+/// Fences strictly increase across grants of a name, also after the fence counter is deleted;
+/// no key is left per name once its locks are released (only the one fence counter); and the
+/// value of a held lock is its token, which carries its fence.
 #[tokio::test]
 async fn fences_strictly_increase_even_after_the_counter_is_deleted() {
     let redis = RedisServer::start();
@@ -128,22 +129,21 @@ async fn fences_strictly_increase_even_after_the_counter_is_deleted() {
     let mut last = 0;
     for round in 0..20 {
         if round % 5 == 4 {
-            let _: () = conn.del("lockgate:{f}:fence").await.expect("DEL");
+            let _: () = conn.del("lockgate:fences").await.expect("DEL");
         }
-        let (status, grant) = status_json(gw.acquire("f", None).await).await;
+        let name = if round % 2 == 0 { "f" } else { "g" };
+        let (status, grant) = status_json(gw.acquire(name, None).await).await;
         assert_eq!(status, 201, "{grant}");
         let fence = fence_of(&grant);
         assert!(fence > last, "round {round}: fence {fence} after {last}");
         last = fence;
-        assert_eq!(gw.release("f", &token_of(&grant)).await.status(), 204);
+        let stored: String = conn.get(format!("lockgate:{{{name}}}")).await.expect("GET");
+        assert_eq!(stored, token_of(&grant));
+        assert!(stored.ends_with(&format!(".{fence}")), "{stored}");
+        assert_eq!(gw.release(name, &token_of(&grant)).await.status(), 204);
     }
-    let counter: u64 = conn.get("lockgate:{f}:fence").await.expect("GET");
+    let counter: u64 = conn.get("lockgate:fences").await.expect("GET");
     assert_eq!(counter, last);
-    let retention: i64 = conn.pttl("lockgate:{f}:fence").await.expect("PTTL");
-    assert!(
-        retention > 7 * 24 * 3600 * 1000 - 60_000,
-        "retention PTTL {retention}"
-    );
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
         .query_async(&mut conn)
@@ -151,9 +151,105 @@ async fn fences_strictly_increase_even_after_the_counter_is_deleted() {
         .expect("KEYS");
     assert_eq!(
         keys,
-        ["lockgate:{f}:fence"],
-        "released locks leave only their fence counter"
+        ["lockgate:fences"],
+        "released locks leave no key of their own"
     );
+}
+
+/// Upgrading from a lockgate that kept one fence counter per name does not lower a fence: the
+/// name's next grant reads that counter (even one far ahead of the clock), issues a larger
+/// fence, and deletes it. A lock taken by the old version is still renewed (with the fence its
+/// counter says), inspected and released.
+#[tokio::test]
+async fn fences_continue_above_a_counter_left_by_an_older_lockgate() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut conn = redis.conn().await;
+    let ahead: u64 = 4_000_000_000_000_000;
+    let _: () = conn
+        .set("lockgate:{upgraded}:fence", ahead)
+        .await
+        .expect("SET");
+    let (status, grant) = status_json(gw.acquire("upgraded", None).await).await;
+    assert_eq!(status, 201, "{grant}");
+    assert!(fence_of(&grant) > ahead, "{grant}");
+    let left: bool = conn
+        .exists("lockgate:{upgraded}:fence")
+        .await
+        .expect("EXISTS");
+    assert!(!left, "the old counter is superseded and deleted");
+    assert_eq!(
+        gw.release("upgraded", &token_of(&grant)).await.status(),
+        204
+    );
+    let (status, again) = status_json(gw.acquire("upgraded", None).await).await;
+    assert_eq!(status, 201);
+    assert!(fence_of(&again) > fence_of(&grant));
+
+    // A lock the old version granted: its token has no fence; its counter has it.
+    let _: () = conn
+        .set_ex("lockgate:{old}", "Yq3v7M1b0nqzT0m6k9xW2A", 60)
+        .await
+        .expect("SET");
+    let _: () = conn.set("lockgate:{old}:fence", 1234).await.expect("SET");
+    let (status, seen) = status_json(gw.inspect("old").await).await;
+    assert_eq!(status, 200, "{seen}");
+    assert_eq!(seen["fence"], 1234);
+    let (status, renewed) = status_json(
+        gw.renew("old", "Yq3v7M1b0nqzT0m6k9xW2A", json!({"ttl_ms": 5000}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{renewed}");
+    assert_eq!(renewed["fence"], 1234);
+    assert_eq!(
+        gw.release("old", "Yq3v7M1b0nqzT0m6k9xW2A").await.status(),
+        204
+    );
+}
+
+/// 2,000 acquire/release cycles on 2,000 distinct names leave one key behind (the fence
+/// counter), and Redis memory does not grow with the names used (a key per name would be
+/// about 300 KB here): a small version of the million-name benchmark in bench/README.md.
+#[tokio::test]
+async fn unique_names_leave_no_keys_behind() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let mut conn = redis.conn().await;
+    // Connections made and scripts loaded before the baseline.
+    for i in 0..100 {
+        let (name, grant) = gw.acquire_named(format!("warm-up:{i}")).await;
+        assert_eq!(gw.release(&name, &token_of(&grant)).await.status(), 204);
+    }
+    let before = used_memory(&mut conn).await;
+    for chunk in 0..20 {
+        let grants = futures_util::future::join_all(
+            (0..100).map(|i| gw.acquire_named(format!("order:{chunk}:{i}"))),
+        )
+        .await;
+        for (name, grant) in grants {
+            assert_eq!(gw.release(&name, &token_of(&grant)).await.status(), 204);
+        }
+    }
+    let keys: u64 = redis::cmd("DBSIZE")
+        .query_async(&mut conn)
+        .await
+        .expect("DBSIZE");
+    assert_eq!(keys, 1, "only the fence counter is left");
+    let grown = used_memory(&mut conn).await.saturating_sub(before);
+    assert!(grown < 100 * 1024, "used_memory grew by {grown} bytes");
+}
+
+async fn used_memory(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory")
 }
 
 /// With a replica attached, `replicas: 1` reports one acknowledgement; requiring two with
@@ -223,6 +319,83 @@ async fn wait_counts_replica_acknowledgements() {
     );
     let (status, problem) = status_json(gw.inspect("w2").await).await;
     assert_problem(status, &problem, 404, "lock-not-held");
+}
+
+/// A request's deadline covers the replica wait it asked for: a renewal whose
+/// `replica_timeout_ms` is longer than `--request-timeout` is answered with what WAIT counted,
+/// not cut off by the request timeout after the renewal was already applied.
+#[tokio::test]
+async fn a_replica_wait_longer_than_the_request_timeout_is_answered() {
+    let redis = RedisServer::start();
+    let mut config = redis_config(&redis.url());
+    config.request_timeout = Duration::from_secs(2);
+    let gw = Gateway::start(config).await;
+    let mut conn = redis.conn().await;
+    let (status, grant) = status_json(gw.acquire("r", Some(json!({"ttl_ms": 5000}))).await).await;
+    assert_eq!(status, 201, "{grant}");
+    let body = json!({"ttl_ms": 60000, "replicas": 1, "replica_timeout_ms": 2500});
+    let (status, renewed) = status_json(gw.renew("r", &token_of(&grant), body).await).await;
+    assert_eq!(status, 200, "{renewed}");
+    assert_eq!(renewed["replicas_acked"], 0, "{renewed}");
+    let pttl: i64 = conn.pttl("lockgate:{r}").await.expect("PTTL");
+    assert!(pttl > 50_000, "the renewal was applied: PTTL {pttl}");
+    let body = json!({"replicas": 1, "replica_timeout_ms": 2500});
+    let (status, acquired) = status_json(gw.acquire("r2", Some(body)).await).await;
+    assert_eq!(status, 201, "{acquired}");
+    assert_eq!(acquired["replicas_acked"], 0, "{acquired}");
+}
+
+/// When every dedicated WAIT connection is busy (slow replicas), a request that needs one
+/// answers its own problem type, `wait-pool-exhausted` with Retry-After, within the backend
+/// timeout, and the metrics count it: not `backend-unavailable`, which would send the
+/// operator to look at a healthy Redis.
+#[tokio::test]
+async fn an_exhausted_wait_pool_has_its_own_problem_type() {
+    let redis = RedisServer::start();
+    let mut config = redis_config(&redis.url());
+    config.wait_pool_size = 1;
+    let gw = Gateway::start(config).await;
+    let slow = gw.acquire(
+        "slow",
+        Some(json!({"replicas": 1, "replica_timeout_ms": 3000})),
+    );
+    let blocked = async {
+        // Let the slow request take the only connection first.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let response = gw
+            .acquire(
+                "blocked",
+                Some(json!({"replicas": 1, "replica_timeout_ms": 100})),
+            )
+            .await;
+        let retry_after = response.headers().get("retry-after").cloned();
+        (started.elapsed(), retry_after, status_json(response).await)
+    };
+    let (slow, (took, retry_after, (status, problem))) = tokio::join!(slow, blocked);
+    assert_problem(status, &problem, 503, "wait-pool-exhausted");
+    assert!(retry_after.is_some(), "Retry-After on {problem}");
+    assert!(
+        took < Duration::from_millis(1800),
+        "answered after {took:?}"
+    );
+    let (slow_status, slow_body) = status_json(slow).await;
+    assert_eq!(slow_status, 201, "{slow_body}");
+    let metrics = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.lines().any(
+            |line| line.starts_with("lockgate_wait_pool_exhausted_total ") && !line.ends_with(" 0")
+        ),
+        "{metrics}"
+    );
 }
 
 /// A stopped Redis answers 503 backend-unavailable within 2 s, readiness goes 503, and the

@@ -50,7 +50,8 @@ async fn the_exit_status_passes_through_and_the_lock_is_released() {
     assert_eq!(exit, Some(127));
 }
 
-/// The command sees the lock's name, fence and token, and the fence is the one issued.
+/// The command sees the lock's name, fence and token, the fence is the one issued, and the
+/// token is the one the lock held.
 #[tokio::test]
 async fn the_command_sees_its_fence() {
     let redis = RedisServer::start();
@@ -58,7 +59,7 @@ async fn the_command_sees_its_fence() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("env");
     let script = format!(
-        "echo \"$LOCKGATE_LOCK $LOCKGATE_FENCE ${{#LOCKGATE_TOKEN}}\" > {}",
+        "echo \"$LOCKGATE_LOCK $LOCKGATE_FENCE $LOCKGATE_TOKEN\" > {}",
         out.display()
     );
     let (exit, stderr) = status(run(&gw, &["report:1", "--", "sh", "-c", &script])).await;
@@ -66,8 +67,14 @@ async fn the_command_sees_its_fence() {
     let seen = std::fs::read_to_string(&out).expect("the command wrote its environment");
     let fields: Vec<&str> = seen.split_whitespace().collect();
     let mut conn = redis.conn().await;
-    let issued: u64 = conn.get("lockgate:{report:1}:fence").await.expect("GET");
-    assert_eq!(fields, ["report:1", &issued.to_string(), "22"], "{seen}");
+    let issued: u64 = conn.get("lockgate:fences").await.expect("GET");
+    assert_eq!(fields[..2], ["report:1", &issued.to_string()], "{seen}");
+    let (stem, carried) = fields[2].split_once('.').expect("a token <stem>.<fence>");
+    assert_eq!(
+        (stem.len(), carried),
+        (22, issued.to_string().as_str()),
+        "{seen}"
+    );
 }
 
 /// Concurrent `lockgate run`s on one name never overlap: each command's start and end

@@ -10,13 +10,14 @@
 //! connection to it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, Value};
 
-use super::connection::{DedicatedPool, classify};
+use super::errors::classify;
+use super::pool::DedicatedPool;
 use super::source::NodeSource;
 use crate::backend::BackendError;
 
@@ -27,6 +28,50 @@ const SLOTS: u16 = 16384;
 /// with it the slot, is the name's.
 pub fn slot(name: &str) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(name.as_bytes()) % SLOTS
+}
+
+/// For every slot, the smallest number whose base-36 text hashes to it. The fence counter of a
+/// slot is `<prefix>{<tag>}:fences` with that text as its tag, so one script can touch a lock
+/// key and the counter of its slot. The table must never change: the counters live in Redis
+/// across gateway versions (a changed tag would only restart a counter at the clock, which the
+/// fence rule tolerates, but nothing is gained by it).
+static SLOT_TAGS: LazyLock<Vec<u32>> = LazyLock::new(|| {
+    let mut tags = vec![u32::MAX; usize::from(SLOTS)];
+    let mut missing = tags.len();
+    let mut buffer = [0u8; 8];
+    let mut n: u32 = 0;
+    while missing > 0 {
+        let slot = usize::from(slot(base36(n, &mut buffer)));
+        if tags[slot] == u32::MAX {
+            tags[slot] = n;
+            missing -= 1;
+        }
+        n += 1;
+    }
+    tags
+});
+
+/// `n` in base 36 (digits, then lowercase letters), written into `buffer`.
+fn base36(mut n: u32, buffer: &mut [u8; 8]) -> &str {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut start = buffer.len();
+    loop {
+        start -= 1;
+        buffer[start] = DIGITS[(n % 36) as usize];
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits and letters were written.
+    std::str::from_utf8(&buffer[start..]).unwrap_or("0")
+}
+
+/// Calls `write` with the hash tag of the slot of `name` (see [`SLOT_TAGS`]).
+pub fn with_slot_tag<R>(name: &str, write: impl FnOnce(&str) -> R) -> R {
+    let mut buffer = [0u8; 8];
+    let n = SLOT_TAGS[usize::from(slot(name))];
+    write(base36(n, &mut buffer))
 }
 
 /// The masters of a cluster by slot, with a dedicated connection pool for each.
@@ -168,6 +213,25 @@ mod tests {
         assert_eq!(slot("foo"), 12182);
         assert_eq!(slot("orders:42"), slot("orders:42"));
         assert_eq!(slot("123456789"), 12739);
+    }
+
+    #[test]
+    fn every_slot_has_a_short_tag_that_maps_to_it() {
+        for slot_number in 0..SLOTS {
+            let n = SLOT_TAGS[usize::from(slot_number)];
+            let mut buffer = [0u8; 8];
+            let tag = base36(n, &mut buffer);
+            assert!(tag.len() <= 4, "slot {slot_number}: {tag}");
+            assert_eq!(slot(tag), slot_number);
+        }
+        // The table is part of the on-Redis format: these must never change.
+        assert_eq!(slot("orders:42"), 11414);
+        assert_eq!(with_slot_tag("orders:42", str::to_owned), "89x");
+        assert_eq!(SLOT_TAGS[0], 1727, "slot 0's tag is 1bz");
+        let mut buffer = [0u8; 8];
+        assert_eq!(base36(1727, &mut buffer), "1bz");
+        assert_eq!(base36(36 * 36 + 35, &mut buffer), "10z");
+        assert_eq!(with_slot_tag("foo", slot), slot("foo"));
     }
 
     #[test]

@@ -1,122 +1,110 @@
-//! One shared, multiplexed, self-repairing connection to Redis, plus small pools of dedicated
-//! connections for `WAIT`.
+//! One shared, multiplexed, self-repairing connection to Redis.
 //!
 //! Why not redis-rs's `ConnectionManager`: while Redis is down its reconnect future retries with
 //! exponential backoff, and every request awaits that future, so requests hang for seconds
-//! instead of failing fast; and it cannot follow a Sentinel failover. Here a broken connection
-//! is dropped at the first connection-level error; the next request starts a reconnect through
-//! the [`Connect`]or (which resolves the master anew under Sentinel) and others wait for the
-//! same attempt. A connect that failed slowly (a timeout: a host that does not answer) makes
-//! requests fail at once for [`RETRY_INTERVAL`] instead of each paying the same timeout; one
-//! that failed fast (refused: the server is down) does not, so a restarted server is used as
-//! soon as it is back. Every call is also bounded by the backend's timeout, so a stopped Redis
-//! turns into a prompt `BackendError` rather than a hang.
+//! instead of failing fast; and it cannot follow a Sentinel failover. Here:
+//!
+//! * A connection that breaks (reset, closed, a `READONLY` master) is dropped at once; the next
+//!   request starts a reconnect through the [`Connect`]or (which asks Sentinel anew) and others
+//!   wait for the same attempt, up to the connect timeout, not their command budget: a server
+//!   just restarted is worth the wait, however short the command budget (a Redlock node's).
+//! * A command that gets no answer in time is not a broken connection (the server may be busy;
+//!   the answer may come): the connection is kept, and a probe (PING, with a longer timeout)
+//!   decides. If the probe gets no answer either, the connection is dropped and the node counts
+//!   as *unreachable*.
+//! * While the node is unreachable (a probe went unanswered, or a connect timed out: a frozen
+//!   server, a host gone, a partition) requests fail at once instead of each paying the timeout,
+//!   and reconnects go on in the background, spaced by a growing pause, until one succeeds. A
+//!   connect that is *refused* (the server is down, or not up yet) marks nothing: the next
+//!   request tries again, so a restarted server is used as soon as it listens.
 //!
 //! A connect runs in a task of its own: a request that gives up (its client hung up, its
 //! timeout passed) does not abandon it, so even when each connect takes longer than clients
 //! are willing to wait, the gateway does end up connected.
 //!
-//! Each successful connect starts a new *epoch*. Dedicated `WAIT` connections remember the epoch
-//! they were opened in; when the shared connection has been replaced since (Redis restarted,
-//! failed over), idle ones are discarded instead of failing the next request that would pick
-//! them.
+//! Each successful connect starts a new *epoch*. Dedicated `WAIT` connections (see [`super::pool`])
+//! remember the epoch they were opened in and are discarded once it is over.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, ErrorKind, RedisError, ServerErrorKind};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
 
-use super::source::NodeSource;
+use super::errors::{breaks_connection, classify, classify_connect};
+use super::features::{Downgradable, Features, Server};
 use crate::backend::BackendError;
 
-/// After a connect that failed slowly, requests fail without a new attempt for this long.
-pub const RETRY_INTERVAL: Duration = Duration::from_millis(200);
-/// A connect failing after longer than this counts as slow.
+/// A connect that fails after longer than this without being refused counts as "unreachable".
 const SLOW_FAILURE: Duration = Duration::from_millis(20);
+/// Pauses between background reconnects to an unreachable node, doubling from the first.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const LAST_RETRY: Duration = Duration::from_secs(2);
+
+/// A new connection, and what its server offers.
+#[derive(Debug)]
+pub struct Opened<T> {
+    pub conn: T,
+    pub server: Server,
+    pub features: Features,
+}
+
+/// Why a connect failed.
+#[derive(Debug)]
+pub struct ConnectFailure {
+    pub error: BackendError,
+    /// The server refused the connection: it is down, and will be quick to answer once up.
+    pub refused: bool,
+}
+
+impl ConnectFailure {
+    pub fn of(err: &RedisError) -> Self {
+        Self {
+            error: classify_connect(err),
+            refused: err.is_connection_refusal(),
+        }
+    }
+}
 
 /// How to open the shared connection.
 pub trait Connect: Send + Sync + 'static {
     type Conn: ConnectionLike + Clone + Send + Sync + 'static;
 
-    fn connect(&self) -> impl Future<Output = Result<Self::Conn, BackendError>> + Send;
+    fn connect(&self) -> impl Future<Output = Result<Opened<Self::Conn>, ConnectFailure>> + Send;
 
-    /// How many times the node moved (see [`NodeSource::generation`]): a connection opened in
+    /// How many times the node moved (see `NodeSource::generation`): a connection opened in
     /// an older generation is replaced before its next use.
     fn generation(&self) -> u64 {
         0
     }
 }
 
-/// Connection settings for one node: the shared connection's, with a reply timeout, and the
-/// dedicated connections', without one (a `WAIT` legitimately blocks for its replica timeout;
-/// each use is bounded by its caller).
-pub fn node_configs(timeout: Duration) -> (AsyncConnectionConfig, AsyncConnectionConfig) {
-    // Explicitly None: redis-rs otherwise applies a default 500 ms reply timeout.
-    let dedicated = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(None);
-    let shared = dedicated.clone().set_response_timeout(Some(timeout));
-    (shared, dedicated)
+/// A connection ready for a command, and its epoch.
+#[derive(Debug, Clone)]
+pub struct Link<T> {
+    pub epoch: u64,
+    pub conn: T,
 }
 
-/// The shared connection to a single node: a fixed server, or the master Sentinel names.
-#[derive(Debug)]
-pub struct NodeConnector {
-    pub source: Arc<NodeSource>,
-    pub config: AsyncConnectionConfig,
-    /// Sent on every new connection (SCRIPT LOAD of the scripts), best effort.
-    pub on_connect: redis::Pipeline,
+type Connected<T> = Result<Link<T>, BackendError>;
+
+/// Told about every server connected to (for the metrics).
+pub type OnConnect = Box<dyn Fn(&Server, Features) + Send + Sync>;
+
+/// Timeouts of a shared connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Bound on a connect, preparation included.
+    pub connect: Duration,
+    /// Bound on the probe that decides whether a connection that let a command time out is
+    /// still alive.
+    pub probe: Duration,
 }
-
-impl Connect for NodeConnector {
-    type Conn = MultiplexedConnection;
-
-    fn generation(&self) -> u64 {
-        self.source.generation()
-    }
-
-    async fn connect(&self) -> Result<MultiplexedConnection, BackendError> {
-        let client = self.source.client().await?;
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await
-            .map_err(|e| classify(&e))?;
-        // A new connection often means a restarted or failed-over server with an empty script
-        // cache: fill it now rather than on each script's first NOSCRIPT.
-        if let Err(err) = self.on_connect.exec_async(&mut conn).await {
-            tracing::debug!(error = %err, "preparing the new connection failed; scripts load on first use");
-        }
-        Ok(conn)
-    }
-}
-
-/// The shared connection to a Redis Cluster: redis-rs's cluster connection, which keeps one
-/// connection per node, follows MOVED and ASK, and refreshes its slot map by itself.
-#[derive(Debug)]
-pub struct ClusterConnector {
-    pub client: ClusterClient,
-}
-
-impl Connect for ClusterConnector {
-    type Conn = ClusterConnection;
-
-    async fn connect(&self) -> Result<ClusterConnection, BackendError> {
-        self.client
-            .get_async_connection()
-            .await
-            .map_err(|e| classify(&e))
-    }
-}
-
-type Connected<T> = Result<(u64, T), BackendError>;
 
 pub struct SharedConnection<C: Connect> {
     inner: Arc<Inner<C>>,
@@ -132,8 +120,10 @@ impl<C: Connect> std::fmt::Debug for SharedConnection<C> {
 
 struct Inner<C: Connect> {
     connector: C,
+    timeouts: Timeouts,
     current: RwLock<Option<Epoch<C::Conn>>>,
     attempts: Mutex<Attempts<C::Conn>>,
+    on_connect: Option<OnConnect>,
 }
 
 #[derive(Debug, Clone)]
@@ -142,53 +132,69 @@ struct Epoch<T> {
     /// The node's generation when the connect began.
     generation: u64,
     conn: T,
+    features: Features,
+    downgrade: Arc<Downgradable>,
+    /// A probe of this connection is under way.
+    probing: Arc<AtomicBool>,
+}
+
+impl<T: Clone> Epoch<T> {
+    fn link(&self) -> Link<T> {
+        Link {
+            epoch: self.number,
+            conn: self.conn.clone(),
+        }
+    }
 }
 
 struct Attempts<T> {
     epochs: u64,
-    /// The last connect that failed slowly, and how.
-    last_failure: Option<(Instant, BackendError)>,
+    /// Set while the node does not answer: requests fail with this at once.
+    unreachable: Option<BackendError>,
+    /// When the next background reconnect to an unreachable node may start.
+    retry_at: Instant,
+    /// The pause before the one after.
+    backoff: Duration,
     /// The connect in progress, which every request needing a connection waits for.
     connecting: Option<Shared<BoxFuture<'static, Connected<T>>>>,
-}
-
-impl<T> Default for Attempts<T> {
-    fn default() -> Self {
-        Self {
-            epochs: 0,
-            last_failure: None,
-            connecting: None,
-        }
-    }
 }
 
 impl<T> std::fmt::Debug for Attempts<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Attempts")
             .field("epochs", &self.epochs)
-            .field("last_failure", &self.last_failure)
+            .field("unreachable", &self.unreachable)
             .field("connecting", &self.connecting.is_some())
             .finish()
     }
 }
 
 impl<C: Connect> SharedConnection<C> {
-    pub fn new(connector: C) -> Self {
+    pub fn new(connector: C, timeouts: Timeouts, on_connect: Option<OnConnect>) -> Self {
         let inner = Inner {
             connector,
+            timeouts,
             current: RwLock::new(None),
-            attempts: Mutex::default(),
+            attempts: Mutex::new(Attempts {
+                epochs: 0,
+                unreachable: None,
+                retry_at: Instant::now(),
+                backoff: FIRST_RETRY,
+                connecting: None,
+            }),
+            on_connect,
         };
         Self {
             inner: Arc::new(inner),
         }
     }
 
-    /// The current connection and its epoch, connecting first if there is none.
+    /// The current connection and its epoch, connecting first if there is none (waiting up to
+    /// the connect timeout), or at once the error that made the node unreachable.
     pub async fn get(&self) -> Connected<C::Conn> {
         if let Some(epoch) = self.inner.current() {
             if epoch.generation == self.inner.connector.generation() {
-                return Ok((epoch.number, epoch.conn));
+                return Ok(epoch.link());
             }
             self.inner.drop_epoch(epoch.number, &"the master moved");
         }
@@ -198,19 +204,28 @@ impl<C: Connect> SharedConnection<C> {
             if let Some(epoch) = self.inner.current()
                 && epoch.generation == self.inner.connector.generation()
             {
-                return Ok((epoch.number, epoch.conn));
+                return Ok(epoch.link());
             }
-            if let Some((at, err)) = &attempts.last_failure
-                && at.elapsed() < RETRY_INTERVAL
-            {
-                return Err(err.clone());
+            if let Some(err) = attempts.unreachable.clone() {
+                // Requests do not wait on a node that does not answer; reconnects go on in the
+                // background.
+                if attempts.connecting.is_none() && Instant::now() >= attempts.retry_at {
+                    attempts.connecting = Some(Inner::start_connect(&self.inner));
+                }
+                return Err(err);
             }
             attempts
                 .connecting
                 .get_or_insert_with(|| Inner::start_connect(&self.inner))
                 .clone()
         };
-        connecting.await
+        match tokio::time::timeout(self.inner.timeouts.connect, connecting).await {
+            Ok(connected) => connected,
+            Err(_) => Err(BackendError::Unavailable(format!(
+                "not connected within {:?}",
+                self.inner.timeouts.connect
+            ))),
+        }
     }
 
     /// The epoch of the current connection (0 before the first connect).
@@ -218,11 +233,28 @@ impl<C: Connect> SharedConnection<C> {
         self.inner.current().map_or(0, |e| e.number)
     }
 
+    /// What the current connection's server offers (nothing native before the first connect).
+    pub fn features(&self) -> Features {
+        self.inner
+            .current()
+            .map_or_else(Features::default, |e| e.downgrade.apply(e.features))
+    }
+
+    /// Lets `f` record a refusal on the current connection.
+    pub fn with_current(&self, f: impl Fn(&Downgradable)) {
+        if let Some(epoch) = self.inner.current() {
+            f(&epoch.downgrade);
+        }
+    }
+
     /// Records that a command sent on epoch `epoch` failed with `err`, dropping that
-    /// connection if the error says it is broken, and returns the error as a backend error.
+    /// connection if the error says it is broken (and probing it if it timed out), and returns
+    /// the error as a backend error.
     pub fn failed(&self, epoch: u64, err: &RedisError) -> BackendError {
         if breaks_connection(err) {
-            self.invalidate(epoch, err);
+            self.inner.drop_epoch(epoch, err);
+        } else if err.is_timeout() {
+            self.timed_out(epoch);
         }
         classify(err)
     }
@@ -236,13 +268,35 @@ impl<C: Connect> SharedConnection<C> {
             || err.is_connection_refusal()
             || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly);
         if gone {
-            self.invalidate(epoch, err);
+            self.inner.drop_epoch(epoch, err);
         }
         classify(err)
     }
 
-    fn invalidate(&self, epoch: u64, err: &RedisError) {
-        self.inner.drop_epoch(epoch, err);
+    /// A command on epoch `epoch` got no answer in time: probe the connection (once at a time)
+    /// and drop it if the probe is not answered either.
+    pub fn timed_out(&self, epoch: u64) {
+        let Some(current) = self.inner.current().filter(|e| e.number == epoch) else {
+            return;
+        };
+        if current.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let inner = self.inner.clone();
+        let mut conn = current.conn.clone();
+        tokio::spawn(async move {
+            let ping = redis::cmd("PING");
+            let answered = tokio::time::timeout(
+                inner.timeouts.probe,
+                ping.query_async::<redis::Value>(&mut conn),
+            )
+            .await;
+            current.probing.store(false, Ordering::Release);
+            if !matches!(answered, Ok(Ok(_))) {
+                inner.drop_epoch(epoch, &"no answer to a probe");
+                inner.mark_unreachable(BackendError::Timeout(inner.timeouts.probe));
+            }
+        });
     }
 }
 
@@ -254,6 +308,16 @@ impl<C: Connect> Inner<C> {
             *current = None;
             tracing::warn!(epoch, reason = %why, "redis connection dropped");
         }
+    }
+
+    /// From now until a connect succeeds, requests fail with `err` at once.
+    fn mark_unreachable(&self, err: BackendError) {
+        let mut attempts = self.attempts();
+        if attempts.unreachable.is_none() {
+            attempts.retry_at = Instant::now();
+            attempts.backoff = FIRST_RETRY;
+        }
+        attempts.unreachable = Some(err);
     }
 
     fn current(&self) -> Option<Epoch<C::Conn>> {
@@ -284,156 +348,56 @@ impl<C: Connect> Inner<C> {
     async fn connect(self: Arc<Self>) -> Connected<C::Conn> {
         let started = Instant::now();
         let generation = self.connector.generation();
-        let connected = self.connector.connect().await;
+        let connected =
+            match tokio::time::timeout(self.timeouts.connect, self.connector.connect()).await {
+                Ok(connected) => connected,
+                Err(_) => Err(ConnectFailure {
+                    error: BackendError::Unavailable(format!(
+                        "connecting took longer than {:?}",
+                        self.timeouts.connect
+                    )),
+                    refused: false,
+                }),
+            };
         let mut attempts = self.attempts();
         attempts.connecting = None;
         match connected {
-            Ok(conn) => {
+            Ok(opened) => {
                 attempts.epochs += 1;
-                attempts.last_failure = None;
+                attempts.unreachable = None;
+                attempts.backoff = FIRST_RETRY;
                 let epoch = Epoch {
                     number: attempts.epochs,
                     generation,
-                    conn,
+                    conn: opened.conn,
+                    features: opened.features,
+                    downgrade: Arc::default(),
+                    probing: Arc::default(),
                 };
                 *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(epoch.clone());
-                tracing::info!(epoch = epoch.number, "connected to redis");
-                Ok((epoch.number, epoch.conn))
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot connect to redis");
-                if started.elapsed() > SLOW_FAILURE {
-                    attempts.last_failure = Some((Instant::now(), err.clone()));
+                tracing::info!(
+                    epoch = epoch.number,
+                    server = %opened.server.name,
+                    version = %opened.server.version,
+                    release = opened.features.release.label(),
+                    renew = opened.features.renew.label(),
+                    "connected to redis"
+                );
+                if let Some(seen) = &self.on_connect {
+                    seen(&opened.server, opened.features);
                 }
-                Err(err)
+                Ok(epoch.link())
+            }
+            Err(failure) => {
+                tracing::warn!(error = %failure.error, "cannot connect to redis");
+                if !failure.refused && started.elapsed() > SLOW_FAILURE {
+                    let pause = attempts.backoff;
+                    attempts.retry_at = Instant::now() + pause;
+                    attempts.backoff = (pause * 2).min(LAST_RETRY);
+                    attempts.unreachable = Some(failure.error.clone());
+                }
+                Err(failure.error)
             }
         }
-    }
-}
-
-/// Whether a command failed because its connection was found broken or refused, or reached a
-/// master demoted to replica (`READONLY`: nothing was written), so that the same command on a
-/// fresh connection may well succeed (a restarted server, a failover). Not timeouts: the
-/// command may be running still.
-pub fn worth_a_fresh_connection(err: &RedisError) -> bool {
-    !err.is_timeout()
-        && (err.is_connection_dropped()
-            || err.is_connection_refusal()
-            || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
-}
-
-/// Whether the connection an error came from must be replaced. Timeouts count: a socket whose
-/// peer vanished without a reset never errors otherwise.
-fn breaks_connection(err: &RedisError) -> bool {
-    err.is_io_error()
-        || err.is_connection_dropped()
-        || err.is_unrecoverable_error()
-        // A master demoted to replica (failover) answers READONLY to writes.
-        || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
-}
-
-/// Maps a redis-rs error to what the rest of the gateway needs to know.
-pub fn classify(err: &RedisError) -> BackendError {
-    match err.kind() {
-        _ if err.is_timeout() => BackendError::Unavailable(err.to_string()),
-        ErrorKind::Io
-        | ErrorKind::AuthenticationFailed
-        | ErrorKind::MasterNameNotFoundBySentinel
-        | ErrorKind::EmptySentinelList
-        | ErrorKind::ClusterConnectionNotFound
-        | ErrorKind::Server(
-            ServerErrorKind::BusyLoading
-            | ServerErrorKind::MasterDown
-            | ServerErrorKind::ReadOnly
-            | ServerErrorKind::TryAgain
-            | ServerErrorKind::ClusterDown
-            | ServerErrorKind::Moved
-            | ServerErrorKind::Ask
-            | ServerErrorKind::NoPerm,
-        ) => BackendError::Unavailable(err.to_string()),
-        _ => BackendError::Protocol(err.to_string()),
-    }
-}
-
-/// A small pool of dedicated connections to one node, for commands that block the connection
-/// they are sent on. `WAIT` must never go to the shared multiplexed connection: it would stall
-/// every other request queued behind it.
-#[derive(Debug)]
-pub struct DedicatedPool {
-    source: Arc<NodeSource>,
-    config: AsyncConnectionConfig,
-    /// Idle connections with the epoch and node generation they were opened in.
-    idle: Mutex<Vec<(u64, u64, MultiplexedConnection)>>,
-    slots: Semaphore,
-}
-
-/// A connection taken from a [`DedicatedPool`]. Dropping it closes the connection; only
-/// [`Checkout::give_back`] returns it, so a connection whose command failed or was cancelled
-/// midway (possibly still blocked server-side) is never reused.
-#[derive(Debug)]
-pub struct Checkout<'a> {
-    pool: &'a DedicatedPool,
-    pub epoch: u64,
-    generation: u64,
-    pub conn: MultiplexedConnection,
-    _slot: SemaphorePermit<'a>,
-}
-
-impl DedicatedPool {
-    /// At most `size` connections to the node `source` names, made with `config` (see
-    /// [`node_configs`]).
-    pub fn new(source: Arc<NodeSource>, config: AsyncConnectionConfig, size: usize) -> Self {
-        Self {
-            source,
-            config,
-            idle: Mutex::new(Vec::with_capacity(size)),
-            slots: Semaphore::new(size),
-        }
-    }
-
-    fn idle(&self) -> MutexGuard<'_, Vec<(u64, u64, MultiplexedConnection)>> {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Waits for a free slot, then reuses an idle connection opened in epoch `current` or later
-    /// and in the node's current generation, or opens one (tagged `current`).
-    pub async fn checkout(&self, current: u64) -> Result<Checkout<'_>, BackendError> {
-        let slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| BackendError::Unavailable("connection pool closed".into()))?;
-        let generation = self.source.generation();
-        let reusable = {
-            let mut idle = self.idle();
-            idle.retain(|(epoch, opened_in, _)| *epoch >= current && *opened_in == generation);
-            idle.pop()
-        };
-        let (epoch, generation, conn) = match reusable {
-            Some(found) => found,
-            None => {
-                let client = self.source.client().await?;
-                let conn = client
-                    .get_multiplexed_async_connection_with_config(&self.config)
-                    .await
-                    .map_err(|e| classify(&e))?;
-                (current, generation, conn)
-            }
-        };
-        Ok(Checkout {
-            pool: self,
-            epoch,
-            generation,
-            conn,
-            _slot: slot,
-        })
-    }
-}
-
-impl Checkout<'_> {
-    pub fn give_back(self) {
-        self.pool
-            .idle()
-            .push((self.epoch, self.generation, self.conn));
     }
 }

@@ -1,22 +1,39 @@
 //! Release notifications over Redis pub/sub.
 //!
-//! The release script publishes on `<prefix>{<name>}:released`. A gateway subscribes to that
-//! channel while it has waiters for the name, on one dedicated pub/sub connection shared by all
-//! names. One task owns that connection:
+//! A gateway subscribes, while it has waiters for a name, on one dedicated pub/sub connection
+//! shared by all names, to one of two channels per name:
 //!
-//! * it reads messages and bumps the feed of the message's channel;
+//! * **keyspace notifications** of the lock key (`__keyspace@<db>__:<prefix>{<name>}`) when the
+//!   server has them enabled for generic commands (`notify-keyspace-events` containing `K` and
+//!   `g` or `A`; `x` adds expiries). Then every release is seen, whoever makes it: a `DEL` by
+//!   another Redis client (redis-py's `Lock.release()`, `redis-cli DEL`) wakes waiters as a
+//!   gateway's own release does. Only `del`, `expired` and `evicted` events wake anyone.
+//! * otherwise the gateways' own **release channel**, `<prefix>{<name>}:released`, on which
+//!   every gateway's release script publishes. Releases by other clients are not announced
+//!   there; the lock layer then re-checks held names while it has waiters
+//!   ([`Notifier::sees_every_release`] says which mode is in force).
+//!
+//! The mode is found on every (re)connect with `CONFIG GET notify-keyspace-events` (a server
+//! that refuses `CONFIG` counts as "not enabled"), so enabling notifications on the server, or
+//! a failover to a server configured otherwise, takes effect at the next reconnect. Keyspace
+//! notifications are published by the node that holds the key only, so in a Redis Cluster
+//! (where this connection goes to any node) the release channel is always used.
+//!
+//! One task owns the connection:
+//!
+//! * it reads messages and bumps the feed of the message's name;
 //! * it carries out SUBSCRIBE and UNSUBSCRIBE requests **in the order they were made** (batched
 //!   when several are queued), so that an unsubscribe of a name whose last waiter left can
 //!   never overtake the subscribe of a waiter that arrived just after;
 //! * when the connection breaks (Redis restarted, PING unanswered) or Sentinel moved the
-//!   master, it reconnects with backoff,
-//!   subscribes to every channel still wanted, and bumps every feed, because releases during
-//!   the outage went unseen.
+//!   master, it reconnects with backoff, subscribes to every name still wanted, and bumps every
+//!   feed, because releases during the outage went unseen.
 //!
 //! The task starts with the first watcher, so a gateway whose clients never wait never opens
 //! the connection.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -24,6 +41,7 @@ use futures_util::StreamExt;
 use redis::aio::PubSubSink;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::errors::classify_connect;
 use super::source::NodeSource;
 use crate::backend::AbortOnDrop;
 use crate::backend::ReleaseFeed;
@@ -35,12 +53,16 @@ const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Most channels per SUBSCRIBE command.
 const BATCH: usize = 1000;
+/// Suffix of the gateways' own release channel of a lock key.
+const RELEASED: &str = ":released";
 
 #[derive(Debug)]
 pub struct Notifier {
     shared: Arc<Shared>,
     source: Arc<NodeSource>,
     timeout: Duration,
+    /// Whether keyspace notifications may be used (not in a cluster).
+    keyspace_allowed: bool,
     /// The commands' receiving end, until the task takes it.
     inbox: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
     task: OnceLock<AbortOnDrop>,
@@ -48,10 +70,12 @@ pub struct Notifier {
 
 #[derive(Debug)]
 struct Shared {
-    /// Channels somebody watches, with their feeds. The connection is subscribed to exactly
+    /// Lock keys somebody watches, with their feeds. The connection is subscribed to exactly
     /// these, give or take the commands still queued.
     feeds: Mutex<HashMap<String, watch::Sender<()>>>,
     commands: mpsc::UnboundedSender<Command>,
+    /// The connection listens to keyspace notifications (else to the release channels).
+    keyspace: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -60,11 +84,39 @@ enum Command {
     Unsubscribe(String),
 }
 
-/// Unsubscribes when the last feed of a channel goes.
+/// Which channel a lock key's releases come on.
+#[derive(Debug, Clone)]
+enum Mode {
+    /// `__keyspace@<db>__:<key>`: the prefix.
+    Keyspace(String),
+    Released,
+}
+
+impl Mode {
+    fn channel(&self, key: &str) -> String {
+        match self {
+            Self::Keyspace(prefix) => format!("{prefix}{key}"),
+            Self::Released => format!("{key}{RELEASED}"),
+        }
+    }
+
+    /// The lock key a message is about, if it announces a release.
+    fn released_key<'a>(&self, channel: &'a str, payload: &[u8]) -> Option<&'a str> {
+        match self {
+            Self::Keyspace(prefix) => {
+                let released = matches!(payload, b"del" | b"expired" | b"evicted");
+                channel.strip_prefix(prefix.as_str()).filter(|_| released)
+            }
+            Self::Released => channel.strip_suffix(RELEASED),
+        }
+    }
+}
+
+/// Unsubscribes when the last feed of a key goes.
 #[derive(Debug)]
 struct Unwatch {
     shared: Arc<Shared>,
-    channel: String,
+    key: String,
 }
 
 impl Drop for Unwatch {
@@ -72,14 +124,14 @@ impl Drop for Unwatch {
         let mut feeds = self.shared.feeds();
         // The feed's receiver is dropped before this guard.
         if feeds
-            .get(&self.channel)
+            .get(&self.key)
             .is_some_and(|tx| tx.receiver_count() == 0)
         {
-            feeds.remove(&self.channel);
+            feeds.remove(&self.key);
             let _ = self
                 .shared
                 .commands
-                .send(Command::Unsubscribe(self.channel.clone()));
+                .send(Command::Unsubscribe(self.key.clone()));
         }
     }
 }
@@ -89,8 +141,8 @@ impl Shared {
         self.feeds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn bump(&self, channel: &str) {
-        if let Some(tx) = self.feeds().get(channel) {
+    fn bump(&self, key: &str) {
+        if let Some(tx) = self.feeds().get(key) {
             tx.send_replace(());
         }
     }
@@ -104,36 +156,45 @@ impl Shared {
 
 impl Notifier {
     /// Subscribes on the node `source` names (resolved again on every reconnect); `timeout`
-    /// bounds connecting and each confirmation.
-    pub fn new(source: Arc<NodeSource>, timeout: Duration) -> Self {
+    /// bounds connecting and each confirmation. `keyspace_allowed` is false where keyspace
+    /// notifications cannot be relied on (a cluster).
+    pub fn new(source: Arc<NodeSource>, timeout: Duration, keyspace_allowed: bool) -> Self {
         let (commands, inbox) = mpsc::unbounded_channel();
         Self {
             shared: Arc::new(Shared {
                 feeds: Mutex::default(),
                 commands,
+                keyspace: AtomicBool::new(false),
             }),
             source,
             timeout,
+            keyspace_allowed,
             inbox: Mutex::new(Some(inbox)),
             task: OnceLock::new(),
         }
     }
 
-    /// A feed of releases on `channel`, returned once Redis confirmed the subscription (or the
-    /// timeout passed: the subscription then happens when the connection is back).
-    pub async fn watch(&self, channel: String) -> ReleaseFeed {
+    /// Whether releases by any Redis client are announced (keyspace notifications), not only
+    /// those of gateways.
+    pub fn sees_every_release(&self) -> bool {
+        self.shared.keyspace.load(Ordering::Relaxed)
+    }
+
+    /// A feed of releases of the lock `key`, returned once Redis confirmed the subscription (or
+    /// the timeout passed: the subscription then happens when the connection is back).
+    pub async fn watch(&self, key: String) -> ReleaseFeed {
         self.start();
         let receiver = self
             .shared
             .feeds()
-            .entry(channel.clone())
+            .entry(key.clone())
             .or_insert_with(|| watch::channel(()).0)
             .subscribe();
         let (confirmed, confirmation) = oneshot::channel();
         let _ = self
             .shared
             .commands
-            .send(Command::Subscribe(channel.clone(), confirmed));
+            .send(Command::Subscribe(key.clone(), confirmed));
         if !matches!(
             tokio::time::timeout(self.timeout, confirmation).await,
             Ok(Ok(()))
@@ -146,7 +207,7 @@ impl Notifier {
             receiver,
             Unwatch {
                 shared: self.shared.clone(),
-                channel,
+                key,
             },
         )
     }
@@ -154,92 +215,141 @@ impl Notifier {
     fn start(&self) {
         self.task.get_or_init(|| {
             let inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let (shared, source, timeout) =
-                (self.shared.clone(), self.source.clone(), self.timeout);
+            let connection = Connection {
+                shared: self.shared.clone(),
+                source: self.source.clone(),
+                timeout: self.timeout,
+                keyspace_allowed: self.keyspace_allowed,
+            };
             AbortOnDrop(tokio::spawn(async move {
                 if let Some(inbox) = inbox {
-                    run(shared, source, timeout, inbox).await;
+                    connection.run(inbox).await;
                 }
             }))
         });
     }
 }
 
-/// The connection's life: connect, resubscribe, serve until it breaks, again.
-async fn run(
+/// What the task needs to (re)connect.
+struct Connection {
     shared: Arc<Shared>,
     source: Arc<NodeSource>,
     timeout: Duration,
-    mut inbox: mpsc::UnboundedReceiver<Command>,
-) {
-    let mut backoff = MIN_BACKOFF;
-    let mut first = true;
-    // A Sentinel failover: the master moved, follow it.
-    let mut moves = source.changes();
-    loop {
-        let connect = async {
-            let client = source.client().await?;
-            client
-                .get_async_pubsub()
-                .await
-                .map_err(|e| super::connection::classify(&e))
+    keyspace_allowed: bool,
+}
+
+impl Connection {
+    /// Opens the pub/sub connection and finds out which channels to use.
+    async fn open(&self) -> Result<(redis::aio::PubSub, Mode), crate::backend::BackendError> {
+        let client = self.source.client().await?;
+        let mode = if self.keyspace_allowed && keyspace_enabled(&client).await {
+            let db = client.get_connection_info().redis_settings().db();
+            Mode::Keyspace(format!("__keyspace@{db}__:"))
+        } else {
+            Mode::Released
         };
-        let pubsub = match tokio::time::timeout(timeout, connect).await {
-            Ok(Ok(pubsub)) => pubsub,
-            failure => {
-                if let Ok(Err(err)) = failure {
-                    tracing::warn!(error = %err, "cannot open the redis pub/sub connection");
-                }
-                // Nobody can be confirmed meanwhile; their channels stay wanted and are
-                // subscribed once connected.
-                let pause = tokio::time::sleep(backoff);
-                tokio::pin!(pause);
-                loop {
-                    tokio::select! {
-                        () = &mut pause => break,
-                        command = inbox.recv() => if command.is_none() { return },
+        let pubsub = client
+            .get_async_pubsub()
+            .await
+            .map_err(|e| classify_connect(&e))?;
+        Ok((pubsub, mode))
+    }
+
+    /// The connection's life: connect, resubscribe, serve until it breaks, again.
+    async fn run(self, mut inbox: mpsc::UnboundedReceiver<Command>) {
+        let mut backoff = MIN_BACKOFF;
+        let mut first = true;
+        // A Sentinel failover: the master moved, follow it.
+        let mut moves = self.source.changes();
+        loop {
+            let (pubsub, mode) = match tokio::time::timeout(self.timeout, self.open()).await {
+                Ok(Ok(opened)) => opened,
+                failure => {
+                    if let Ok(Err(err)) = failure {
+                        tracing::warn!(error = %err, "cannot open the redis pub/sub connection");
                     }
+                    // Nobody can be confirmed meanwhile; their names stay wanted and are
+                    // subscribed once connected.
+                    let pause = tokio::time::sleep(backoff);
+                    tokio::pin!(pause);
+                    loop {
+                        tokio::select! {
+                            () = &mut pause => break,
+                            command = inbox.recv() => if command.is_none() { return },
+                        }
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+            };
+            backoff = MIN_BACKOFF;
+            self.shared
+                .keyspace
+                .store(matches!(mode, Mode::Keyspace(_)), Ordering::Relaxed);
+            let (mut sink, mut stream) = pubsub.split();
+            let wanted: Vec<String> = self
+                .shared
+                .feeds()
+                .keys()
+                .map(|key| mode.channel(key))
+                .collect();
+            if subscribe_all(&mut sink, &wanted).await.is_err() {
                 continue;
             }
-        };
-        backoff = MIN_BACKOFF;
-        let (mut sink, mut stream) = pubsub.split();
-        let wanted: Vec<String> = shared.feeds().keys().cloned().collect();
-        if subscribe_all(&mut sink, &wanted).await.is_err() {
-            continue;
-        }
-        if !first {
-            tracing::info!(channels = wanted.len(), "redis pub/sub reconnected");
-            shared.bump_all();
-        }
-        first = false;
-        let mut ping = tokio::time::interval(PING_EVERY);
-        ping.reset();
-        loop {
-            tokio::select! {
-                message = stream.next() => match message {
-                    Some(message) => shared.bump(message.get_channel_name()),
-                    None => break,
-                },
-                command = inbox.recv() => {
-                    let Some(command) = command else { return };
-                    if execute(&mut sink, command, &mut inbox).await.is_err() {
-                        break;
+            if !first {
+                tracing::info!(names = wanted.len(), "redis pub/sub reconnected");
+                self.shared.bump_all();
+            }
+            first = false;
+            let mut ping = tokio::time::interval(PING_EVERY);
+            ping.reset();
+            loop {
+                tokio::select! {
+                    message = stream.next() => match message {
+                        Some(message) => {
+                            let payload = message.get_payload_bytes();
+                            if let Some(key) = mode.released_key(message.get_channel_name(), payload) {
+                                self.shared.bump(key);
+                            }
+                        }
+                        None => break,
+                    },
+                    command = inbox.recv() => {
+                        let Some(command) = command else { return };
+                        if execute(&mut sink, &mode, command, &mut inbox).await.is_err() {
+                            break;
+                        }
                     }
-                }
-                Some(()) = master_moved(&mut moves) => break,
-                _ = ping.tick() => {
-                    let answered = tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await;
-                    if !matches!(answered, Ok(Ok(_))) {
-                        break;
+                    Some(()) = master_moved(&mut moves) => break,
+                    _ = ping.tick() => {
+                        let answered = tokio::time::timeout(self.timeout, sink.ping::<redis::Value>()).await;
+                        if !matches!(answered, Ok(Ok(_))) {
+                            break;
+                        }
                     }
                 }
             }
+            tracing::warn!("redis pub/sub connection lost; reconnecting");
         }
-        tracing::warn!("redis pub/sub connection lost; reconnecting");
     }
+}
+
+/// Whether the server publishes keyspace notifications of generic commands (`DEL`).
+async fn keyspace_enabled(client: &redis::Client) -> bool {
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return false;
+    };
+    let flags: redis::RedisResult<(String, String)> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("notify-keyspace-events")
+        .query_async(&mut conn)
+        .await;
+    flags.is_ok_and(|(_, flags)| keyspace_flags_cover_releases(&flags))
+}
+
+/// `notify-keyspace-events` flags that announce a `DEL` on the key's own channel.
+fn keyspace_flags_cover_releases(flags: &str) -> bool {
+    flags.contains('K') && (flags.contains('g') || flags.contains('A'))
 }
 
 /// Resolves when the node moves; never where it cannot.
@@ -261,6 +371,7 @@ async fn subscribe_all(sink: &mut PubSubSink, channels: &[String]) -> redis::Red
 /// consecutive subscribes into one SUBSCRIBE.
 async fn execute(
     sink: &mut PubSubSink,
+    mode: &Mode,
     first: Command,
     inbox: &mut mpsc::UnboundedReceiver<Command>,
 ) -> redis::RedisResult<()> {
@@ -269,13 +380,13 @@ async fn execute(
     let mut next = Some(first);
     while let Some(command) = next.take() {
         match command {
-            Command::Subscribe(channel, confirmed) => {
-                channels.push(channel);
+            Command::Subscribe(key, confirmed) => {
+                channels.push(mode.channel(&key));
                 confirmations.push(confirmed);
             }
-            Command::Unsubscribe(channel) => {
+            Command::Unsubscribe(key) => {
                 flush(sink, &mut channels, &mut confirmations).await?;
-                sink.unsubscribe(&channel).await?;
+                sink.unsubscribe(mode.channel(&key)).await?;
             }
         }
         if channels.len() >= BATCH {
@@ -300,4 +411,44 @@ async fn flush(
         let _ = confirmed.send(());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_map_back_to_lock_keys() {
+        let keyspace = Mode::Keyspace("__keyspace@0__:".into());
+        let key = "lockgate:{a}";
+        assert_eq!(keyspace.channel(key), "__keyspace@0__:lockgate:{a}");
+        assert_eq!(
+            keyspace.released_key("__keyspace@0__:lockgate:{a}", b"del"),
+            Some(key)
+        );
+        assert_eq!(
+            keyspace.released_key("__keyspace@0__:lockgate:{a}", b"expired"),
+            Some(key)
+        );
+        assert_eq!(
+            keyspace.released_key("__keyspace@0__:lockgate:{a}", b"set"),
+            None,
+            "an acquire is not a release"
+        );
+        let released = Mode::Released;
+        assert_eq!(released.channel(key), "lockgate:{a}:released");
+        assert_eq!(
+            released.released_key("lockgate:{a}:released", b""),
+            Some(key)
+        );
+    }
+
+    #[test]
+    fn keyspace_flags_must_cover_generic_commands() {
+        assert!(keyspace_flags_cover_releases("Kgx"));
+        assert!(keyspace_flags_cover_releases("AK"));
+        assert!(!keyspace_flags_cover_releases("Egx"));
+        assert!(!keyspace_flags_cover_releases("Kx"));
+        assert!(!keyspace_flags_cover_releases(""));
+    }
 }

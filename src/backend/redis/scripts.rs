@@ -1,39 +1,98 @@
-//! The Lua scripts, compiled into the binary. `fence.lua` is a prelude of local functions
-//! concatenated in front of the scripts that issue fences.
+//! The Lua scripts, compiled into the binary and run by SHA (reloaded on NOSCRIPT). Each
+//! script's opening comment lists its KEYS, ARGV and replies.
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Cmd, Script};
 
-macro_rules! source {
-    ($($file:literal),+) => {
-        concat!($(include_str!(concat!("../scripts/", $file))),+)
+/// A script and its source.
+#[derive(Debug)]
+pub struct Lua {
+    pub script: Script,
+    pub source: &'static str,
+}
+
+impl Lua {
+    pub fn hash(&self) -> &str {
+        self.script.get_hash()
+    }
+
+    /// `call` (an `EVALSHA` of this script) as an `EVAL` that carries the source: for a
+    /// connection that may not have the script cached, where a NOSCRIPT round trip is not
+    /// affordable (a pipelined `WAIT` would run twice).
+    pub fn eval(&self, call: &Cmd) -> Cmd {
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(self.source);
+        for arg in call.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                eval.arg(bytes);
+            }
+        }
+        eval
+    }
+}
+
+macro_rules! scripts {
+    ($($name:ident = $file:literal,)+) => {
+        $(pub static $name: LazyLock<Lua> = LazyLock::new(|| {
+            let source = include_str!(concat!("../scripts/", $file));
+            Lua { script: Script::new(source), source }
+        });)+
+
+        /// Every script's source, for loading them all at once.
+        const SOURCES: &[&str] = &[$(include_str!(concat!("../scripts/", $file))),+];
     };
 }
 
-const ACQUIRE_SOURCE: &str = source!("fence.lua", "acquire.lua");
-const RENEW_SOURCE: &str = source!("fence.lua", "renew.lua");
-const RELEASE_SOURCE: &str = source!("release.lua");
-const INSPECT_SOURCE: &str = source!("inspect.lua");
-const RAISE_FENCE_SOURCE: &str = source!("raise_fence.lua");
-
-pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
-pub static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_SOURCE));
-pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
-pub static INSPECT: LazyLock<Script> = LazyLock::new(|| Script::new(INSPECT_SOURCE));
-pub static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_SOURCE));
+scripts! {
+    ACQUIRE = "acquire.lua",
+    RELEASE = "release.lua",
+    WITHDRAW = "withdraw.lua",
+    RENEW = "renew.lua",
+    RENEW_UNFENCED = "renew_unfenced.lua",
+    INSPECT = "inspect.lua",
+    FINALIZE = "finalize.lua",
+}
 
 /// SCRIPT LOAD of every script, in one pipeline.
 pub fn load_all() -> redis::Pipeline {
     let mut pipe = redis::pipe();
-    for source in [
-        ACQUIRE_SOURCE,
-        RENEW_SOURCE,
-        RELEASE_SOURCE,
-        INSPECT_SOURCE,
-        RAISE_FENCE_SOURCE,
-    ] {
-        pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+    for source in SOURCES {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(*source).ignore();
     }
     pipe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_evalsha_becomes_an_eval_with_the_same_keys_and_arguments() {
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(RENEW.hash())
+            .arg(1)
+            .arg("lockgate:{a}")
+            .arg("tok")
+            .arg(500);
+        let eval = RENEW.eval(&call);
+        let args: Vec<Vec<u8>> = eval
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(args[0], b"EVAL");
+        assert_eq!(args[1], RENEW.source.as_bytes());
+        assert_eq!(
+            args[2..],
+            [
+                b"1".to_vec(),
+                b"lockgate:{a}".to_vec(),
+                b"tok".to_vec(),
+                b"500".to_vec()
+            ]
+        );
+    }
 }

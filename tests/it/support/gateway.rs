@@ -10,6 +10,20 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// With `LOCKGATE_TEST_LOG` set (an `EnvFilter`, e.g. `lockgate=debug`), in-process gateways
+/// log to stderr: run the test with `--nocapture` to read why something failed.
+fn trace_if_asked() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if let Ok(filter) = std::env::var("LOCKGATE_TEST_LOG") {
+        ONCE.call_once(|| {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        });
+    }
+}
+
 /// The server's defaults, with the given store.
 pub fn config(backend: BackendChoice) -> Config {
     Config {
@@ -23,8 +37,9 @@ pub fn config(backend: BackendChoice) -> Config {
             max_wait: Duration::from_secs(60),
             max_waiters: 10_000,
         },
-        fence_retention: Duration::from_secs(7 * 24 * 3600),
         redis_timeout: Duration::from_secs(1),
+        native_commands: lockgate::backend::redis::NativeCommands::Auto,
+        deprecated: Vec::new(),
         max_body_bytes: 16384,
         wait_pool_size: 4,
         token_secret: None,
@@ -59,6 +74,7 @@ pub struct Gateway {
 
 impl Gateway {
     pub async fn start(config: Config) -> Self {
+        trace_if_asked();
         let lockgate::Assembled {
             service,
             router: app,
@@ -95,6 +111,15 @@ impl Gateway {
             None => req,
         };
         req.send().await.expect("acquire request")
+    }
+
+    /// `POST /locks/{name}` expecting a grant: the name and the grant's body.
+    pub async fn acquire_named(&self, name: String) -> (String, serde_json::Value) {
+        let response = self.acquire(&name, None).await;
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.expect("a JSON grant");
+        assert_eq!(status, 201, "{name}: {body}");
+        (name, body)
     }
 
     /// `DELETE /locks/{name}` with a token.

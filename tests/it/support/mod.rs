@@ -1,9 +1,11 @@
 //! Test support: real Redis processes, an in-process gateway on a socket, and small helpers.
 
 pub mod gateway;
+pub mod history;
 pub mod process;
 pub mod proxy;
 pub mod redis;
+pub mod workload;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -77,95 +79,40 @@ pub async fn key_number(conn: &::redis::aio::MultiplexedConnection, key: &str) -
         .expect("GET")
 }
 
-/// Runs `cycles` acquire→release cycles from `clients` concurrent clients spread over `names`,
-/// with a checker that sees every critical section: it fails on two holders of one name at
-/// once, or on a fence that does not exceed the name's previous one.
+/// Runs `cycles` acquire → (renew) → inspect → release cycles from `clients` concurrent clients
+/// spread over `names`, records every operation, and checks the history (see [`history`]):
+/// no two holders of a name at once, fences increasing, no refusal or vanished lock within a
+/// holder's validity, no 5xx but 503. Every cycle must get its lock and release it (a release
+/// that answers 503 is repeated, as a client would).
 pub async fn check_mutual_exclusion(
     gw: &gateway::Gateway,
     clients: usize,
     cycles: usize,
     names: &[&str],
 ) {
-    use std::collections::HashMap;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Default)]
-    struct Section {
-        inside: bool,
-        last_fence: u64,
-        entered: usize,
-    }
-    let sections: Arc<Mutex<HashMap<String, Section>>> = Arc::default();
-    let next = Arc::new(AtomicUsize::new(0));
-    let names: Arc<Vec<String>> = Arc::new(names.iter().map(|n| (*n).to_owned()).collect());
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let (http, sections, next, names) = (
-            gw.http.clone(),
-            sections.clone(),
-            next.clone(),
-            names.clone(),
+    let mut workload = workload::Workload::new(clients, names);
+    workload.cycles = Some(cycles);
+    let history = workload::run(&[gw.url("")], &workload).await;
+    let report = history.check();
+    report.assert_clean(&test_name());
+    let granted = report.grants();
+    assert_eq!(granted, cycles, "every cycle got its lock: {report}");
+    let unreleased = report.unreleased();
+    if unreleased > 0 {
+        let path = report.save(&test_name());
+        panic!(
+            "{unreleased} locks were never released: {report} (history: {})",
+            path.display()
         );
-        let base = gw.url("/locks/");
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let cycle = next.fetch_add(1, Ordering::Relaxed);
-                if cycle >= cycles {
-                    return;
-                }
-                let name = &names[cycle % names.len()];
-                let url = format!("{base}{name}");
-                let body = serde_json::json!({"wait_ms": 20000, "ttl_ms": 10000});
-                let (status, grant) =
-                    status_json(http.post(&url).json(&body).send().await.expect("acquire")).await;
-                assert_eq!(status, 201, "cycle {cycle} on {name}: {grant}");
-                let fence = grant["fence"].as_u64().expect("fence");
-                {
-                    let mut sections = sections.lock().expect("checker");
-                    let section = sections.entry(name.clone()).or_default();
-                    assert!(
-                        !section.inside,
-                        "two holders of {name} at once (fence {fence})"
-                    );
-                    assert!(
-                        fence > section.last_fence,
-                        "fence {fence} on {name} after {}",
-                        section.last_fence
-                    );
-                    *section = Section {
-                        inside: true,
-                        last_fence: fence,
-                        entered: section.entered + 1,
-                    };
-                }
-                tokio::task::yield_now().await;
-                sections
-                    .lock()
-                    .expect("checker")
-                    .get_mut(name.as_str())
-                    .expect("entered")
-                    .inside = false;
-                let token = grant["token"].as_str().expect("token");
-                let released = http
-                    .delete(&url)
-                    .header("Lock-Token", token)
-                    .send()
-                    .await
-                    .expect("release");
-                assert_eq!(released.status(), 204, "release of {name}");
-            }
-        }));
     }
-    for task in tasks {
-        task.await.expect("client");
-    }
-    let sections = sections.lock().expect("checker");
-    let entered: usize = sections.values().map(|s| s.entered).sum();
-    assert_eq!(
-        entered, cycles,
-        "every cycle entered its critical section once"
-    );
+}
+
+/// The running test's name (libtest names each test's thread after it), for file names.
+pub fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("unnamed")
+        .replace("::", "-")
 }
 
 /// Reads NDJSON lines from a streaming response (a hold stream) as they come.

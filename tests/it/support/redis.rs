@@ -24,6 +24,9 @@ const SETTLE_DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 enum Role {
     Master,
+    /// A master that writes every command to its AOF and fsyncs before answering, so that a
+    /// restart (even after SIGKILL) loses nothing it acknowledged.
+    Durable,
     Replica {
         of: u16,
     },
@@ -69,6 +72,11 @@ impl RedisServer {
     /// A standalone master.
     pub fn start() -> Self {
         Self::launch(Role::Master)
+    }
+
+    /// A standalone master with `appendonly yes` and `appendfsync always`.
+    pub fn start_durable() -> Self {
+        Self::launch(Role::Durable)
     }
 
     /// A replica of `master`, returned once its replication link is up.
@@ -155,9 +163,22 @@ impl RedisServer {
             cmd.arg(conf).arg("--sentinel");
             return cmd;
         }
+        let appendonly = if matches!(self.role, Role::Durable) {
+            "yes"
+        } else {
+            "no"
+        };
         cmd.arg("--port")
             .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                appendonly,
+            ])
+            .args(["--appendfsync", "always"])
             .args([
                 "--repl-diskless-sync",
                 "yes",
@@ -193,7 +214,7 @@ impl RedisServer {
                     .arg(file("ca.crt"))
                     .args(["--tls-auth-clients", "no"]);
             }
-            Role::Master | Role::Sentinel { .. } => {}
+            Role::Master | Role::Durable | Role::Sentinel { .. } => {}
         }
         cmd
     }
@@ -398,5 +419,72 @@ impl RedisCluster {
 
     pub fn seed_urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
+
+/// The name Sentinel groups of the tests monitor their master under.
+pub const MASTER: &str = "lockgate";
+
+/// A master with a replica and three sentinels that know each other and the replica.
+pub struct SentinelGroup {
+    pub master: RedisServer,
+    pub replica: RedisServer,
+    pub sentinels: Vec<RedisServer>,
+}
+
+impl SentinelGroup {
+    pub fn start() -> Self {
+        let master = RedisServer::start();
+        let replica = RedisServer::start_replica_of(&master);
+        let sentinels: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_sentinel(&master, MASTER))
+            .collect();
+        // A failover needs the sentinels to have found each other and the replica.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for sentinel in &sentinels {
+            loop {
+                let state: Vec<String> = sentinel
+                    .query(redis::cmd("SENTINEL").arg("MASTER").arg(MASTER))
+                    .unwrap_or_default();
+                let field = |name: &str| {
+                    state
+                        .iter()
+                        .position(|f| f == name)
+                        .and_then(|i| state.get(i + 1))
+                        .cloned()
+                };
+                if field("num-other-sentinels").as_deref() == Some("2")
+                    && field("num-slaves").as_deref() == Some("1")
+                {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "sentinels did not discover each other: {state:?}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Self {
+            master,
+            replica,
+            sentinels,
+        }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// The master's port as the first sentinel sees it.
+    pub fn master_port(&self) -> Option<u16> {
+        let addr: Vec<String> = self.sentinels[0]
+            .query(
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(MASTER),
+            )
+            .ok()?;
+        addr.get(1)?.parse().ok()
     }
 }

@@ -1,0 +1,109 @@
+//! Small pools of dedicated connections for `WAIT`, which blocks the connection it is sent on
+//! and so must never go to the shared multiplexed connection: it would stall every other
+//! request queued behind it.
+//!
+//! A pool holds at most `size` connections. A request that finds them all busy (replicas slow
+//! to acknowledge) waits for one no longer than the backend timeout, then gets
+//! [`BackendError::WaitPoolExhausted`]: its own problem type and metric, so that an operator
+//! raises `--wait-pool-size` or looks at the replicas, not at a healthy Redis.
+//!
+//! Connections remember the shared connection's epoch and the node's generation they were
+//! opened in; when the shared connection has been replaced since (Redis restarted, failed
+//! over), idle ones are discarded instead of failing the next request that would pick them.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::errors::classify_connect;
+use super::source::NodeSource;
+use crate::backend::BackendError;
+
+#[derive(Debug)]
+pub struct DedicatedPool {
+    source: Arc<NodeSource>,
+    config: AsyncConnectionConfig,
+    size: usize,
+    /// Idle connections with the epoch and node generation they were opened in.
+    idle: Mutex<Vec<(u64, u64, MultiplexedConnection)>>,
+    slots: Semaphore,
+}
+
+/// A connection taken from a [`DedicatedPool`]. Dropping it closes the connection; only
+/// [`Checkout::give_back`] returns it, so a connection whose command failed or was cancelled
+/// midway (possibly still blocked server-side) is never reused.
+#[derive(Debug)]
+pub struct Checkout<'a> {
+    pool: &'a DedicatedPool,
+    pub epoch: u64,
+    generation: u64,
+    pub conn: MultiplexedConnection,
+    _slot: SemaphorePermit<'a>,
+}
+
+impl DedicatedPool {
+    /// At most `size` connections to the node `source` names, made with `config`.
+    pub fn new(source: Arc<NodeSource>, config: AsyncConnectionConfig, size: usize) -> Self {
+        Self {
+            source,
+            config,
+            size,
+            idle: Mutex::new(Vec::with_capacity(size)),
+            slots: Semaphore::new(size),
+        }
+    }
+
+    fn idle(&self) -> MutexGuard<'_, Vec<(u64, u64, MultiplexedConnection)>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits up to `patience` for a free slot, then reuses an idle connection opened in epoch
+    /// `current` or later and in the node's current generation, or opens one (tagged
+    /// `current`).
+    pub async fn checkout(
+        &self,
+        current: u64,
+        patience: Duration,
+    ) -> Result<Checkout<'_>, BackendError> {
+        let slot = match tokio::time::timeout(patience, self.slots.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) => return Err(BackendError::Unavailable("connection pool closed".into())),
+            Err(_) => return Err(BackendError::WaitPoolExhausted(self.size)),
+        };
+        let generation = self.source.generation();
+        let reusable = {
+            let mut idle = self.idle();
+            idle.retain(|(epoch, opened_in, _)| *epoch >= current && *opened_in == generation);
+            idle.pop()
+        };
+        let (epoch, generation, conn) = match reusable {
+            Some(found) => found,
+            None => {
+                let client = self.source.client().await?;
+                let conn = client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await
+                    .map_err(|e| classify_connect(&e))?;
+                (current, generation, conn)
+            }
+        };
+        Ok(Checkout {
+            pool: self,
+            epoch,
+            generation,
+            conn,
+            _slot: slot,
+        })
+    }
+}
+
+impl Checkout<'_> {
+    pub fn give_back(self) {
+        self.pool
+            .idle()
+            .push((self.epoch, self.generation, self.conn));
+    }
+}

@@ -1,0 +1,27 @@
+-- Finalize (Redlock): after a majority granted, give every granting node the fence the gateway
+-- chose (the largest any of them issued, or the one an idempotent retry found), so that all
+-- nodes hold the same token, and lift the node's fence counter to it. Any later majority
+-- shares at least one node with this one, so the fence it issues is larger: fences stay
+-- monotonic across the nodes.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the fence counter of the name's hash slot
+-- ARGV[1]  the token stem
+-- ARGV[2]  the chosen fence (decimal)
+--
+-- Returns 1 when the node holds `<stem>.<fence>` afterwards, 0 when it no longer holds a token
+-- of this stem.
+local holder = redis.call('GET', KEYS[1])
+local prefix = ARGV[1] .. '.'
+if not holder or string.sub(holder, 1, #prefix) ~= prefix then
+  return 0
+end
+local token = prefix .. ARGV[2]
+if holder ~= token then
+  redis.call('SET', KEYS[1], token, 'KEEPTTL')
+end
+local fence = tonumber(ARGV[2])
+if (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1

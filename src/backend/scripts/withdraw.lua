@@ -1,0 +1,29 @@
+-- Withdraw: undo a grant the gateway made but could not deliver, whose fence it may not know
+-- (the reply was lost). Deletes the lock if a token of the given stem holds it, and, for an
+-- idempotent grant (whose stem several attempts share), only while the given attempt is still
+-- the last to have claimed it: a later attempt that found the grant again owns it now.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the claim key
+-- ARGV[1]  the token stem
+-- ARGV[2]  the name's release channel
+-- ARGV[3]  claim id, or '' when the stem is this attempt's alone
+--
+-- Returns 1 withdrawn, 0 nothing of this attempt's was held.
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  return 0
+end
+local prefix = ARGV[1] .. '.'
+if string.sub(holder, 1, #prefix) ~= prefix then
+  return 0
+end
+if ARGV[3] ~= '' then
+  if redis.call('GET', KEYS[2]) ~= ARGV[3] then
+    return 0
+  end
+  redis.call('DEL', KEYS[2])
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], '')
+return 1

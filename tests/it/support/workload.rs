@@ -1,0 +1,296 @@
+//! A concurrent lock workload over HTTP whose every operation goes into a [`History`].
+//!
+//! Each client loops: acquire a random name (waiting if asked), and when granted keep it a
+//! random few milliseconds, sometimes renew it, inspect it, then release it. The workload
+//! judges nothing; [`History::check`] does, afterwards.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::history::{Call, History, Outcome};
+
+/// How many times a release without a verdict is sent.
+const RELEASE_ATTEMPTS: usize = 10;
+
+/// What the clients do.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub clients: usize,
+    pub names: Vec<String>,
+    pub ttl_ms: u64,
+    pub wait_ms: u64,
+    /// A holder keeps the lock between 0 and this many milliseconds before releasing.
+    pub max_hold_ms: u64,
+    /// One grant in this many is renewed before it is released (0: never).
+    pub renew_one_in: u64,
+    /// Extra fields of the acquire and renew bodies (replica fields), client `i` using
+    /// `extras[i % len]` (none when empty).
+    pub extras: Vec<Value>,
+    /// Stop after this many acquire attempts in all (`None`: when told to stop).
+    pub cycles: Option<usize>,
+}
+
+impl Workload {
+    pub fn new(clients: usize, names: &[&str]) -> Self {
+        Self {
+            clients,
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+            ttl_ms: 10_000,
+            wait_ms: 20_000,
+            max_hold_ms: 3,
+            renew_one_in: 4,
+            extras: Vec::new(),
+            cycles: None,
+        }
+    }
+}
+
+/// A running workload.
+#[derive(Debug)]
+pub struct Running {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    pub history: Arc<History>,
+}
+
+impl Running {
+    /// Tells the clients to stop after their current cycle, and waits for them.
+    pub async fn finish(self) -> Arc<History> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.join().await
+    }
+
+    /// Waits for the clients to end by themselves (a workload with `cycles`).
+    pub async fn join(self) -> Arc<History> {
+        for task in self.tasks {
+            task.await.expect("workload client");
+        }
+        self.history
+    }
+}
+
+/// Starts `workload` against the gateways at `bases` (client `i` uses `bases[i % len]`).
+pub fn start(bases: &[String], workload: &Workload) -> Running {
+    let history = Arc::new(History::new());
+    start_recording(bases, workload, history)
+}
+
+/// Starts `workload`, recording into an existing history.
+pub fn start_recording(bases: &[String], workload: &Workload, history: Arc<History>) -> Running {
+    let stop = Arc::new(AtomicBool::new(false));
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let http = super::http_client();
+    let tasks = (0..workload.clients)
+        .map(|client| {
+            let base = bases[client % bases.len()].clone();
+            let client_state = Client {
+                id: client,
+                base,
+                http: http.clone(),
+                history: history.clone(),
+                workload: workload.clone(),
+                rng: seed(client),
+            };
+            let (stop, attempts) = (stop.clone(), attempts.clone());
+            tokio::spawn(client_state.run(stop, attempts))
+        })
+        .collect();
+    Running {
+        stop,
+        tasks,
+        history,
+    }
+}
+
+/// Runs `workload` to the end of its cycles and returns the history.
+pub async fn run(bases: &[String], workload: &Workload) -> Arc<History> {
+    assert!(workload.cycles.is_some(), "a finite workload needs cycles");
+    start(bases, workload).join().await
+}
+
+fn seed(client: usize) -> u64 {
+    let mut bytes = [0u8; 8];
+    let _ = getrandom::fill(&mut bytes);
+    u64::from_ne_bytes(bytes) ^ (client as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+}
+
+struct Client {
+    id: usize,
+    base: String,
+    http: reqwest::Client,
+    history: Arc<History>,
+    workload: Workload,
+    rng: u64,
+}
+
+impl Client {
+    fn next(&mut self, below: u64) -> u64 {
+        // xorshift64*: plenty for picking names and pauses.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) % below.max(1)
+    }
+
+    async fn run(mut self, stop: Arc<AtomicBool>, attempts: Arc<AtomicUsize>) {
+        while !stop.load(Ordering::Relaxed) {
+            let attempt = attempts.fetch_add(1, Ordering::Relaxed);
+            if self.workload.cycles.is_some_and(|cycles| attempt >= cycles) {
+                return;
+            }
+            let index = self.next(self.workload.names.len() as u64) as usize;
+            let name = self.workload.names[index].clone();
+            self.cycle(&name).await;
+        }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("{}/locks/{name}", self.base)
+    }
+
+    /// `body` with this client's extra fields.
+    fn with_extras(&self, mut body: Value) -> Value {
+        let extras = &self.workload.extras;
+        if !extras.is_empty()
+            && let (Some(body), Some(extra)) = (
+                body.as_object_mut(),
+                extras[self.id % extras.len()].as_object(),
+            )
+        {
+            body.extend(extra.clone());
+        }
+        body
+    }
+
+    async fn cycle(&mut self, name: &str) {
+        let w = &self.workload;
+        let body = self.with_extras(json!({"ttl_ms": w.ttl_ms, "wait_ms": w.wait_ms}));
+        let call = Call::Acquire {
+            ttl_ms: w.ttl_ms,
+            wait_ms: w.wait_ms,
+        };
+        let invoke = self.history.now_us();
+        let sent = self.http.post(self.url(name)).json(&body).send().await;
+        let outcome = read_outcome(sent, Expect::Grant).await;
+        self.history
+            .record(self.id, name, call, invoke, outcome.clone());
+        let Outcome::Granted { token, .. } = outcome else {
+            return;
+        };
+        let hold = self.next(self.workload.max_hold_ms + 1);
+        if hold > 0 {
+            tokio::time::sleep(Duration::from_millis(hold)).await;
+        }
+        if self.workload.renew_one_in > 0 && self.next(self.workload.renew_one_in) == 0 {
+            let ttl_ms = self.workload.ttl_ms;
+            let body = self.with_extras(json!({"ttl_ms": ttl_ms}));
+            let invoke = self.history.now_us();
+            let sent = self
+                .http
+                .patch(self.url(name))
+                .header("Lock-Token", &token)
+                .json(&body)
+                .send()
+                .await;
+            let outcome = read_outcome(sent, Expect::Renewal).await;
+            let call = Call::Renew {
+                token: token.clone(),
+                ttl_ms,
+            };
+            self.history.record(self.id, name, call, invoke, outcome);
+        }
+        let invoke = self.history.now_us();
+        let sent = self.http.get(self.url(name)).send().await;
+        let outcome = read_outcome(sent, Expect::Inspection).await;
+        let call = Call::Inspect {
+            token: token.clone(),
+        };
+        self.history.record(self.id, name, call, invoke, outcome);
+
+        // A release that got no verdict (503, no answer) is safe to repeat, and is repeated.
+        for attempt in 0..RELEASE_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let invoke = self.history.now_us();
+            let sent = self
+                .http
+                .delete(self.url(name))
+                .header("Lock-Token", &token)
+                .send()
+                .await;
+            let outcome = read_outcome(sent, Expect::Release).await;
+            let call = Call::Release {
+                token: token.clone(),
+            };
+            let settled = !matches!(
+                outcome,
+                Outcome::Refused { status: 503, .. } | Outcome::NoAnswer { .. }
+            );
+            self.history.record(self.id, name, call, invoke, outcome);
+            if settled {
+                return;
+            }
+        }
+    }
+}
+
+/// What an answer is expected to carry.
+#[derive(Debug, Clone, Copy)]
+pub enum Expect {
+    Grant,
+    Renewal,
+    Inspection,
+    Release,
+}
+
+/// Reads an HTTP answer as an outcome.
+pub async fn read_outcome(sent: reqwest::Result<reqwest::Response>, expect: Expect) -> Outcome {
+    let response = match sent {
+        Ok(response) => response,
+        Err(err) => {
+            return Outcome::NoAnswer {
+                error: err.to_string(),
+            };
+        }
+    };
+    let status = response.status().as_u16();
+    let body: Value = match response.bytes().await {
+        Ok(bytes) if bytes.is_empty() => Value::Null,
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        Err(err) => {
+            return Outcome::NoAnswer {
+                error: err.to_string(),
+            };
+        }
+    };
+    let kind = body["type"]
+        .as_str()
+        .and_then(|t| t.rsplit('/').next())
+        .unwrap_or("")
+        .to_owned();
+    match (status, expect) {
+        (200 | 201, Expect::Grant) => Outcome::Granted {
+            token: body["token"].as_str().unwrap_or_default().to_owned(),
+            fence: body["fence"].as_u64().unwrap_or(0),
+            ttl_ms: body["ttl_ms"].as_u64().unwrap_or(0),
+            replayed: status == 200,
+        },
+        (200, Expect::Renewal) => Outcome::Renewed {
+            fence: body["fence"].as_u64().unwrap_or(0),
+            ttl_ms: body["ttl_ms"].as_u64().unwrap_or(0),
+        },
+        (200, Expect::Inspection) => Outcome::Held {
+            fence: body["fence"].as_u64(),
+            ttl_ms: body["ttl_ms"].as_u64(),
+        },
+        (204, Expect::Release) => Outcome::Released,
+        (404, _) if kind == "lock-not-held" => Outcome::NotHeld,
+        (409, _) if kind == "not-owner" => Outcome::NotOwner,
+        (409, _) if kind == "lock-held" => Outcome::Busy,
+        _ => Outcome::Refused { status, kind },
+    }
+}
