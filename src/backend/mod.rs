@@ -107,6 +107,9 @@ pub enum BackendError {
     /// Every dedicated connection for `WAIT` was busy for as long as the request could wait.
     #[error("all {0} connections for replica acknowledgement are busy")]
     WaitPoolExhausted(usize),
+    /// The store refused the command (an ACL does not allow it).
+    #[error("backend refused the command: {0}")]
+    Refused(String),
     #[error("backend sent an unexpected reply: {0}")]
     Protocol(String),
     /// Only at construction: the backend's settings cannot work.
@@ -131,7 +134,7 @@ impl BackendError {
             Self::Unavailable(_) => "unavailable",
             Self::Timeout(_) | Self::NoReply(_) => "timeout",
             Self::WaitPoolExhausted(_) => "wait_pool_exhausted",
-            Self::Protocol(_) => "protocol",
+            Self::Protocol(_) | Self::Refused(_) => "protocol",
             Self::Config(_) => "config",
         }
     }

@@ -628,3 +628,104 @@ async fn validity_subtracts_the_time_spent_reaching_redis() {
         status_json(gw.acquire("too-slow", Some(json!({"ttl_ms": 200}))).await).await;
     assert_problem(status, &problem, 503, "backend-unavailable");
 }
+
+/// The commands the gateway chose, as its metrics and connect log name them.
+async fn chosen_commands(gw: &Gateway) -> (String, String, String) {
+    let text = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("lockgate_redis_server_info{"))
+        .unwrap_or_else(|| panic!("no server info in\n{text}"));
+    let label = |name: &str| {
+        line.split(&format!("{name}=\""))
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (label("server"), label("release"), label("renew"))
+}
+
+/// Release and renew use the server's native commands where it has them (Valkey 9:
+/// `DELIFEQ`, `SET … IFEQ`), Lua where it does not (Redis 7), and always Lua with
+/// `--redis-native-commands off`; either way a cycle of acquire, renew, release by another
+/// token (409), release (204) and release again (404) behaves the same.
+#[tokio::test]
+async fn release_and_renew_use_native_commands_where_the_server_has_them() {
+    use lockgate::backend::redis::NativeCommands;
+    let redis = RedisServer::start();
+    for native in [NativeCommands::Auto, NativeCommands::Off] {
+        let mut config = redis_config(&redis.url());
+        config.native_commands = native;
+        let gw = Gateway::start(config).await;
+        let (status, grant) = status_json(gw.acquire("native", None).await).await;
+        assert_eq!(status, 201, "{grant}");
+        let (server, release, renew) = chosen_commands(&gw).await;
+        let expected = match (crate::support::redis::server_kind(), native) {
+            ("valkey", NativeCommands::Auto) => ("delifeq", "set_ifeq"),
+            _ => ("lua", "lua"),
+        };
+        assert_eq!(server, crate::support::redis::server_kind());
+        assert_eq!((release.as_str(), renew.as_str()), expected, "{native:?}");
+
+        let token = token_of(&grant);
+        let (status, renewed) =
+            status_json(gw.renew("native", &token, json!({"ttl_ms": 20000})).await).await;
+        assert_eq!(status, 200, "{renewed}");
+        assert_eq!(renewed["fence"], grant["fence"]);
+        let (status, problem) =
+            status_json(gw.renew("native", "other.1", json!({"ttl_ms": 20000})).await).await;
+        assert_problem(status, &problem, 409, "not-owner");
+        let (status, problem) = status_json(gw.release("native", "other.1").await).await;
+        assert_problem(status, &problem, 409, "not-owner");
+        assert_eq!(gw.release("native", &token).await.status(), 204);
+        let (status, problem) = status_json(gw.release("native", &token).await).await;
+        assert_problem(status, &problem, 404, "lock-not-held");
+        let (status, problem) =
+            status_json(gw.renew("native", &token, json!({"ttl_ms": 20000})).await).await;
+        assert_problem(status, &problem, 404, "lock-not-held");
+    }
+}
+
+/// Where an ACL forbids the native commands, the first refusal switches the connection back
+/// to Lua and the request still succeeds.
+#[tokio::test]
+async fn a_refused_native_command_falls_back_to_lua() {
+    if crate::support::redis::server_kind() != "valkey" {
+        // Only a server with native commands can refuse them.
+        return;
+    }
+    let redis = RedisServer::start();
+    let _: () = redis
+        .query(
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("locker")
+                .arg("on")
+                .arg(">locker-secret")
+                .arg("~*")
+                .arg("&*")
+                .arg("+@all")
+                .arg("-delifeq"),
+        )
+        .expect("ACL SETUSER");
+    let url = format!("redis://locker:locker-secret@127.0.0.1:{}", redis.port());
+    let gw = Gateway::start(redis_config(&url)).await;
+    for round in 0..3 {
+        let (status, grant) = status_json(gw.acquire("acl", None).await).await;
+        assert_eq!(status, 201, "round {round}: {grant}");
+        assert_eq!(
+            gw.release("acl", &token_of(&grant)).await.status(),
+            204,
+            "round {round}"
+        );
+    }
+}

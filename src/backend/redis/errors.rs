@@ -34,6 +34,9 @@ pub fn classify(err: &RedisError) -> BackendError {
     if err.is_timeout() || err.is_connection_dropped() {
         return BackendError::NoReply(err.to_string());
     }
+    if err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) {
+        return BackendError::Refused(err.to_string());
+    }
     match err.kind() {
         ErrorKind::Io
         | ErrorKind::AuthenticationFailed
@@ -47,8 +50,7 @@ pub fn classify(err: &RedisError) -> BackendError {
             | ServerErrorKind::TryAgain
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::Moved
-            | ServerErrorKind::Ask
-            | ServerErrorKind::NoPerm,
+            | ServerErrorKind::Ask,
         ) => BackendError::Unavailable(err.to_string()),
         _ => BackendError::Protocol(err.to_string()),
     }

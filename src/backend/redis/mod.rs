@@ -458,7 +458,7 @@ impl RedisBackend {
     ) -> Result<Option<T>, BackendError> {
         match self.run::<T>(Request::Native(pipe)).await {
             Ok(value) => Ok(Some(value)),
-            Err(BackendError::Protocol(message)) => {
+            Err(BackendError::Protocol(message) | BackendError::Refused(message)) => {
                 tracing::warn!(error = %message, "the server refused a native command; using Lua on this connection");
                 match &self.commands {
                     Commands::Node(shared) => shared.with_current(&refused),

