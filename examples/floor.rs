@@ -1,12 +1,14 @@
-//! Control for the memory benchmark: the least a waiting HTTP request can cost on lockgate's
-//! stack. The same serving loop (`lockgate::server::serve`, hyper HTTP/1), the same allocator
-//! (jemalloc), a request body read as JSON, and then nothing: the request just stays open.
-//! bench/waiting.sh runs it under the same 10,000 waiting clients as the gateway, so the
-//! gateway's figure can be read against what the HTTP stack alone needs.
+//! Control for the benchmarks: lockgate's HTTP stack with nothing behind it. The same serving
+//! loop (`lockgate::server::serve`, hyper HTTP/1), the same allocator (jemalloc), a request
+//! body read as JSON, a JSON answer, and no Redis.
 //!
-//! It speaks just enough of the lock API for examples/waiters.rs: a request without
-//! `wait_ms` is "granted" (201), one with `wait_ms` over 1000 stays open, and the probe
-//! (`wait_ms` = 1) answers 503 once COUNT requests stay open, 409 before.
+//! * bench/waiting.sh runs it under the same 10,000 waiting clients as the gateway, so the
+//!   gateway's memory can be read against what the HTTP stack alone needs: a request with
+//!   `wait_ms` over 1000 stays open, and the probe (`wait_ms` = 1) answers 503 once COUNT
+//!   requests stay open, 409 before.
+//! * bench/run.sh runs the lock-cycle load against it (the "hello ceiling"): a request without
+//!   `wait_ms` (or without a body) is "granted" (201, with its name and a token), and a DELETE
+//!   answers 204.
 //!
 //! Usage: cargo run --release --example floor -- HOST:PORT COUNT
 
@@ -14,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Json;
+use axum::extract::Path;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -32,9 +35,18 @@ struct Open {
     full: usize,
 }
 
-async fn lock(State(open): State<Arc<Open>>, Json(body): Json<Body>) -> Response {
-    match body.wait_ms {
-        None => (StatusCode::CREATED, r#"{"token":"floor"}"#).into_response(),
+async fn lock(
+    State(open): State<Arc<Open>>,
+    Path(name): Path<String>,
+    body: Option<Json<Body>>,
+) -> Response {
+    match body.and_then(|Json(body)| body.wait_ms) {
+        None => (
+            StatusCode::CREATED,
+            [("content-type", "application/json")],
+            format!(r#"{{"name":"{name}","token":"floor.1"}}"#),
+        )
+            .into_response(),
         Some(1) if open.count.load(Ordering::Relaxed) >= open.full => {
             StatusCode::SERVICE_UNAVAILABLE.into_response()
         }
@@ -44,6 +56,10 @@ async fn lock(State(open): State<Arc<Open>>, Json(body): Json<Body>) -> Response
             std::future::pending::<Response>().await
         }
     }
+}
+
+async fn release() -> StatusCode {
+    StatusCode::NO_CONTENT
 }
 
 #[tokio::main]
@@ -56,7 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         full,
     });
     let app = axum::Router::new()
-        .route("/locks/{name}", post(lock))
+        .route("/locks/{name}", post(lock).delete(release))
         .with_state(open);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     lockgate::serve(

@@ -270,7 +270,9 @@ async fn metrics_change_as_operations_happen() {
     // Scripts, or native commands where the server has them (Valkey: release and renew).
     let round_trips = |call: &str| {
         after
-            .get(&format!("lockgate_redis_roundtrip_seconds_count{{call=\"{call}\"}}"))
+            .get(&format!(
+                "lockgate_redis_roundtrip_seconds_count{{call=\"{call}\"}}"
+            ))
             .copied()
             .unwrap_or(0.0)
     };

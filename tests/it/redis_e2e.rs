@@ -681,8 +681,11 @@ async fn release_and_renew_use_native_commands_where_the_server_has_them() {
             status_json(gw.renew("native", &token, json!({"ttl_ms": 20000})).await).await;
         assert_eq!(status, 200, "{renewed}");
         assert_eq!(renewed["fence"], grant["fence"]);
-        let (status, problem) =
-            status_json(gw.renew("native", "other.1", json!({"ttl_ms": 20000})).await).await;
+        let (status, problem) = status_json(
+            gw.renew("native", "other.1", json!({"ttl_ms": 20000}))
+                .await,
+        )
+        .await;
         assert_problem(status, &problem, 409, "not-owner");
         let (status, problem) = status_json(gw.release("native", "other.1").await).await;
         assert_problem(status, &problem, 409, "not-owner");

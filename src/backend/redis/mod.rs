@@ -55,7 +55,7 @@ use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::{
     Client, Cmd, ConnectionInfo, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisResult,
-    ServerErrorKind,
+    ServerErrorKind, Value,
 };
 
 use self::cluster::{SlotMasters, with_slot_tag};
@@ -823,7 +823,7 @@ fn unexpected(script: &str, reply: &[i64]) -> BackendError {
     BackendError::Protocol(format!("{script} script replied {reply:?}"))
 }
 
-/// A claim id as the scripts take it: decimal, or empty for none.
+/// A claim id as the withdraw script takes it: decimal, or empty for none.
 fn claim_arg(claim: Option<Claim>) -> String {
     claim.map(|Claim(id)| id.to_string()).unwrap_or_default()
 }
@@ -838,33 +838,39 @@ impl LockBackend for RedisBackend {
         claim: Option<Claim>,
     ) -> Result<AcquireOutcome, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(
-            &ACQUIRE,
-            &[
-                keys.lock(),
-                keys.counter(),
-                keys.legacy_counter(),
-                keys.claim(),
-            ],
-        );
-        let ttl_ms = millis(ttl);
-        call.arg(stem).arg(ttl_ms).arg(claim_arg(claim)).arg(ttl_ms);
+        let (lock, counter, legacy) = (keys.lock(), keys.counter(), keys.legacy_counter());
+        let mut call = match claim {
+            None => evalsha(&ACQUIRE, &[lock, counter, legacy]),
+            Some(_) => evalsha(&ACQUIRE, &[lock, counter, legacy, keys.claim()]),
+        };
+        call.arg(stem).arg(millis(ttl));
+        if let Some(Claim(id)) = claim {
+            call.arg(id);
+        }
         let (reply, acked) = self
-            .run_lease_script::<Vec<i64>>(name, &ACQUIRE, &call, ack)
+            .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
             .await?;
-        match *reply {
-            [1, f] => Ok(AcquireOutcome::Granted(Lease {
+        let lease = |f: i64, ttl: Duration| -> Result<Lease, BackendError> {
+            Ok(Lease {
                 fence: fence(f)?,
                 ttl,
                 replicas_acked: acked,
-            })),
-            [2, f, left] => Ok(AcquireOutcome::AlreadyHeld(Lease {
-                fence: fence(f)?,
-                ttl: pttl(left).unwrap_or(Duration::ZERO),
-                replicas_acked: acked,
-            })),
-            [0, left] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
-            _ => Err(unexpected("acquire", &reply)),
+            })
+        };
+        match reply {
+            Value::Int(f) => Ok(AcquireOutcome::Granted(lease(f, ttl)?)),
+            other => {
+                let reply: Vec<i64> = FromRedisValue::from_redis_value(other)
+                    .map_err(|e| BackendError::Protocol(format!("acquire script: {e}")))?;
+                match *reply {
+                    [2, f, left] => Ok(AcquireOutcome::AlreadyHeld(lease(
+                        f,
+                        pttl(left).unwrap_or(Duration::ZERO),
+                    )?)),
+                    [0, left] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
+                    _ => Err(unexpected("acquire", &reply)),
+                }
+            }
         }
     }
 
