@@ -52,6 +52,9 @@ echo "hadolint Dockerfile"
 # No Docker engine here to build the image: check at least that the files the build stage
 # copies are all Cargo needs to resolve the package (a path it lacks, such as vendor/, fails).
 echo "the Dockerfile's build context resolves (cargo metadata --locked --offline)"
+# The check runs offline, against Cargo's cache: fill it first with every crate Cargo.lock
+# names, for every platform (a build only fetches this one's).
+cargo fetch --locked --quiet
 mkdir -p "$work/context"
 awk '/^FROM /{stage++} stage == 1 && /^COPY / && !/--from/ {for (i = 2; i < NF; i++) print $i}' Dockerfile |
   while read -r path; do cp -r "$path" "$work/context/"; done
