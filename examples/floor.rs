@@ -1,5 +1,5 @@
 //! Control for the benchmarks: lockgate's HTTP stack with nothing behind it. The same serving
-//! loop (`lockgate::server::serve`, hyper HTTP/1), the same allocator (jemalloc), a request
+//! loop (`lockgate::http::server::serve`, hyper HTTP/1), the same allocator (jemalloc), a request
 //! body read as JSON, a JSON answer, and no Redis.
 //!
 //! * bench/waiting.sh runs it under the same 10,000 waiting clients as the gateway, so the
@@ -75,11 +75,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/locks/{name}", post(lock).delete(release))
         .with_state(open);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    lockgate::serve(
+    lockgate::app::serve(
         listener,
         app,
         std::future::pending(),
-        lockgate::server::ServeOptions::default(),
+        lockgate::http::server::ServeOptions::default(),
     )
     .await;
     Ok(())

@@ -39,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("usage: handoff GATEWAY_URL [CLIENTS] [SECONDS]")?;
     let clients: usize = args.next().map_or(Ok(32), |a| a.parse())?;
     let seconds: u64 = args.next().map_or(Ok(10), |a| a.parse())?;
-    lockgate::install_crypto_provider();
+    lockgate::tls::install_crypto_provider();
     let url = format!("{}/locks/bench:handoff", gateway.trim_end_matches('/'));
     let until = Instant::now() + Duration::from_secs(seconds);
 

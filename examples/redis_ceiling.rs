@@ -111,7 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(i) if args.get(i + 1).map(String::as_str) == Some("off") => NativeCommands::Off,
         _ => NativeCommands::Auto,
     };
-    lockgate::install_crypto_provider();
+    lockgate::tls::install_crypto_provider();
     let backend = Arc::new(RedisBackend::new(RedisOptions {
         target: RedisTarget::Url(url.clone()),
         key_prefix: "ceiling:".into(),

@@ -34,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("usage: waiters HOST:PORT COUNT")?
         .parse()?;
     let batch_size: usize = args.next().map_or(Ok(100), |a| a.parse())?;
-    lockgate::install_crypto_provider();
+    lockgate::tls::install_crypto_provider();
     let http = reqwest::Client::new();
     let base = format!("http://{addr}");
 

@@ -1,262 +1,37 @@
 //! lockgate: an HTTP/REST gateway to distributed locks kept in Redis.
 //!
 //! Programs that cannot or should not embed a Redis client take, renew, release and inspect
-//! locks over HTTP; lockgate turns each call into one atomic Lua script on Redis and answers
-//! with a token, a fence and the validity left.
+//! locks over HTTP; lockgate turns each call into one atomic step on Redis (a Lua script, or a
+//! native command) and answers with a token, a fence and the validity left.
 //!
-//! Modules, from the outside in (dependencies point one way: `http → lock → backend`):
+//! Modules, from the outside in. Dependencies point one way, `http → lock → backend`;
+//! `config` is read by `app` and `cli` only; `telemetry`, `access` and `tls` are leaves that
+//! the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
+//! `lock` none of `http`, `config`, `access`. `client` uses `http`'s bodies, nothing above.
 //!
+//! * [`app`]: the composition root: configuration → backend → lock service → router → server.
 //! * [`config`]: every flag and environment variable, validated once.
-//! * [`http`]: the axum router, extractors, JSON bodies, problem documents, OpenAPI.
-//! * [`lock`]: the domain: names, tokens, validity, request bounds, errors, [`lock::LockService`].
-//! * [`backend`]: where locks are kept: Redis, or in memory for `--dev`.
-//! * [`runner`]: `lockgate run`, a client of the API that holds a lock while a command runs.
-//! * [`healthcheck`]: `lockgate healthcheck`, for container health checks and exec probes.
-//! * [`auth`], [`metrics`], [`operation`]: API keys and their scopes, Prometheus metrics, and
-//!   the operations both are about.
-//! * [`server`]: the HTTP/1.1 serving loop with graceful shutdown.
-//!
-//! [`build_service`] and [`http::router`] assemble the application; [`serve`] runs it on an
-//! already bound listener until a shutdown future resolves, so tests can run it on port 0.
+//! * [`http`]: the serving loop, the router, thin handlers over the lease engine, extractors,
+//!   JSON bodies (shared with [`client`]), problem documents, OpenAPI.
+//! * [`lock`]: the lease engine (acquire with idempotency and validity, renew, release,
+//!   inspect, blocking waits, hold streams' watchdog) and the primitives built on it. No
+//!   HTTP, no Redis.
+//! * [`backend`]: where locks are kept: Redis (standalone, Sentinel, Cluster), Redlock over
+//!   several Redis, or in memory for `--dev`.
+//! * [`access`]: API keys and their scopes.
+//! * [`telemetry`]: metrics and logging.
+//! * [`client`]: a typed client of lockgate's own API, used by [`cli`], the tests and the
+//!   benchmarks.
+//! * [`cli`]: `lockgate run` and `lockgate healthcheck`.
+//! * [`tls`]: the process-wide rustls crypto provider.
 
-pub mod auth;
+pub mod access;
+pub mod app;
 pub mod backend;
+pub mod cli;
+pub mod client;
 pub mod config;
-pub mod healthcheck;
 pub mod http;
 pub mod lock;
-pub mod logging;
-pub mod metrics;
-pub mod operation;
-pub mod runner;
-pub mod server;
-
-use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::net::TcpListener;
-
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::{RedisBackend, RedisOptions, RedisTarget};
-use crate::backend::redlock::RedlockBackend;
-use crate::backend::{Backend, BackendError};
-use crate::config::{BackendChoice, Config, Secret};
-use crate::http::HttpOptions;
-use crate::http::gate::GateOptions;
-use crate::lock::{LockService, TokenSecret};
-use crate::metrics::Metrics;
-use crate::server::ServeOptions;
-
-/// Why the server cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartupError {
-    /// The configuration cannot work (exit code 64).
-    #[error("{0}")]
-    Config(String),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: std::net::SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("the OS random generator failed: {0}")]
-    Random(getrandom::Error),
-}
-
-/// Builds the lock service the configuration describes. Connecting to Redis happens on first
-/// use, so this succeeds while Redis is still starting; readiness tells when it is reachable.
-pub fn build_service(config: &Config, metrics: &Arc<Metrics>) -> Result<LockService, StartupError> {
-    let redis = |target: RedisTarget, timeout: Duration| {
-        install_crypto_provider();
-        let options = RedisOptions {
-            target,
-            key_prefix: config.key_prefix.clone(),
-            timeout,
-            wait_pool_size: config.wait_pool_size,
-            native_commands: config.native_commands,
-            ca_certificates: config.redis_ca.clone(),
-            metrics: metrics.clone(),
-        };
-        RedisBackend::new(options).map_err(|e| match e {
-            BackendError::Config(message) => StartupError::Config(message),
-            other => StartupError::Config(other.to_string()),
-        })
-    };
-    let exposed = |urls: &[Secret]| {
-        urls.iter()
-            .map(|u| u.expose().to_owned())
-            .collect::<Vec<_>>()
-    };
-    let backend = match &config.backend {
-        BackendChoice::Memory => Backend::Memory(MemoryBackend::new()),
-        BackendChoice::Redis { url } => Backend::Redis(Box::new(redis(
-            RedisTarget::Url(url.expose().to_owned()),
-            config.redis_timeout,
-        )?)),
-        BackendChoice::Sentinel {
-            sentinels,
-            master,
-            username,
-            password,
-        } => {
-            let target = RedisTarget::Sentinel {
-                sentinels: exposed(sentinels),
-                master: master.clone(),
-                username: username.clone(),
-                password: password.as_ref().map(|p| p.expose().to_owned()),
-            };
-            Backend::Redis(Box::new(redis(target, config.redis_timeout)?))
-        }
-        BackendChoice::Cluster { seeds } => Backend::Redis(Box::new(redis(
-            RedisTarget::Cluster {
-                seeds: exposed(seeds),
-            },
-            config.redis_timeout,
-        )?)),
-        BackendChoice::Redlock {
-            nodes,
-            node_timeout,
-        } => {
-            // Each node is bounded by the per-node timeout: a node that is down or frozen costs
-            // at most that, never the whole request.
-            let nodes = exposed(nodes)
-                .into_iter()
-                .map(|url| redis(RedisTarget::Url(url), *node_timeout))
-                .collect::<Result<Vec<_>, _>>()?;
-            Backend::Redlock(Box::new(RedlockBackend::new(nodes)))
-        }
-    };
-    let secret = match &config.token_secret {
-        Some(secret) => TokenSecret::from_configured(secret.expose())
-            .ok_or_else(|| StartupError::Config("--token-secret is too short".into()))?,
-        None => TokenSecret::random().map_err(StartupError::Random)?,
-    };
-    Ok(LockService::new(backend, config.limits, secret))
-}
-
-/// rustls needs a process-wide crypto provider (for `rediss://`, and for `lockgate run`
-/// against an `https://` gateway); ring is compiled in.
-pub fn install_crypto_provider() {
-    // Fails only when one is installed already, which is just as good.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// A server assembled from its configuration, not serving yet.
-#[derive(Debug)]
-pub struct Assembled {
-    /// The lock service, for shutting down waiting requests and hold streams.
-    pub service: Arc<LockService>,
-    pub router: axum::Router,
-    pub serve_options: ServeOptions,
-}
-
-/// Assembles the service, the router and the serving options a configuration describes.
-pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
-    let metrics = Arc::new(Metrics::new());
-    let service = Arc::new(build_service(config, &metrics)?);
-    let options = HttpOptions {
-        max_body_bytes: config.max_body_bytes,
-        gate: GateOptions {
-            keys: config.api_keys.clone(),
-            metrics_auth: config.metrics_auth,
-            max_concurrent_requests: config.max_concurrent_requests,
-            request_timeout: config.request_timeout,
-            max_wait: config.limits.max_wait,
-        },
-    };
-    let router = http::router(service.clone(), options, metrics);
-    Ok(Assembled {
-        service,
-        router,
-        serve_options: ServeOptions {
-            header_read_timeout: config.header_read_timeout,
-            grace: config.shutdown_grace,
-        },
-    })
-}
-
-/// Builds the router for a configuration.
-pub fn app(config: &Config) -> Result<axum::Router, StartupError> {
-    Ok(assemble(config)?.router)
-}
-
-/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish
-/// (within `options.grace`).
-pub async fn serve(
-    listener: TcpListener,
-    app: axum::Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    options: ServeOptions,
-) {
-    server::serve(listener, app, shutdown, options).await;
-}
-
-/// Runs the server described by `config` until SIGTERM or SIGINT, then shuts down gracefully:
-/// readiness answers 503 at once; requests are still served for `--shutdown-delay` (so load
-/// balancers notice); then the listener closes, waiting requests answer 503 `shutting-down`,
-/// hold streams release their locks, and in-flight requests have `--shutdown-grace` to finish.
-pub async fn run(config: Config) -> Result<(), StartupError> {
-    let Assembled {
-        service,
-        router,
-        serve_options,
-    } = assemble(&config)?;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartupError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-    let backend = match config.backend {
-        BackendChoice::Memory => "memory (--dev: locks live in this process only)",
-        BackendChoice::Redis { .. } => "redis",
-        BackendChoice::Sentinel { .. } => "redis sentinel",
-        BackendChoice::Cluster { .. } => "redis cluster",
-        BackendChoice::Redlock { .. } => "redlock",
-    };
-    let auth = if config.api_keys.is_some() {
-        "api keys"
-    } else {
-        "none"
-    };
-    tracing::info!(listen = %config.listen, backend, auth, "lockgate serving");
-    for setting in &config.deprecated {
-        tracing::warn!(setting, "this setting is no longer used and is ignored");
-    }
-    let delay = config.shutdown_delay;
-    let shutdown = async move {
-        shutdown_signal().await;
-        service.begin_drain();
-        if !delay.is_zero() {
-            tracing::info!(delay = ?delay, "not ready; still serving before closing the listener");
-            tokio::time::sleep(delay).await;
-        }
-        service.shut_down();
-    };
-    serve(listener, router, shutdown, serve_options).await;
-    tracing::info!("lockgate stopped");
-    Ok(())
-}
-
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutdown signal received");
-}
+pub mod telemetry;
+pub mod tls;

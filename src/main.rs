@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use lockgate::StartupError;
+use lockgate::app::StartupError;
 use lockgate::config::{Cli, Command, Config};
 
 /// sysexits(3) EX_USAGE: the configuration is wrong.
@@ -37,10 +37,13 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Some(Command::Run(args)) => {
-            return client_command("lockgate run", lockgate::runner::run(args));
+            return client_command("lockgate run", lockgate::cli::run::run(args));
         }
         Some(Command::Healthcheck(args)) => {
-            return client_command("lockgate healthcheck", lockgate::healthcheck::run(args));
+            return client_command(
+                "lockgate healthcheck",
+                lockgate::cli::healthcheck::run(args),
+            );
         }
         None => {}
     }
@@ -48,7 +51,8 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(err) => return config_error(&format!("error: {err}")),
     };
-    let _logs = lockgate::logging::init(config.log_format, std::io::stderr().is_terminal());
+    let _logs =
+        lockgate::telemetry::logging::init(config.log_format, std::io::stderr().is_terminal());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,7 +63,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(lockgate::run(config)) {
+    match runtime.block_on(lockgate::app::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(StartupError::Config(message)) => config_error(&format!("error: {message}")),
         Err(err) => {

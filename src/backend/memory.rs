@@ -7,6 +7,9 @@
 //! Each operation runs in one short critical section under a mutex, which gives the same
 //! atomicity a Lua script gives on Redis. Time comes from `tokio::time`, so tests can pause and
 //! advance it. There are no replicas: a request for replica acknowledgement gets 0.
+//!
+//! Over 400 lines only because of its tests (the code is ~260 lines): they pin the semantics
+//! the Redis backend's end-to-end tests check, in-process.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -26,6 +26,8 @@ pub mod redlock;
 use std::future::Future;
 use std::time::Duration;
 
+use crate::telemetry::BackendErrorKind;
+
 /// Ask the store to confirm that `replicas` replicas have the write before answering
 /// (Redis `WAIT`), waiting at most `timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +119,11 @@ pub enum BackendError {
     Config(String),
 }
 
+/// A duration in whole milliseconds, as Redis and the API's `_ms` fields take it (saturating).
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// A background task that ends when its owner is dropped.
 #[derive(Debug)]
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
@@ -129,13 +136,13 @@ impl Drop for AbortOnDrop {
 
 impl BackendError {
     /// The `kind` label of the backend error counter.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> BackendErrorKind {
         match self {
-            Self::Unavailable(_) => "unavailable",
-            Self::Timeout(_) | Self::NoReply(_) => "timeout",
-            Self::WaitPoolExhausted(_) => "wait_pool_exhausted",
-            Self::Protocol(_) | Self::Refused(_) => "protocol",
-            Self::Config(_) => "config",
+            Self::Unavailable(_) => BackendErrorKind::Unavailable,
+            Self::Timeout(_) | Self::NoReply(_) => BackendErrorKind::Timeout,
+            Self::WaitPoolExhausted(_) => BackendErrorKind::WaitPoolExhausted,
+            Self::Protocol(_) | Self::Refused(_) => BackendErrorKind::Protocol,
+            Self::Config(_) => BackendErrorKind::Config,
         }
     }
 

@@ -32,6 +32,9 @@
 //! across a lost counter (see `fence`). A node restarted without persistence forgets its
 //! grants: run nodes with AOF (`appendfsync always`) or keep a restarted node out for the
 //! longest ttl, as the Redlock description says.
+//!
+//! One piece, over 400 lines: the quorum rules for acquire, renew, release and the undo of a
+//! partial grant must be read together to check them against each other.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -12,16 +12,16 @@ use std::task::{Context, Poll};
 use axum::body::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::lock::GrantGuard;
+use crate::lock::{GrantGuard, Primitive};
 
 #[derive(Debug)]
-pub struct DeliveredOnRead {
+pub struct DeliveredOnRead<P: Primitive> {
     data: Option<Bytes>,
-    guard: Option<GrantGuard>,
+    guard: Option<GrantGuard<P>>,
 }
 
-impl DeliveredOnRead {
-    pub fn new(data: Bytes, guard: GrantGuard) -> Self {
+impl<P: Primitive> DeliveredOnRead<P> {
+    pub fn new(data: Bytes, guard: GrantGuard<P>) -> Self {
         Self {
             data: Some(data),
             guard: Some(guard),
@@ -29,7 +29,7 @@ impl DeliveredOnRead {
     }
 }
 
-impl Body for DeliveredOnRead {
+impl<P: Primitive> Body for DeliveredOnRead<P> {
     type Data = Bytes;
     type Error = Infallible;
 

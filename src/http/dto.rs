@@ -11,32 +11,50 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use utoipa::ToSchema;
 
-use crate::lock::{Grant, LockName, LockState, RawReplicas, Renewal, Validity};
+use crate::lock::{Grant, LockName, LockState, Primitive, RawReplicas, Renewal, Validity, millis};
 
 /// Body of `POST /locks/{name}`. Every field is optional; an empty body means all defaults.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"ttl_ms": 10000}))]
 pub struct AcquireBody {
     /// Lease length in milliseconds. Default 30000 (`--default-ttl`); bounded by the server's
     /// `--min-ttl` and `--max-ttl`, which the bounds here show.
-    #[serde(default, deserialize_with = "whole_number")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ttl_ms: Option<u64>,
     /// How long to wait for a held lock, in milliseconds. Default 0: try once. Bounded by the
     /// server's `--max-wait`.
-    #[serde(default, deserialize_with = "whole_number")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub wait_ms: Option<u64>,
     /// Replicas that must acknowledge the write (Redis `WAIT`). Default 0: do not wait.
     #[schema(maximum = 64)]
-    #[serde(default, deserialize_with = "whole_number")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub replicas: Option<u64>,
     /// How long to wait for replica acknowledgements, in milliseconds (1 to 10000).
     /// Default 100.
     #[schema(minimum = 1, maximum = 10000)]
-    #[serde(default, deserialize_with = "whole_number")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub replica_timeout_ms: Option<u64>,
     /// When fewer than `replicas` acknowledge: release the lock and answer 503
     /// `insufficient-replicas`. Default false: report `replicas_acked` and keep the lock.
+    // No `default` here: with it, serde would also accept `[]` as a body.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub require_replicas: Option<bool>,
 }
 
@@ -52,25 +70,39 @@ impl AcquireBody {
 
 /// Body of `PATCH /locks/{name}`. Every field is optional; an empty body renews for the
 /// default ttl.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"ttl_ms": 30000}))]
 pub struct RenewBody {
     /// New lease length in milliseconds, counted from now. Default 30000 (`--default-ttl`);
     /// bounded by `--min-ttl` and `--max-ttl`.
-    #[serde(default, deserialize_with = "whole_number")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ttl_ms: Option<u64>,
     /// Replicas that must acknowledge the renewal (Redis `WAIT`). Default 0.
     #[schema(maximum = 64)]
-    #[serde(default, deserialize_with = "whole_number")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub replicas: Option<u64>,
     /// How long to wait for replica acknowledgements, in milliseconds (1 to 10000).
     /// Default 100.
     #[schema(minimum = 1, maximum = 10000)]
-    #[serde(default, deserialize_with = "whole_number")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub replica_timeout_ms: Option<u64>,
     /// When fewer than `replicas` acknowledge, answer 503 `insufficient-replicas`. The lock
     /// stays held (its primary did renew it). Default false.
+    // No `default` here: with it, serde would also accept `[]` as a body.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub require_replicas: Option<bool>,
 }
 
@@ -85,7 +117,7 @@ impl RenewBody {
 }
 
 /// A granted lock.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
     "name": "orders:42",
     "token": "Yq3v7M1b0nqzT0m6k9xW2A.1763712000123456",
@@ -110,12 +142,12 @@ pub struct LockGrantBody {
     /// When the lease ends, RFC 3339 (informative: compare clocks with care; rely on `ttl_ms`).
     pub expires_at: String,
     /// Replicas that acknowledged the write; present when `replicas` was asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
 }
 
 /// A renewed lease.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
     "name": "orders:42",
     "fence": 1763712000123456u64,
@@ -131,12 +163,12 @@ pub struct LockRenewalBody {
     /// When the lease ends, RFC 3339 (informative).
     pub expires_at: String,
     /// Replicas that acknowledged the renewal; present when `replicas` was asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
 }
 
 /// What anyone may see of a held lock. Never the token.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
     "name": "orders:42",
     "held": true,
@@ -150,15 +182,18 @@ pub struct LockInfoBody {
     pub held: bool,
     /// Milliseconds left on the current lease; absent when the key has no expiry (written by
     /// a client other than lockgate).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(default, deserialize_with = "whole_number")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ttl_ms: Option<u64>,
     /// When the current lease ends, RFC 3339 (informative).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
     /// The fence of the current grant; absent for a lock taken by another Redis client
     /// (its token carries none).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
 }
 
@@ -200,10 +235,6 @@ fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64
     deserializer.deserialize_any(WholeNumber)
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 fn expires_at(remaining: Duration) -> String {
     humantime::format_rfc3339_millis(SystemTime::now() + remaining).to_string()
 }
@@ -215,7 +246,7 @@ fn lease_times(validity: &Validity) -> (u64, String) {
 }
 
 impl LockGrantBody {
-    pub fn new(name: &LockName, grant: &Grant) -> Self {
+    pub fn new<P: Primitive>(name: &LockName, grant: &Grant<P>) -> Self {
         let (ttl_ms, expires_at) = lease_times(&grant.validity);
         Self {
             name: name.to_string(),

@@ -1,8 +1,8 @@
 //! Request extractors that answer with problem documents instead of axum's plain-text
 //! rejections.
 //!
-//! * [`LockPath`]: the `{name}` path segment, validated as a [`LockName`], and authorized:
-//!   with API keys, the caller's key must allow the operation on that name (else 403).
+//! * [`LockPath`]: the `{name}` path segment, validated as a [`LockName`] (the gate has
+//!   already checked the caller's scope over it).
 //! * [`LockTokenHeader`]: the required `Lock-Token` header. Tokens travel in a header, never in
 //!   the URL, where proxies and access logs keep them.
 //! * [`IdempotencyKeyHeader`]: the optional `Idempotency-Key` header.
@@ -11,13 +11,12 @@
 //!   `application/x-www-form-urlencoded`) works as typed. Messages never repeat a string value
 //!   from the body, in case a client put a secret there.
 
-use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
-use super::gate::{Caller, classify};
 use super::problem::ApiError;
 use crate::lock::{IdempotencyKey, LockName, LockToken};
 
@@ -37,19 +36,7 @@ impl<S: Send + Sync> FromRequestParts<S> for LockPath {
         let Path(name) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::InvalidName(crate::lock::InvalidName::BadCharacter))?;
-        let name = LockName::from_string(name)?;
-        // The gate authenticated the caller; the scope check needs the validated name.
-        if let Some(Caller(key)) = parts.extensions.get::<Caller>() {
-            let route = parts
-                .extensions
-                .get::<MatchedPath>()
-                .map(MatchedPath::as_str);
-            let operation = classify(&parts.method, route);
-            if !key.allows(operation, Some(name.as_str())) {
-                return Err(ApiError::Forbidden);
-            }
-        }
-        Ok(Self(name))
+        Ok(Self(LockName::from_string(name)?))
     }
 }
 

@@ -4,9 +4,9 @@
 //!    one) and echoes it on the response;
 //! 2. classifies the request as one [`Operation`];
 //! 3. enforces the global concurrency limit (503 `overloaded`; probes and metrics exempt);
-//! 4. authenticates the bearer key when API keys are configured (401 `unauthorized`), and
-//!    puts the key in the request's extensions, where [`super::extract::LockPath`] checks its
-//!    scope over the lock name (403 `forbidden`);
+//! 4. authenticates the bearer key when API keys are configured (401 `unauthorized`) and
+//!    checks, once, that its scopes allow the operation on the lock the path names (403
+//!    `forbidden`);
 //! 5. bounds the time to answer (503 `timeout`): `--request-timeout`, plus `--max-wait` for
 //!    an acquire or hold stream, which may wait that long for its lock, plus the longest
 //!    replica wait a request may ask for (`replica_timeout_ms`) for the operations that can ask
@@ -26,6 +26,10 @@
 //! storage alive for the whole request. For most requests that is microseconds, but a waiting
 //! request can live for minutes, and with 10,000 of them those layers cost more memory than
 //! the waiting itself (see bench/README.md).
+//!
+//! One piece, over 400 lines, for the reason above: every step lives in one future, and
+//! splitting the steps into modules would bring back the layers (the last ~75 lines are
+//! tests).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -43,21 +47,16 @@ use tokio::time::Sleep;
 use tower::{Layer, Service};
 
 use super::problem::{ApiError, ProblemKind, ServerErrorCause};
-use crate::auth::{ApiKey, ApiKeys};
-use crate::backend::BackendError;
-use crate::config::MetricsAuth;
-use crate::lock::LockError;
+use crate::access::MetricsAuth;
+use crate::access::{ApiKey, ApiKeys};
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
-use crate::metrics::Metrics;
-use crate::operation::Operation;
+use crate::lock::{LockError, LockName};
+use crate::telemetry::Operation;
+use crate::telemetry::metrics::Metrics;
 
 pub const REQUEST_ID: &str = "x-request-id";
 /// Longest client-supplied request id that is kept.
 const MAX_REQUEST_ID_LEN: usize = 128;
-
-/// The authenticated caller of a request, for the handlers' scope checks.
-#[derive(Debug, Clone)]
-pub struct Caller(pub Arc<ApiKey>);
 
 /// What the gate needs, shared by every request.
 #[derive(Debug)]
@@ -183,6 +182,24 @@ impl RequestId {
     }
 }
 
+/// Whether `key` may do `operation` on the lock the request names. A name that is not valid
+/// passes here: the handler's extractor answers it 400 `invalid-name`, and nothing reaches
+/// the lock service.
+fn in_scope(key: &ApiKey, operation: Operation, req: &Request) -> bool {
+    if !operation.is_lock_operation() {
+        return true;
+    }
+    let segment = req
+        .uri()
+        .path()
+        .strip_prefix("/locks/")
+        .map(|rest| rest.split('/').next().unwrap_or(rest));
+    match segment.map(LockName::parse) {
+        Some(Ok(name)) => key.allows(operation, Some(name.as_str())),
+        _ => true,
+    }
+}
+
 /// The key of an `Authorization: Bearer <key>` header.
 fn bearer(req: &Request) -> Option<&[u8]> {
     let value = req.headers().get(header::AUTHORIZATION)?.as_bytes();
@@ -248,7 +265,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request) -> Self::Future {
+    fn call(&mut self, req: Request) -> Self::Future {
         let started = Instant::now();
         let gate = &self.gate;
         let operation = classify(
@@ -290,8 +307,10 @@ where
             Ok(caller) => caller,
             Err(refusal) => return refuse(refusal, &req, slot),
         };
-        if let Some(key) = &caller {
-            req.extensions_mut().insert(Caller(key.clone()));
+        if let Some(key) = &caller
+            && !in_scope(key, operation, &req)
+        {
+            return refuse(ApiError::Forbidden, &req, slot);
         }
         let log = LogContext {
             gate: gate.clone(),
@@ -372,9 +391,9 @@ where
                         // or release may have been applied all the same.
                         Poll::Ready(()) => match this.log.operation {
                             Operation::Renew | Operation::Release => {
-                                ApiError::Lock(LockError::OutcomeUnknown(BackendError::Timeout(
+                                ApiError::Lock(LockError::no_answer_within(
                                     this.log.gate.timeout(this.log.operation),
-                                )))
+                                ))
                                 .into_response()
                             }
                             _ => ApiError::Timeout.into_response(),

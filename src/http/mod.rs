@@ -1,7 +1,7 @@
 //! The HTTP API: routes, extractors, bodies, problem documents and the OpenAPI document.
 //!
 //! [`router`] builds the whole `axum::Router`; tests drive it in-process with
-//! `tower::ServiceExt::oneshot`, and [`crate::serve`] serves it on a socket. Every answer,
+//! `tower::ServiceExt::oneshot`, and [`server`] serves it on a socket. Every answer,
 //! including unknown routes, wrong methods and panics, is JSON; errors are problem documents.
 //! [`gate`] is the one middleware: request ids, concurrency limit, authentication, timeout,
 //! panic safety, metrics and the access log.
@@ -10,12 +10,10 @@ pub mod delivery;
 pub mod dto;
 pub mod extract;
 pub mod gate;
-pub mod health;
-pub mod hold;
-pub mod locks;
-pub mod metrics;
+pub mod handlers;
 pub mod openapi;
 pub mod problem;
+pub mod server;
 
 use std::sync::Arc;
 
@@ -26,9 +24,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::gate::{Gate, GateLayer, GateOptions};
+use self::handlers::{health, hold, locks, metrics};
 use self::problem::ApiError;
 use crate::lock::{Limits, LockService};
-use crate::metrics::Metrics;
+use crate::telemetry::metrics::Metrics;
 
 /// What handlers share.
 #[derive(Debug, Clone)]

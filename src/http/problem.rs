@@ -7,12 +7,16 @@
 //!
 //! No problem document ever repeats a lock token, an idempotency key or an Authorization
 //! header.
+//!
+//! One piece, over 400 lines: the table from every error to its status and type is the
+//! contract clients code against, and it is reviewed as one table (the last ~80 lines are its
+//! tests).
 
 use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::lock::{InvalidName, InvalidRequest, LockError};
@@ -25,7 +29,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 const BACKEND_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Each kind of problem the API answers with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProblemKind {
     InvalidName,
     InvalidRequest,
@@ -45,6 +49,7 @@ pub enum ProblemKind {
     Forbidden,
     Overloaded,
     Timeout,
+    #[default]
     Internal,
 }
 
@@ -121,7 +126,7 @@ impl ProblemKind {
 }
 
 /// An RFC 9457 problem document.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
     "type": "https://lockgate.dev/problems/lock-held",
     "title": "Lock is held",
@@ -140,30 +145,36 @@ pub struct Problem {
     /// What went wrong with this request.
     pub detail: String,
     /// `lock-held`: milliseconds until the current lease ends, unless its holder renews it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
     /// `invalid-request`: the JSON field at fault.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
     /// `invalid-request`: the request header at fault.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header: Option<String>,
     /// `insufficient-replicas`: replicas the client required.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_required: Option<u32>,
     /// `insufficient-replicas`: replicas that acknowledged.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
     /// `payload-too-large`: the largest accepted body, in bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<u64>,
-    /// The kind, as the gateway knows it (the document says it with `type`).
+    /// The kind, as the gateway knows it (the document says it with `type`; a client reads
+    /// it with [`Problem::slug`]).
     #[serde(skip)]
     #[schema(ignore)]
     pub kind: ProblemKind,
 }
 
 impl Problem {
+    /// The last segment of the `type` URI (`lock-held`, …): what a client matches on.
+    pub fn slug(&self) -> &str {
+        self.type_uri.rsplit('/').next().unwrap_or_default()
+    }
+
     pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
         Self {
             type_uri: format!("{PROBLEM_BASE}{}", kind.slug()),

@@ -58,6 +58,12 @@ impl LockError {
         )
     }
 
+    /// A write that was given up after `waited` without an answer (the request's deadline
+    /// passed): it may have taken effect.
+    pub fn no_answer_within(waited: std::time::Duration) -> Self {
+        Self::OutcomeUnknown(BackendError::Timeout(waited))
+    }
+
     /// A failed write whose outcome may be unknown: for operations the client can repeat
     /// safely (renew, release), say so.
     pub fn of_write(err: BackendError) -> Self {

@@ -10,28 +10,32 @@
 
 use std::sync::Arc;
 
+use super::primitive::Primitive;
 use super::{LockName, TokenStem};
-use crate::backend::{Backend, BackendError, Claim, LockBackend};
+use crate::backend::{Backend, BackendError, Claim};
 
 #[derive(Debug)]
-pub struct GrantGuard {
+pub struct GrantGuard<P: Primitive> {
     backend: Arc<Backend>,
+    primitive: P,
     name: LockName,
     stem: TokenStem,
     claim: Option<Claim>,
     armed: bool,
 }
 
-impl GrantGuard {
+impl<P: Primitive> GrantGuard<P> {
     /// Armed: dropping it withdraws the grant of `stem` (and `claim`) on `name`, if any.
     pub fn new(
         backend: Arc<Backend>,
+        primitive: P,
         name: LockName,
         stem: TokenStem,
         claim: Option<Claim>,
     ) -> Self {
         Self {
             backend,
+            primitive,
             name,
             stem,
             claim,
@@ -47,13 +51,13 @@ impl GrantGuard {
     /// Withdraws now, waiting for the answer: true if a grant was withdrawn.
     pub async fn withdraw(mut self) -> Result<bool, BackendError> {
         self.armed = false;
-        self.backend
-            .withdraw(self.name.as_str(), self.stem.expose(), self.claim)
+        self.primitive
+            .withdraw(&self.backend, &self.name, self.stem.expose(), self.claim)
             .await
     }
 }
 
-impl Drop for GrantGuard {
+impl<P: Primitive> Drop for GrantGuard<P> {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -63,16 +67,20 @@ impl Drop for GrantGuard {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (backend, name, stem, claim) = (
+        let (backend, primitive, name, stem, claim) = (
             self.backend.clone(),
+            self.primitive.clone(),
             self.name.clone(),
             self.stem.clone(),
             self.claim,
         );
         runtime.spawn(async move {
-            match backend.withdraw(name.as_str(), stem.expose(), claim).await {
+            match primitive
+                .withdraw(&backend, &name, stem.expose(), claim)
+                .await
+            {
                 Ok(true) => {
-                    tracing::info!(lock = %name, "released the lock of a client that went away");
+                    tracing::info!(lock = %name, kind = P::KIND, "released the grant of a client that went away");
                 }
                 Ok(false) => {}
                 Err(err) => {

@@ -2,9 +2,13 @@
 //! them to a backend. No HTTP here (status codes belong to `http`), and no Redis (that belongs
 //! to `backend`).
 
+pub mod acquire;
 pub mod error;
+pub mod exclusive;
 pub mod guard;
+pub mod hold;
 pub mod name;
+pub mod primitive;
 pub mod request;
 pub mod service;
 pub mod token;
@@ -12,9 +16,13 @@ pub mod validity;
 pub mod wait;
 
 pub use error::{InvalidRequest, LockError};
+pub use exclusive::Exclusive;
 pub use guard::GrantGuard;
 pub use name::{InvalidName, LockName};
+pub use primitive::Primitive;
 pub use request::{AcquireRequest, Limits, RawReplicas, RenewRequest};
 pub use service::{Grant, LockService, LockState, Renewal};
 pub use token::{IdempotencyKey, LockToken, TokenSecret, TokenStem};
 pub use validity::Validity;
+
+pub use crate::backend::millis;

@@ -1,4 +1,6 @@
-//! [`LockService`]: the lock operations as the API offers them, on top of a backend.
+//! [`LockService`]: the lease engine. Every kind of lease ([`Primitive`]) is acquired,
+//! renewed, released and inspected through it; the exclusive lock ([`Exclusive`]) has
+//! shorthand methods. The hold stream's watchdog, also generic, is in [`super::hold`].
 //!
 //! It chooses token stems, turns a backend's lease into a validity the client can rely on,
 //! enforces replica requirements, makes waiting requests wait without polling, and undoes a
@@ -18,55 +20,38 @@
 //! own deadline passes, or the gateway shuts down. Backend traffic per waiting request is one
 //! attempt per release or expiry. Where the backend cannot announce releases made by its
 //! other clients (Redis without keyspace notifications), the head of each line also looks
-//! again every [`FOREIGN_RELEASE_RECHECK`]: a bounded cost per name with waiters, not per
-//! waiter.
+//! again every 50 ms (`FOREIGN_RELEASE_RECHECK`): a bounded cost per name with waiters, not
+//! per waiter. The acquire path and the waiting loop are in [`super::acquire`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::LockName;
 use super::error::LockError;
+use super::exclusive::Exclusive;
 use super::guard::GrantGuard;
-use super::request::{AcquireRequest, Limits, RenewRequest, ReplicaPolicy};
-use super::token::{IdempotencyKey, LockToken, TokenSecret, TokenStem};
+use super::primitive::Primitive;
+use super::request::{Limits, RenewRequest, ReplicaPolicy};
+use super::token::{LockToken, TokenSecret};
 use super::validity::Validity;
-use super::wait::{Handoff, TooManyWaiters, Waiters};
-use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Claim, Lease, LockBackend, ReleaseOutcome, RenewOutcome,
-};
+use super::wait::Waiters;
+use crate::backend::{Backend, Lease, LockBackend, ReleaseOutcome, RenewOutcome};
 
-/// When the holder's lease has no expiry (a key written by another client), tell waiters to come
-/// back after this long.
-const RETRY_AFTER_UNKNOWN_EXPIRY: Duration = Duration::from_secs(1);
-/// A waiter never sleeps less than this before looking again: a lock with under a millisecond
-/// left reports a ttl of 0.
-const MIN_RECHECK: Duration = Duration::from_millis(1);
-/// A waiter whose attempt met a transient backend error tries again after this, doubling up to
-/// [`MAX_BACKEND_RETRY`], until its deadline: a failover or restart should not end a wait the
-/// client was willing to make.
-const MIN_BACKEND_RETRY: Duration = Duration::from_millis(50);
-const MAX_BACKEND_RETRY: Duration = Duration::from_secs(1);
-/// Where the backend does not announce releases made by its other clients (a Redis without
-/// keyspace notifications), the head of a line looks again this often while it waits: a lock
-/// released by, say, redis-py is noticed within this plus a round trip, at the cost of one
-/// short script (GET, PTTL) per name with waiters, 20 per second.
-const FOREIGN_RELEASE_RECHECK: Duration = Duration::from_millis(50);
-
-/// A lock granted to the caller. Dropping it before [`Grant::delivered`] releases the lock.
+/// A lease granted to the caller. Until its guard is disarmed (the client has the answer),
+/// dropping it withdraws the grant.
 #[derive(Debug)]
-pub struct Grant {
+pub struct Grant<P: Primitive = Exclusive> {
     pub token: LockToken,
     pub fence: u64,
     pub validity: Validity,
     pub replicas_acked: Option<u32>,
     /// The grant already existed: this was a retry of an idempotent acquire.
     pub replayed: bool,
-    pub guard: GrantGuard,
+    pub guard: GrantGuard<P>,
 }
 
 /// A lease renewed by its holder.
@@ -87,19 +72,13 @@ pub struct LockState {
     pub fence: Option<u64>,
 }
 
-/// One try at the backend.
-enum Attempt {
-    Granted(Grant),
-    Held { retry_after: Duration },
-}
-
 #[derive(Debug)]
 pub struct LockService {
-    backend: Arc<Backend>,
-    limits: Limits,
-    secret: TokenSecret,
-    waiters: Waiters,
-    shutdown: CancellationToken,
+    pub(super) backend: Arc<Backend>,
+    pub(super) limits: Limits,
+    pub(super) secret: TokenSecret,
+    pub(super) waiters: Waiters,
+    pub(super) shutdown: CancellationToken,
     /// Set at the start of a shutdown: readiness fails from then on.
     draining: AtomicBool,
 }
@@ -146,192 +125,6 @@ impl LockService {
         self.shutdown.clone()
     }
 
-    /// Takes the lock, waiting up to `request.wait` for it. With an idempotency key the stem
-    /// is derived from (name, key), so a retry of a request whose response was lost finds its
-    /// own grant.
-    pub async fn acquire(
-        &self,
-        name: &LockName,
-        request: &AcquireRequest,
-        idempotency_key: Option<&IdempotencyKey>,
-    ) -> Result<Grant, LockError> {
-        let derived =
-            idempotency_key.map(|key| TokenStem::derive(&self.secret, name.as_str(), key));
-        // Requests already waiting here go first: a newcomer does not overtake them.
-        if request.wait.is_zero() || !self.waiters.has_line(name.as_str()) {
-            // Boxed here and below: a waiting request keeps its future alive for the whole wait,
-            // and the attempt (a backend round trip) is most of its size.
-            let then_wait = !request.wait.is_zero();
-            match Box::pin(self.attempt(name, derived.as_ref(), request, then_wait)).await {
-                Ok(Attempt::Granted(grant)) => return Ok(grant),
-                Ok(Attempt::Held { retry_after }) if request.wait.is_zero() => {
-                    return Err(LockError::Held { retry_after });
-                }
-                Err(err) if request.wait.is_zero() || !err.is_transient() => return Err(err),
-                // Held, or the backend stumbled: wait in line.
-                Ok(Attempt::Held { .. }) | Err(_) => {}
-            }
-        }
-        self.wait_for(name, derived.as_ref(), request).await
-    }
-
-    /// Waits in line for `name` until the lock is granted or `request.wait` has passed.
-    async fn wait_for(
-        &self,
-        name: &LockName,
-        derived: Option<&TokenStem>,
-        request: &AcquireRequest,
-    ) -> Result<Grant, LockError> {
-        let deadline = Instant::now() + request.wait;
-        let ticket = self
-            .waiters
-            .join(name.as_str())
-            .map_err(|TooManyWaiters| LockError::TooManyWaiters)?;
-        tokio::select! {
-            () = ticket.turn() => {}
-            () = tokio::time::sleep_until(deadline) => {
-                return Err(LockError::Held { retry_after: RETRY_AFTER_UNKNOWN_EXPIRY });
-            }
-            () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
-        }
-        // Boxed: subscribing happens once per wait, and inline it would be the largest part
-        // of the future every waiting request keeps.
-        let mut releases =
-            Box::pin(ticket.releases(|| self.backend.watch_releases(name.as_str()))).await;
-        let mut wake_at = None;
-        let mut backend_retry = MIN_BACKEND_RETRY;
-        if let Some(handoff) = ticket.take_handoff() {
-            releases = handoff.releases;
-            wake_at = Some(handoff.held_until);
-        }
-        loop {
-            if let Some(mut at) = wake_at {
-                if !self.backend.sees_every_release() {
-                    at = at.min(Instant::now() + FOREIGN_RELEASE_RECHECK);
-                }
-                tokio::select! {
-                    () = next_release(&mut releases) => {}
-                    () = tokio::time::sleep_until(at.min(deadline)) => {}
-                    () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
-                }
-            }
-            // From here on, a release shows up as a change: none can slip between this attempt
-            // and the next wait.
-            releases.borrow_and_update();
-            match Box::pin(self.attempt(name, derived, request, true)).await {
-                Ok(Attempt::Granted(grant)) => {
-                    ticket.hand_off(Handoff {
-                        releases,
-                        held_until: grant.validity.until(),
-                    });
-                    return Ok(grant);
-                }
-                Ok(Attempt::Held { retry_after }) => {
-                    if Instant::now() >= deadline {
-                        return Err(LockError::Held { retry_after });
-                    }
-                    backend_retry = MIN_BACKEND_RETRY;
-                    wake_at = Some(Instant::now() + retry_after.max(MIN_RECHECK));
-                }
-                Err(err) if err.is_transient() && Instant::now() < deadline => {
-                    tracing::debug!(lock = %name, error = %err, "waiting through a backend error");
-                    wake_at = Some(Instant::now() + backend_retry);
-                    backend_retry = (backend_retry * 2).min(MAX_BACKEND_RETRY);
-                }
-                Err(err) => return Err(err),
-            }
-        }
-    }
-
-    /// The stem and claim of one attempt: a fresh random stem, or the idempotency key's stem
-    /// with a fresh claim.
-    fn attempt_stem(derived: Option<&TokenStem>) -> Result<(TokenStem, Option<Claim>), LockError> {
-        let random_failed = |e: getrandom::Error| {
-            LockError::BackendUnavailable(BackendError::Unavailable(format!(
-                "os random generator: {e}"
-            )))
-        };
-        match derived {
-            Some(stem) => Ok((
-                stem.clone(),
-                Some(Claim(getrandom::u64().map_err(random_failed)?)),
-            )),
-            None => Ok((TokenStem::random().map_err(random_failed)?, None)),
-        }
-    }
-
-    /// One try: the grant, or how long until the holder's lease ends. When another attempt
-    /// may follow (`retry_may_follow`), a failed attempt withdraws its possible grant before it
-    /// returns; otherwise the withdrawal goes on in the background while the client gets its
-    /// answer (it can only ever match this attempt's grant).
-    async fn attempt(
-        &self,
-        name: &LockName,
-        derived: Option<&TokenStem>,
-        request: &AcquireRequest,
-        retry_may_follow: bool,
-    ) -> Result<Attempt, LockError> {
-        let (stem, claim) = Self::attempt_stem(derived)?;
-        // Armed before the script is sent: if this future is dropped mid-flight (the client
-        // hung up) the guard withdraws whatever may have been granted.
-        let guard = GrantGuard::new(self.backend.clone(), name.clone(), stem.clone(), claim);
-        let started = Instant::now();
-        let sent = self
-            .backend
-            .acquire(
-                name.as_str(),
-                stem.expose(),
-                request.ttl,
-                request.replicas.ack(),
-                claim,
-            )
-            .await;
-        let outcome = match sent {
-            Ok(outcome) => outcome,
-            Err(err @ (BackendError::WaitPoolExhausted(_) | BackendError::Config(_))) => {
-                // Nothing was sent.
-                guard.disarm();
-                return Err(err.into());
-            }
-            Err(err) => {
-                // The script may have run and granted the lock: withdraw it (dropping the armed
-                // guard does so in the background).
-                if retry_may_follow && let Err(withdraw_error) = guard.withdraw().await {
-                    tracing::warn!(lock = %name, error = %withdraw_error, "could not withdraw an attempt that got no answer; it expires at its ttl");
-                }
-                return Err(err.into());
-            }
-        };
-        let (lease, replayed) = match outcome {
-            AcquireOutcome::Granted(lease) => (lease, false),
-            AcquireOutcome::AlreadyHeld(lease) => (lease, true),
-            AcquireOutcome::Held { ttl } => {
-                guard.disarm();
-                return Ok(Attempt::Held {
-                    retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
-                });
-            }
-        };
-        let check =
-            check_replicas(&request.replicas, &lease).and_then(|()| validity(started, &lease));
-        match check {
-            Ok(validity) => Ok(Attempt::Granted(Grant {
-                token: LockToken::issued(&stem, lease.fence),
-                fence: lease.fence,
-                validity,
-                replicas_acked: lease.replicas_acked,
-                replayed,
-                guard,
-            })),
-            Err(err) => {
-                if let Err(withdraw_error) = guard.withdraw().await {
-                    tracing::warn!(lock = %name, error = %withdraw_error, "could not release a refused grant; it expires at its ttl");
-                }
-                Err(err)
-            }
-        }
-    }
-
     /// Extends the lease of the holder of `token`.
     ///
     /// Too few replica acknowledgements with `require_replicas` answer an error but leave the
@@ -344,11 +137,22 @@ impl LockService {
         token: &LockToken,
         request: &RenewRequest,
     ) -> Result<Renewal, LockError> {
+        self.renew_lease(&Exclusive, name, token, request).await
+    }
+
+    /// Extends a lease of `primitive` held by `token`.
+    pub async fn renew_lease<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+        token: &LockToken,
+        request: &RenewRequest,
+    ) -> Result<Renewal, LockError> {
         let started = Instant::now();
-        let outcome = self
-            .backend
+        let outcome = primitive
             .renew(
-                name.as_str(),
+                &self.backend,
+                name,
                 token.expose(),
                 request.ttl,
                 request.replicas.ack(),
@@ -369,7 +173,7 @@ impl LockService {
             }),
             Err(err) => {
                 if let Err(release_error) =
-                    self.backend.release(name.as_str(), token.expose()).await
+                    primitive.release(&self.backend, name, token.expose()).await
                 {
                     tracing::warn!(lock = %name, error = %release_error, "could not release a late renewal; it expires at its ttl");
                 }
@@ -380,7 +184,17 @@ impl LockService {
 
     /// Releases the lock held with `token`.
     pub async fn release(&self, name: &LockName, token: &LockToken) -> Result<(), LockError> {
-        let released = self.backend.release(name.as_str(), token.expose()).await;
+        self.release_lease(&Exclusive, name, token).await
+    }
+
+    /// Releases a lease of `primitive` held with `token`.
+    pub async fn release_lease<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+        token: &LockToken,
+    ) -> Result<(), LockError> {
+        let released = primitive.release(&self.backend, name, token.expose()).await;
         match released.map_err(LockError::of_write)? {
             ReleaseOutcome::Released => Ok(()),
             ReleaseOutcome::NotHeld => Err(LockError::NotHeld),
@@ -390,7 +204,16 @@ impl LockService {
 
     /// Whether the lock is held, for how long, and the current fence.
     pub async fn inspect(&self, name: &LockName) -> Result<LockState, LockError> {
-        match self.backend.inspect(name.as_str()).await? {
+        self.inspect_lease(&Exclusive, name).await
+    }
+
+    /// What anyone may see of the grant of `primitive` on `name`.
+    pub async fn inspect_lease<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+    ) -> Result<LockState, LockError> {
+        match primitive.inspect(&self.backend, name).await? {
             Some(seen) => Ok(LockState {
                 ttl: seen.ttl,
                 fence: seen.fence,
@@ -408,15 +231,7 @@ impl LockService {
     }
 }
 
-/// Resolves at the next change of a release feed; never, if the feed has ended (waiters then
-/// rely on the holder's ttl).
-async fn next_release(releases: &mut watch::Receiver<()>) {
-    if releases.changed().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-fn check_replicas(policy: &ReplicaPolicy, lease: &Lease) -> Result<(), LockError> {
+pub(super) fn check_replicas(policy: &ReplicaPolicy, lease: &Lease) -> Result<(), LockError> {
     let acked = lease.replicas_acked.unwrap_or(0);
     if policy.required && acked < policy.replicas {
         return Err(LockError::InsufficientReplicas {
@@ -427,7 +242,7 @@ fn check_replicas(policy: &ReplicaPolicy, lease: &Lease) -> Result<(), LockError
     Ok(())
 }
 
-fn validity(started: Instant, lease: &Lease) -> Result<Validity, LockError> {
+pub(super) fn validity(started: Instant, lease: &Lease) -> Result<Validity, LockError> {
     Validity::of_lease(started, lease.ttl, Duration::ZERO, Instant::now())
         .ok_or(LockError::LeaseExpired)
 }

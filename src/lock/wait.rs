@@ -42,7 +42,8 @@ pub struct Waiters {
 
 #[derive(Debug, Default)]
 struct Inner {
-    lines: HashMap<String, Line>,
+    /// Lines by kind of lease, then name.
+    lines: HashMap<&'static str, HashMap<String, Line>>,
     waiting: usize,
     next_id: u64,
 }
@@ -59,6 +60,7 @@ struct Line {
 #[derive(Debug)]
 pub struct Ticket<'a> {
     waiters: &'a Waiters,
+    kind: &'static str,
     name: String,
     id: u64,
     turn: Arc<Notify>,
@@ -79,9 +81,12 @@ impl Waiters {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether requests are waiting for `name` in this gateway.
-    pub fn has_line(&self, name: &str) -> bool {
-        self.inner().lines.contains_key(name)
+    /// Whether requests are waiting for `name` (a lease of `kind`) in this gateway.
+    pub fn has_line(&self, kind: &'static str, name: &str) -> bool {
+        self.inner()
+            .lines
+            .get(kind)
+            .is_some_and(|lines| lines.contains_key(name))
     }
 
     /// Requests waiting now, all names together.
@@ -89,8 +94,8 @@ impl Waiters {
         self.inner().waiting
     }
 
-    /// Joins the end of the line for `name`.
-    pub fn join(&self, name: &str) -> Result<Ticket<'_>, TooManyWaiters> {
+    /// Joins the end of the line for `name` (a lease of `kind`).
+    pub fn join(&self, kind: &'static str, name: &str) -> Result<Ticket<'_>, TooManyWaiters> {
         let mut inner = self.inner();
         if inner.waiting >= self.max {
             return Err(TooManyWaiters);
@@ -99,11 +104,16 @@ impl Waiters {
         let id = inner.next_id;
         inner.next_id += 1;
         let turn = Arc::new(Notify::new());
-        let line = inner.lines.entry(name.to_owned()).or_insert_with(|| Line {
-            tickets: VecDeque::new(),
-            feed: Arc::new(OnceCell::new()),
-            handoff: None,
-        });
+        let line = inner
+            .lines
+            .entry(kind)
+            .or_default()
+            .entry(name.to_owned())
+            .or_insert_with(|| Line {
+                tickets: VecDeque::new(),
+                feed: Arc::new(OnceCell::new()),
+                handoff: None,
+            });
         if line.tickets.is_empty() {
             turn.notify_one();
         }
@@ -111,6 +121,7 @@ impl Waiters {
         let feed = line.feed.clone();
         Ok(Ticket {
             waiters: self,
+            kind,
             name: name.to_owned(),
             id,
             turn,
@@ -140,7 +151,8 @@ impl Ticket<'_> {
         let mut inner = self.waiters.inner();
         inner
             .lines
-            .get_mut(&self.name)
+            .get_mut(self.kind)
+            .and_then(|lines| lines.get_mut(&self.name))
             .and_then(|line| line.handoff.take())
     }
 
@@ -154,7 +166,10 @@ impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         let mut inner = self.waiters.inner();
         inner.waiting -= 1;
-        let Some(line) = inner.lines.get_mut(&self.name) else {
+        let Some(lines) = inner.lines.get_mut(self.kind) else {
+            return;
+        };
+        let Some(line) = lines.get_mut(&self.name) else {
             return;
         };
         let Some(position) = line.tickets.iter().position(|(id, _)| *id == self.id) else {
@@ -168,7 +183,7 @@ impl Drop for Ticket<'_> {
             Some((_, next)) if position == 0 => next.notify_one(),
             Some(_) => {}
             None => {
-                inner.lines.remove(&self.name);
+                lines.remove(&self.name);
             }
         }
     }
@@ -190,10 +205,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn turns_come_first_come_first_served() {
         let waiters = Waiters::new(10);
-        let first = waiters.join("a").expect("room");
-        let second = waiters.join("a").expect("room");
-        let third = waiters.join("a").expect("room");
-        let elsewhere = waiters.join("b").expect("room");
+        let first = waiters.join("lock", "a").expect("room");
+        let second = waiters.join("lock", "a").expect("room");
+        let third = waiters.join("lock", "a").expect("room");
+        let elsewhere = waiters.join("lock", "b").expect("room");
         assert!(is_turn(&first).await);
         assert!(
             is_turn(&elsewhere).await,
@@ -205,16 +220,16 @@ mod tests {
         assert!(is_turn(&second).await);
         assert_eq!(waiters.waiting(), 2);
         drop(second);
-        assert!(!waiters.has_line("a"), "an empty line is removed");
+        assert!(!waiters.has_line("lock", "a"), "an empty line is removed");
     }
 
     /// A request leaving from the middle of a line does not disturb the head.
     #[tokio::test(start_paused = true)]
     async fn leaving_from_the_middle_keeps_the_order() {
         let waiters = Waiters::new(10);
-        let first = waiters.join("a").expect("room");
-        let second = waiters.join("a").expect("room");
-        let third = waiters.join("a").expect("room");
+        let first = waiters.join("lock", "a").expect("room");
+        let second = waiters.join("lock", "a").expect("room");
+        let third = waiters.join("lock", "a").expect("room");
         assert!(is_turn(&first).await);
         drop(second);
         assert!(!is_turn(&third).await);
@@ -226,19 +241,19 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_cap_on_waiters_is_enforced() {
         let waiters = Waiters::new(2);
-        let a = waiters.join("a").expect("room");
-        let _b = waiters.join("b").expect("room");
-        assert_eq!(waiters.join("c").err(), Some(TooManyWaiters));
+        let a = waiters.join("lock", "a").expect("room");
+        let _b = waiters.join("lock", "b").expect("room");
+        assert_eq!(waiters.join("lock", "c").err(), Some(TooManyWaiters));
         drop(a);
-        assert!(waiters.join("c").is_ok());
+        assert!(waiters.join("lock", "c").is_ok());
     }
 
     /// A winner's handoff reaches the next head, and only through the line.
     #[tokio::test(start_paused = true)]
     async fn a_handoff_reaches_the_next_head() {
         let waiters = Waiters::new(10);
-        let first = waiters.join("a").expect("room");
-        let second = waiters.join("a").expect("room");
+        let first = waiters.join("lock", "a").expect("room");
+        let second = waiters.join("lock", "a").expect("room");
         let (_tx, releases) = watch::channel(());
         let held_until = Instant::now() + Duration::from_secs(5);
         first.hand_off(Handoff {

@@ -12,11 +12,11 @@ use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::support::assert_problem;
 use crate::support::gateway::config;
+use crate::support::{assert_problem, eventually, waiters_in};
 
 fn app() -> Router {
-    lockgate::app(&config(BackendChoice::Memory)).expect("valid config")
+    lockgate::app::app(&config(BackendChoice::Memory)).expect("valid config")
 }
 
 struct Reply {
@@ -473,7 +473,7 @@ async fn the_served_openapi_document_shows_the_configured_bounds() {
     config.limits.min_ttl = Duration::from_secs(1);
     config.limits.max_ttl = Duration::from_secs(120);
     config.limits.max_wait = Duration::from_secs(5);
-    let app = lockgate::app(&config).expect("valid config");
+    let app = lockgate::app::app(&config).expect("valid config");
     let doc = send(
         &app,
         request(Method::GET, "/openapi.json")
@@ -534,7 +534,17 @@ async fn waiting_on_the_memory_backend() {
         let app = app.clone();
         async move { acquire(&app, "w", r#"{"wait_ms": 60000, "ttl_ms": 2000}"#).await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually(Duration::from_secs(5), "the waiter is in line", || async {
+        let metrics = send(
+            &app,
+            request(Method::GET, "/metrics")
+                .body(Body::empty())
+                .unwrap(),
+        );
+        let raw = metrics.await.raw;
+        (waiters_in(&String::from_utf8_lossy(&raw)) == Some(1)).then_some(())
+    })
+    .await;
     release(&app, "w", holder["token"].as_str().expect("token")).await;
     let granted = waiter.await.expect("waiter");
     assert_eq!(granted.status, 201, "{}", granted.body);

@@ -234,7 +234,7 @@ async fn runs_authenticate_with_an_api_key() {
     let redis = RedisServer::start();
     let mut config = redis_config(&redis.url());
     config.api_keys = Some(
-        lockgate::auth::ApiKeys::from_json(
+        lockgate::access::ApiKeys::from_json(
             r#"[{"name": "jobs", "key": "jobs-key-0123456789", "prefixes": ["jobs:"]}]"#,
         )
         .expect("valid keys"),

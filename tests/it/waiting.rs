@@ -1,41 +1,30 @@
-//! Blocking acquire and hold streams, end to end against real Redis: wake-up on release and
-//! on expiry, FIFO order, no orphans, the waiter cap, surviving a Redis restart, and the
-//! watchdog of hold streams.
+//! Blocking acquire, end to end against real Redis: wake-up on release and on expiry, FIFO
+//! order, no orphans, the waiter cap, and surviving a Redis restart. Hold streams are in
+//! `hold`.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use redis::AsyncCommands;
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
+use serde_json::json;
 
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, eventually, key_exists, key_number, status_json};
+use crate::support::{assert_problem, eventually, key_exists, key_number, status_json, token};
 
-const MS: Duration = Duration::from_millis(1);
+pub(crate) const MS: Duration = Duration::from_millis(1);
 
-async fn gateway_for(redis: &RedisServer) -> Gateway {
+pub(crate) async fn gateway_for(redis: &RedisServer) -> Gateway {
     Gateway::start(redis_config(&redis.url())).await
 }
 
 /// Waits until exactly `n` requests wait in the gateway.
-async fn until_waiting(gw: &Gateway, n: usize) {
+pub(crate) async fn until_waiting(gw: &Gateway, n: usize) {
     eventually(
         Duration::from_secs(5),
         &format!("{n} requests waiting"),
         || async { (gw.service.waiting() == n).then_some(()) },
     )
     .await;
-}
-
-fn token(body: &Value) -> String {
-    body["token"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no token in {body}"))
-        .to_owned()
 }
 
 /// A waiter gets the lock within 50 ms of the holder's release.
@@ -387,144 +376,4 @@ async fn waiters_still_wake_after_a_redis_restart() {
         "hand-off after restart took {:?}",
         released.elapsed()
     );
-}
-
-async fn hold(gw: &Gateway, name: &str, body: Value) -> Lines {
-    let response = gw
-        .http
-        .post(gw.url(&format!("/locks/{name}/hold")))
-        .json(&body)
-        .send()
-        .await
-        .expect("hold");
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
-    Lines::new(response)
-}
-
-/// A hold stream says `acquired`, then `renewed` every third of the ttl; the watchdog keeps a
-/// 1 s lock alive for 5 s with the same fence.
-#[tokio::test]
-async fn the_watchdog_keeps_a_held_lock_alive() {
-    let redis = RedisServer::start();
-    let gw = gateway_for(&redis).await;
-    let started = Instant::now();
-    let mut lines = hold(&gw, "dog", json!({"ttl_ms": 1000})).await;
-    let acquired = lines.next().await.expect("first line");
-    assert_eq!(acquired["event"], "acquired", "{acquired}");
-    assert!(
-        acquired["token"].is_string() && acquired["fence"].is_u64(),
-        "{acquired}"
-    );
-    let mut renewals = 0;
-    while started.elapsed() < Duration::from_secs(5) {
-        let event = lines.next().await.expect("stream goes on");
-        assert_eq!(event["event"], "renewed", "{event}");
-        assert_eq!(event["fence"], acquired["fence"]);
-        renewals += 1;
-        let (status, seen) = status_json(gw.inspect("dog").await).await;
-        assert_eq!(
-            status,
-            200,
-            "the lock lapsed after {:?}: {seen}",
-            started.elapsed()
-        );
-    }
-    assert!(
-        (13..=16).contains(&renewals),
-        "{renewals} renewals in 5 s at ttl/3"
-    );
-}
-
-/// Killing the client (curl) releases a held lock within 500 ms.
-#[tokio::test]
-async fn killing_curl_releases_the_held_lock_within_500ms() {
-    let redis = RedisServer::start();
-    let gw = gateway_for(&redis).await;
-    let mut curl = Command::new("curl")
-        .args([
-            "-sN",
-            "-X",
-            "POST",
-            &gw.url("/locks/c/hold"),
-            "-d",
-            r#"{"ttl_ms": 30000}"#,
-        ])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("curl is installed");
-    let mut stdout = BufReader::new(curl.stdout.take().expect("stdout")).lines();
-    let first = stdout.next_line().await.expect("read").expect("a line");
-    assert!(first.contains(r#""event":"acquired""#), "{first}");
-    assert_eq!(gw.inspect("c").await.status(), 200);
-    curl.kill().await.expect("kill curl");
-    let killed = Instant::now();
-    let conn = redis.conn().await;
-    eventually(
-        Duration::from_millis(500),
-        "the lock is released after curl is killed",
-        || async { (!key_exists(&conn, "lockgate:{c}").await).then_some(()) },
-    )
-    .await;
-    assert!(killed.elapsed() <= 500 * MS);
-}
-
-/// A lock lost under a hold stream (deleted behind its back) ends the stream with `lost`.
-#[tokio::test]
-async fn a_lost_lock_ends_the_hold_stream_with_lost() {
-    let redis = RedisServer::start();
-    let gw = gateway_for(&redis).await;
-    let mut lines = hold(&gw, "l", json!({"ttl_ms": 600})).await;
-    assert_eq!(lines.next().await.expect("line")["event"], "acquired");
-    let mut conn = redis.conn().await;
-    let _: () = conn.del("lockgate:{l}").await.expect("DEL");
-    let event = loop {
-        let event = lines.next().await.expect("a final line");
-        if event["event"] != "renewed" {
-            break event;
-        }
-    };
-    assert_eq!(
-        event,
-        json!({"event": "lost", "name": "l", "reason": "not-held"})
-    );
-    assert!(lines.next().await.is_none(), "the stream ends after lost");
-}
-
-/// At shutdown a hold stream releases its lock and says `released`.
-#[tokio::test]
-async fn shutdown_releases_held_locks() {
-    let redis = RedisServer::start();
-    let gw = gateway_for(&redis).await;
-    let mut lines = hold(&gw, "s", json!({"ttl_ms": 30000})).await;
-    assert_eq!(lines.next().await.expect("line")["event"], "acquired");
-    gw.service.shut_down();
-    assert_eq!(
-        lines.next().await,
-        Some(json!({"event": "released", "name": "s", "reason": "shutdown"}))
-    );
-    assert!(lines.next().await.is_none());
-    let mut conn = redis.conn().await;
-    let held: bool = conn.exists("lockgate:{s}").await.expect("EXISTS");
-    assert!(!held);
-}
-
-/// A hold request for a held lock fails like an acquire, after waiting if asked.
-#[tokio::test]
-async fn holding_a_held_lock_is_a_409_after_the_wait() {
-    let redis = RedisServer::start();
-    let gw = gateway_for(&redis).await;
-    gw.acquire("busy", None).await;
-    let started = Instant::now();
-    let response = gw
-        .http
-        .post(gw.url("/locks/busy/hold"))
-        .json(&json!({"wait_ms": 300}))
-        .send()
-        .await
-        .expect("hold");
-    let (status, problem) = status_json(response).await;
-    assert_problem(status, &problem, 409, "lock-held");
-    assert!(started.elapsed() >= 300 * MS);
 }

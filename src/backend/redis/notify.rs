@@ -31,6 +31,10 @@
 //!
 //! The task starts with the first watcher, so a gateway whose clients never wait never opens
 //! the connection.
+//!
+//! One piece, over 400 lines: one task owns the pub/sub connection, its subscriptions, the
+//! resubscription after a reconnect and the wake-up of every feed after an outage; they share
+//! its state (the last ~40 lines are tests).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockgate::config::{BackendChoice, Config, LogFormat, MetricsAuth, Secret};
+use lockgate::access::MetricsAuth;
+use lockgate::config::{BackendChoice, Config, LogFormat, Secret};
 use lockgate::lock::{Limits, LockService};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -75,11 +76,11 @@ pub struct Gateway {
 impl Gateway {
     pub async fn start(config: Config) -> Self {
         trace_if_asked();
-        let lockgate::Assembled {
+        let lockgate::app::Assembled {
             service,
             router: app,
             serve_options,
-        } = lockgate::assemble(&config).expect("valid test config");
+        } = lockgate::app::assemble(&config).expect("valid test config");
         let listener = TcpListener::bind(config.listen).await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = oneshot::channel::<()>();
@@ -87,7 +88,7 @@ impl Gateway {
             let shutdown = async {
                 let _ = rx.await;
             };
-            lockgate::serve(listener, app, shutdown, serve_options).await;
+            lockgate::app::serve(listener, app, shutdown, serve_options).await;
         });
         let http = super::http_client();
         Self {

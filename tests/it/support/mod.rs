@@ -2,6 +2,7 @@
 
 pub mod gateway;
 pub mod history;
+pub mod keys;
 pub mod process;
 pub mod proxy;
 pub mod redis;
@@ -14,7 +15,7 @@ use serde_json::Value;
 
 /// An HTTP client for tests (rustls needs its crypto provider chosen first).
 pub fn http_client() -> reqwest::Client {
-    lockgate::install_crypto_provider();
+    lockgate::tls::install_crypto_provider();
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
@@ -35,6 +36,22 @@ where
         assert!(Instant::now() < until, "not within {deadline:?}: {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The `lockgate_waiters` gauge of a metrics exposition: requests waiting in the gateway.
+pub fn waiters_in(exposition: &str) -> Option<usize> {
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix("lockgate_waiters "))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// The token of a grant's JSON body.
+pub fn token(body: &Value) -> String {
+    body["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token in {body}"))
+        .to_owned()
 }
 
 /// Status and JSON body of a response.

@@ -23,14 +23,15 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use reqwest::StatusCode;
-use serde::Deserialize;
-use serde_json::json;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
+use crate::client::{Answer, Client, ClientError};
 use crate::config::RunArgs;
-use crate::lock::{LockName, TokenStem};
+use crate::http::dto::{AcquireBody, LockGrantBody, RenewBody};
+use crate::lock::hold::renewal_interval;
+use crate::lock::{LockName, TokenStem, millis};
 
 /// Bad arguments.
 pub const EXIT_USAGE: u8 = 64;
@@ -51,25 +52,6 @@ const WAIT_CHUNK: Duration = Duration::from_secs(30);
 const REQUEST_SLACK: Duration = Duration::from_secs(10);
 /// After a renewal that did not get through, try again this often (sooner for short ttls).
 const RETRY_RENEWAL_EVERY: Duration = Duration::from_secs(1);
-
-#[derive(Debug, Deserialize)]
-struct Grant {
-    token: String,
-    fence: u64,
-    ttl_ms: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct Renewal {
-    ttl_ms: u64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Problem {
-    #[serde(default)]
-    detail: String,
-    field: Option<String>,
-}
 
 /// Why `lockgate run` stops before or instead of the command's own status.
 #[derive(Debug)]
@@ -103,8 +85,7 @@ pub async fn run(args: RunArgs) -> u8 {
 }
 
 struct Runner {
-    http: reqwest::Client,
-    url: String,
+    client: Client,
     name: LockName,
     ttl: Duration,
     wait: Option<Duration>,
@@ -123,29 +104,10 @@ impl Runner {
         if args.ttl < Duration::from_millis(1) {
             return Err(fail(EXIT_USAGE, "--ttl must be at least 1ms"));
         }
-        let base = args.gateway.trim_end_matches('/');
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(fail(
-                EXIT_USAGE,
-                "--gateway must be an http:// or https:// URL",
-            ));
-        }
-        crate::install_crypto_provider();
-        let mut headers = reqwest::header::HeaderMap::new();
-        if let Some(key) = &args.api_key {
-            let mut value =
-                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-                    .map_err(|_| fail(EXIT_USAGE, "the API key is not a valid header value"))?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .build()
-            .map_err(|e| fail(EXIT_GATEWAY, format!("cannot set up an HTTP client: {e}")))?;
+        let client = Client::new(&args.gateway, args.api_key.as_ref().map(|k| k.expose()))
+            .map_err(|e| fail(EXIT_USAGE, format!("--gateway or --api-key: {e}")))?;
         Ok(Self {
-            http,
-            url: format!("{base}/locks/{name}"),
+            client,
             name,
             ttl: args.ttl,
             wait: args.wait,
@@ -154,7 +116,7 @@ impl Runner {
     }
 
     /// Acquires the lock, waiting up to `--wait` (for ever without it).
-    async fn acquire(&self) -> Result<(Grant, Instant), Failure> {
+    async fn acquire(&self) -> Result<(LockGrantBody, Instant), Failure> {
         let deadline = self.wait.map(|wait| Instant::now() + wait);
         let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
         let key = TokenStem::random()
@@ -164,39 +126,40 @@ impl Runner {
             let wait = deadline.map_or(chunk, |d| {
                 d.saturating_duration_since(Instant::now()).min(chunk)
             });
+            let body = AcquireBody {
+                ttl_ms: Some(millis(self.ttl)),
+                wait_ms: Some(millis(wait)),
+                ..AcquireBody::default()
+            };
             let sent = Instant::now();
-            let response = self
-                .http
-                .post(&self.url)
-                .header("Idempotency-Key", key.expose())
-                .json(&json!({"ttl_ms": millis(self.ttl), "wait_ms": millis(wait)}))
-                .timeout(wait + REQUEST_SLACK)
-                .send()
+            let answer = self
+                .client
+                .acquire(
+                    self.name.as_str(),
+                    &body,
+                    Some(key.expose()),
+                    Some(wait + REQUEST_SLACK),
+                )
                 .await;
-            let response = match response {
-                Ok(response) => response,
-                Err(err) if err.is_connect() => {
+            match answer {
+                Ok(Answer::Done { body, .. }) => return Ok((body, sent)),
+                Err(ClientError::Connect(err)) => {
                     return Err(fail(
                         EXIT_GATEWAY,
-                        format!("cannot reach the gateway at {}: {err}", self.url),
+                        format!(
+                            "cannot reach the gateway at {}: {err}",
+                            self.client.lock_url(self.name.as_str())
+                        ),
                     ));
                 }
                 // The answer may have been lost after a grant: the same key finds it again.
                 Err(err) if !passed(deadline) => {
                     eprintln!("lockgate run: acquire did not complete ({err}); retrying");
-                    continue;
                 }
                 Err(err) => return Err(fail(EXIT_GATEWAY, format!("acquire failed: {err}"))),
-            };
-            let status = response.status();
-            match status {
-                StatusCode::OK | StatusCode::CREATED => {
-                    let grant = response.json::<Grant>().await.map_err(|e| {
-                        fail(EXIT_GATEWAY, format!("unexpected acquire response: {e}"))
-                    })?;
-                    return Ok((grant, sent));
-                }
-                StatusCode::CONFLICT if passed(deadline) => {
+                Ok(Answer::Refused { status, .. })
+                    if status == StatusCode::CONFLICT && passed(deadline) =>
+                {
                     let within = self.wait.map_or_else(String::new, |w| {
                         format!(" within {}", humantime::format_duration(w))
                     });
@@ -208,14 +171,20 @@ impl Runner {
                         ),
                     ));
                 }
-                StatusCode::CONFLICT => {}
-                StatusCode::SERVICE_UNAVAILABLE if !passed(deadline) => {
-                    let pause = retry_after(&response)
+                Ok(Answer::Refused { status, .. }) if status == StatusCode::CONFLICT => {}
+                Ok(Answer::Refused {
+                    status,
+                    retry_after,
+                    ..
+                }) if status == StatusCode::SERVICE_UNAVAILABLE && !passed(deadline) => {
+                    let pause = retry_after
+                        .unwrap_or(Duration::from_secs(1))
                         .min(deadline.map_or(Duration::MAX, |d| d - Instant::now()));
                     tokio::time::sleep(pause).await;
                 }
-                _ => {
-                    let problem = response.json::<Problem>().await.unwrap_or_default();
+                Ok(Answer::Refused {
+                    status, problem, ..
+                }) => {
                     // A gateway with a --max-wait under our chunk: ask for less.
                     if status == StatusCode::BAD_REQUEST
                         && problem.field.as_deref() == Some("wait_ms")
@@ -240,7 +209,7 @@ impl Runner {
     async fn run_command(
         &self,
         command: &[OsString],
-        grant: Grant,
+        grant: LockGrantBody,
         sent: Instant,
     ) -> Result<u8, Failure> {
         let Some((program, args)) = command.split_first() else {
@@ -275,7 +244,7 @@ impl Runner {
             signals(SignalKind::hangup())?,
             signals(SignalKind::interrupt())?,
         );
-        let interval = (self.ttl / 3).max(Duration::from_millis(1));
+        let interval = renewal_interval(self.ttl);
         let mut valid_until = sent + Duration::from_millis(grant.ttl_ms);
         let mut next_renewal = Instant::now() + interval;
         loop {
@@ -310,28 +279,29 @@ impl Runner {
 
     async fn renew(&self, token: &str) -> RenewOutcome {
         let sent = Instant::now();
-        let response = self
-            .http
-            .patch(&self.url)
-            .header("Lock-Token", token)
-            .json(&json!({"ttl_ms": millis(self.ttl)}))
-            .timeout((self.ttl / 3).max(Duration::from_secs(1)))
-            .send()
-            .await;
-        let response = match response {
-            Ok(response) => response,
-            Err(err) => return RenewOutcome::Failed(err.to_string()),
+        let body = RenewBody {
+            ttl_ms: Some(millis(self.ttl)),
+            ..RenewBody::default()
         };
-        match response.status() {
-            StatusCode::OK => match response.json::<Renewal>().await {
-                Ok(renewal) => RenewOutcome::Renewed {
-                    valid_until: sent + Duration::from_millis(renewal.ttl_ms),
-                },
-                Err(err) => RenewOutcome::Failed(err.to_string()),
+        let timeout = renewal_interval(self.ttl).max(Duration::from_secs(1));
+        match self
+            .client
+            .renew(self.name.as_str(), token, &body, Some(timeout))
+            .await
+        {
+            Ok(Answer::Done { body, .. }) => RenewOutcome::Renewed {
+                valid_until: sent + Duration::from_millis(body.ttl_ms),
             },
-            StatusCode::NOT_FOUND => RenewOutcome::Lost("the lock is no longer held".into()),
-            StatusCode::CONFLICT => RenewOutcome::Lost("another client holds the lock now".into()),
-            status => RenewOutcome::Failed(format!("the gateway answered {status}")),
+            Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {
+                RenewOutcome::Lost("the lock is no longer held".into())
+            }
+            Ok(Answer::Refused { status, .. }) if status == StatusCode::CONFLICT => {
+                RenewOutcome::Lost("another client holds the lock now".into())
+            }
+            Ok(Answer::Refused { status, .. }) => {
+                RenewOutcome::Failed(format!("the gateway answered {status}"))
+            }
+            Err(err) => RenewOutcome::Failed(err.to_string()),
         }
     }
 
@@ -359,15 +329,13 @@ impl Runner {
     /// Releases the lock; failures only cost the rest of the lease.
     async fn release(&self, token: &str) {
         let released = self
-            .http
-            .delete(&self.url)
-            .header("Lock-Token", token)
-            .timeout(REQUEST_SLACK)
-            .send()
+            .client
+            .release(self.name.as_str(), token, Some(REQUEST_SLACK))
             .await;
-        match released.map(|r| r.status()) {
-            Ok(StatusCode::NO_CONTENT | StatusCode::NOT_FOUND) => {}
-            Ok(status) => eprintln!(
+        match released {
+            Ok(Answer::Done { .. }) => {}
+            Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {}
+            Ok(Answer::Refused { status, .. }) => eprintln!(
                 "lockgate run: releasing {} answered {status}; it expires at its ttl",
                 self.name
             ),
@@ -392,19 +360,6 @@ fn exit_code(status: ExitStatus) -> u8 {
         (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(255),
         (None, None) => 1,
     }
-}
-
-fn retry_after(response: &reqwest::Response) -> Duration {
-    response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(Duration::from_secs(1), Duration::from_secs)
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

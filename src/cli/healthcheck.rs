@@ -1,28 +1,30 @@
 //! `lockgate healthcheck`: a container health check and exec probe that needs no curl.
 
+use crate::client::Client;
 use crate::config::HealthcheckArgs;
 
 /// `lockgate healthcheck`: 0 when the gateway answers 200 on /healthz (or /readyz), else 1
 /// with one line on stderr.
 pub async fn run(args: HealthcheckArgs) -> u8 {
-    crate::install_crypto_provider();
     let path = if args.ready { "/readyz" } else { "/healthz" };
-    let url = format!("{}{path}", args.gateway.trim_end_matches('/'));
-    let answer = match reqwest::Client::builder().timeout(args.timeout).build() {
-        Ok(client) => client.get(&url).send().await,
+    let client = match Client::new(&args.gateway, None) {
+        Ok(client) => client,
         Err(err) => {
             eprintln!("lockgate healthcheck: {err}");
             return 1;
         }
     };
-    match answer {
-        Ok(response) if response.status() == reqwest::StatusCode::OK => 0,
-        Ok(response) => {
-            eprintln!("lockgate healthcheck: {url} answered {}", response.status());
+    match client.health(args.ready, args.timeout).await {
+        Ok(status) if status == reqwest::StatusCode::OK => 0,
+        Ok(status) => {
+            eprintln!(
+                "lockgate healthcheck: {}{path} answered {status}",
+                args.gateway
+            );
             1
         }
         Err(err) => {
-            eprintln!("lockgate healthcheck: {url}: {err}");
+            eprintln!("lockgate healthcheck: {}{path}: {err}", args.gateway);
             1
         }
     }

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use crate::operation::Operation;
+pub use crate::telemetry::Operation;
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
@@ -68,13 +68,39 @@ pub enum RedisCall {
 const REDIS_CALLS: [&str; 4] = ["script", "script_wait", "ping", "command"];
 
 /// Kinds of backend errors: the `kind` label.
-pub const BACKEND_ERROR_KINDS: [&str; 5] = [
-    "unavailable",
-    "timeout",
-    "wait_pool_exhausted",
-    "protocol",
-    "config",
-];
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendErrorKind {
+    /// Unreachable, or refused: nothing took effect.
+    Unavailable,
+    /// No answer in time, or the connection broke while waiting for it.
+    Timeout,
+    /// Every dedicated WAIT connection was busy.
+    WaitPoolExhausted,
+    /// An answer that made no sense, or a refused command.
+    Protocol,
+    /// Settings that cannot work.
+    Config,
+}
+
+impl BackendErrorKind {
+    const ALL: [Self; 5] = [
+        Self::Unavailable,
+        Self::Timeout,
+        Self::WaitPoolExhausted,
+        Self::Protocol,
+        Self::Config,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Unavailable => "unavailable",
+            Self::Timeout => "timeout",
+            Self::WaitPoolExhausted => "wait_pool_exhausted",
+            Self::Protocol => "protocol",
+            Self::Config => "config",
+        }
+    }
+}
 
 /// Most distinct servers the `lockgate_redis_server_info` metric lists.
 const MAX_SERVERS: usize = 16;
@@ -139,7 +165,7 @@ pub struct Metrics {
     requests: [[AtomicU64; OUTCOMES.len()]; Operation::ALL.len()],
     durations: [Histogram; Operation::ALL.len()],
     redis: [Histogram; REDIS_CALLS.len()],
-    backend_errors: [AtomicU64; BACKEND_ERROR_KINDS.len()],
+    backend_errors: [AtomicU64; BackendErrorKind::ALL.len()],
     hold_streams: AtomicI64,
     /// Label sets of `lockgate_redis_server_info`: the servers connected to, with the
     /// commands chosen for them. Written at connect, read at scrape.
@@ -168,7 +194,7 @@ impl Metrics {
                 Operation::ALL.len()],
             durations: [const { Histogram::new() }; Operation::ALL.len()],
             redis: [const { Histogram::new() }; REDIS_CALLS.len()],
-            backend_errors: [const { AtomicU64::new(0) }; BACKEND_ERROR_KINDS.len()],
+            backend_errors: [const { AtomicU64::new(0) }; BackendErrorKind::ALL.len()],
             hold_streams: AtomicI64::new(0),
             servers: Mutex::new(Vec::new()),
         }
@@ -209,11 +235,9 @@ impl Metrics {
         self.redis[call as usize].observe(elapsed);
     }
 
-    /// Records a backend error of `kind` (one of [`BACKEND_ERROR_KINDS`]).
-    pub fn backend_error(&self, kind: &str) {
-        if let Some(i) = BACKEND_ERROR_KINDS.iter().position(|k| *k == kind) {
-            self.backend_errors[i].fetch_add(1, Ordering::Relaxed);
-        }
+    /// Records a backend error of `kind`.
+    pub fn backend_error(&self, kind: BackendErrorKind) {
+        self.backend_errors[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// A hold stream opened (`+1`) or ended (`-1`).
@@ -265,17 +289,16 @@ impl Metrics {
             "# HELP lockgate_backend_errors_total Failed calls to the lock backend, by kind.\n\
              # TYPE lockgate_backend_errors_total counter\n",
         );
-        for (kind, count) in BACKEND_ERROR_KINDS.iter().zip(&self.backend_errors) {
+        for (kind, count) in BackendErrorKind::ALL.iter().zip(&self.backend_errors) {
             let _ = writeln!(
                 out,
-                "lockgate_backend_errors_total{{kind=\"{kind}\"}} {}",
+                "lockgate_backend_errors_total{{kind=\"{}\"}} {}",
+                kind.label(),
                 count.load(Ordering::Relaxed)
             );
         }
-        let exhausted = BACKEND_ERROR_KINDS
-            .iter()
-            .position(|k| *k == "wait_pool_exhausted")
-            .map_or(0, |i| self.backend_errors[i].load(Ordering::Relaxed));
+        let exhausted = self.backend_errors[BackendErrorKind::WaitPoolExhausted as usize]
+            .load(Ordering::Relaxed);
         let _ = write!(
             out,
             "# HELP lockgate_wait_pool_exhausted_total Requests refused because every dedicated WAIT connection was busy (see --wait-pool-size).\n\

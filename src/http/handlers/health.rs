@@ -7,8 +7,8 @@ use axum::response::IntoResponse;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::AppState;
-use super::problem::{ApiError, Problem};
+use crate::http::AppState;
+use crate::http::problem::{ApiError, Problem};
 
 /// Health of the gateway.
 #[derive(Debug, Serialize, ToSchema)]

@@ -18,7 +18,12 @@ use tracing::{Level, Metadata};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
-use crate::config::LogFormat;
+/// Log line format (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
 
 /// Buffered bytes that trigger a write.
 const FLUSH_AT: usize = 32 * 1024;

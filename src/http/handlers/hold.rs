@@ -1,18 +1,16 @@
 //! `POST /locks/{name}/hold`: a lock that lives as long as the HTTP response stays open.
 //!
 //! The gateway acquires the lock (waiting if asked), answers 200 with an NDJSON stream, and
-//! renews the lease from the server side every third of its ttl, as Redisson's watchdog does.
-//! Each renewal is a `renewed` line. If a renewal is refused (the lock expired or was taken),
-//! or cannot get through before the lease runs out, a `lost` line ends the stream. When the
-//! client goes away the stream is dropped, and with it the grant's guard, which releases the
-//! lock at once; at shutdown the gateway releases it and ends the stream with `released`.
+//! keeps the lease alive with the watchdog of [`crate::lock::hold`]: one line per event,
+//! `acquired`, then `renewed` every third of the ttl, and a final `lost` or `released`. When
+//! the client goes away the stream is dropped, and with it the hold, which withdraws the lock
+//! at once. This module only turns the watchdog's events into NDJSON lines.
 //!
 //! Failures before the lock is held (held past `wait_ms`, bad input, backend down) answer the
 //! same problem documents as `POST /locks/{name}`, not a stream.
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -21,25 +19,20 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
 use serde::Serialize;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
-use super::AppState;
-use super::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
-use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
-use super::locks::{LockNameParam, checked_request};
-use super::problem::{ApiError, Problem};
+use super::lease::{self, Acquired};
+use super::locks::LockNameParam;
+use crate::http::AppState;
+use crate::http::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
+use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
+use crate::http::problem::{ApiError, Problem};
+use crate::lock::hold::Hold;
 use crate::lock::request::ReplicaPolicy;
-use crate::lock::{
-    Grant, GrantGuard, LockError, LockName, LockService, LockToken, RenewRequest, Validity,
-};
-use crate::metrics::Metrics;
+use crate::lock::{self, Exclusive, Grant, LockName, LockService, RenewRequest};
+use crate::telemetry::metrics::Metrics;
 
 pub const NDJSON: &str = "application/x-ndjson";
-/// After a renewal that could not get through, try again this often (or sooner, if the ttl is
-/// short), for as long as the lease lasts.
-const RETRY_RENEWAL_EVERY: Duration = Duration::from_secs(1);
 
 /// One line of a hold stream.
 #[derive(Debug, Serialize, ToSchema)]
@@ -103,12 +96,16 @@ pub fn hold_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    // Not an `async fn`: see `locks::checked_request`.
-    let request = checked_request(&app, &body);
-    let AppState { service, gate, .. } = app;
+    // Not an `async fn`: see `lease::acquiring`.
+    let acquiring = lease::acquiring(&app, Exclusive, name, key, &body);
+    let metrics = app.gate.metrics.clone();
     async move {
-        let request = request?;
-        let grant = service.acquire(&name, &request, key.as_ref()).await?;
+        let Acquired {
+            grant,
+            request,
+            name,
+            service,
+        } = acquiring.await?;
         let renewals = RenewRequest {
             ttl: request.ttl,
             replicas: ReplicaPolicy {
@@ -116,7 +113,7 @@ pub fn hold_lock(
                 ..request.replicas
             },
         };
-        let open = OpenStream::counted(gate.metrics.clone());
+        let open = OpenStream::counted(metrics);
         let events = hold_events(service, name, renewals, grant).map(move |event| {
             // Owned by the stream: counts it open until the stream is dropped.
             let _ = &open;
@@ -151,20 +148,8 @@ impl Drop for OpenStream {
 /// Where a hold stream is in its life.
 enum Phase {
     Start(Grant),
-    Holding(Holding),
+    Holding(Hold<Exclusive>),
     Done,
-}
-
-struct Holding {
-    service: Arc<LockService>,
-    shutdown: CancellationToken,
-    name: LockName,
-    token: LockToken,
-    renewals: RenewRequest,
-    /// Releases the lock when the stream is dropped (the client went away).
-    guard: GrantGuard,
-    validity: Validity,
-    next_renewal: Instant,
 }
 
 fn hold_events(
@@ -173,93 +158,39 @@ fn hold_events(
     renewals: RenewRequest,
     grant: Grant,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-    let shutdown = service.shutdown_token();
-    let context = (service, shutdown, name, renewals);
+    let context = (service, name, renewals);
     stream::unfold(
         (Phase::Start(grant), context),
         |(phase, context)| async move {
-            let (service, shutdown, name, renewals) = context;
+            let (service, name, renewals) = context;
             let (line, next) = match phase {
                 Phase::Done => return None,
                 Phase::Start(grant) => {
                     let line = HoldEvent::Acquired(LockGrantBody::new(&name, &grant));
-                    let interval = renewal_interval(renewals.ttl);
-                    let holding = Holding {
-                        service: service.clone(),
-                        shutdown: shutdown.clone(),
-                        name: name.clone(),
-                        token: grant.token,
-                        renewals,
-                        guard: grant.guard,
-                        validity: grant.validity,
-                        next_renewal: Instant::now() + interval,
-                    };
-                    (line, Phase::Holding(holding))
+                    let hold = Hold::new(service.clone(), Exclusive, name.clone(), grant, renewals);
+                    (line, Phase::Holding(hold))
                 }
-                Phase::Holding(holding) => holding.next_event().await,
+                Phase::Holding(hold) => {
+                    let (event, hold) = hold.next().await;
+                    let line = match event {
+                        lock::hold::HoldEvent::Renewed(renewal) => {
+                            HoldEvent::Renewed(LockRenewalBody::new(&name, &renewal))
+                        }
+                        lock::hold::HoldEvent::Lost(reason) => HoldEvent::Lost(EndOfHold {
+                            name: name.to_string(),
+                            reason: reason.as_str(),
+                        }),
+                        lock::hold::HoldEvent::Released => HoldEvent::Released(EndOfHold {
+                            name: name.to_string(),
+                            reason: "shutdown",
+                        }),
+                    };
+                    (line, hold.map_or(Phase::Done, Phase::Holding))
+                }
             };
-            Some((
-                Ok(ndjson(&line)),
-                (next, (service, shutdown, name, renewals)),
-            ))
+            Some((Ok(ndjson(&line)), (next, (service, name, renewals))))
         },
     )
-}
-
-impl Holding {
-    /// Waits for the next renewal (or shutdown) and returns what to tell the client.
-    async fn next_event(mut self) -> (HoldEvent, Phase) {
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep_until(self.next_renewal) => {}
-                () = self.shutdown.cancelled() => {
-                    let name = self.name.to_string();
-                    if let Err(err) = Box::pin(self.guard.withdraw()).await {
-                        tracing::warn!(lock = %name, error = %err, "could not release a held lock at shutdown; it expires at its ttl");
-                    }
-                    return (HoldEvent::Released(EndOfHold { name, reason: "shutdown" }), Phase::Done);
-                }
-            }
-            // Boxed, as the release above: a renewal's future is several KiB, and inline it
-            // would size the state every open stream keeps between renewals.
-            match Box::pin(self.service.renew(&self.name, &self.token, &self.renewals)).await {
-                Ok(renewal) => {
-                    self.validity = renewal.validity;
-                    self.next_renewal = Instant::now() + renewal_interval(self.renewals.ttl);
-                    let line = HoldEvent::Renewed(LockRenewalBody::new(&self.name, &renewal));
-                    return (line, Phase::Holding(self));
-                }
-                Err(LockError::NotHeld) => return self.lost("not-held"),
-                Err(LockError::NotOwner) => return self.lost("not-owner"),
-                Err(err) => {
-                    let now = Instant::now();
-                    if self.validity.remaining(now).is_zero() {
-                        return self.lost("expired");
-                    }
-                    tracing::warn!(lock = %self.name, error = %err, "hold stream renewal failed; retrying");
-                    let retry = RETRY_RENEWAL_EVERY.min(renewal_interval(self.renewals.ttl));
-                    self.next_renewal = (now + retry).min(self.validity.until());
-                }
-            }
-        }
-    }
-
-    fn lost(self, reason: &'static str) -> (HoldEvent, Phase) {
-        tracing::info!(lock = %self.name, reason, "hold stream lost its lock");
-        // The guard still releases on drop: harmless compare-and-delete if the lock is gone.
-        (
-            HoldEvent::Lost(EndOfHold {
-                name: self.name.to_string(),
-                reason,
-            }),
-            Phase::Done,
-        )
-    }
-}
-
-/// Renew at a third of the ttl: two renewals can fail before the lease runs out.
-fn renewal_interval(ttl: Duration) -> Duration {
-    (ttl / 3).max(Duration::from_millis(1))
 }
 
 fn ndjson(event: &HoldEvent) -> Bytes {

@@ -1,17 +1,16 @@
 //! Handlers of `/locks/{name}`: acquire, renew, release, inspect.
 
 use axum::Json;
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 
-use super::AppState;
-use super::delivery::DeliveredOnRead;
-use super::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
-use super::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
-use super::problem::{ApiError, Problem};
-use crate::lock::{AcquireRequest, Grant, InvalidName, LockName};
+use super::lease;
+use crate::http::AppState;
+use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
+use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
+use crate::http::problem::{ApiError, Problem};
+use crate::lock::{Exclusive, InvalidName};
 
 /// The `{name}` path parameter.
 #[derive(Debug, utoipa::IntoParams)]
@@ -69,38 +68,12 @@ pub fn acquire_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    // Not an `async fn`: see `checked_request`.
-    let request = checked_request(&app, &body);
-    let service = app.service;
+    // Not an `async fn`: see `lease::acquiring`.
+    let acquiring = lease::acquiring(&app, Exclusive, name, key, &body);
     async move {
-        let request = request?;
-        let grant = service.acquire(&name, &request, key.as_ref()).await?;
-        grant_response(&name, grant)
+        let acquired = acquiring.await?;
+        lease::grant_response(&acquired.name, acquired.grant)
     }
-}
-
-/// 201 (or 200 for a replay) with the grant.
-fn grant_response(name: &LockName, grant: Grant) -> Result<Response, ApiError> {
-    let json = serde_json::to_vec(&LockGrantBody::new(name, &grant))
-        .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
-    let status = if grant.replayed {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
-    // The body keeps the grant's guard: if the client is gone before the answer is written,
-    // the lock is released rather than left held by nobody.
-    let mut response = Response::new(Body::new(DeliveredOnRead::new(json.into(), grant.guard)));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if !grant.replayed {
-        headers.insert(header::LOCATION, location(name));
-    }
-    Ok(response)
 }
 
 /// Renew a lock.
@@ -217,26 +190,4 @@ pub async fn unmatched(uri: Uri) -> ApiError {
         Some(_) => ApiError::InvalidName(InvalidName::BadCharacter),
         None => ApiError::NotFound,
     }
-}
-
-fn location(name: &LockName) -> HeaderValue {
-    // The name alphabet is a subset of what a header value and a URL path may hold as is.
-    HeaderValue::try_from(format!("/locks/{name}"))
-        .unwrap_or_else(|_| HeaderValue::from_static("/locks"))
-}
-
-/// The body of `POST /locks/{name}` and of the hold stream checked against the limits.
-///
-/// Both handlers check it before their future starts, and neither is an `async fn`: a waiting
-/// request keeps its handler's future for the whole wait, and an `async fn` keeps its
-/// arguments twice (as arguments and again as locals) where an `async move` block keeps what
-/// it captures once, and need not capture the body at all.
-pub(super) fn checked_request(
-    app: &AppState,
-    body: &AcquireBody,
-) -> Result<AcquireRequest, ApiError> {
-    app.service
-        .limits()
-        .acquire(body.ttl_ms, body.wait_ms, body.replicas())
-        .map_err(ApiError::from)
 }

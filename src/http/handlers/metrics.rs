@@ -4,9 +4,9 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
-use super::problem::Problem;
-use crate::metrics::Gauges;
+use crate::http::AppState;
+use crate::http::problem::Problem;
+use crate::telemetry::metrics::Gauges;
 
 /// The Prometheus content type of the text format.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";

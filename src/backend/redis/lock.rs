@@ -1,0 +1,283 @@
+//! The lock operations on Redis: the [`LockBackend`] contract in scripts, or native commands
+//! where the server has them (see `features`).
+
+use std::time::{Duration, Instant};
+
+use redis::{FromRedisValue, Value};
+
+use super::RedisBackend;
+use super::features::{Downgradable, ReleaseVia, RenewVia};
+use super::keys::LockKeys;
+use super::scripts::{ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, RENEW_UNFENCED, WITHDRAW};
+use super::send::evalsha;
+use crate::backend::fence::fence_of;
+use crate::backend::{
+    AcquireOutcome, BackendError, Claim, Inspection, Lease, LockBackend, ReleaseFeed,
+    ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
+};
+use crate::telemetry::metrics::RedisCall;
+
+impl RedisBackend {
+    /// Gives the grant of `stem` the token `<stem>.<fence>` and lifts the fence counter to
+    /// `fence` (Redlock; see `finalize.lua`). False when the node no longer holds it.
+    pub async fn finalize(&self, name: &str, stem: &str, fence: u64) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(&FINALIZE, &[keys.lock(), keys.counter()]);
+        call.arg(stem).arg(fence);
+        self.script::<i64>(&FINALIZE, &call).await.map(|n| n == 1)
+    }
+
+    async fn release_natively(
+        &self,
+        keys: LockKeys<'_>,
+        token: &str,
+        via: ReleaseVia,
+    ) -> Result<Option<ReleaseOutcome>, BackendError> {
+        let mut pipe = redis::pipe();
+        match via {
+            ReleaseVia::DelIfEq => pipe.cmd("DELIFEQ").arg(keys.lock()).arg(token),
+            ReleaseVia::DelEx => pipe.cmd("DELEX").arg(keys.lock()).arg("IFEQ").arg(token),
+            ReleaseVia::Lua => return Ok(None),
+        };
+        // Announced also when nothing was deleted: a spurious wake-up costs a waiter one look.
+        pipe.cmd("PUBLISH").arg(keys.channel()).arg("").ignore();
+        let refused = |state: &Downgradable| state.release_refused();
+        let Some((deleted,)) = self.native::<(i64,)>(&pipe, refused).await? else {
+            return Ok(None);
+        };
+        if deleted == 1 {
+            return Ok(Some(ReleaseOutcome::Released));
+        }
+        // Not deleted: nobody holds it, or another token does. (Whatever holds it now answers
+        // for the instant of this look, which is within the request.)
+        let mut look = redis::pipe();
+        look.cmd("EXISTS").arg(keys.lock());
+        let refused_look = |_: &Downgradable| {};
+        let exists = self.native::<(bool,)>(&look, refused_look).await?;
+        Ok(Some(match exists {
+            Some((true,)) => ReleaseOutcome::NotOwner,
+            _ => ReleaseOutcome::NotHeld,
+        }))
+    }
+
+    async fn renew_natively(
+        &self,
+        keys: LockKeys<'_>,
+        token: &str,
+        fence: u64,
+        ttl: Duration,
+    ) -> Result<Option<RenewOutcome>, BackendError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(keys.lock())
+            .arg(token)
+            .arg("IFEQ")
+            .arg(token)
+            .arg("PX")
+            .arg(millis(ttl))
+            .arg("GET");
+        let refused = |state: &Downgradable| state.renew_refused();
+        let Some((previous,)) = self.native::<(Option<Vec<u8>>,)>(&pipe, refused).await? else {
+            return Ok(None);
+        };
+        Ok(Some(match previous {
+            None => RenewOutcome::NotHeld,
+            Some(held) if held == token.as_bytes() => RenewOutcome::Renewed(Lease {
+                fence,
+                ttl,
+                replicas_acked: None,
+            }),
+            Some(_) => RenewOutcome::NotOwner,
+        }))
+    }
+}
+
+/// A PTTL reply: `None` for "no expiry" (-1); negative values other than -1 count as zero.
+fn pttl(ms: i64) -> Option<Duration> {
+    (ms != -1).then(|| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
+fn fence(value: i64) -> Result<u64, BackendError> {
+    u64::try_from(value).map_err(|_| BackendError::Protocol(format!("negative fence {value}")))
+}
+
+fn unexpected(script: &str, reply: &[i64]) -> BackendError {
+    BackendError::Protocol(format!("{script} script replied {reply:?}"))
+}
+
+/// A claim id as the withdraw script takes it: decimal, or empty for none.
+fn claim_arg(claim: Option<Claim>) -> String {
+    claim.map(|Claim(id)| id.to_string()).unwrap_or_default()
+}
+
+impl LockBackend for RedisBackend {
+    async fn acquire(
+        &self,
+        name: &str,
+        stem: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let keys = self.keys(name);
+        let (lock, counter, legacy) = (keys.lock(), keys.counter(), keys.legacy_counter());
+        let mut call = match claim {
+            None => evalsha(&ACQUIRE, &[lock, counter, legacy]),
+            Some(_) => evalsha(&ACQUIRE, &[lock, counter, legacy, keys.claim()]),
+        };
+        call.arg(stem).arg(millis(ttl));
+        if let Some(Claim(id)) = claim {
+            call.arg(id);
+        }
+        let (reply, acked) = self
+            .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
+            .await?;
+        let lease = |f: i64, ttl: Duration| -> Result<Lease, BackendError> {
+            Ok(Lease {
+                fence: fence(f)?,
+                ttl,
+                replicas_acked: acked,
+            })
+        };
+        match reply {
+            Value::Int(f) => Ok(AcquireOutcome::Granted(lease(f, ttl)?)),
+            other => {
+                let reply: Vec<i64> = FromRedisValue::from_redis_value(other)
+                    .map_err(|e| BackendError::Protocol(format!("acquire script: {e}")))?;
+                match *reply {
+                    [2, f, left] => Ok(AcquireOutcome::AlreadyHeld(lease(
+                        f,
+                        pttl(left).unwrap_or(Duration::ZERO),
+                    )?)),
+                    [0, left] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
+                    _ => Err(unexpected("acquire", &reply)),
+                }
+            }
+        }
+    }
+
+    async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
+        let keys = self.keys(name);
+        let via = self.features().release;
+        if via != ReleaseVia::Lua
+            && let Some(outcome) = self.release_natively(keys, token, via).await?
+        {
+            return Ok(outcome);
+        }
+        let mut call = evalsha(&RELEASE, &[keys.lock()]);
+        call.arg(token).arg(keys.channel());
+        match self.script::<i64>(&RELEASE, &call).await? {
+            1 => Ok(ReleaseOutcome::Released),
+            0 => Ok(ReleaseOutcome::NotHeld),
+            -1 => Ok(ReleaseOutcome::NotOwner),
+            other => Err(unexpected("release", &[other])),
+        }
+    }
+
+    async fn withdraw(
+        &self,
+        name: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(&WITHDRAW, &[keys.lock(), keys.claim()]);
+        call.arg(stem).arg(keys.channel()).arg(claim_arg(claim));
+        self.script::<i64>(&WITHDRAW, &call)
+            .await
+            .map(|withdrawn| withdrawn == 1)
+    }
+
+    async fn renew(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        let keys = self.keys(name);
+        let Some(carried) = fence_of(token) else {
+            // A token without a fence: the store tells the fence.
+            let mut call = evalsha(
+                &RENEW_UNFENCED,
+                &[keys.lock(), keys.counter(), keys.legacy_counter()],
+            );
+            call.arg(token).arg(millis(ttl));
+            let (reply, acked) = self
+                .run_lease_script::<Vec<i64>>(name, &RENEW_UNFENCED, &call, ack)
+                .await?;
+            return match *reply {
+                [1, f] => Ok(RenewOutcome::Renewed(Lease {
+                    fence: fence(f)?,
+                    ttl,
+                    replicas_acked: acked,
+                })),
+                [0] => Ok(RenewOutcome::NotHeld),
+                [-1] => Ok(RenewOutcome::NotOwner),
+                _ => Err(unexpected("renew", &reply)),
+            };
+        };
+        if ack.is_none()
+            && self.features().renew == RenewVia::SetIfEq
+            && let Some(outcome) = self.renew_natively(keys, token, carried, ttl).await?
+        {
+            return Ok(outcome);
+        }
+        let mut call = evalsha(&RENEW, &[keys.lock()]);
+        call.arg(token).arg(millis(ttl));
+        let (reply, acked) = self
+            .run_lease_script::<i64>(name, &RENEW, &call, ack)
+            .await?;
+        match reply {
+            1 => Ok(RenewOutcome::Renewed(Lease {
+                fence: carried,
+                ttl,
+                replicas_acked: acked,
+            })),
+            0 => Ok(RenewOutcome::NotHeld),
+            -1 => Ok(RenewOutcome::NotOwner),
+            other => Err(unexpected("renew", &[other])),
+        }
+    }
+
+    async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
+        let keys = self.keys(name);
+        let call = evalsha(&INSPECT, &[keys.lock(), keys.legacy_counter()]);
+        let reply: Vec<i64> = self.script(&INSPECT, &call).await?;
+        match *reply {
+            [-2, _] => Ok(None),
+            [ttl, f] => Ok(Some(Inspection {
+                ttl: pttl(ttl),
+                fence: u64::try_from(f).ok(),
+            })),
+            _ => Err(unexpected("inspect", &reply)),
+        }
+    }
+
+    async fn watch_releases(&self, name: &str) -> ReleaseFeed {
+        self.notifier.watch(self.keys(name).lock_string()).await
+    }
+
+    fn sees_every_release(&self) -> bool {
+        self.notifier.sees_every_release()
+    }
+
+    async fn ping(&self) -> Result<(), BackendError> {
+        let started = Instant::now();
+        let outcome = self.ping_once().await;
+        self.record(RedisCall::Ping, started, &outcome);
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pttl_replies_map_to_durations() {
+        assert_eq!(pttl(-1), None);
+        assert_eq!(pttl(-2), Some(Duration::ZERO));
+        assert_eq!(pttl(1500), Some(Duration::from_millis(1500)));
+    }
+}

@@ -1,0 +1,318 @@
+//! How commands travel: on the shared connection (a script by SHA, reloaded on NOSCRIPT, or
+//! native commands), bounded by the backend timeout, retried once on a fresh connection when
+//! the old one turned out broken; or, with `WAIT`, pipelined on a dedicated connection.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
+
+use super::connection::{self, Connect, SharedConnection};
+use super::errors::{is_moved, worth_a_fresh_connection};
+use super::features::{Downgradable, Features};
+use super::keys::Key;
+use super::pool::DedicatedPool;
+use super::scripts;
+use super::{Commands, RedisBackend, Waits};
+use crate::backend::{BackendError, ReplicaAck, millis};
+use crate::telemetry::metrics::RedisCall;
+
+/// What one request sends on the shared connection.
+#[derive(Clone, Copy)]
+pub(super) enum Request<'a> {
+    /// An EVALSHA of the script (loaded first if the server lacks it).
+    Script(&'a scripts::Lua, &'a Cmd),
+    /// Plain commands, pipelined.
+    Native(&'a redis::Pipeline),
+}
+
+impl Request<'_> {
+    fn call(&self) -> RedisCall {
+        match self {
+            Self::Script(..) => RedisCall::Script,
+            Self::Native(_) => RedisCall::Command,
+        }
+    }
+}
+
+impl RedisBackend {
+    /// The commands the current connection offers (Lua until connected: a connection made
+    /// during the request then serves it with scripts).
+    pub(super) fn features(&self) -> Features {
+        match &self.commands {
+            Commands::Node(shared) => shared.features(),
+            Commands::Cluster(shared) => shared.features(),
+        }
+    }
+
+    /// Sends one request on the shared connection: waiting for a connection is bounded by the
+    /// connect timeout, the command itself by the backend timeout.
+    pub(super) async fn run<T: FromRedisValue>(
+        &self,
+        request: Request<'_>,
+    ) -> Result<T, BackendError> {
+        let started = Instant::now();
+        let outcome = match &self.commands {
+            Commands::Node(shared) => run_on(shared, request, self.timeout).await,
+            Commands::Cluster(shared) => run_on(shared, request, self.timeout).await,
+        };
+        self.record(request.call(), started, &outcome);
+        outcome
+    }
+
+    /// Runs one script on the shared connection.
+    pub(super) async fn script<T: FromRedisValue>(
+        &self,
+        script: &scripts::Lua,
+        call: &Cmd,
+    ) -> Result<T, BackendError> {
+        self.run(Request::Script(script, call)).await
+    }
+
+    /// Sends native commands; `None` when the server refused them (the connection then uses
+    /// Lua from now on, and so should the caller).
+    pub(super) async fn native<T: FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+        refused: impl Fn(&Downgradable),
+    ) -> Result<Option<T>, BackendError> {
+        match self.run::<T>(Request::Native(pipe)).await {
+            Ok(value) => Ok(Some(value)),
+            Err(BackendError::Protocol(message) | BackendError::Refused(message)) => {
+                tracing::warn!(error = %message, "the server refused a native command; using Lua on this connection");
+                match &self.commands {
+                    Commands::Node(shared) => shared.with_current(&refused),
+                    Commands::Cluster(shared) => shared.with_current(&refused),
+                }
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Counts one call in the metrics: its time, and its error if it failed.
+    pub(super) fn record<T>(
+        &self,
+        call: RedisCall,
+        started: Instant,
+        outcome: &Result<T, BackendError>,
+    ) {
+        self.metrics.redis_roundtrip(call, started.elapsed());
+        if let Err(err) = outcome {
+            self.metrics.backend_error(err.kind());
+        }
+    }
+
+    /// Runs one script followed by `WAIT`, pipelined on a dedicated connection, and returns
+    /// the script's reply with the number of replicas that acknowledged.
+    async fn run_acked<T: FromRedisValue>(
+        &self,
+        name: &str,
+        script: &scripts::Lua,
+        call: &Cmd,
+        ack: ReplicaAck,
+    ) -> Result<(T, u32), BackendError> {
+        let attempt = async {
+            match (&self.commands, &self.waits) {
+                (Commands::Node(shared), Waits::Node(pool)) => {
+                    acked_on(shared, pool, script, call, ack, self.timeout)
+                        .await
+                        .map_err(Acked::into_error)
+                }
+                (Commands::Cluster(shared), Waits::Cluster(masters)) => {
+                    let mut conn = shared.get().await?.conn;
+                    let pool = masters.pool_for(name, &mut conn).await?;
+                    match acked_on(shared, &pool, script, call, ack, self.timeout).await {
+                        Err(Acked::Moved) => {
+                            // The slot moved: learn where, and try once more there.
+                            masters.forget();
+                            let pool = masters.pool_for(name, &mut conn).await?;
+                            acked_on(shared, &pool, script, call, ack, self.timeout)
+                                .await
+                                .map_err(Acked::into_error)
+                        }
+                        other => other.map_err(Acked::into_error),
+                    }
+                }
+                _ => Err(BackendError::Config("inconsistent redis backend".into())),
+            }
+        };
+        let started = Instant::now();
+        let outcome = attempt.await;
+        self.record(RedisCall::ScriptWait, started, &outcome);
+        outcome
+    }
+
+    /// Runs a script that changes a lease, with or without replica acknowledgement.
+    pub(super) async fn run_lease_script<T: FromRedisValue>(
+        &self,
+        name: &str,
+        script: &scripts::Lua,
+        call: &Cmd,
+        ack: Option<ReplicaAck>,
+    ) -> Result<(T, Option<u32>), BackendError> {
+        match ack {
+            None => Ok((self.script(script, call).await?, None)),
+            Some(ack) => {
+                let (reply, acked) = self.run_acked(name, script, call, ack).await?;
+                Ok((reply, Some(acked)))
+            }
+        }
+    }
+
+    pub(super) async fn ping_once(&self) -> Result<(), BackendError> {
+        let ping = redis::cmd("PING");
+        match &self.commands {
+            Commands::Node(shared) => ping_on(shared, &ping, self.timeout).await,
+            Commands::Cluster(shared) => ping_on(shared, &ping, self.timeout).await,
+        }
+    }
+}
+
+/// Sends `request` on a shared connection, the command bounded by `timeout`. If the
+/// connection turns out to be broken (the server restarted since), once more on a fresh one:
+/// every lock operation is idempotent for its token (acquire finds its own grant, release and
+/// withdrawal compare and delete, renew sets the same expiry), so a command that did run before
+/// the break is harmless to repeat.
+async fn run_on<C: Connect, T: FromRedisValue>(
+    shared: &SharedConnection<C>,
+    request: Request<'_>,
+    timeout: Duration,
+) -> Result<T, BackendError> {
+    let mut link = shared.get().await?;
+    match bounded(shared, &mut link, request, timeout).await? {
+        Ok(value) => Ok(value),
+        Err(err) if worth_a_fresh_connection(&err) => {
+            shared.failed(link.epoch, &err);
+            let mut link = shared.get().await?;
+            bounded(shared, &mut link, request, timeout)
+                .await?
+                .map_err(|e| shared.failed(link.epoch, &e))
+        }
+        Err(err) => Err(shared.failed(link.epoch, &err)),
+    }
+}
+
+/// Sends `request` on `link` within `timeout`; a timeout has the connection probed.
+async fn bounded<C: Connect, T: FromRedisValue>(
+    shared: &SharedConnection<C>,
+    link: &mut connection::Link<C::Conn>,
+    request: Request<'_>,
+    timeout: Duration,
+) -> Result<RedisResult<T>, BackendError> {
+    match tokio::time::timeout(timeout, send(&mut link.conn, request)).await {
+        Ok(result) => Ok(result),
+        Err(_) => {
+            shared.timed_out(link.epoch);
+            Err(BackendError::Timeout(timeout))
+        }
+    }
+}
+
+async fn send<T: FromRedisValue>(
+    conn: &mut impl ConnectionLike,
+    request: Request<'_>,
+) -> RedisResult<T> {
+    match request {
+        Request::Script(script, call) => eval(conn, script, call).await,
+        Request::Native(pipe) => pipe.query_async(conn).await,
+    }
+}
+
+async fn ping_on<C: Connect>(
+    shared: &SharedConnection<C>,
+    ping: &Cmd,
+    timeout: Duration,
+) -> Result<(), BackendError> {
+    let mut link = shared.get().await?;
+    match tokio::time::timeout(timeout, ping.query_async::<redis::Value>(&mut link.conn)).await {
+        Ok(answer) => answer.map(drop).map_err(|e| shared.failed(link.epoch, &e)),
+        Err(_) => {
+            shared.timed_out(link.epoch);
+            Err(BackendError::Timeout(timeout))
+        }
+    }
+}
+
+/// How a script with `WAIT` failed.
+enum Acked {
+    /// The slot moved (Cluster): ask where it lives now.
+    Moved,
+    Failed(BackendError),
+}
+
+impl Acked {
+    fn into_error(self) -> BackendError {
+        match self {
+            Self::Moved => BackendError::Unavailable("the slot moved twice".into()),
+            Self::Failed(err) => err,
+        }
+    }
+}
+
+impl From<BackendError> for Acked {
+    fn from(err: BackendError) -> Self {
+        Self::Failed(err)
+    }
+}
+
+/// Runs `call` then `WAIT`, pipelined on a connection from `pool`: waiting for a free
+/// connection is bounded by `timeout`, and the pipeline by `timeout` plus the replica wait.
+async fn acked_on<C: Connect, T: FromRedisValue>(
+    shared: &SharedConnection<C>,
+    pool: &DedicatedPool,
+    script: &scripts::Lua,
+    call: &Cmd,
+    ack: ReplicaAck,
+    timeout: Duration,
+) -> Result<(T, u32), Acked> {
+    let mut checkout = pool.checkout(shared.epoch(), timeout).await?;
+    // EVAL, not EVALSHA: after a NOSCRIPT the pipelined WAIT would have run once already.
+    let mut pipe = redis::pipe();
+    pipe.add_command(script.eval(call))
+        .cmd("WAIT")
+        .arg(ack.replicas)
+        .arg(millis(ack.timeout));
+    let exchange = pipe.query_async::<(T, i64)>(&mut checkout.conn);
+    let limit = timeout + ack.timeout;
+    let Ok(reply) = tokio::time::timeout(limit, exchange).await else {
+        return Err(Acked::Failed(BackendError::Timeout(limit)));
+    };
+    match reply {
+        Ok((value, acked)) => {
+            checkout.give_back();
+            Ok((value, u32::try_from(acked).unwrap_or(0)))
+        }
+        Err(e) if is_moved(&e) => Err(Acked::Moved),
+        Err(e) => Err(Acked::Failed(shared.failed_dedicated(checkout.epoch, &e))),
+    }
+}
+
+/// `EVALSHA` of `script` with `keys`; the caller adds the arguments.
+pub(super) fn evalsha(script: &scripts::Lua, keys: &[Key<'_>]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.hash()).arg(keys.len());
+    for key in keys {
+        cmd.arg(key);
+    }
+    cmd
+}
+
+/// Sends `call` (an EVALSHA of `script`), loading the script once if the server lacks it.
+async fn eval<T: FromRedisValue>(
+    conn: &mut impl ConnectionLike,
+    script: &scripts::Lua,
+    call: &Cmd,
+) -> RedisResult<T> {
+    match call.query_async(conn).await {
+        Err(e) if is_noscript(&e) => {
+            script.script.load_async(conn).await?;
+            call.query_async(conn).await
+        }
+        other => other,
+    }
+}
+
+fn is_noscript(err: &redis::RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}

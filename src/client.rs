@@ -1,0 +1,204 @@
+//! A typed client of lockgate's own HTTP API.
+//!
+//! The bodies it sends and reads are the server's own ([`crate::http::dto`],
+//! [`crate::http::problem::Problem`]), so there is one definition of the wire format, which
+//! the OpenAPI document describes. Used by `lockgate run` and `lockgate healthcheck`
+//! ([`crate::cli`]), by the tests' workloads and by the benchmark clients.
+//!
+//! Every call answers either the success body or the problem document the gateway sent (with
+//! its `Retry-After`), or a [`ClientError`] when no answer could be read.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+use serde::de::DeserializeOwned;
+
+use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
+use crate::http::problem::Problem;
+
+/// No answer could be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The gateway could not be reached.
+    #[error("cannot reach the gateway: {0}")]
+    Connect(String),
+    /// The request was sent and no (complete) answer came back.
+    #[error("no answer from the gateway: {0}")]
+    NoAnswer(String),
+    /// The answer was not what the API describes.
+    #[error("unexpected answer from the gateway: {0}")]
+    Unexpected(String),
+    /// The client could not be set up (a bad URL or API key).
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// What the gateway answered.
+#[derive(Debug)]
+pub enum Answer<T> {
+    /// 2xx, with its status and body.
+    Done { status: StatusCode, body: T },
+    /// A problem document.
+    Refused {
+        status: StatusCode,
+        problem: Problem,
+        retry_after: Option<Duration>,
+    },
+}
+
+/// A client of one gateway.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    /// A client of the gateway at `base` (`http://…` or `https://…`), sending `api_key` as a
+    /// bearer key when given.
+    pub fn new(base: &str, api_key: Option<&str>) -> Result<Self, ClientError> {
+        let base = base.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Setup(
+                "the gateway must be an http:// or https:// URL".into(),
+            ));
+        }
+        crate::tls::install_crypto_provider();
+        let mut headers = HeaderMap::new();
+        if let Some(key) = api_key {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                ClientError::Setup("the API key is not a valid header value".into())
+            })?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .map_err(|e| ClientError::Setup(format!("cannot set up an HTTP client: {e}")))?;
+        Ok(Self::with_http(http, base))
+    }
+
+    /// A client over an existing `reqwest::Client` (its timeouts and headers apply).
+    pub fn with_http(http: reqwest::Client, base: &str) -> Self {
+        Self {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// The URL of the lock `name`.
+    pub fn lock_url(&self, name: &str) -> String {
+        format!("{}/locks/{name}", self.base)
+    }
+
+    /// `POST /locks/{name}`: 201 (or 200 for an idempotent replay) with the grant.
+    pub async fn acquire(
+        &self,
+        name: &str,
+        body: &AcquireBody,
+        idempotency_key: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<Answer<LockGrantBody>, ClientError> {
+        let mut request = self.http.post(self.lock_url(name)).json(body);
+        if let Some(key) = idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
+        answer(with_timeout(request, timeout).send().await).await
+    }
+
+    /// `PATCH /locks/{name}` with the token: 200 with the renewal.
+    pub async fn renew(
+        &self,
+        name: &str,
+        token: &str,
+        body: &RenewBody,
+        timeout: Option<Duration>,
+    ) -> Result<Answer<LockRenewalBody>, ClientError> {
+        let request = self
+            .http
+            .patch(self.lock_url(name))
+            .header("Lock-Token", token)
+            .json(body);
+        answer(with_timeout(request, timeout).send().await).await
+    }
+
+    /// `DELETE /locks/{name}` with the token: 204.
+    pub async fn release(
+        &self,
+        name: &str,
+        token: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Answer<()>, ClientError> {
+        let request = self
+            .http
+            .delete(self.lock_url(name))
+            .header("Lock-Token", token);
+        answer(with_timeout(request, timeout).send().await).await
+    }
+
+    /// `GET /locks/{name}`: 200 with what anyone may see of a held lock.
+    pub async fn inspect(&self, name: &str) -> Result<Answer<LockInfoBody>, ClientError> {
+        answer(self.http.get(self.lock_url(name)).send().await).await
+    }
+
+    /// `GET /healthz` (or `/readyz` when `ready`): the status.
+    pub async fn health(&self, ready: bool, timeout: Duration) -> Result<StatusCode, ClientError> {
+        let path = if ready { "/readyz" } else { "/healthz" };
+        let sent = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .timeout(timeout)
+            .send()
+            .await;
+        sent.map(|response| response.status()).map_err(transport)
+    }
+}
+
+fn with_timeout(
+    request: reqwest::RequestBuilder,
+    timeout: Option<Duration>,
+) -> reqwest::RequestBuilder {
+    match timeout {
+        Some(timeout) => request.timeout(timeout),
+        None => request,
+    }
+}
+
+fn transport(err: reqwest::Error) -> ClientError {
+    if err.is_connect() {
+        ClientError::Connect(err.to_string())
+    } else {
+        ClientError::NoAnswer(err.to_string())
+    }
+}
+
+/// Reads a success body of type `T` (an empty body for `()`), or the problem document.
+async fn answer<T: DeserializeOwned>(
+    sent: reqwest::Result<reqwest::Response>,
+) -> Result<Answer<T>, ClientError> {
+    let response = sent.map_err(transport)?;
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let bytes = response.bytes().await.map_err(transport)?;
+    if status.is_success() {
+        let text: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+        let body = serde_json::from_slice(text)
+            .map_err(|e| ClientError::Unexpected(format!("{status}: {e}")))?;
+        return Ok(Answer::Done { status, body });
+    }
+    let problem = serde_json::from_slice::<Problem>(&bytes).map_err(|e| {
+        ClientError::Unexpected(format!("{status} without a problem document: {e}"))
+    })?;
+    Ok(Answer::Refused {
+        status,
+        problem,
+        retry_after,
+    })
+}

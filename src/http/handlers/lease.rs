@@ -1,0 +1,91 @@
+//! What every kind of lease's handlers share: checking an acquire body against the limits,
+//! running the acquire, and answering a grant so that it is withdrawn if the client is gone
+//! before the answer is written.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+
+use crate::http::AppState;
+use crate::http::delivery::DeliveredOnRead;
+use crate::http::dto::{AcquireBody, LockGrantBody};
+use crate::http::problem::ApiError;
+use crate::lock::{AcquireRequest, Grant, IdempotencyKey, LockName, LockService, Primitive};
+
+/// A lease granted by [`acquiring`], with what the handler needs next.
+#[derive(Debug)]
+pub struct Acquired<P: Primitive> {
+    pub grant: Grant<P>,
+    pub request: AcquireRequest,
+    pub name: LockName,
+    pub service: Arc<LockService>,
+}
+
+/// Checks `body` against the limits, then (in the returned future) acquires a lease of
+/// `primitive` on `name`.
+///
+/// Not an `async fn`, and neither are the handlers that call it: a waiting request keeps its
+/// handler's future for the whole wait, and an `async fn` keeps its arguments twice (as
+/// arguments and again as locals) where an `async move` block keeps what it captures once,
+/// and need not capture the body at all.
+pub fn acquiring<P: Primitive>(
+    app: &AppState,
+    primitive: P,
+    name: LockName,
+    key: Option<IdempotencyKey>,
+    body: &AcquireBody,
+) -> impl Future<Output = Result<Acquired<P>, ApiError>> + Send + use<P> {
+    let request = app
+        .service
+        .limits()
+        .acquire(body.ttl_ms, body.wait_ms, body.replicas())
+        .map_err(ApiError::from);
+    let service = app.service.clone();
+    async move {
+        let request = request?;
+        let grant = service
+            .acquire_lease(&primitive, &name, &request, key.as_ref())
+            .await?;
+        Ok(Acquired {
+            grant,
+            request,
+            name,
+            service,
+        })
+    }
+}
+
+/// 201 (or 200 for a replay) with the grant.
+pub fn grant_response<P: Primitive>(
+    name: &LockName,
+    grant: Grant<P>,
+) -> Result<Response, ApiError> {
+    let json = serde_json::to_vec(&LockGrantBody::new(name, &grant))
+        .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
+    let status = if grant.replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    // The body keeps the grant's guard: if the client is gone before the answer is written,
+    // the lock is released rather than left held by nobody.
+    let mut response = Response::new(Body::new(DeliveredOnRead::new(json.into(), grant.guard)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if !grant.replayed {
+        headers.insert(header::LOCATION, location(name));
+    }
+    Ok(response)
+}
+
+fn location(name: &LockName) -> HeaderValue {
+    // The name alphabet is a subset of what a header value and a URL path may hold as is.
+    HeaderValue::try_from(format!("/locks/{name}"))
+        .unwrap_or_else(|_| HeaderValue::from_static("/locks"))
+}

@@ -1,0 +1,9 @@
+//! The handlers: thin adapters from HTTP to the lease engine (`crate::lock`). Each reads its
+//! input with the extractors of `super::extract`, calls the service, and answers a DTO of
+//! `super::dto` or a problem document (`super::problem`).
+
+pub mod health;
+pub mod hold;
+pub mod lease;
+pub mod locks;
+pub mod metrics;

@@ -1,0 +1,260 @@
+//! Acquiring a lease: one attempt, or a wait in line for the name (see [`super::service`]
+//! for what a waiting request does and costs). Split from `service.rs` so that the engine's
+//! struct, renew, release and inspect read on one screen, apart from the waiting loop.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::LockName;
+use super::error::LockError;
+use super::exclusive::Exclusive;
+use super::guard::GrantGuard;
+use super::primitive::Primitive;
+use super::request::AcquireRequest;
+use super::service::{Grant, LockService, check_replicas, validity};
+use super::token::{IdempotencyKey, LockToken, TokenStem};
+use super::wait::{Handoff, TooManyWaiters};
+use crate::backend::{AcquireOutcome, BackendError, Claim};
+
+/// When the holder's lease has no expiry (a key written by another client), tell waiters to come
+/// back after this long.
+const RETRY_AFTER_UNKNOWN_EXPIRY: Duration = Duration::from_secs(1);
+/// A waiter never sleeps less than this before looking again: a lock with under a millisecond
+/// left reports a ttl of 0.
+const MIN_RECHECK: Duration = Duration::from_millis(1);
+/// A waiter whose attempt met a transient backend error tries again after this, doubling up to
+/// [`MAX_BACKEND_RETRY`], until its deadline: a failover or restart should not end a wait the
+/// client was willing to make.
+const MIN_BACKEND_RETRY: Duration = Duration::from_millis(50);
+const MAX_BACKEND_RETRY: Duration = Duration::from_secs(1);
+/// Where the backend does not announce releases made by its other clients (a Redis without
+/// keyspace notifications), the head of a line looks again this often while it waits: a lock
+/// released by, say, redis-py is noticed within this plus a round trip, at the cost of one
+/// short script (GET, PTTL) per name with waiters, 20 per second.
+const FOREIGN_RELEASE_RECHECK: Duration = Duration::from_millis(50);
+
+/// One try at the backend.
+enum Attempt<P: Primitive> {
+    Granted(Grant<P>),
+    Held { retry_after: Duration },
+}
+
+impl LockService {
+    /// Takes the lock, waiting up to `request.wait` for it.
+    pub async fn acquire(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> Result<Grant, LockError> {
+        self.acquire_lease(&Exclusive, name, request, idempotency_key)
+            .await
+    }
+
+    /// Takes a lease of `primitive`, waiting up to `request.wait` for it. With an idempotency
+    /// key the stem is derived from (name, key), so a retry of a request whose response was
+    /// lost finds its own grant.
+    pub async fn acquire_lease<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+        request: &AcquireRequest,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> Result<Grant<P>, LockError> {
+        let derived =
+            idempotency_key.map(|key| TokenStem::derive(&self.secret, name.as_str(), key));
+        // Requests already waiting here go first: a newcomer does not overtake them.
+        if request.wait.is_zero() || !self.waiters.has_line(P::KIND, name.as_str()) {
+            // Boxed here and below: a waiting request keeps its future alive for the whole wait,
+            // and the attempt (a backend round trip) is most of its size.
+            let then_wait = !request.wait.is_zero();
+            let attempt = self.attempt(primitive, name, derived.as_ref(), request, then_wait);
+            match Box::pin(attempt).await {
+                Ok(Attempt::Granted(grant)) => return Ok(grant),
+                Ok(Attempt::Held { retry_after }) if request.wait.is_zero() => {
+                    return Err(LockError::Held { retry_after });
+                }
+                Err(err) if request.wait.is_zero() || !err.is_transient() => return Err(err),
+                // Held, or the backend stumbled: wait in line.
+                Ok(Attempt::Held { .. }) | Err(_) => {}
+            }
+        }
+        self.wait_for(primitive, name, derived.as_ref(), request)
+            .await
+    }
+
+    /// Waits in line for `name` until the lock is granted or `request.wait` has passed.
+    async fn wait_for<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+        derived: Option<&TokenStem>,
+        request: &AcquireRequest,
+    ) -> Result<Grant<P>, LockError> {
+        let deadline = Instant::now() + request.wait;
+        let ticket = self
+            .waiters
+            .join(P::KIND, name.as_str())
+            .map_err(|TooManyWaiters| LockError::TooManyWaiters)?;
+        tokio::select! {
+            () = ticket.turn() => {}
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(LockError::Held { retry_after: RETRY_AFTER_UNKNOWN_EXPIRY });
+            }
+            () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
+        }
+        // Boxed: subscribing happens once per wait, and inline it would be the largest part
+        // of the future every waiting request keeps.
+        let mut releases =
+            Box::pin(ticket.releases(|| primitive.watch_releases(&self.backend, name))).await;
+        let mut wake_at = None;
+        let mut backend_retry = MIN_BACKEND_RETRY;
+        if let Some(handoff) = ticket.take_handoff() {
+            releases = handoff.releases;
+            wake_at = Some(handoff.held_until);
+        }
+        loop {
+            if let Some(mut at) = wake_at {
+                if !primitive.sees_every_release(&self.backend) {
+                    at = at.min(Instant::now() + FOREIGN_RELEASE_RECHECK);
+                }
+                tokio::select! {
+                    () = next_release(&mut releases) => {}
+                    () = tokio::time::sleep_until(at.min(deadline)) => {}
+                    () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
+                }
+            }
+            // From here on, a release shows up as a change: none can slip between this attempt
+            // and the next wait.
+            releases.borrow_and_update();
+            match Box::pin(self.attempt(primitive, name, derived, request, true)).await {
+                Ok(Attempt::Granted(grant)) => {
+                    ticket.hand_off(Handoff {
+                        releases,
+                        held_until: grant.validity.until(),
+                    });
+                    return Ok(grant);
+                }
+                Ok(Attempt::Held { retry_after }) => {
+                    if Instant::now() >= deadline {
+                        return Err(LockError::Held { retry_after });
+                    }
+                    backend_retry = MIN_BACKEND_RETRY;
+                    wake_at = Some(Instant::now() + retry_after.max(MIN_RECHECK));
+                }
+                Err(err) if err.is_transient() && Instant::now() < deadline => {
+                    tracing::debug!(lock = %name, error = %err, "waiting through a backend error");
+                    wake_at = Some(Instant::now() + backend_retry);
+                    backend_retry = (backend_retry * 2).min(MAX_BACKEND_RETRY);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// The stem and claim of one attempt: a fresh random stem, or the idempotency key's stem
+    /// with a fresh claim.
+    fn attempt_stem(derived: Option<&TokenStem>) -> Result<(TokenStem, Option<Claim>), LockError> {
+        let random_failed = |e: getrandom::Error| {
+            LockError::BackendUnavailable(BackendError::Unavailable(format!(
+                "os random generator: {e}"
+            )))
+        };
+        match derived {
+            Some(stem) => Ok((
+                stem.clone(),
+                Some(Claim(getrandom::u64().map_err(random_failed)?)),
+            )),
+            None => Ok((TokenStem::random().map_err(random_failed)?, None)),
+        }
+    }
+
+    /// One try: the grant, or how long until the holder's lease ends. When another attempt
+    /// may follow (`retry_may_follow`), a failed attempt withdraws its possible grant before it
+    /// returns; otherwise the withdrawal goes on in the background while the client gets its
+    /// answer (it can only ever match this attempt's grant).
+    async fn attempt<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+        derived: Option<&TokenStem>,
+        request: &AcquireRequest,
+        retry_may_follow: bool,
+    ) -> Result<Attempt<P>, LockError> {
+        let (stem, claim) = Self::attempt_stem(derived)?;
+        // Armed before the script is sent: if this future is dropped mid-flight (the client
+        // hung up) the guard withdraws whatever may have been granted.
+        let guard = GrantGuard::new(
+            self.backend.clone(),
+            primitive.clone(),
+            name.clone(),
+            stem.clone(),
+            claim,
+        );
+        let started = Instant::now();
+        let sent = primitive
+            .acquire(
+                &self.backend,
+                name,
+                stem.expose(),
+                request.ttl,
+                request.replicas.ack(),
+                claim,
+            )
+            .await;
+        let outcome = match sent {
+            Ok(outcome) => outcome,
+            Err(err @ (BackendError::WaitPoolExhausted(_) | BackendError::Config(_))) => {
+                // Nothing was sent.
+                guard.disarm();
+                return Err(err.into());
+            }
+            Err(err) => {
+                // The script may have run and granted the lock: withdraw it (dropping the armed
+                // guard does so in the background).
+                if retry_may_follow && let Err(withdraw_error) = guard.withdraw().await {
+                    tracing::warn!(lock = %name, error = %withdraw_error, "could not withdraw an attempt that got no answer; it expires at its ttl");
+                }
+                return Err(err.into());
+            }
+        };
+        let (lease, replayed) = match outcome {
+            AcquireOutcome::Granted(lease) => (lease, false),
+            AcquireOutcome::AlreadyHeld(lease) => (lease, true),
+            AcquireOutcome::Held { ttl } => {
+                guard.disarm();
+                return Ok(Attempt::Held {
+                    retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
+                });
+            }
+        };
+        let check =
+            check_replicas(&request.replicas, &lease).and_then(|()| validity(started, &lease));
+        match check {
+            Ok(validity) => Ok(Attempt::Granted(Grant {
+                token: LockToken::issued(&stem, lease.fence),
+                fence: lease.fence,
+                validity,
+                replicas_acked: lease.replicas_acked,
+                replayed,
+                guard,
+            })),
+            Err(err) => {
+                if let Err(withdraw_error) = guard.withdraw().await {
+                    tracing::warn!(lock = %name, error = %withdraw_error, "could not release a refused grant; it expires at its ttl");
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Resolves at the next change of a release feed; never, if the feed has ended (waiters then
+/// rely on the holder's ttl).
+async fn next_release(releases: &mut watch::Receiver<()>) {
+    if releases.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}

@@ -1,0 +1,77 @@
+//! [`Exclusive`]: the lock. At most one grant per name at a time; its operations are the
+//! backend's [`LockBackend`] contract as it is.
+
+use std::time::Duration;
+
+use super::LockName;
+use super::primitive::Primitive;
+use crate::backend::{
+    AcquireOutcome, Backend, BackendError, Claim, Inspection, LockBackend, ReleaseFeed,
+    ReleaseOutcome, RenewOutcome, ReplicaAck,
+};
+
+/// The exclusive lock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Exclusive;
+
+impl Primitive for Exclusive {
+    const KIND: &'static str = "lock";
+
+    async fn acquire(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        stem: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        backend.acquire(name.as_str(), stem, ttl, ack, claim).await
+    }
+
+    async fn renew(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        backend.renew(name.as_str(), token, ttl, ack).await
+    }
+
+    async fn release(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        backend.release(name.as_str(), token).await
+    }
+
+    async fn withdraw(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        backend.withdraw(name.as_str(), stem, claim).await
+    }
+
+    async fn inspect(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+    ) -> Result<Option<Inspection>, BackendError> {
+        backend.inspect(name.as_str()).await
+    }
+
+    async fn watch_releases(&self, backend: &Backend, name: &LockName) -> ReleaseFeed {
+        backend.watch_releases(name.as_str()).await
+    }
+
+    fn sees_every_release(&self, backend: &Backend) -> bool {
+        backend.sees_every_release()
+    }
+}

@@ -1,0 +1,153 @@
+//! The hold watchdog: a lease that lives as long as its holder (a hold stream, whose client
+//! keeps the HTTP response open) and is renewed from the gateway meanwhile.
+//!
+//! [`Hold`] renews every third of the ttl, as Redisson's watchdog does: two renewals can fail
+//! before the lease runs out. A renewal that is refused (the lease expired or is someone
+//! else's) ends the hold as [`HoldEvent::Lost`]; one that cannot get through is retried until
+//! the validity it was given runs out, and then the hold is lost too. At shutdown the hold
+//! withdraws its grant and ends as [`HoldEvent::Released`]. Dropping a hold (its holder went
+//! away) drops its grant's guard, which withdraws the grant at once.
+//!
+//! Generic over the [`Primitive`]: whatever kind of lease is held, the watchdog is this one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::error::LockError;
+use super::guard::GrantGuard;
+use super::primitive::Primitive;
+use super::request::RenewRequest;
+use super::service::{Grant, LockService, Renewal};
+use super::{LockName, LockToken, Validity};
+
+/// After a renewal that could not get through, try again this often (or sooner, if the ttl is
+/// short), for as long as the lease lasts.
+const RETRY_RENEWAL_EVERY: Duration = Duration::from_secs(1);
+
+/// Renew at a third of the ttl: two renewals can fail before the lease runs out.
+pub fn renewal_interval(ttl: Duration) -> Duration {
+    (ttl / 3).max(Duration::from_millis(1))
+}
+
+/// What happened to a held lease.
+#[derive(Debug)]
+pub enum HoldEvent {
+    /// The watchdog renewed the lease.
+    Renewed(Renewal),
+    /// The lease is no longer held; the hold is over.
+    Lost(LostReason),
+    /// The gateway is shutting down and withdrew the lease; the hold is over.
+    Released,
+}
+
+/// Why a hold was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostReason {
+    /// The lease ran out before a renewal.
+    NotHeld,
+    /// Someone else holds it now.
+    NotOwner,
+    /// Renewals could not reach the backend before the lease ended.
+    Expired,
+}
+
+impl LostReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotHeld => "not-held",
+            Self::NotOwner => "not-owner",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+/// A held lease and its watchdog.
+#[derive(Debug)]
+pub struct Hold<P: Primitive> {
+    service: Arc<LockService>,
+    primitive: P,
+    shutdown: CancellationToken,
+    name: LockName,
+    token: LockToken,
+    renewals: RenewRequest,
+    /// Withdraws the grant when the hold is dropped (its holder went away).
+    guard: GrantGuard<P>,
+    validity: Validity,
+    next_renewal: Instant,
+}
+
+impl<P: Primitive> Hold<P> {
+    /// Starts watching `grant` (of `primitive` on `name`), renewing it with `renewals`.
+    pub fn new(
+        service: Arc<LockService>,
+        primitive: P,
+        name: LockName,
+        grant: Grant<P>,
+        renewals: RenewRequest,
+    ) -> Self {
+        Self {
+            shutdown: service.shutdown_token(),
+            service,
+            primitive,
+            name,
+            token: grant.token,
+            renewals,
+            guard: grant.guard,
+            validity: grant.validity,
+            next_renewal: Instant::now() + renewal_interval(renewals.ttl),
+        }
+    }
+
+    pub fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    /// Waits for the next renewal (or shutdown) and says what happened; the hold goes on
+    /// (`Some`) after a renewal only.
+    pub async fn next(mut self) -> (HoldEvent, Option<Self>) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(self.next_renewal) => {}
+                () = self.shutdown.cancelled() => {
+                    let name = self.name.clone();
+                    if let Err(err) = Box::pin(self.guard.withdraw()).await {
+                        tracing::warn!(lock = %name, kind = P::KIND, error = %err, "could not release a held lease at shutdown; it expires at its ttl");
+                    }
+                    return (HoldEvent::Released, None);
+                }
+            }
+            // Boxed, as the withdrawal above: a renewal's future is several KiB, and inline it
+            // would size the state every open hold keeps between renewals.
+            let renewal =
+                self.service
+                    .renew_lease(&self.primitive, &self.name, &self.token, &self.renewals);
+            match Box::pin(renewal).await {
+                Ok(renewal) => {
+                    self.validity = renewal.validity;
+                    self.next_renewal = Instant::now() + renewal_interval(self.renewals.ttl);
+                    return (HoldEvent::Renewed(renewal), Some(self));
+                }
+                Err(LockError::NotHeld) => return self.lost(LostReason::NotHeld),
+                Err(LockError::NotOwner) => return self.lost(LostReason::NotOwner),
+                Err(err) => {
+                    let now = Instant::now();
+                    if self.validity.remaining(now).is_zero() {
+                        return self.lost(LostReason::Expired);
+                    }
+                    tracing::warn!(lock = %self.name, kind = P::KIND, error = %err, "hold renewal failed; retrying");
+                    let retry = RETRY_RENEWAL_EVERY.min(renewal_interval(self.renewals.ttl));
+                    self.next_renewal = (now + retry).min(self.validity.until());
+                }
+            }
+        }
+    }
+
+    fn lost(self, reason: LostReason) -> (HoldEvent, Option<Self>) {
+        tracing::info!(lock = %self.name, kind = P::KIND, reason = reason.as_str(), "a hold lost its lease");
+        // The guard still withdraws on drop: harmless if the lease is gone.
+        (HoldEvent::Lost(reason), None)
+    }
+}

@@ -1,0 +1,82 @@
+//! [`Primitive`]: what one kind of lease does on the backend.
+//!
+//! The lease engine ([`super::service::LockService`]) owns everything every kind of lease has
+//! in common: token stems and idempotency claims, validity accounting, replica requirements,
+//! withdrawal of undelivered grants, waiting in line without polling, renewal, and the hold
+//! stream's watchdog ([`super::hold`]). A primitive only says how its grants are taken,
+//! renewed, released, withdrawn and inspected on the backend, and how releases are announced
+//! to waiters. It is a value: a primitive with parameters (a semaphore's number of permits)
+//! carries them, and the engine hands it back to every operation of the same request.
+//!
+//! The exclusive lock ([`super::exclusive::Exclusive`]) is the first. Adding one is a type
+//! implementing this trait (with the backend operations it needs), and its routes in `http`.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::LockName;
+use crate::backend::{
+    AcquireOutcome, Backend, BackendError, Claim, Inspection, ReleaseFeed, ReleaseOutcome,
+    RenewOutcome, ReplicaAck,
+};
+
+/// One kind of lease, as the backend keeps it.
+pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
+    /// What the lease is called in logs and waiting lines (`lock`).
+    const KIND: &'static str;
+
+    /// Takes a grant for `stem` if one is free (see `LockBackend::acquire`).
+    fn acquire(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        stem: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
+    ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
+
+    /// Extends the grant `token` holds.
+    fn renew(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> impl Future<Output = Result<RenewOutcome, BackendError>> + Send;
+
+    /// Ends the grant `token` holds.
+    fn release(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        token: &str,
+    ) -> impl Future<Output = Result<ReleaseOutcome, BackendError>> + Send;
+
+    /// Ends the grant of `stem` (and `claim`) that may have been made but was not delivered.
+    fn withdraw(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+
+    /// What anyone may see of the grant on `name`.
+    fn inspect(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+    ) -> impl Future<Output = Result<Option<Inspection>, BackendError>> + Send;
+
+    /// Announcements of releases of `name`, for waiters.
+    fn watch_releases(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+    ) -> impl Future<Output = ReleaseFeed> + Send;
+
+    /// Whether every release of `name` is announced (else waiters look again now and then).
+    fn sees_every_release(&self, backend: &Backend) -> bool;
+}

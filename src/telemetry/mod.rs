@@ -1,0 +1,13 @@
+//! Telemetry: Prometheus metrics with typed labels ([`metrics`]), the operations they count
+//! ([`operation`]), and log output ([`logging`]).
+//!
+//! Below everything else: `lock` and `backend` record through [`Metrics`] without knowing the
+//! exposition format, and `http` renders it at `/metrics`. Nothing here knows about locks,
+//! Redis or HTTP beyond the names of the API's operations.
+
+pub mod logging;
+pub mod metrics;
+pub mod operation;
+
+pub use self::metrics::{BackendErrorKind, Gauges, Metrics, RedisCall};
+pub use self::operation::Operation;

@@ -1,0 +1,100 @@
+//! What protects the gateway: the concurrency limit, the request timeout, and requests larger
+//! than the HTTP server's first read.
+
+use std::time::Duration;
+
+use lockgate::config::BackendChoice;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::gateway::{Gateway, config};
+use crate::support::{assert_problem, eventually, status_json};
+
+/// Beyond the concurrency limit requests answer 503 `overloaded` with Retry-After (probes
+/// still answer); a client that sends its head and then stalls holds a slot only until the
+/// request timeout.
+#[tokio::test]
+async fn the_concurrency_limit_and_the_request_timeout_protect_the_gateway() {
+    let mut config = config(BackendChoice::Memory);
+    config.limits.max_waiters = 2;
+    config.max_concurrent_requests = 3;
+    config.request_timeout = Duration::from_millis(1500);
+    let gw = Gateway::start(config).await;
+    let addr = gw.url("").trim_start_matches("http://").to_owned();
+    // Three clients announce a body and never send it: each holds a slot.
+    let mut stalled = Vec::new();
+    for i in 0..3 {
+        let mut stream = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        let head =
+            format!("POST /locks/stall:{i} HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{{");
+        stream.write_all(head.as_bytes()).await.expect("write head");
+        stalled.push(stream);
+    }
+    let (status, body) = eventually(Duration::from_secs(1), "the limit is reached", || async {
+        let response = gw.inspect("free").await;
+        let retry_after = response.headers().get("retry-after").cloned();
+        let (status, body) = status_json(response).await;
+        (status == 503).then(|| {
+            assert!(retry_after.is_some(), "{body}");
+            (status, body)
+        })
+    })
+    .await;
+    assert_problem(status, &body, 503, "overloaded");
+    assert_eq!(
+        gw.http
+            .get(gw.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    // The stalled requests time out and give their slots back.
+    for stream in &mut stalled {
+        let mut answer = vec![0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+            .await
+            .expect("an answer within the request timeout")
+            .expect("read");
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains("/problems/timeout"), "{answer}");
+    }
+    assert_eq!(gw.inspect("free").await.status(), 404);
+}
+
+/// hyper reads a connection into a 1 KiB buffer at first (vendor/hyper/LOCKGATE.md). Larger
+/// heads and bodies, and several requests pipelined in one write, are still read whole.
+#[tokio::test]
+async fn requests_larger_than_the_first_read_buffer_are_read_whole() {
+    let gw = Gateway::start(config(BackendChoice::Memory)).await;
+    let addr = gw.url("").trim_start_matches("http://").to_owned();
+    let body = format!(r#"{{"ttl_ms": 60000}}{}"#, " ".repeat(3000));
+    let acquire = format!(
+        "POST /locks/large:head HTTP/1.1\r\nhost: x\r\nx-padding: {}\r\ncontent-length: {}\r\n\r\n{body}",
+        "p".repeat(6000),
+        body.len()
+    );
+    let inspect = "GET /locks/large:head HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    stream
+        .write_all(format!("{acquire}{inspect}").as_bytes())
+        .await
+        .expect("write both requests at once");
+    let mut answers = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answers))
+        .await
+        .expect("both answers, then the connection closes")
+        .expect("read");
+    let answers = String::from_utf8_lossy(&answers);
+    let statuses: Vec<&str> = answers
+        .match_indices("HTTP/1.1 ")
+        .map(|(at, _)| &answers[at + 9..at + 12])
+        .collect();
+    assert_eq!(statuses, ["201", "200"], "{answers}");
+    assert!(answers.contains(r#""held":true"#), "{answers}");
+}

@@ -1,0 +1,147 @@
+//! The Prometheus metrics change as operations happen.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::gateway::{Gateway, redis_config};
+use crate::support::redis::RedisServer;
+use crate::support::{Lines, eventually, status_json, token};
+
+/// The metrics as a map from series (name and labels) to value.
+async fn scrape(gw: &Gateway) -> HashMap<String, f64> {
+    let text = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            Some((series.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn requests(metrics: &HashMap<String, f64>, operation: &str, outcome: &str) -> f64 {
+    let series =
+        format!("lockgate_requests_total{{operation=\"{operation}\",outcome=\"{outcome}\"}}");
+    metrics.get(&series).copied().unwrap_or(0.0)
+}
+
+/// Metrics follow the operations: requests by operation and outcome, latency histograms,
+/// Redis round trips, waiters, hold streams and backend errors; no lock name or token in them.
+#[tokio::test]
+async fn metrics_change_as_operations_happen() {
+    let mut redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let before = scrape(&gw).await;
+    assert_eq!(requests(&before, "acquire", "acquired"), 0.0);
+
+    let (status, grant) = status_json(gw.acquire("metered:1", None).await).await;
+    assert_eq!(status, 201);
+    let holder = token(&grant);
+    assert_eq!(gw.acquire("metered:1", None).await.status(), 409);
+    let (_, other) = status_json(gw.acquire("metered:2", None).await).await;
+    assert_eq!(gw.release("metered:1", &token(&other)).await.status(), 409);
+    assert_eq!(
+        gw.renew("metered:1", &holder, json!({"ttl_ms": 10000}))
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(gw.inspect("metered:1").await.status(), 200);
+    assert_eq!(gw.release("metered:1", &holder).await.status(), 204);
+    assert_eq!(gw.release("metered:1", &holder).await.status(), 404);
+
+    let after = scrape(&gw).await;
+    for (operation, outcome, count) in [
+        ("acquire", "acquired", 2.0),
+        ("acquire", "held", 1.0),
+        ("release", "not-owner", 1.0),
+        ("renew", "renewed", 1.0),
+        ("inspect", "inspected", 1.0),
+        ("release", "released", 1.0),
+        ("release", "not-held", 1.0),
+    ] {
+        assert_eq!(
+            requests(&after, operation, outcome),
+            count,
+            "{operation} {outcome}"
+        );
+    }
+    assert_eq!(
+        after["lockgate_request_duration_seconds_count{operation=\"acquire\"}"],
+        3.0
+    );
+    // Scripts, or native commands where the server has them (Valkey: release and renew).
+    let round_trips = |call: &str| {
+        after
+            .get(&format!(
+                "lockgate_redis_roundtrip_seconds_count{{call=\"{call}\"}}"
+            ))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    assert!(round_trips("script") + round_trips("command") >= 8.0);
+    assert_eq!(after["lockgate_waiters"], 0.0);
+    assert_eq!(after["lockgate_hold_streams"], 0.0);
+
+    // A waiter and a hold stream show in the gauges while they last.
+    let (_, blocker) = status_json(gw.acquire("metered:2b", None).await).await;
+    let waiter = {
+        let http = gw.http.clone();
+        let url = gw.url("/locks/metered:2b");
+        tokio::spawn(async move { http.post(url).json(&json!({"wait_ms": 10000})).send().await })
+    };
+    let stream = gw
+        .http
+        .post(gw.url("/locks/metered:3/hold"))
+        .send()
+        .await
+        .expect("hold");
+    let mut lines = Lines::new(stream);
+    assert_eq!(lines.next().await.expect("acquired")["event"], "acquired");
+    eventually(
+        Duration::from_secs(5),
+        "the gauges count the waiter and the stream",
+        || async {
+            let now = scrape(&gw).await;
+            (now["lockgate_waiters"] == 1.0 && now["lockgate_hold_streams"] == 1.0).then_some(())
+        },
+    )
+    .await;
+    drop(lines);
+    assert_eq!(
+        gw.release("metered:2b", &token(&blocker)).await.status(),
+        204
+    );
+    assert_eq!(waiter.await.expect("join").expect("waiter").status(), 201);
+    eventually(Duration::from_secs(5), "the gauges fall back", || async {
+        let now = scrape(&gw).await;
+        (now["lockgate_waiters"] == 0.0 && now["lockgate_hold_streams"] == 0.0).then_some(())
+    })
+    .await;
+
+    // Backend errors are counted.
+    redis.stop();
+    assert_eq!(gw.acquire("metered:4", None).await.status(), 503);
+    let down = scrape(&gw).await;
+    let errors: f64 = down
+        .iter()
+        .filter(|(series, _)| series.starts_with("lockgate_backend_errors_total"))
+        .map(|(_, value)| value)
+        .sum();
+    assert!(errors >= 1.0, "{down:?}");
+    assert!(requests(&down, "acquire", "backend-unavailable") >= 1.0);
+    for series in down.keys() {
+        assert!(!series.contains("metered"), "a lock name in {series}");
+        assert!(!series.contains(&holder), "a token in {series}");
+    }
+}

@@ -1,0 +1,111 @@
+//! Graceful shutdown of the real binary: in-flight requests finish, readiness fails first,
+//! hold streams are released.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::process::ServerProcess;
+use crate::support::proxy::LatencyProxy;
+use crate::support::redis::RedisServer;
+use crate::support::{Lines, assert_problem, eventually, key_exists, status_json};
+
+/// SIGTERM while a request is in flight (Redis answers slowly): the request completes, then
+/// the process exits 0.
+#[tokio::test]
+async fn sigterm_lets_an_in_flight_request_finish() {
+    let redis = RedisServer::start();
+    let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
+    let mut server =
+        ServerProcess::start(&["--redis-url", &proxy.url(), "--redis-timeout", "5s"], &[]).await;
+    let http = crate::support::http_client();
+    // Connected and scripts loaded before Redis slows down.
+    let warm = http.post(server.url("/locks/warm")).send().await.unwrap();
+    assert_eq!(warm.status(), 201);
+    proxy.set_delay(Duration::from_millis(1500));
+    let slow = tokio::spawn({
+        let (http, url) = (http.clone(), server.url("/locks/slow"));
+        async move { http.post(url).send().await }
+    });
+    eventually(
+        Duration::from_secs(2),
+        "the slow request is in flight",
+        || async {
+            let metrics = http
+                .get(server.url("/metrics"))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            metrics
+                .contains("lockgate_in_flight_requests 1\n")
+                .then_some(())
+        },
+    )
+    .await;
+    server.signal("TERM");
+    let response = slow
+        .await
+        .expect("join")
+        .expect("the slow request is answered");
+    assert_eq!(response.status(), 201);
+    let status = server.exit_within(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "{}", server.logs());
+}
+
+/// After SIGTERM readiness answers 503 at once while requests are still served for the
+/// shutdown delay; then the process exits 0.
+#[tokio::test]
+async fn readiness_fails_first_on_sigterm() {
+    let mut server = ServerProcess::start(&["--dev", "--shutdown-delay", "1500ms"], &[]).await;
+    let http = crate::support::http_client();
+    assert_eq!(
+        http.get(server.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    server.signal("TERM");
+    let (status, body) = eventually(Duration::from_secs(1), "readiness fails", || async {
+        let (status, body) = status_json(http.get(server.url("/readyz")).send().await.ok()?).await;
+        (status == 503).then_some((status, body))
+    })
+    .await;
+    assert_problem(status, &body, 503, "shutting-down");
+    let acquired = http.post(server.url("/locks/late")).send().await.unwrap();
+    assert_eq!(acquired.status(), 201, "still serving during the delay");
+    let status = server.exit_within(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "{}", server.logs());
+}
+
+/// SIGTERM with an open hold stream: the stream ends with `released` and the lock is gone
+/// from Redis; the process exits 0.
+#[tokio::test]
+async fn sigterm_releases_hold_streams() {
+    let redis = RedisServer::start();
+    let conn = redis.conn().await;
+    let mut server = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
+    let http = crate::support::http_client();
+    let response = http
+        .post(server.url("/locks/held:1/hold"))
+        .json(&json!({"ttl_ms": 60000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut lines = Lines::new(response);
+    assert_eq!(lines.next().await.expect("acquired")["event"], "acquired");
+    assert!(key_exists(&conn, "lockgate:{held:1}").await);
+    server.signal("TERM");
+    let last = lines.next().await.expect("a last event");
+    assert_eq!(last["event"], "released", "{last}");
+    assert_eq!(last["reason"], "shutdown", "{last}");
+    assert!(lines.next().await.is_none(), "the stream ends");
+    assert!(!key_exists(&conn, "lockgate:{held:1}").await);
+    let status = server.exit_within(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "{}", server.logs());
+}
