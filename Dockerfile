@@ -7,8 +7,6 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 # Cargo needs every target the manifest names (the integration tests, the examples).
 COPY Cargo.toml Cargo.lock ./
-# hyper is patched in from here ([patch.crates-io] in Cargo.toml).
-COPY vendor ./vendor
 COPY src ./src
 COPY tests ./tests
 COPY examples ./examples

@@ -50,7 +50,7 @@ echo "hadolint Dockerfile"
 "$TOOLS/venv/bin/hadolint" Dockerfile
 
 # No Docker engine here to build the image: check at least that the files the build stage
-# copies are all Cargo needs to resolve the package (a path it lacks, such as vendor/, fails).
+# copies are all Cargo needs to resolve the package (a path it lacks fails).
 echo "the Dockerfile's build context resolves (cargo metadata --locked --offline)"
 # The check runs offline, against Cargo's cache: fill it first with every crate Cargo.lock
 # names, for every platform (a build only fetches this one's).

@@ -65,7 +65,7 @@ async fn the_concurrency_limit_and_the_request_timeout_protect_the_gateway() {
     assert_eq!(gw.inspect("free").await.status(), 404);
 }
 
-/// hyper reads a connection into a 1 KiB buffer at first (vendor/hyper/LOCKGATE.md). Larger
+/// hyper reads a connection into an 8 KiB buffer at first, growing it as reads fill it. Larger
 /// heads and bodies, and several requests pipelined in one write, are still read whole.
 #[tokio::test]
 async fn requests_larger_than_the_first_read_buffer_are_read_whole() {

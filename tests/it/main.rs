@@ -15,7 +15,6 @@
 //! * `limits`: the concurrency limit, the request timeout, large requests.
 //! * `shutdown`: graceful shutdown of the real binary.
 //! * `operations`: request ids, logs, TLS to Redis.
-//! * `vendored`: the build uses the patched hyper in `vendor/hyper`.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -33,5 +32,4 @@ mod operations;
 mod redis_e2e;
 mod run_command;
 mod shutdown;
-mod vendored;
 mod waiting;
