@@ -27,7 +27,8 @@ done
 ulimit -n "$(( WAITERS * 2 > 4096 ? WAITERS * 2 : 4096 ))" 2>/dev/null || {
     echo "error: need $((WAITERS * 2)) file descriptors per process (ulimit -n)" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -44,8 +45,6 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --d
     --logfile "$WORK/redis.log" &
 PIDS+=($!)
 until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.05; done
-
-rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 
 # Starts build $1 on a free port; sets GW_PID and GW_PORT.
 start_gateway() {
@@ -108,21 +107,6 @@ for which in before after; do
     stop "$GW_PID"
 done
 
-# RSS of process $1 (port $2) once $WAITERS clients wait, arriving $3 at a time.
-rss_with_waiters() {
-    local pid=$1 port=$2 batch=$3 hold="$WORK/hold.$RANDOM" out="$WORK/waiters.$RANDOM"
-    mkfifo "$hold"
-    ./target/release/examples/waiters "127.0.0.1:$port" "$WAITERS" "$batch" <"$hold" >"$out" &
-    local load=$!
-    exec 3>"$hold"
-    until grep -q ready "$out" 2>/dev/null; do
-        kill -0 "$load" 2>/dev/null || { echo "error: the waiting clients failed: $(cat "$out")" >&2; exit 1; }
-        sleep 0.2
-    done
-    rss_mib "$pid"
-    exec 3>&-
-    wait "$load" || true
-}
 
 echo
 echo "RSS (MiB) with $WAITERS clients waiting, arriving 10 / 100 / 500 at a time"

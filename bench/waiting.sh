@@ -24,7 +24,8 @@ done
 ulimit -n "$(( WAITERS * 2 > 4096 ? WAITERS * 2 : 4096 ))" 2>/dev/null || {
     echo "error: need $((WAITERS * 2)) file descriptors per process (ulimit -n)" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 REDIS_PORT=$(free_port)
 WORK=$(mktemp -d)
 PIDS=()
@@ -52,23 +53,6 @@ start_gateway() {
     until curl -fs "http://127.0.0.1:$GW_PORT/readyz" >/dev/null 2>&1; do sleep 0.05; done
 }
 
-rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
-
-# RSS of process $1 (listening on port $2) once $WAITERS clients wait, arriving $3 at a time.
-rss_with_waiters() {
-    local pid=$1 port=$2 batch=$3 hold="$WORK/hold.$RANDOM" out="$WORK/waiters.$RANDOM"
-    mkfifo "$hold"
-    ./target/release/examples/waiters "127.0.0.1:$port" "$WAITERS" "$batch" <"$hold" >"$out" &
-    local load=$!
-    exec 3>"$hold"
-    until grep -q ready "$out" 2>/dev/null; do
-        kill -0 "$load" 2>/dev/null || { echo "error: the waiting clients failed: $(cat "$out")" >&2; exit 1; }
-        sleep 0.2
-    done
-    rss_mib "$pid"
-    exec 3>&-
-    wait "$load" || true
-}
 
 echo "machine: $(nproc) cores, $(uname -r); $(redis-server --version | cut -d' ' -f3); lockgate $(./target/release/lockgate --version | cut -d' ' -f2)"
 

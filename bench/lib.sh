@@ -1,0 +1,22 @@
+# Helpers shared by the benchmark scripts (sourced, not run).
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+
+# RSS of process $1 (listening on port $2) once $WAITERS clients wait, arriving $3 at a time
+# (examples/waiters; the process needs --max-waiters $WAITERS). Uses $WORK for its fifo.
+rss_with_waiters() {
+    local pid=$1 port=$2 batch=$3 hold="$WORK/hold.$RANDOM" out="$WORK/waiters.$RANDOM"
+    mkfifo "$hold"
+    ./target/release/examples/waiters "127.0.0.1:$port" "$WAITERS" "$batch" <"$hold" >"$out" &
+    local load=$!
+    exec 3>"$hold"
+    until grep -q ready "$out" 2>/dev/null; do
+        kill -0 "$load" 2>/dev/null || { echo "error: the waiting clients failed: $(cat "$out")" >&2; exit 1; }
+        sleep 0.2
+    done
+    rss_mib "$pid"
+    exec 3>&-
+    wait "$load" || true
+}
