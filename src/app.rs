@@ -128,6 +128,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
             max_concurrent_requests: config.max_concurrent_requests,
             request_timeout: config.request_timeout,
             max_wait: config.limits.max_wait,
+            max_header_bytes: config.max_header_bytes,
         },
     };
     let router = crate::http::router(service.clone(), options, metrics);
@@ -137,6 +138,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
         serve_options: ServeOptions {
             header_read_timeout: config.header_read_timeout,
             grace: config.shutdown_grace,
+            max_header_bytes: config.max_header_bytes,
         },
     })
 }
@@ -185,10 +187,29 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
     } else {
         "none"
     };
-    tracing::info!(listen = %config.listen, backend, auth, "lockgate serving");
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        listen = %config.listen,
+        backend,
+        auth,
+        "lockgate serving"
+    );
     for setting in &config.deprecated {
         tracing::warn!(setting, "this setting is no longer used and is ignored");
     }
+    // One line on whether the store answers, so that a wrong URL shows at startup rather than
+    // as the first failed request. The gateway serves either way (it keeps reconnecting).
+    let probe = service.clone();
+    tokio::spawn(async move {
+        match probe.ready().await {
+            Ok(()) => tracing::info!(backend, "backend reachable"),
+            Err(err) => tracing::warn!(
+                backend,
+                error = %err,
+                "cannot reach the backend yet; serving anyway: lock requests answer 503 backend-unavailable until it answers"
+            ),
+        }
+    });
     let delay = config.shutdown_delay;
     let shutdown = async move {
         shutdown_signal().await;

@@ -42,7 +42,7 @@ pub enum Answer<T> {
     /// A problem document.
     Refused {
         status: StatusCode,
-        problem: Problem,
+        problem: Box<Problem>,
         retry_after: Option<Duration>,
     },
 }
@@ -198,7 +198,7 @@ async fn answer<T: DeserializeOwned>(
     })?;
     Ok(Answer::Refused {
         status,
-        problem,
+        problem: Box::new(problem),
         retry_after,
     })
 }

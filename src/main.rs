@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use clap::error::ErrorKind;
 use lockgate::app::StartupError;
+use lockgate::config::flags::name_variables;
 use lockgate::config::{Cli, Command, Config};
 
 /// sysexits(3) EX_USAGE: the configuration is wrong.
@@ -20,13 +21,8 @@ fn main() -> ExitCode {
                     let _ = err.print();
                     ExitCode::SUCCESS
                 }
-                // clap's message spans several lines (usage, hints); keep the first.
-                _ => config_error(
-                    err.to_string()
-                        .lines()
-                        .next()
-                        .unwrap_or("invalid arguments"),
-                ),
+                // clap's whole message: the error, its hints and the usage line.
+                _ => config_error(&name_variables(err.render().to_string().trim_end())),
             };
         }
     };
@@ -49,7 +45,7 @@ fn main() -> ExitCode {
     }
     let config = match Config::from_args(cli.serve) {
         Ok(config) => config,
-        Err(err) => return config_error(&format!("error: {err}")),
+        Err(err) => return config_error(&name_variables(&format!("error: {err}"))),
     };
     let _logs =
         lockgate::telemetry::logging::init(config.log_format, std::io::stderr().is_terminal());
@@ -65,7 +61,9 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(lockgate::app::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(StartupError::Config(message)) => config_error(&format!("error: {message}")),
+        Err(StartupError::Config(message)) => {
+            config_error(&name_variables(&format!("error: {message}")))
+        }
         Err(err) => {
             eprintln!("error: {err}");
             ExitCode::FAILURE

@@ -59,7 +59,7 @@ pub struct HealthcheckArgs {
     pub ready: bool,
 
     /// How long to wait for the answer.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = duration)]
     pub timeout: Duration,
 }
 
@@ -71,11 +71,11 @@ pub struct RunArgs {
     pub gateway: String,
 
     /// Lease length, renewed every third of it while the command runs.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = duration)]
     pub ttl: Duration,
 
     /// How long to wait for the lock; 0 tries once. Without it, waits as long as it takes.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = duration)]
     pub wait: Option<Duration>,
 
     /// API key for a gateway that requires one (sent as `Authorization: Bearer`). Prefer the
@@ -84,7 +84,7 @@ pub struct RunArgs {
     pub api_key: Option<Secret>,
 
     /// After losing the lock, how long the command has to exit after SIGTERM before SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = duration)]
     pub kill_after: Duration,
 
     /// The lock's name.
@@ -157,7 +157,7 @@ pub struct ServeArgs {
 
     /// Redlock: how long each node may take to answer. A node that is down or slow costs at
     /// most this, not the whole request.
-    #[arg(long, env = "LOCKGATE_REDLOCK_NODE_TIMEOUT", default_value = DEFAULT_REDLOCK_NODE_TIMEOUT, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_REDLOCK_NODE_TIMEOUT", default_value = DEFAULT_REDLOCK_NODE_TIMEOUT, value_parser = duration)]
     pub redlock_node_timeout: Duration,
 
     /// Keep locks in this process instead of Redis. For development only: locks are not shared
@@ -170,19 +170,19 @@ pub struct ServeArgs {
     pub key_prefix: String,
 
     /// Lease length when a request gives no ttl_ms.
-    #[arg(long, env = "LOCKGATE_DEFAULT_TTL", default_value = DEFAULT_TTL, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_DEFAULT_TTL", default_value = DEFAULT_TTL, value_parser = duration)]
     pub default_ttl: Duration,
 
     /// Shortest lease a client may ask for.
-    #[arg(long, env = "LOCKGATE_MIN_TTL", default_value = DEFAULT_MIN_TTL, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_MIN_TTL", default_value = DEFAULT_MIN_TTL, value_parser = duration)]
     pub min_ttl: Duration,
 
     /// Longest lease a client may ask for (renewals can extend a lock beyond it).
-    #[arg(long, env = "LOCKGATE_MAX_TTL", default_value = DEFAULT_MAX_TTL, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_MAX_TTL", default_value = DEFAULT_MAX_TTL, value_parser = duration)]
     pub max_ttl: Duration,
 
     /// Longest wait_ms a client may ask for.
-    #[arg(long, env = "LOCKGATE_MAX_WAIT", default_value = DEFAULT_MAX_WAIT, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_MAX_WAIT", default_value = DEFAULT_MAX_WAIT, value_parser = duration)]
     pub max_wait: Duration,
 
     /// Most requests waiting for locks at once (wait_ms and hold streams still waiting). Beyond
@@ -192,7 +192,7 @@ pub struct ServeArgs {
 
     /// No longer used (fences no longer keep a counter per name); accepted so that existing
     /// configurations still start, with a warning.
-    #[arg(long, env = "LOCKGATE_FENCE_RETENTION", hide = true, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_FENCE_RETENTION", hide = true, value_parser = duration)]
     pub fence_retention: Option<Duration>,
 
     /// Whether release and renew use the server's native compare-and-delete and
@@ -202,12 +202,17 @@ pub struct ServeArgs {
     pub redis_native_commands: NativeCommandsArg,
 
     /// Bound on each Redis operation, connecting included. Past it the request answers 503.
-    #[arg(long, env = "LOCKGATE_REDIS_TIMEOUT", default_value = DEFAULT_REDIS_TIMEOUT, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_REDIS_TIMEOUT", default_value = DEFAULT_REDIS_TIMEOUT, value_parser = duration)]
     pub redis_timeout: Duration,
 
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "LOCKGATE_MAX_BODY_BYTES", default_value = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
+
+    /// Largest accepted request head (request line and headers), in bytes. Past it: 431
+    /// problem+json; past four times it, the HTTP layer's own bare 431.
+    #[arg(long, env = "LOCKGATE_MAX_HEADER_BYTES", default_value = DEFAULT_MAX_HEADER_BYTES)]
+    pub max_header_bytes: usize,
 
     /// Dedicated Redis connections for requests that ask for replica acknowledgement (WAIT).
     #[arg(long, env = "LOCKGATE_WAIT_POOL_SIZE", default_value = DEFAULT_WAIT_POOL_SIZE)]
@@ -244,7 +249,7 @@ pub struct ServeArgs {
 
     /// Bound on answering a request (for acquires that wait: on top of their wait_ms). Past
     /// it the request answers 503.
-    #[arg(long, env = "LOCKGATE_REQUEST_TIMEOUT", default_value = DEFAULT_REQUEST_TIMEOUT, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_REQUEST_TIMEOUT", default_value = DEFAULT_REQUEST_TIMEOUT, value_parser = duration)]
     pub request_timeout: Duration,
 
     /// Most requests handled at once (waiting ones included). Beyond it, 503 overloaded.
@@ -252,16 +257,16 @@ pub struct ServeArgs {
     pub max_concurrent_requests: usize,
 
     /// How long a client may take to send a complete request head.
-    #[arg(long, env = "LOCKGATE_HEADER_READ_TIMEOUT", default_value = DEFAULT_HEADER_READ_TIMEOUT, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_HEADER_READ_TIMEOUT", default_value = DEFAULT_HEADER_READ_TIMEOUT, value_parser = duration)]
     pub header_read_timeout: Duration,
 
     /// After SIGTERM/SIGINT, how long to keep accepting requests (readiness already 503) so
     /// that load balancers stop sending new ones.
-    #[arg(long, env = "LOCKGATE_SHUTDOWN_DELAY", default_value = "0s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_SHUTDOWN_DELAY", default_value = "0s", value_parser = duration)]
     pub shutdown_delay: Duration,
 
     /// After that, how long in-flight requests have to finish before the process exits.
-    #[arg(long, env = "LOCKGATE_SHUTDOWN_GRACE", default_value = DEFAULT_SHUTDOWN_GRACE, value_parser = humantime::parse_duration)]
+    #[arg(long, env = "LOCKGATE_SHUTDOWN_GRACE", default_value = DEFAULT_SHUTDOWN_GRACE, value_parser = duration)]
     pub shutdown_grace: Duration,
 
     /// PEM file of the certificate authorities to trust for rediss:// connections, instead of
@@ -277,4 +282,44 @@ pub enum NativeCommandsArg {
     Auto,
     /// Always Lua scripts.
     Off,
+}
+
+/// `message` with each `--flag` it names followed by the environment variable that sets the
+/// same option, so that a value that came from the environment is found: `--max-body-bytes`
+/// becomes `--max-body-bytes (LOCKGATE_MAX_BODY_BYTES)`. Each flag is annotated once.
+pub fn name_variables(message: &str) -> String {
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let mut commands = vec![&command];
+    commands.extend(command.get_subcommands());
+    let mut out = message.to_owned();
+    for arg in commands.iter().flat_map(|c| c.get_arguments()) {
+        let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
+            continue;
+        };
+        let flag = format!("--{long}");
+        let env = env.to_string_lossy();
+        if out.contains(env.as_ref()) {
+            continue;
+        }
+        // The flag as a whole word: `--max-wait` must not match inside `--max-waiters`.
+        let mut from = 0;
+        while let Some(found) = out[from..].find(&flag) {
+            let at = from + found;
+            let end = at + flag.len();
+            let whole = !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-');
+            if whole {
+                out.insert_str(end, &format!(" ({env})"));
+                break;
+            }
+            from = end;
+        }
+    }
+    out
+}
+
+/// A duration such as `30s`, `500ms` or `2m` (humantime's syntax), with an error that says so.
+fn duration(value: &str) -> Result<Duration, String> {
+    humantime::parse_duration(value)
+        .map_err(|_| "expected a duration such as 30s, 500ms or 2m".to_owned())
 }

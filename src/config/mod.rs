@@ -31,6 +31,7 @@ pub const DEFAULT_MAX_TTL: &str = "1h";
 pub const DEFAULT_MAX_WAIT: &str = "60s";
 pub const DEFAULT_REDIS_TIMEOUT: &str = "1s";
 pub const DEFAULT_MAX_BODY_BYTES: &str = "16384";
+pub const DEFAULT_MAX_HEADER_BYTES: &str = "32768";
 pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
 pub const DEFAULT_REDLOCK_NODE_TIMEOUT: &str = "50ms";
 pub const DEFAULT_MAX_WAITERS: usize = 10_000;
@@ -77,6 +78,8 @@ pub struct Config {
     /// Settings that are accepted but no longer used, for a warning at startup.
     pub deprecated: Vec<&'static str>,
     pub max_body_bytes: usize,
+    /// Largest accepted request head (request line and headers), in bytes.
+    pub max_header_bytes: usize,
     pub wait_pool_size: usize,
     pub token_secret: Option<Secret>,
     pub log_format: LogFormat,

@@ -20,7 +20,10 @@ pub enum ConfigError {
          --sentinel, --cluster or --redlock, or --dev for an in-process store"
     )]
     NoBackend,
-    #[error("Redis URLs must start with redis:// or rediss://")]
+    #[error(
+        "the Redis URLs of --redis-url, --sentinel, --cluster and --redlock must start with \
+         redis:// or rediss://"
+    )]
     RedisScheme,
     #[error("--sentinel needs --sentinel-master (and --sentinel-master needs --sentinel)")]
     SentinelMaster,
@@ -134,6 +137,11 @@ impl Config {
                 "--max-body-bytes must be between 64 and 1048576".into(),
             ));
         }
+        if !(1024..=1 << 20).contains(&args.max_header_bytes) {
+            return Err(range(
+                "--max-header-bytes must be between 1024 and 1048576".into(),
+            ));
+        }
         if !(1..=256).contains(&args.wait_pool_size) {
             return Err(range("--wait-pool-size must be between 1 and 256".into()));
         }
@@ -224,6 +232,7 @@ impl Config {
                 .into_iter()
                 .collect(),
             max_body_bytes: args.max_body_bytes,
+            max_header_bytes: args.max_header_bytes,
             wait_pool_size: args.wait_pool_size,
             token_secret: args.token_secret,
             log_format: args.log_format,

@@ -121,7 +121,9 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonBody<T> {
         let mut json = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut json).map_err(|err| {
             let path = err.path().to_string();
-            let field = (path != ".").then_some(path);
+            // serde_path_to_error writes `?` where it could not tell the position (a syntax
+            // error); then no field is named rather than a meaningless one.
+            let field = (path != "." && !path.contains('?')).then_some(path);
             ApiError::body(field, describe_json_error(err.inner()))
         })?;
         json.end()
@@ -130,10 +132,19 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonBody<T> {
     }
 }
 
-/// serde_json's message without any string value it quotes (`invalid type: string "…"`).
+/// serde_json's message in plain words: without any string value it quotes (`invalid type:
+/// string "…"`), and without Rust's names for types (`struct AcquireBody`, `u64`).
 fn describe_json_error(err: &serde_json::Error) -> String {
     use serde_json::error::Category;
     let message = err.to_string();
+    if message.contains("expected struct ") {
+        // The body is JSON, but not an object (`[]`, `1`, `"x"`).
+        let at = message.rfind(" at line ").map_or("", |at| &message[at..]);
+        return format!(
+            "the request body must be a JSON object, such as {{\"ttl_ms\": 30000}}{at}"
+        );
+    }
+    let message = plain_type_names(&message);
     let message = match message.find(": string \"") {
         Some(start) => match message.rfind("\", expected") {
             Some(end) if end > start => {
@@ -149,6 +160,25 @@ fn describe_json_error(err: &serde_json::Error) -> String {
         }
         Category::Data | Category::Io => format!("the request body is not acceptable: {message}"),
     }
+}
+
+/// Rust's integer type names, as serde names what it expected, in words.
+fn plain_type_names(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for (i, word) in message.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let (core, rest) = word.split_at(word.find([',', ';']).unwrap_or(word.len()));
+        out.push_str(match core {
+            "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a non-negative whole number",
+            "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number",
+            "f32" | "f64" => "a number",
+            other => other,
+        });
+        out.push_str(rest);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -170,7 +200,28 @@ mod tests {
     fn string_values_are_never_repeated() {
         let message = error_for(r#"{"ttl_ms": "s3cr3t-token-value"}"#);
         assert!(!message.contains("s3cr3t"), "{message}");
-        assert!(message.contains("expected u64"), "{message}");
+        assert!(
+            message.contains("expected a non-negative whole number"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn rust_type_names_never_show() {
+        for body in [
+            "[]",
+            "[1, 2]",
+            "1",
+            r#""x""#,
+            r#"{"ttl_ms": 1.5}"#,
+            r#"{"ttl_ms": -1}"#,
+        ] {
+            let message = error_for(body);
+            for rust in ["struct", "Body", "u64", "i64", "f64"] {
+                assert!(!message.contains(rust), "{body}: {message}");
+            }
+        }
+        assert!(error_for("[]").starts_with("the request body must be a JSON object"));
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub struct Gate {
     request_timeout: Duration,
     /// Added to the timeout of requests that may wait for a lock.
     max_wait: Duration,
+    max_header_bytes: usize,
     id_prefix: u32,
     next_id: AtomicU64,
 }
@@ -81,6 +82,8 @@ pub struct GateOptions {
     pub max_concurrent_requests: usize,
     pub request_timeout: Duration,
     pub max_wait: Duration,
+    /// Largest request head (request line and headers) served; larger ones get 431.
+    pub max_header_bytes: usize,
 }
 
 impl Gate {
@@ -96,6 +99,7 @@ impl Gate {
             in_flight: AtomicUsize::new(0),
             request_timeout: options.request_timeout,
             max_wait: options.max_wait,
+            max_header_bytes: options.max_header_bytes,
             id_prefix: u32::from_ne_bytes(seed),
             next_id: AtomicU64::new(0),
         }
@@ -200,6 +204,20 @@ fn in_scope(key: &ApiKey, operation: Operation, req: &Request) -> bool {
     }
 }
 
+/// The size of a request's head as it came on the wire, near enough: request line and headers.
+fn head_bytes(req: &Request) -> usize {
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or(1, |target| target.as_str().len());
+    let line = req.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    req.headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + ": \r\n".len())
+        .sum::<usize>()
+        + line
+}
+
 /// The key of an `Authorization: Bearer <key>` header.
 fn bearer(req: &Request) -> Option<&[u8]> {
     let value = req.headers().get(header::AUTHORIZATION)?.as_bytes();
@@ -218,7 +236,7 @@ pub fn classify(method: &Method, route: Option<&str>) -> Operation {
         (Some("/healthz"), _) => Operation::Healthz,
         (Some("/readyz"), _) => Operation::Readyz,
         (Some("/metrics"), _) => Operation::Metrics,
-        (Some("/openapi.json"), _) => Operation::Openapi,
+        (Some("/openapi.json" | "/"), _) => Operation::Openapi,
         _ => Operation::Other,
     }
 }
@@ -290,6 +308,25 @@ where
                 _slot: slot,
             },
         };
+        if head_bytes(&req) > gate.max_header_bytes {
+            let mut refused = refuse(
+                ApiError::HeadersTooLarge {
+                    limit: gate.max_header_bytes,
+                },
+                &req,
+                None,
+            );
+            // Closing the connection frees the read buffer the head made hyper grow.
+            if let State::Refused {
+                response: Some(response),
+            } = &mut refused.state
+            {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            return refused;
+        }
         let exempt = matches!(
             operation,
             Operation::Healthz | Operation::Readyz | Operation::Metrics
@@ -463,6 +500,7 @@ mod tests {
                 max_concurrent_requests: 10,
                 request_timeout: Duration::from_millis(50),
                 max_wait: Duration::ZERO,
+                max_header_bytes: 32768,
             },
             Arc::new(Metrics::new()),
         ))

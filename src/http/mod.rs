@@ -11,6 +11,7 @@ pub mod dto;
 pub mod extract;
 pub mod gate;
 pub mod handlers;
+pub mod json;
 pub mod openapi;
 pub mod problem;
 pub mod server;
@@ -60,6 +61,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi_json))
+        .routes(routes!(health::index))
         .routes(routes!(metrics::metrics))
         .split_for_parts();
     openapi::make_request_bodies_optional(&mut doc);

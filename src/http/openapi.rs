@@ -121,6 +121,11 @@ pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
                     "`unauthorized`: the gateway requires an API key and none, or an unknown one, was given.",
                 ))
             });
+            responses.entry("431".into()).or_insert_with(|| {
+                RefOr::T(problem(
+                    "`headers-too-large`: the request line and headers exceed `--max-header-bytes`.",
+                ))
+            });
             if on_lock {
                 responses.entry("403".into()).or_insert_with(|| {
                     RefOr::T(problem(

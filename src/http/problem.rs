@@ -43,6 +43,7 @@ pub enum ProblemKind {
     TooManyWaiters,
     ShuttingDown,
     PayloadTooLarge,
+    HeadersTooLarge,
     NotFound,
     MethodNotAllowed,
     Unauthorized,
@@ -69,6 +70,7 @@ impl ProblemKind {
             Self::TooManyWaiters => "too-many-waiters",
             Self::ShuttingDown => "shutting-down",
             Self::PayloadTooLarge => "payload-too-large",
+            Self::HeadersTooLarge => "headers-too-large",
             Self::NotFound => "not-found",
             Self::MethodNotAllowed => "method-not-allowed",
             Self::Unauthorized => "unauthorized",
@@ -93,6 +95,7 @@ impl ProblemKind {
             Self::TooManyWaiters => "Too many waiters",
             Self::ShuttingDown => "Shutting down",
             Self::PayloadTooLarge => "Payload too large",
+            Self::HeadersTooLarge => "Request headers too large",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",
             Self::Unauthorized => "Unauthorized",
@@ -119,6 +122,7 @@ impl ProblemKind {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -162,6 +166,9 @@ pub struct Problem {
     /// `payload-too-large`: the largest accepted body, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<u64>,
+    /// `headers-too-large`: the largest accepted request head, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_header_bytes: Option<u64>,
     /// The kind, as the gateway knows it (the document says it with `type`; a client reads
     /// it with [`Problem::slug`]).
     #[serde(skip)]
@@ -187,6 +194,7 @@ impl Problem {
             replicas_required: None,
             replicas_acked: None,
             max_body_bytes: None,
+            max_header_bytes: None,
             kind,
         }
     }
@@ -208,6 +216,10 @@ pub enum ApiError {
         message: String,
     },
     PayloadTooLarge {
+        limit: usize,
+    },
+    /// The request line and headers take more than `limit` bytes.
+    HeadersTooLarge {
         limit: usize,
     },
     NotFound,
@@ -294,6 +306,12 @@ impl ApiError {
                 let detail = format!("the request body is larger than {limit} bytes");
                 let mut problem = Problem::new(ProblemKind::PayloadTooLarge, detail);
                 problem.max_body_bytes = Some(limit as u64);
+                plain(problem)
+            }
+            Self::HeadersTooLarge { limit } => {
+                let detail = format!("the request line and headers are larger than {limit} bytes");
+                let mut problem = Problem::new(ProblemKind::HeadersTooLarge, detail);
+                problem.max_header_bytes = Some(limit as u64);
                 plain(problem)
             }
             Self::NotFound => plain(Problem::new(ProblemKind::NotFound, "no such resource")),
@@ -439,7 +457,7 @@ impl IntoResponse for ApiError {
         } = self.render();
         let status =
             StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let body = super::json::to_body(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
@@ -513,6 +531,11 @@ mod tests {
                 ApiError::PayloadTooLarge { limit: 10 },
                 413,
                 "payload-too-large",
+            ),
+            (
+                ApiError::HeadersTooLarge { limit: 10 },
+                431,
+                "headers-too-large",
             ),
             (ApiError::NotFound, 404, "not-found"),
             (ApiError::MethodNotAllowed, 405, "method-not-allowed"),

@@ -30,13 +30,22 @@ pub struct ServeOptions {
     pub header_read_timeout: Duration,
     /// After shutdown begins, how long open connections have to finish their requests.
     pub grace: Duration,
+    /// The gate answers 431 problem+json past this; the HTTP layer itself refuses (a bare
+    /// 431, no body) past [`HEAD_HARD_LIMIT_FACTOR`] times it, which bounds the memory one
+    /// connection's head can take.
+    pub max_header_bytes: usize,
 }
+
+/// How far past `--max-header-bytes` a head may go before the HTTP layer, rather than the
+/// gate, refuses it.
+pub const HEAD_HARD_LIMIT_FACTOR: usize = 4;
 
 impl Default for ServeOptions {
     fn default() -> Self {
         Self {
             header_read_timeout: Duration::from_secs(10),
             grace: Duration::from_secs(20),
+            max_header_bytes: 32768,
         }
     }
 }
@@ -52,7 +61,10 @@ pub async fn serve(
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(options.header_read_timeout);
+        .header_read_timeout(options.header_read_timeout)
+        .max_header_size(options.max_header_bytes * HEAD_HARD_LIMIT_FACTOR)
+        // hyper's minimum; the read buffer only grows this far for a head, as bodies stream.
+        .max_buf_size((options.max_header_bytes * HEAD_HARD_LIMIT_FACTOR).max(8192));
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {

@@ -15,7 +15,7 @@ pub use crate::telemetry::Operation;
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 26] = [
+pub const OUTCOMES: [&str; 27] = [
     "acquired",
     "replayed",
     "renewed",
@@ -28,6 +28,7 @@ pub const OUTCOMES: [&str; 26] = [
     "invalid-name",
     "invalid-request",
     "payload-too-large",
+    "headers-too-large",
     "unauthorized",
     "forbidden",
     "not-found",

@@ -559,3 +559,89 @@ async fn waiting_on_the_memory_backend() {
     let timed_out = acquire(&app, "w", r#"{"wait_ms": 700}"#).await;
     problem(&timed_out, 409, "lock-held");
 }
+
+/// `GET /` says what the server is and links to the OpenAPI document and the main routes.
+#[tokio::test]
+async fn the_index_links_to_the_api() {
+    let app = app();
+    let reply = send(&app, request(Method::GET, "/").body(Body::empty()).unwrap()).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body["name"], "lockgate");
+    assert_eq!(reply.body["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(reply.body["links"]["openapi"], "/openapi.json");
+    assert_eq!(reply.body["links"]["lock"], "/locks/{name}");
+}
+
+/// Every JSON answer ends with a newline, so `curl` output does not run into the prompt: lock
+/// bodies, problem documents, probes and the index.
+#[tokio::test]
+async fn json_bodies_end_with_a_newline() {
+    let app = app();
+    let granted = acquire(&app, "nl", "").await;
+    let token = granted.body["token"].as_str().expect("token").to_owned();
+    let renewed = renew(&app, "nl", &token, "").await;
+    let inspected = inspect(&app, "nl").await;
+    let held = acquire(&app, "nl", "").await;
+    let health = send(
+        &app,
+        request(Method::GET, "/healthz")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    let index = send(&app, request(Method::GET, "/").body(Body::empty()).unwrap()).await;
+    for (what, reply) in [
+        ("grant", &granted),
+        ("renewal", &renewed),
+        ("inspect", &inspected),
+        ("problem", &held),
+        ("healthz", &health),
+        ("index", &index),
+    ] {
+        assert!(
+            reply.raw.ends_with(b"}\n"),
+            "{what}: {:?}",
+            String::from_utf8_lossy(&reply.raw)
+        );
+    }
+}
+
+/// Bodies that are not what the API takes get problem+json whose `detail` says what was
+/// wrong in plain words: never a Rust type name, and `field` only when there is one.
+#[tokio::test]
+async fn bad_bodies_are_explained_in_plain_words() {
+    let app = app();
+    for (body, says, field) in [
+        ("[]", "must be a JSON object", None),
+        (
+            r#"{"ttl_ms": 1000,}"#,
+            "not valid JSON: trailing comma",
+            None,
+        ),
+        (
+            r#"{"ttl_ms": "soon"}"#,
+            "expected a non-negative whole number",
+            Some("ttl_ms"),
+        ),
+        (
+            r#"{"require_replicas": 1}"#,
+            "expected a boolean",
+            Some("require_replicas"),
+        ),
+        (r#"{"ttl": 1000}"#, "unknown field `ttl`", Some("ttl")),
+    ] {
+        let reply = acquire(&app, "bodies", body).await;
+        problem(&reply, 400, "invalid-request");
+        let detail = reply.body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(says), "{body}: {detail}");
+        for rust in ["struct", "AcquireBody", "u64", "bool`"] {
+            assert!(!detail.contains(rust), "{body}: {detail}");
+        }
+        assert_eq!(
+            reply.body["field"].as_str(),
+            field,
+            "{body}: {}",
+            reply.body
+        );
+    }
+}

@@ -1,5 +1,6 @@
-//! The `lockgate` binary as an operator meets it: exit codes, the one-line configuration
-//! errors, and `--dev` serving without Redis.
+//! The `lockgate` binary as an operator meets it: exit codes, configuration errors (one line
+//! for bad settings, clap's whole message for the command line, environment variables
+//! named), the startup lines, and `--dev` serving without Redis.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -28,14 +29,65 @@ async fn no_store_means_exit_64_with_one_line() {
     );
 }
 
-/// Bad flags and bad values are configuration errors too: exit 64, one line.
+/// What the command line parser refuses (an unknown flag, a value that does not parse, two
+/// stores, a subcommand without its command) is a configuration error too: exit 64, and clap's
+/// whole message, not cut: the error first, then its hints and where to read more.
+#[tokio::test]
+async fn command_line_errors_mean_exit_64_with_the_whole_message() {
+    for (args, says) in [
+        (&["--no-such-flag"][..], "'--no-such-flag'"),
+        (
+            &["--dev", "--default-ttl", "soon"],
+            "a duration such as 30s",
+        ),
+        (
+            &["--dev", "--redis-url", "redis://localhost"],
+            "--redis-url",
+        ),
+        (&["run", "lk"], "<COMMAND>"),
+    ] {
+        let (code, _, stderr) = run(args).await;
+        assert_eq!(code, Some(64), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("For more information, try '--help'."),
+            "{args:?}: {stderr}"
+        );
+    }
+    let (_, _, stderr) = run(&["run", "lk"]).await;
+    assert!(stderr.contains("Usage: lockgate run"), "{stderr}");
+}
+
+/// A bad value set through the environment names the variable as well as the flag, whether
+/// the parser or the validation refuses it.
+#[tokio::test]
+async fn errors_name_the_environment_variable() {
+    for (var, value, says) in [
+        ("LOCKGATE_MAX_BODY_BYTES", "abc", "invalid value 'abc'"),
+        ("LOCKGATE_MAX_BODY_BYTES", "10", "must be between"),
+        ("LOCKGATE_DEFAULT_TTL", "soon", "a duration such as 30s"),
+    ] {
+        let out = lockgate()
+            .arg("--dev")
+            .env(var, value)
+            .output()
+            .await
+            .expect("run lockgate");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{var}={value}: {stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains(var),
+            "{var}={value}: {stderr}"
+        );
+    }
+}
+
+/// Bad settings are configuration errors: exit 64, one line that says what to fix.
 #[tokio::test]
 async fn bad_configuration_means_exit_64_with_one_line() {
     for args in [
-        &["--no-such-flag"][..],
-        &["--dev", "--default-ttl", "soon"],
-        &["--dev", "--redis-url", "redis://localhost"],
-        &["--redis-url", "http://localhost"],
+        &["--redis-url", "http://localhost"][..],
         &["--dev", "--min-ttl", "10s", "--default-ttl", "1s"],
         &["--dev", "--token-secret", "too-short"],
         // Not loopback and no API keys.
@@ -140,4 +192,52 @@ async fn the_healthcheck_subcommand_reports_liveness_and_readiness() {
     let (code, _, stderr) = run(&["healthcheck", "--gateway", &nobody]).await;
     assert_eq!(code, Some(1));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+/// At startup the server says its version, listen address and store, and at once whether the
+/// store answers: a wrong Redis URL shows as a warning, not as the first failed request.
+#[tokio::test]
+async fn startup_says_whether_the_store_answers() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    for (args, expected) in [
+        (
+            vec!["--redis-url", nobody.as_str()],
+            "cannot reach the backend yet",
+        ),
+        (vec!["--dev"], "backend reachable"),
+    ] {
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut child = lockgate()
+            .args(&args)
+            .args(["--listen", &listen])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lockgate");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut seen = String::new();
+        let found = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.push_str(&line);
+                seen.push('\n');
+                if line.contains(expected) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        let _ = child.kill().await;
+        assert_eq!(found, Ok(true), "{args:?}: {seen}");
+        let serving = seen
+            .lines()
+            .find(|line| line.contains("lockgate serving"))
+            .unwrap_or_else(|| panic!("no startup line: {seen}"));
+        assert!(
+            serving.contains(env!("CARGO_PKG_VERSION")) && serving.contains(&listen),
+            "{serving}"
+        );
+    }
 }

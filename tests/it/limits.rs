@@ -98,3 +98,41 @@ async fn requests_larger_than_the_first_read_buffer_are_read_whole() {
     assert_eq!(statuses, ["201", "200"], "{answers}");
     assert!(answers.contains(r#""held":true"#), "{answers}");
 }
+
+/// Request heads past `--max-header-bytes` (32 KiB by default) get 431 problem+json and the
+/// connection is closed; 100 KB of headers is refused, a 20 KB one served.
+#[tokio::test]
+async fn oversized_headers_get_431_problem_json() {
+    let gw = Gateway::start(config(BackendChoice::Memory)).await;
+    let addr = gw.url("").trim_start_matches("http://").to_owned();
+    for (padding, status) in [(20_000, "200"), (100_000, "431")] {
+        let mut stream = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        let head = format!(
+            "GET /healthz HTTP/1.1\r\nhost: x\r\nx-padding: {}\r\nconnection: close\r\n\r\n",
+            "p".repeat(padding)
+        );
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+            .await
+            .expect("an answer, then the connection closes")
+            .expect("read");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{answer}"
+        );
+        if status == "431" {
+            assert!(
+                answer.contains("content-type: application/problem+json"),
+                "{answer}"
+            );
+            let body = answer.split("\r\n\r\n").nth(1).expect("a body");
+            let problem: serde_json::Value = serde_json::from_str(body).expect("json");
+            assert_problem(431, &problem, 431, "headers-too-large");
+            assert_eq!(problem["max_header_bytes"], 32768);
+        }
+    }
+}

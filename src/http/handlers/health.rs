@@ -1,6 +1,6 @@
-//! Liveness, readiness and the OpenAPI document.
+//! Liveness, readiness, the OpenAPI document and the index at `/`.
 
-use axum::Json;
+use crate::http::json::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -75,4 +75,64 @@ pub async fn openapi_json(State(app): State<AppState>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "application/json")],
         app.openapi_json.clone(),
     )
+}
+
+/// What `GET /` answers: what this server is, and where to go next.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IndexBody {
+    /// `lockgate`.
+    pub name: &'static str,
+    /// The server's version.
+    pub version: &'static str,
+    /// One line on what the server does.
+    pub description: &'static str,
+    /// The configured backend: `redis` or `memory`.
+    pub backend: &'static str,
+    /// Where to go next, as paths on this server.
+    pub links: IndexLinks,
+}
+
+/// The paths `GET /` points to.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IndexLinks {
+    /// The OpenAPI document: every operation, body and problem type.
+    pub openapi: &'static str,
+    /// A lock: `POST` acquires, `PATCH` renews, `DELETE` releases, `GET` inspects.
+    pub lock: &'static str,
+    /// A hold stream: the lock is held while the response is open.
+    pub hold: &'static str,
+    /// Liveness.
+    pub healthz: &'static str,
+    /// Readiness.
+    pub readyz: &'static str,
+    /// Prometheus metrics.
+    pub metrics: &'static str,
+}
+
+/// What this server is, with links to the OpenAPI document and the main routes.
+///
+/// Shares the OpenAPI document's access rule (any valid key, when keys are configured) and its
+/// `openapi` metrics label.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "health",
+    operation_id = "index",
+    responses((status = 200, description = "Name, version and links.", body = IndexBody))
+)]
+pub async fn index(State(app): State<AppState>) -> Json<IndexBody> {
+    Json(IndexBody {
+        name: env!("CARGO_PKG_NAME"),
+        version: env!("CARGO_PKG_VERSION"),
+        description: env!("CARGO_PKG_DESCRIPTION"),
+        backend: app.service.backend_kind(),
+        links: IndexLinks {
+            openapi: "/openapi.json",
+            lock: "/locks/{name}",
+            hold: "/locks/{name}/hold",
+            healthz: "/healthz",
+            readyz: "/readyz",
+            metrics: "/metrics",
+        },
+    })
 }

@@ -62,7 +62,7 @@ pub fn grant_response<P: Primitive>(
     name: &LockName,
     grant: Grant<P>,
 ) -> Result<Response, ApiError> {
-    let json = serde_json::to_vec(&LockGrantBody::new(name, &grant))
+    let json = crate::http::json::to_body(&LockGrantBody::new(name, &grant))
         .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
     let status = if grant.replayed {
         StatusCode::OK

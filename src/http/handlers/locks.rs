@@ -1,6 +1,6 @@
 //! Handlers of `/locks/{name}`: acquire, renew, release, inspect.
 
-use axum::Json;
+use crate::http::json::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;

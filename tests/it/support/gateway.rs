@@ -42,6 +42,7 @@ pub fn config(backend: BackendChoice) -> Config {
         native_commands: lockgate::backend::redis::NativeCommands::Auto,
         deprecated: Vec::new(),
         max_body_bytes: 16384,
+        max_header_bytes: 32768,
         wait_pool_size: 4,
         token_secret: None,
         log_format: LogFormat::Text,
