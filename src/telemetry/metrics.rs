@@ -333,6 +333,7 @@ impl Metrics {
             self.hold_streams.load(Ordering::Relaxed).max(0),
             gauges.in_flight,
         );
+        super::process::render(&mut out);
         out
     }
 }

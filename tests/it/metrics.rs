@@ -145,3 +145,30 @@ async fn metrics_change_as_operations_happen() {
         assert!(!series.contains(&holder), "a token in {series}");
     }
 }
+
+/// Like every exporter, the gateway reports its build and its process: version, CPU time,
+/// memory, file descriptors and start time.
+#[tokio::test]
+async fn build_and_process_metrics_are_exported() {
+    let gw = Gateway::start(crate::support::gateway::config(
+        lockgate::config::BackendChoice::Memory,
+    ))
+    .await;
+    let metrics = scrape(&gw).await;
+    let build = format!(
+        "lockgate_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(metrics.get(&build), Some(&1.0), "{metrics:?}");
+    for (name, at_least) in [
+        ("process_resident_memory_bytes", 1_000_000.0),
+        ("process_virtual_memory_bytes", 1_000_000.0),
+        ("process_open_fds", 1.0),
+        ("process_max_fds", 1.0),
+        ("process_start_time_seconds", 1_600_000_000.0),
+        ("process_cpu_seconds_total", 0.0),
+    ] {
+        let value = metrics.get(name).copied();
+        assert!(value.is_some_and(|v| v >= at_least), "{name}: {value:?}");
+    }
+}
