@@ -60,6 +60,9 @@ awk '/^FROM /{stage++} stage == 1 && /^COPY / && !/--from/ {for (i = 2; i < NF; 
   while read -r path; do cp -r "$path" "$work/context/"; done
 (cd "$work/context" && cargo metadata --locked --offline --format-version 1 >/dev/null)
 
+echo "helm/lockgate/README.md is generated from values.yaml (scripts/chart-readme.py --check)"
+"$TOOLS/venv/bin/python" scripts/chart-readme.py --check
+
 # The defaults configure no store on purpose, so rendering them stops at the chart's own
 # "configure exactly one store" message, which helm lint reports on stderr as information.
 echo "helm lint --strict helm/lockgate (default values)"
@@ -72,6 +75,21 @@ for values in helm/lockgate/examples/*.yaml; do
     validate "$work/rendered.yaml"
   fi
 done
+
+# The chart's own checks: refusals, and no budget that could block a drain.
+dev=(--set dev=true --set auth.allowUnauthenticated=true)
+echo "helm template refuses a grace period shorter than shutdown.delay + shutdown.grace"
+if "$helm" template t helm/lockgate "${dev[@]}" --set terminationGracePeriodSeconds=25 >/dev/null 2>&1; then
+  echo "error: terminationGracePeriodSeconds=25 with 5s + 20s of shutdown rendered" >&2; exit 1
+fi
+echo "helm template refuses podDisruptionBudget.minAvailable >= replicaCount"
+if "$helm" template t helm/lockgate "${dev[@]}" --set replicaCount=2 --set podDisruptionBudget.minAvailable=2 >/dev/null 2>&1; then
+  echo "error: a budget that blocks every drain rendered" >&2; exit 1
+fi
+echo "one replica renders no PodDisruptionBudget"
+if "$helm" template t helm/lockgate "${dev[@]}" --set replicaCount=1 | grep -q '^kind: PodDisruptionBudget'; then
+  echo "error: one replica rendered a PodDisruptionBudget" >&2; exit 1
+fi
 
 # The sidecar as another chart includes it (its own copy, so the dependency is built outside
 # the repository).

@@ -242,3 +242,37 @@ application can still release its locks while it shuts down. Call it with lockga
 {{- define "lockgate.sidecarContainer" -}}
 - {{ include "lockgate.container" (dict "root" . "sidecar" true) | trim | nindent 2 | trim }}
 {{- end }}
+
+{{/*
+The ServiceAccount the pods run as (mode: service).
+*/}}
+{{- define "lockgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "lockgate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+A duration of the chart's form (a number and one unit: ns, us, ms, s, m, h, d) in whole
+milliseconds.
+*/}}
+{{- define "lockgate.durationMillis" -}}
+{{- $n := regexFind "^[0-9]+" . -}}
+{{- $unit := trimPrefix $n . -}}
+{{- $scale := dict "ns" 0 "us" 0 "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000 -}}
+{{- mul (atoi $n) (get $scale $unit) -}}
+{{- end }}
+
+{{/*
+Fails unless terminationGracePeriodSeconds covers shutdown.delay + shutdown.grace: Kubernetes
+would otherwise kill the pod while it still drains, and hold streams would lose their locks
+without a release.
+*/}}
+{{- define "lockgate.checkShutdown" -}}
+{{- $needed := add (include "lockgate.durationMillis" .Values.shutdown.delay | atoi) (include "lockgate.durationMillis" .Values.shutdown.grace | atoi) }}
+{{- if le (mul (int .Values.terminationGracePeriodSeconds) 1000) $needed }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must exceed shutdown.delay + shutdown.grace (%s + %s)" .Values.terminationGracePeriodSeconds .Values.shutdown.delay .Values.shutdown.grace) }}
+{{- end }}
+{{- end }}
