@@ -97,9 +97,7 @@ pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
         .security_schemes
         .insert("bearer".into(), RefOr::T(SecurityScheme::Http(scheme)));
     for (path, item) in &mut doc.paths.paths {
-        if path == "/healthz" || path == "/readyz" {
-            continue;
-        }
+        let probe = path == "/healthz" || path == "/readyz";
         let on_lock = path.starts_with("/locks/");
         for operation in [
             &mut item.get,
@@ -111,19 +109,24 @@ pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
         .into_iter()
         .flatten()
         {
+            let responses = &mut operation.responses.responses;
+            responses.entry("431".into()).or_insert_with(|| {
+                RefOr::T(problem(
+                    "`headers-too-large`: the request line and headers exceed `--max-header-bytes`.",
+                ))
+            });
+            if probe {
+                // Probes never need a key: say so, rather than leave generators to assume one.
+                operation.security = Some(Vec::new());
+                continue;
+            }
             operation.security = Some(vec![
                 SecurityRequirement::default(),
                 SecurityRequirement::new("bearer", Vec::<String>::new()),
             ]);
-            let responses = &mut operation.responses.responses;
             responses.entry("401".into()).or_insert_with(|| {
                 RefOr::T(problem(
                     "`unauthorized`: the gateway requires an API key and none, or an unknown one, was given.",
-                ))
-            });
-            responses.entry("431".into()).or_insert_with(|| {
-                RefOr::T(problem(
-                    "`headers-too-large`: the request line and headers exceed `--max-header-bytes`.",
                 ))
             });
             if on_lock {

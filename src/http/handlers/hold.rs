@@ -34,8 +34,9 @@ use crate::telemetry::metrics::Metrics;
 
 pub const NDJSON: &str = "application/x-ndjson";
 
-/// One line of a hold stream.
-#[derive(Debug, Serialize, ToSchema)]
+/// One line of a hold stream. Its OpenAPI schema is [`HoldEventSchema`]: one flat object,
+/// which client generators turn into one usable type (a `oneOf` of `allOf`s they do not).
+#[derive(Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum HoldEvent {
     /// First line: the lock is held. Same fields as the acquire response.
@@ -48,8 +49,37 @@ pub enum HoldEvent {
     Released(EndOfHold),
 }
 
+/// One line of a hold stream (`application/x-ndjson`: read the response line by line, each
+/// line one of these). `event` says which fields are present: `acquired` has the grant's
+/// (`token`, `fence`, `ttl_ms`, `expires_at`, `replicas_acked`), `renewed` the renewal's
+/// (`fence`, `ttl_ms`, `expires_at`, `replicas_acked`), `lost` and `released` end the stream
+/// with a `reason`.
+#[derive(Debug, ToSchema)]
+#[schema(as = HoldEvent)]
+#[allow(dead_code)] // Documentation only: the stream writes `HoldEvent`.
+pub struct HoldEventSchema {
+    /// `acquired` (first line: the lock is held), `renewed` (the watchdog renewed the lease),
+    /// `lost` (the lock is no longer held; stop relying on it) or `released` (the gateway
+    /// released it because it is shutting down).
+    #[schema(pattern = "^(acquired|renewed|lost|released)$")]
+    event: String,
+    name: String,
+    /// `acquired`: the lock token, as in the acquire response.
+    token: Option<String>,
+    /// `acquired`, `renewed`: the fence of the grant.
+    fence: Option<u64>,
+    /// `acquired`, `renewed`: milliseconds of validity left.
+    ttl_ms: Option<u64>,
+    /// `acquired`, `renewed`: when the lease ends, RFC 3339 (informative).
+    expires_at: Option<String>,
+    /// `acquired`, `renewed`: replicas that acknowledged, when `replicas` was asked for.
+    replicas_acked: Option<u32>,
+    /// `lost`: `not-held`, `not-owner` or `expired`; `released`: `shutdown`.
+    reason: Option<String>,
+}
+
 /// Why a hold stream ended.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize)]
 pub struct EndOfHold {
     pub name: String,
     /// `lost`: `not-held` (the lease ran out before a renewal), `not-owner` (someone else
@@ -78,7 +108,7 @@ pub struct EndOfHold {
         content_type = "application/json"),
     responses(
         (status = 200, description = "The lock is held for as long as this stream is open: one `HoldEvent` per line.",
-            body = HoldEvent, content_type = "application/x-ndjson"),
+            body = HoldEventSchema, content_type = "application/x-ndjson"),
         (status = 400, description = "`invalid-name` or `invalid-request`.",
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`lock-held`: another client holds the lock (after `wait_ms`, if given).",
