@@ -68,7 +68,7 @@ def render():
             "",
             f"Chart version {chart['version']}, lockgate {chart['appVersion']}, Kubernetes "
             f"{chart['kubeVersion']}. How to run it as a service or a sidecar, and what lockgate "
-            "guarantees in each Redis mode: the project's README (\"Kubernetes with Helm\").",
+            "guarantees in each Redis mode: docs/operations.md (\"Kubernetes with Helm\") and docs/modes.md.",
             "",
             "```sh",
             "helm install locks helm/lockgate -f helm/lockgate/examples/service-values.yaml",

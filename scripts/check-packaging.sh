@@ -101,4 +101,11 @@ cp -r helm/examples/app-with-sidecar "$work/charts/examples/app-with-sidecar"
 "$helm" template demo "$work/charts/examples/app-with-sidecar" >"$work/app.yaml"
 grep -q 'restartPolicy: Always' "$work/app.yaml"
 validate "$work/app.yaml"
+if command -v promtool >/dev/null 2>&1; then
+  echo "promtool check rules deploy/prometheus/alerts.yaml"
+  promtool check rules deploy/prometheus/alerts.yaml >/dev/null
+else
+  echo "promtool not installed: deploy/prometheus/alerts.yaml not checked (Debian: apt-get install prometheus)"
+fi
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' deploy/grafana/lockgate-dashboard.json
 echo "packaging checks passed"

@@ -227,7 +227,7 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// File with the API keys (a JSON list; see the README). With keys, every request except
+    /// File with the API keys (a JSON list; see docs/operations.md). With keys, every request except
     /// /healthz and /readyz (and /metrics unless --metrics-auth required) needs
     /// `Authorization: Bearer <key>`.
     #[arg(long, env = "LOCKGATE_API_KEYS_FILE", conflicts_with = "api_keys")]

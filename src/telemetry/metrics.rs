@@ -45,6 +45,9 @@ pub const OUTCOMES: [&str; 27] = [
     "other",
 ];
 
+/// Why hold streams end with `lost`: the `reason` label of `lockgate_hold_streams_lost_total`.
+pub const HOLD_LOST_REASONS: [&str; 3] = ["not-held", "not-owner", "expired"];
+
 /// The index of `outcome` in [`OUTCOMES`] (`other` for anything unlisted).
 fn outcome_index(outcome: &str) -> usize {
     OUTCOMES
@@ -168,6 +171,8 @@ pub struct Metrics {
     redis: [Histogram; REDIS_CALLS.len()],
     backend_errors: [AtomicU64; BackendErrorKind::ALL.len()],
     hold_streams: AtomicI64,
+    /// Hold streams ended by `lost`, by reason ([`HOLD_LOST_REASONS`]).
+    hold_lost: [AtomicU64; HOLD_LOST_REASONS.len()],
     /// Label sets of `lockgate_redis_server_info`: the servers connected to, with the
     /// commands chosen for them. Written at connect, read at scrape.
     servers: Mutex<Vec<String>>,
@@ -197,6 +202,7 @@ impl Metrics {
             redis: [const { Histogram::new() }; REDIS_CALLS.len()],
             backend_errors: [const { AtomicU64::new(0) }; BackendErrorKind::ALL.len()],
             hold_streams: AtomicI64::new(0),
+            hold_lost: [const { AtomicU64::new(0) }; HOLD_LOST_REASONS.len()],
             servers: Mutex::new(Vec::new()),
         }
     }
@@ -242,6 +248,13 @@ impl Metrics {
     }
 
     /// A hold stream opened (`+1`) or ended (`-1`).
+    /// A hold stream ended with `lost` for `reason` (`not-held`, `not-owner`, `expired`).
+    pub fn hold_stream_lost(&self, reason: &str) {
+        if let Some(i) = HOLD_LOST_REASONS.iter().position(|r| *r == reason) {
+            self.hold_lost[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub fn hold_streams_add(&self, delta: i64) {
         self.hold_streams.fetch_add(delta, Ordering::Relaxed);
     }
@@ -333,6 +346,17 @@ impl Metrics {
             self.hold_streams.load(Ordering::Relaxed).max(0),
             gauges.in_flight,
         );
+        out.push_str(
+            "# HELP lockgate_hold_streams_lost_total Hold streams that ended because the lock was lost, by reason.\n\
+             # TYPE lockgate_hold_streams_lost_total counter\n",
+        );
+        for (reason, count) in HOLD_LOST_REASONS.iter().zip(&self.hold_lost) {
+            let _ = writeln!(
+                out,
+                "lockgate_hold_streams_lost_total{{reason=\"{reason}\"}} {}",
+                count.load(Ordering::Relaxed)
+            );
+        }
         super::process::render(&mut out);
         out
     }

@@ -5,7 +5,7 @@
 //! reachable, Redlock nodes paused or restarted empty.
 //!
 //! Record first, judge after: the history checker ([`crate::support::history`]) then asserts
-//! what the deployment mode guarantees under that fault (README, "What each fault costs"), and
+//! what the deployment mode guarantees under that fault (docs/modes.md, "What each fault costs"), and
 //! the losses the mode documents (async replication, a Redis or Redlock node that forgets its
 //! locks) are measured and reported, never asserted away. Each scenario prints one line of the
 //! table, also appended to `target/fault-report.txt`; a failing run leaves its history in

@@ -95,7 +95,8 @@ async fn killing_curl_releases_the_held_lock_within_500ms() {
     assert!(killed.elapsed() <= 500 * MS);
 }
 
-/// A lock lost under a hold stream (deleted behind its back) ends the stream with `lost`.
+/// A lock lost under a hold stream (deleted behind its back) ends the stream with `lost`, and
+/// `lockgate_hold_streams_lost_total` counts it.
 #[tokio::test]
 async fn a_lost_lock_ends_the_hold_stream_with_lost() {
     let redis = RedisServer::start();
@@ -115,6 +116,19 @@ async fn a_lost_lock_ends_the_hold_stream_with_lost() {
         json!({"event": "lost", "name": "l", "reason": "not-held"})
     );
     assert!(lines.next().await.is_none(), "the stream ends after lost");
+    let metrics = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("metrics");
+    assert!(
+        metrics.contains("lockgate_hold_streams_lost_total{reason=\"not-held\"} 1\n"),
+        "{metrics}"
+    );
 }
 
 /// At shutdown a hold stream releases its lock and says `released`.

@@ -144,7 +144,8 @@ pub fn hold_lock(
             },
         };
         let open = OpenStream::counted(metrics);
-        let events = hold_events(service, name, renewals, grant).map(move |event| {
+        let lost = open.0.clone();
+        let events = hold_events(service, name, renewals, grant, lost).map(move |event| {
             // Owned by the stream: counts it open until the stream is dropped.
             let _ = &open;
             event
@@ -187,12 +188,13 @@ fn hold_events(
     name: LockName,
     renewals: RenewRequest,
     grant: Grant,
+    metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-    let context = (service, name, renewals);
+    let context = (service, name, renewals, metrics);
     stream::unfold(
         (Phase::Start(grant), context),
         |(phase, context)| async move {
-            let (service, name, renewals) = context;
+            let (service, name, renewals, metrics) = context;
             let (line, next) = match phase {
                 Phase::Done => return None,
                 Phase::Start(grant) => {
@@ -206,10 +208,13 @@ fn hold_events(
                         lock::hold::HoldEvent::Renewed(renewal) => {
                             HoldEvent::Renewed(LockRenewalBody::new(&name, &renewal))
                         }
-                        lock::hold::HoldEvent::Lost(reason) => HoldEvent::Lost(EndOfHold {
-                            name: name.to_string(),
-                            reason: reason.as_str(),
-                        }),
+                        lock::hold::HoldEvent::Lost(reason) => {
+                            metrics.hold_stream_lost(reason.as_str());
+                            HoldEvent::Lost(EndOfHold {
+                                name: name.to_string(),
+                                reason: reason.as_str(),
+                            })
+                        }
                         lock::hold::HoldEvent::Released => HoldEvent::Released(EndOfHold {
                             name: name.to_string(),
                             reason: "shutdown",
@@ -218,7 +223,10 @@ fn hold_events(
                     (line, hold.map_or(Phase::Done, Phase::Holding))
                 }
             };
-            Some((Ok(ndjson(&line)), (next, (service, name, renewals))))
+            Some((
+                Ok(ndjson(&line)),
+                (next, (service, name, renewals, metrics)),
+            ))
         },
     )
 }
