@@ -13,6 +13,7 @@ pub mod gate;
 pub mod handlers;
 pub mod json;
 pub mod openapi;
+pub mod parse_errors;
 pub mod problem;
 pub mod server;
 

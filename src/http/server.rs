@@ -23,6 +23,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
+use super::parse_errors::ProblemIo;
+
 /// How a server serves.
 #[derive(Debug, Clone, Copy)]
 pub struct ServeOptions {
@@ -81,7 +83,8 @@ pub async fn serve(
         // Best effort: a socket that refuses it still works, just with Nagle's delays.
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let io = TokioIo::new(ProblemIo::new(stream));
+        let connection = graceful.watch(builder.serve_connection(io, service));
         // `map`, not an `async move` block awaiting the connection: such a block keeps a second
         // copy of the connection future (800 bytes) in every task for its whole life.
         tokio::spawn(connection.map(log_connection_end));

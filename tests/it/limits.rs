@@ -136,3 +136,57 @@ async fn oversized_headers_get_431_problem_json() {
         }
     }
 }
+
+/// What hyper refuses before lockgate sees a request (a malformed request line or header, a
+/// head past the HTTP layer's own limit) is answered with problem+json too, and the
+/// connection closed; an answer written before it on the same connection is left as it was.
+#[tokio::test]
+async fn unparseable_requests_get_problem_json() {
+    let gw = Gateway::start(config(BackendChoice::Memory)).await;
+    let addr = gw.url("").trim_start_matches("http://").to_owned();
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nhost: x\r\nx-padding: {}\r\n\r\n",
+        "p".repeat(200_000)
+    );
+    for (request, status, kind) in [
+        ("GARBAGE\r\n\r\n".to_owned(), "400", "invalid-request"),
+        (
+            "GET /healthz HTTP/1.1\r\nnot a header\r\n\r\n".to_owned(),
+            "400",
+            "invalid-request",
+        ),
+        (
+            "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\nGARBAGE\r\n\r\n".to_owned(),
+            "400",
+            "invalid-request",
+        ),
+        (huge, "431", "headers-too-large"),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        // The server may close before it has read all of a huge head: what it answered counts.
+        let _ = stream.write_all(request.as_bytes()).await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+            .await
+            .expect("an answer, then the connection closes");
+        let answer = String::from_utf8_lossy(&answer);
+        // The last answer: a status line at the start or after a previous answer's body.
+        let last = answer.rfind("\nHTTP/1.1 ").map_or(0, |at| at + 1);
+        let (head, body) = answer[last..]
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("head and body: {answer:?}"));
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{answer}");
+        assert!(
+            head.contains("content-type: application/problem+json"),
+            "{head}"
+        );
+        let problem: serde_json::Value = serde_json::from_str(body).expect("json");
+        let code: u16 = status.parse().unwrap();
+        assert_problem(code, &problem, code, kind);
+        if last > 0 {
+            assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        }
+    }
+}
