@@ -2,7 +2,8 @@
 //!
 //! 1. gives the request an id (the client's `x-request-id` when it is sensible, else a new
 //!    one) and echoes it on the response;
-//! 2. classifies the request as one [`Operation`];
+//! 2. classifies the request as one [`Operation`], and refuses a head (request line and
+//!    headers) over `--max-header-bytes` (431 `headers-too-large`, closing the connection);
 //! 3. enforces the global concurrency limit (503 `overloaded`; probes and metrics exempt);
 //! 4. authenticates the bearer key when API keys are configured (401 `unauthorized`) and
 //!    checks, once, that its scopes allow the operation on the lock the path names (403
