@@ -8,7 +8,9 @@ use serde::Serialize;
 
 /// `value` as JSON followed by `\n`.
 pub fn to_body<T: Serialize>(value: &T) -> serde_json::Result<Vec<u8>> {
-    let mut body = serde_json::to_vec(value)?;
+    // One allocation for the usual lock body, newline included (to_vec then push could grow it).
+    let mut body = Vec::with_capacity(256);
+    serde_json::to_writer(&mut body, value)?;
     body.push(b'\n');
     Ok(body)
 }

@@ -116,15 +116,7 @@ async fn a_lost_lock_ends_the_hold_stream_with_lost() {
         json!({"event": "lost", "name": "l", "reason": "not-held"})
     );
     assert!(lines.next().await.is_none(), "the stream ends after lost");
-    let metrics = gw
-        .http
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("metrics");
+    let metrics = gw.metrics_text().await;
     assert!(
         metrics.contains("lockgate_hold_streams_lost_total{reason=\"not-held\"} 1\n"),
         "{metrics}"

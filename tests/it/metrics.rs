@@ -11,16 +11,9 @@ use crate::support::{Lines, eventually, status_json, token};
 
 /// The metrics as a map from series (name and labels) to value.
 async fn scrape(gw: &Gateway) -> HashMap<String, f64> {
-    let text = gw
-        .http
-        .get(gw.url("/metrics"))
-        .send()
+    gw.metrics_text()
         .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
+        .lines()
         .filter(|line| !line.starts_with('#') && !line.is_empty())
         .filter_map(|line| {
             let (series, value) = line.rsplit_once(' ')?;

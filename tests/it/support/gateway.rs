@@ -151,6 +151,18 @@ impl Gateway {
     }
 
     /// `GET /locks/{name}`.
+    /// The `/metrics` exposition as text.
+    pub async fn metrics_text(&self) -> String {
+        self.http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("scrape")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
     pub async fn inspect(&self, name: &str) -> reqwest::Response {
         self.http
             .get(self.url(&format!("/locks/{name}")))
