@@ -161,7 +161,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (backend, tokens) = (backend.clone(), tokens.clone());
             async move {
                 let stem = format!("stem{i:018}");
-                match backend.acquire(&name(i), &stem, TTL, None, None).await {
+                match backend
+                    .acquire(&name(i), &stem, TTL, None, None, None)
+                    .await
+                {
                     Ok(AcquireOutcome::Granted(lease)) => {
                         let _ = tokens[i].set(format!("{stem}.{}", lease.fence));
                     }

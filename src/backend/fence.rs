@@ -42,6 +42,19 @@
 //!
 //! The Lua twin of [`next_fence`] is in `scripts/acquire.lua`; the two must stay identical.
 
+/// The smallest fence read as a time: 10^15 µs after the epoch is September 2001. Fences below
+/// it come from a per-name counter of an older lockgate and say nothing of time.
+const FIRST_TIMED_FENCE: u64 = 1_000_000_000_000_000;
+
+/// When the grant with `fence` was made, to the microsecond, by the store's clock: the clock
+/// term of [`next_fence`] is the grant time, and the counter term exceeds it only while grants
+/// of a slot come faster than one per microsecond or the clock went back (then the fence runs
+/// ahead of the clock by that much). `None` for a fence that is no timestamp.
+pub fn granted_at(fence: u64) -> Option<std::time::SystemTime> {
+    (fence >= FIRST_TIMED_FENCE)
+        .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_micros(fence))
+}
+
 /// Separates the stem from the fence in a token.
 pub const SEPARATOR: char = '.';
 
@@ -110,6 +123,16 @@ mod tests {
         let before = next_fence(0, 1_700_000_000_000_000);
         let after_loss = next_fence(0, 1_700_000_000_000_100);
         assert!(after_loss > before);
+    }
+
+    #[test]
+    fn a_fence_tells_when_its_grant_was_made() {
+        let at = granted_at(1_763_712_000_123_456).expect("a timestamp");
+        assert_eq!(
+            humantime::format_rfc3339_micros(at).to_string(),
+            "2025-11-21T08:00:00.123456Z"
+        );
+        assert_eq!(granted_at(42), None);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::fence::{fence_of, has_stem, next_fence, token};
 use super::{
-    AcquireOutcome, BackendError, Claim, Inspection, Lease, LockBackend, ReleaseFeed,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LockBackend, ReleaseFeed,
     ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
@@ -71,6 +71,8 @@ struct Held {
     expires: Instant,
     /// The attempt that last claimed this grant, for idempotent ones.
     claim: Option<Claim>,
+    /// Who holds it, when the acquire named a holder.
+    holder: Option<Arc<Holder>>,
 }
 
 impl MemoryBackend {
@@ -131,6 +133,7 @@ impl LockBackend for MemoryBackend {
         ttl: Duration,
         ack: Option<ReplicaAck>,
         claim: Option<Claim>,
+        holder: Option<&Holder>,
     ) -> Result<AcquireOutcome, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
@@ -158,6 +161,9 @@ impl LockBackend for MemoryBackend {
                 token: token(stem, fence),
                 expires: now + ttl,
                 claim,
+                holder: holder
+                    .filter(|h| !h.is_empty())
+                    .map(|h| Arc::new(h.clone())),
             },
         );
         state.note_write(now);
@@ -237,6 +243,7 @@ impl LockBackend for MemoryBackend {
         Ok(state.live_lock(name, now).map(|held| Inspection {
             ttl: Some(held.expires - now),
             fence: fence_of(&held.token),
+            holder: held.holder.as_deref().cloned(),
         }))
     }
 
@@ -278,7 +285,7 @@ mod tests {
 
     async fn grant(b: &MemoryBackend, name: &str, stem: &str) -> String {
         let fence = lease(
-            b.acquire(name, stem, TTL, None, None)
+            b.acquire(name, stem, TTL, None, None, None)
                 .await
                 .expect("acquire"),
         )
@@ -292,7 +299,7 @@ mod tests {
         let b = MemoryBackend::new();
         let t1 = grant(&b, "a", "s1").await;
         assert_eq!(
-            b.acquire("a", "s2", TTL, None, None).await,
+            b.acquire("a", "s2", TTL, None, None, None).await,
             Ok(AcquireOutcome::Held { ttl: Some(TTL) })
         );
         assert_eq!(b.release("a", "s1").await, Ok(ReleaseOutcome::NotOwner));
@@ -326,7 +333,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(4)).await;
         assert_eq!(b.inspect("a").await, Ok(None));
         assert!(matches!(
-            b.acquire("a", "s2", TTL, None, None).await,
+            b.acquire("a", "s2", TTL, None, None, None).await,
             Ok(AcquireOutcome::Granted(_))
         ));
     }
@@ -350,13 +357,16 @@ mod tests {
     async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
         let b = MemoryBackend::new();
         let fence = lease(
-            b.acquire("a", "s1", TTL, None, None)
+            b.acquire("a", "s1", TTL, None, None, None)
                 .await
                 .expect("acquire"),
         )
         .fence;
         tokio::time::advance(Duration::from_secs(3)).await;
-        let replay = b.acquire("a", "s1", TTL, None, None).await.expect("replay");
+        let replay = b
+            .acquire("a", "s1", TTL, None, None, None)
+            .await
+            .expect("replay");
         let expected = Lease {
             fence,
             ttl: Duration::from_secs(7),
@@ -376,10 +386,10 @@ mod tests {
         assert_eq!(b.withdraw("a", "s1", None).await, Ok(true));
         assert_eq!(b.inspect("a").await, Ok(None));
 
-        b.acquire("a", "k", TTL, None, Some(Claim(1)))
+        b.acquire("a", "k", TTL, None, Some(Claim(1)), None)
             .await
             .expect("first");
-        b.acquire("a", "k", TTL, None, Some(Claim(2)))
+        b.acquire("a", "k", TTL, None, Some(Claim(2)), None)
             .await
             .expect("replay");
         assert_eq!(b.withdraw("a", "k", Some(Claim(1))).await, Ok(false));
@@ -420,15 +430,29 @@ mod tests {
     async fn expired_entries_are_swept() {
         let b = MemoryBackend::new();
         for i in 0..2000 {
-            b.acquire(&format!("n{i}"), "s", Duration::from_millis(10), None, None)
-                .await
-                .expect("acquire");
+            b.acquire(
+                &format!("n{i}"),
+                "s",
+                Duration::from_millis(10),
+                None,
+                None,
+                None,
+            )
+            .await
+            .expect("acquire");
         }
         tokio::time::advance(Duration::from_secs(2)).await;
         for i in 0..2100 {
-            b.acquire(&format!("m{i}"), "s", Duration::from_millis(10), None, None)
-                .await
-                .expect("acquire");
+            b.acquire(
+                &format!("m{i}"),
+                "s",
+                Duration::from_millis(10),
+                None,
+                None,
+                None,
+            )
+            .await
+            .expect("acquire");
             tokio::time::advance(Duration::from_millis(1)).await;
         }
         let state = b.state();

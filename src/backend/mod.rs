@@ -19,6 +19,7 @@
 //! request.
 
 pub mod fence;
+pub mod holder;
 pub mod memory;
 pub mod redis;
 pub mod redlock;
@@ -26,6 +27,7 @@ pub mod redlock;
 use std::future::Future;
 use std::time::Duration;
 
+pub use self::holder::Holder;
 use crate::telemetry::BackendErrorKind;
 
 /// Ask the store to confirm that `replicas` replicas have the write before answering
@@ -83,13 +85,15 @@ pub enum RenewOutcome {
 }
 
 /// What inspect sees of a held lock. Never the token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Inspection {
     /// Remaining time to live; `None` when the key has no expiry.
     pub ttl: Option<Duration>,
     /// The fence of the current grant (carried by its token); `None` for a token that
     /// carries none (a lock taken by another Redis client).
     pub fence: Option<u64>,
+    /// Who holds it, when the grant named a holder (see [`holder`]).
+    pub holder: Option<Holder>,
 }
 
 /// The store could not answer. Every variant but `Config` is transient from the caller's
@@ -190,7 +194,8 @@ pub trait LockBackend: Send + Sync {
     /// Takes the lock if it is free, storing the token `<stem>.<fence>` with a fence issued
     /// now; finds the grant again if a token of `stem` already holds it (an idempotent retry);
     /// reports the holder's remaining ttl if another token holds it. With a `claim`, the grant
-    /// (new or found again) is marked as claimed by it (see [`Claim`]).
+    /// (new or found again) is marked as claimed by it (see [`Claim`]). A new grant keeps
+    /// `holder` beside it (an idempotent retry keeps the holder of the grant it finds).
     fn acquire(
         &self,
         name: &str,
@@ -198,6 +203,7 @@ pub trait LockBackend: Send + Sync {
         ttl: Duration,
         ack: Option<ReplicaAck>,
         claim: Option<Claim>,
+        holder: Option<&Holder>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
     /// Deletes the lock if and only if `token` holds it.
@@ -227,7 +233,7 @@ pub trait LockBackend: Send + Sync {
         ack: Option<ReplicaAck>,
     ) -> impl Future<Output = Result<RenewOutcome, BackendError>> + Send;
 
-    /// Reports whether the lock is held, for how long, and the current fence.
+    /// Reports whether the lock is held, for how long, the current fence, and its holder.
     fn inspect(
         &self,
         name: &str,
@@ -284,8 +290,9 @@ impl LockBackend for Backend {
         ttl: Duration,
         ack: Option<ReplicaAck>,
         claim: Option<Claim>,
+        holder: Option<&Holder>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch!(self, b => b.acquire(name, stem, ttl, ack, claim))
+        dispatch!(self, b => b.acquire(name, stem, ttl, ack, claim, holder))
     }
 
     async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {

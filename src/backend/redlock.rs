@@ -45,7 +45,7 @@ use tokio::sync::watch;
 use super::AbortOnDrop;
 use super::redis::RedisBackend;
 use super::{
-    AcquireOutcome, BackendError, Claim, Inspection, Lease, LockBackend, ReleaseFeed,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LockBackend, ReleaseFeed,
     ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
@@ -170,11 +170,12 @@ impl LockBackend for RedlockBackend {
         ttl: Duration,
         ack: Option<ReplicaAck>,
         claim: Option<Claim>,
+        holder: Option<&Holder>,
     ) -> Result<AcquireOutcome, BackendError> {
         let answers: Vec<Answer> = join_all(
             self.nodes
                 .iter()
-                .map(|n| n.acquire(name, stem, ttl, ack, claim)),
+                .map(|n| n.acquire(name, stem, ttl, ack, claim, holder)),
         )
         .await
         .into_iter()
@@ -357,16 +358,19 @@ impl LockBackend for RedlockBackend {
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let outcomes = join_all(self.nodes.iter().map(|n| n.inspect(name))).await;
         let unanswered = outcomes.iter().filter(|o| o.is_err()).count();
-        // Each grant (told apart by its fence) with the nodes that hold it.
-        let mut grants: HashMap<Option<u64>, Vec<Option<Duration>>> = HashMap::new();
+        // Each grant (told apart by its fence) with what the nodes that hold it saw.
+        let mut grants: HashMap<Option<u64>, Vec<Inspection>> = HashMap::new();
         for seen in outcomes.into_iter().filter_map(|o| o.ok().flatten()) {
-            grants.entry(seen.fence).or_default().push(seen.ttl);
+            grants.entry(seen.fence).or_default().push(seen);
         }
         let quorum = self.quorum();
-        if let Some((fence, ttls)) = grants.iter().find(|(_, ttls)| ttls.len() >= quorum) {
+        if let Some((fence, seen)) = grants.iter().find(|(_, seen)| seen.len() >= quorum) {
             return Ok(Some(Inspection {
-                ttl: ttls.iter().copied().min().flatten(),
+                ttl: seen.iter().map(|s| s.ttl).min().flatten(),
                 fence: *fence,
+                // Every node of the grant was given the same holder; one that lost its record
+                // (it expired a moment earlier) does not hide it.
+                holder: seen.iter().find_map(|s| s.holder.clone()),
             }));
         }
         // "Not held" only when no grant could have a majority, whatever the silent nodes hold.

@@ -9,7 +9,12 @@
 //! command is sent SIGTERM, then SIGKILL after `--kill-after`, and `lockgate run` exits 76: the
 //! command must not go on believing it holds the lock. SIGTERM and SIGHUP sent to `lockgate
 //! run` are passed on to the command; SIGINT is not, because a terminal sends it to the
-//! command directly.
+//! command directly. Before the command starts (while waiting for the lock), any of the three
+//! ends `lockgate run` with 128 + the signal's number, and the gateway withdraws a grant it
+//! could not deliver.
+//!
+//! The grant names its holder: `--owner` (default `<hostname>:<pid>`) and `--metadata`, shown by
+//! `GET /locks/{name}`.
 //!
 //! The acquire carries an `Idempotency-Key`, so retrying after a lost response finds the same
 //! grant; and if `lockgate run` dies while its acquire is in flight, the gateway releases the
@@ -71,8 +76,21 @@ fn fail(code: u8, message: impl Into<String>) -> Failure {
 pub async fn run(args: RunArgs) -> u8 {
     let result = async {
         let runner = Runner::new(&args)?;
-        let (grant, sent) = runner.acquire().await?;
-        runner.run_command(&args.command, grant, sent).await
+        // Handled from the start: a SIGTERM between the grant and the command's start must
+        // not kill `lockgate run` with the lock held and nobody to release it.
+        let mut signals = Signals::new()?;
+        let (grant, sent) = tokio::select! {
+            acquired = runner.acquire() => acquired?,
+            // Dropping the acquire hangs up on the gateway, which withdraws a grant it could
+            // not deliver.
+            signal = signals.next() => return Err(fail(
+                128 + signal as u8,
+                format!("{signal} while waiting for {}; not acquired", runner.name),
+            )),
+        };
+        runner
+            .run_command(&args.command, grant, sent, &mut signals)
+            .await
     }
     .await;
     match result {
@@ -84,12 +102,55 @@ pub async fn run(args: RunArgs) -> u8 {
     }
 }
 
+/// `<hostname>:<pid>`: which process on which machine holds the lock.
+fn default_owner() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    // An owner is at most 128 characters; a hostname is at most 64 on Linux, 253 as a name.
+    let host: String = host.chars().take(100).collect();
+    format!("{host}:{}", std::process::id())
+}
+
+/// The signals `lockgate run` handles: SIGTERM and SIGHUP (passed on to the command while it
+/// runs), SIGINT (which a terminal sends the command itself).
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Self, Failure> {
+        let handle = |kind| {
+            signal(kind).map_err(|e| fail(EXIT_GATEWAY, format!("cannot handle signals: {e}")))
+        };
+        Ok(Self {
+            terminate: handle(SignalKind::terminate())?,
+            hangup: handle(SignalKind::hangup())?,
+            interrupt: handle(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.hangup.recv() => Signal::SIGHUP,
+            _ = self.interrupt.recv() => Signal::SIGINT,
+        }
+    }
+}
+
 struct Runner {
     client: Client,
     name: LockName,
     ttl: Duration,
     wait: Option<Duration>,
     kill_after: Duration,
+    owner: String,
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 enum RenewOutcome {
@@ -112,6 +173,8 @@ impl Runner {
             ttl: args.ttl,
             wait: args.wait,
             kill_after: args.kill_after,
+            owner: args.owner.clone().unwrap_or_else(default_owner),
+            metadata: args.metadata.clone(),
         })
     }
 
@@ -129,6 +192,8 @@ impl Runner {
             let body = AcquireBody {
                 ttl_ms: Some(millis(self.ttl)),
                 wait_ms: Some(millis(wait)),
+                owner: Some(self.owner.clone()),
+                metadata: self.metadata.clone(),
                 ..AcquireBody::default()
             };
             let sent = Instant::now();
@@ -211,6 +276,7 @@ impl Runner {
         command: &[OsString],
         grant: LockGrantBody,
         sent: Instant,
+        signals: &mut Signals,
     ) -> Result<u8, Failure> {
         let Some((program, args)) = command.split_first() else {
             return Err(fail(EXIT_USAGE, "no command given"));
@@ -236,14 +302,6 @@ impl Runner {
                 ));
             }
         };
-        let signals = |kind| {
-            signal(kind).map_err(|e| fail(EXIT_GATEWAY, format!("cannot handle signals: {e}")))
-        };
-        let (mut terminate, mut hangup, mut interrupt) = (
-            signals(SignalKind::terminate())?,
-            signals(SignalKind::hangup())?,
-            signals(SignalKind::interrupt())?,
-        );
         let interval = renewal_interval(self.ttl);
         let mut valid_until = sent + Duration::from_millis(grant.ttl_ms);
         let mut next_renewal = Instant::now() + interval;
@@ -269,10 +327,12 @@ impl Runner {
                         }
                     }
                 }
-                _ = terminate.recv() => forward(&child, Signal::SIGTERM),
-                _ = hangup.recv() => forward(&child, Signal::SIGHUP),
-                // A terminal delivers SIGINT to the command itself; passing it on would be twice.
-                _ = interrupt.recv() => {}
+                signal = signals.next() => match signal {
+                    // A terminal delivers SIGINT to the command itself; passing it on would be
+                    // twice.
+                    Signal::SIGINT => {}
+                    signal => forward(&child, signal),
+                },
             }
         }
     }

@@ -87,6 +87,15 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub kill_after: Duration,
 
+    /// Who holds the lock, as `GET /locks/{name}` shows it. Default: `<hostname>:<pid>`.
+    #[arg(long, env = "LOCKGATE_OWNER")]
+    pub owner: Option<String>,
+
+    /// A JSON object shown beside the owner by `GET /locks/{name}` (at most 1024 bytes), e.g.
+    /// '{"addr":"10.0.0.7:8080"}' for a leader's address.
+    #[arg(long, env = "LOCKGATE_METADATA", value_parser = json_object)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+
     /// The lock's name.
     pub name: String,
 
@@ -322,4 +331,10 @@ pub fn name_variables(message: &str) -> String {
 fn duration(value: &str) -> Result<Duration, String> {
     humantime::parse_duration(value)
         .map_err(|_| "expected a duration such as 30s, 500ms or 2m".to_owned())
+}
+
+/// A JSON object, such as `{"addr":"10.0.0.7:8080"}`.
+fn json_object(value: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    serde_json::from_str(value)
+        .map_err(|_| "expected a JSON object such as '{\"addr\":\"10.0.0.7:8080\"}'".to_owned())
 }

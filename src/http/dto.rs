@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 use utoipa::ToSchema;
 
@@ -56,6 +57,16 @@ pub struct AcquireBody {
     // No `default` here: with it, serde would also accept `[]` as a body.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub require_replicas: Option<bool>,
+    /// Who takes the lock: a short label (1 to 128 characters, no control characters), e.g.
+    /// a pod name or `host:pid`. Kept beside the grant and shown by `GET /locks/{name}`.
+    #[schema(min_length = 1, max_length = 128, example = "worker-7f9c:4242")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Anything else worth telling whoever inspects the lock (a leader's address), as a JSON
+    /// object of at most 1024 bytes. Kept beside the grant and shown by `GET /locks/{name}`.
+    #[schema(value_type = Option<Object>, example = json!({"addr": "10.0.0.7:8080"}))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
 }
 
 impl AcquireBody {
@@ -174,7 +185,11 @@ pub struct LockRenewalBody {
     "held": true,
     "ttl_ms": 21034,
     "expires_at": "2026-11-21T08:00:30.123Z",
-    "fence": 1763712000123456u64
+    "fence": 1763712000123456u64,
+    "acquired_at": "2026-11-21T08:00:00.123456Z",
+    "owner": "worker-7f9c:4242",
+    "metadata": {"addr": "10.0.0.7:8080"},
+    "waiting": 0
 }))]
 pub struct LockInfoBody {
     pub name: String,
@@ -195,6 +210,22 @@ pub struct LockInfoBody {
     /// (its token carries none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
+    /// When the current grant was made, RFC 3339 to the microsecond, by Redis's clock (read
+    /// from the fence, which is that time unless grants came faster than one per
+    /// microsecond). Absent when the fence is not a timestamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquired_at: Option<String>,
+    /// The `owner` the holder gave on acquire; absent when it gave none (or took the lock
+    /// with another Redis client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The `metadata` the holder gave on acquire; absent when it gave none.
+    #[schema(value_type = Option<Object>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    /// Requests waiting for this lock in this gateway (others may wait in other gateways).
+    #[serde(default)]
+    pub waiting: u64,
 }
 
 /// A non-negative whole number, or null. Like JSON Schema's `integer`, accepts a number with
@@ -273,13 +304,22 @@ impl LockRenewalBody {
 }
 
 impl LockInfoBody {
-    pub fn new(name: &LockName, state: &LockState) -> Self {
+    pub fn new(name: &LockName, state: LockState) -> Self {
+        let (owner, metadata) = state
+            .holder
+            .map_or((None, None), |holder| (holder.owner, holder.metadata));
         Self {
             name: name.to_string(),
             held: true,
             ttl_ms: state.ttl.map(millis),
             expires_at: state.ttl.map(expires_at),
             fence: state.fence,
+            acquired_at: state
+                .granted_at
+                .map(|at| humantime::format_rfc3339_micros(at).to_string()),
+            owner,
+            metadata,
+            waiting: u64::try_from(state.waiting).unwrap_or(u64::MAX),
         }
     }
 }

@@ -202,6 +202,7 @@ impl LockService {
                 request.ttl,
                 request.replicas.ack(),
                 claim,
+                request.holder.as_deref(),
             )
             .await;
         let outcome = match sent {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::LockName;
 use super::primitive::Primitive;
 use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Claim, Inspection, LockBackend, ReleaseFeed,
+    AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, LockBackend, ReleaseFeed,
     ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
@@ -25,8 +25,11 @@ impl Primitive for Exclusive {
         ttl: Duration,
         ack: Option<ReplicaAck>,
         claim: Option<Claim>,
+        holder: Option<&Holder>,
     ) -> Result<AcquireOutcome, BackendError> {
-        backend.acquire(name.as_str(), stem, ttl, ack, claim).await
+        backend
+            .acquire(name.as_str(), stem, ttl, ack, claim, holder)
+            .await
     }
 
     async fn renew(

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::LockName;
 use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Claim, Inspection, ReleaseFeed, ReleaseOutcome,
+    AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, ReleaseFeed, ReleaseOutcome,
     RenewOutcome, ReplicaAck,
 };
 
@@ -25,7 +25,8 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     /// What the lease is called in logs and waiting lines (`lock`).
     const KIND: &'static str;
 
-    /// Takes a grant for `stem` if one is free (see `LockBackend::acquire`).
+    /// Takes a grant for `stem` if one is free, naming `holder` (see `LockBackend::acquire`).
+    #[allow(clippy::too_many_arguments)] // The backend contract's, plus the backend.
     fn acquire(
         &self,
         backend: &Backend,
@@ -34,6 +35,7 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
         ttl: Duration,
         ack: Option<ReplicaAck>,
         claim: Option<Claim>,
+        holder: Option<&Holder>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
     /// Extends the grant `token` holds.

@@ -3,10 +3,13 @@
 //! The `http` module reads raw JSON numbers; this module decides what they mean (defaults) and
 //! whether they are acceptable (bounds), so the rules hold whatever the transport.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::{Map, Value};
+
 use super::error::InvalidRequest;
-use crate::backend::ReplicaAck;
+use crate::backend::{Holder, ReplicaAck};
 
 /// Default `replica_timeout_ms`.
 pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(100);
@@ -14,6 +17,11 @@ pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(100);
 pub const MAX_REPLICA_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest `replicas`.
 pub const MAX_REPLICAS: u32 = 64;
+/// Longest `owner`, in characters.
+pub const MAX_OWNER_CHARS: usize = 128;
+/// Largest `metadata`, in bytes of compact JSON. A holder record travels with every acquire
+/// and inspect and lives in Redis beside the grant: a label and an address, not a document.
+pub const MAX_METADATA_BYTES: usize = 1024;
 
 /// Configured bounds on what clients may ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,12 +59,14 @@ impl ReplicaPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AcquireRequest {
     pub ttl: Duration,
     /// How long to wait for a held lock; zero tries once.
     pub wait: Duration,
     pub replicas: ReplicaPolicy,
+    /// Who the grant is for, kept beside it and shown by inspect (see [`holder`]).
+    pub holder: Option<Arc<Holder>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +99,7 @@ impl Limits {
                 self.max_wait,
             )?,
             replicas: replica_policy(replicas)?,
+            holder: None,
         })
     }
 
@@ -109,6 +120,39 @@ impl Limits {
             Some(ms) => bounded("ttl_ms", ms, self.min_ttl, self.max_ttl),
         }
     }
+}
+
+/// The holder of a grant, from the `owner` and `metadata` a client sent: an owner of 1 to
+/// [`MAX_OWNER_CHARS`] characters without control characters (a pod name, `host:pid`), and a
+/// JSON object of at most [`MAX_METADATA_BYTES`]. `None` when neither was sent.
+pub fn holder(
+    owner: Option<String>,
+    metadata: Option<Map<String, Value>>,
+) -> Result<Option<Arc<Holder>>, InvalidRequest> {
+    if let Some(owner) = &owner {
+        let chars = owner.chars().count();
+        if chars == 0 || chars > MAX_OWNER_CHARS || owner.chars().any(char::is_control) {
+            return Err(InvalidRequest {
+                field: "owner",
+                message: format!(
+                    "must be 1 to {MAX_OWNER_CHARS} characters with no control characters"
+                ),
+            });
+        }
+    }
+    if let Some(metadata) = &metadata {
+        let bytes = serde_json::to_string(metadata).map_or(usize::MAX, |json| json.len());
+        if bytes > MAX_METADATA_BYTES {
+            return Err(InvalidRequest {
+                field: "metadata",
+                message: format!(
+                    "must be a JSON object of at most {MAX_METADATA_BYTES} bytes (this one is {bytes})"
+                ),
+            });
+        }
+    }
+    let holder = Holder { owner, metadata };
+    Ok((!holder.is_empty()).then(|| Arc::new(holder)))
 }
 
 fn replica_policy(raw: RawReplicas) -> Result<ReplicaPolicy, InvalidRequest> {
@@ -224,6 +268,28 @@ mod tests {
                 .field,
             "ttl_ms"
         );
+    }
+
+    #[test]
+    fn owners_and_metadata_are_bounded() {
+        assert_eq!(holder(None, None), Ok(None));
+        let named = holder(Some("pod-a:4242".into()), None)
+            .expect("valid")
+            .expect("a holder");
+        assert_eq!(named.owner.as_deref(), Some("pod-a:4242"));
+        assert!(holder(Some("é".repeat(MAX_OWNER_CHARS)), None).is_ok());
+        for bad in [
+            String::new(),
+            "a\nb".into(),
+            "x".repeat(MAX_OWNER_CHARS + 1),
+        ] {
+            assert_eq!(holder(Some(bad), None).unwrap_err().field, "owner");
+        }
+        let object = |json: &str| serde_json::from_str::<Map<String, Value>>(json).ok();
+        assert!(holder(None, object(r#"{"addr":"10.0.0.7:8080"}"#)).is_ok());
+        let big = format!(r#"{{"a":"{}"}}"#, "x".repeat(MAX_METADATA_BYTES));
+        let err = holder(None, object(&big)).unwrap_err();
+        assert_eq!(err.field, "metadata");
     }
 
     #[test]

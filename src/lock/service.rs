@@ -25,7 +25,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +39,8 @@ use super::request::{Limits, RenewRequest, ReplicaPolicy};
 use super::token::{LockToken, TokenSecret};
 use super::validity::Validity;
 use super::wait::Waiters;
-use crate::backend::{Backend, Lease, LockBackend, ReleaseOutcome, RenewOutcome};
+use crate::backend::fence::granted_at;
+use crate::backend::{Backend, Holder, Lease, LockBackend, ReleaseOutcome, RenewOutcome};
 
 /// A lease granted to the caller. Until its guard is disarmed (the client has the answer),
 /// dropping it withdraws the grant.
@@ -62,14 +63,21 @@ pub struct Renewal {
     pub replicas_acked: Option<u32>,
 }
 
-/// What anyone may learn about a held lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What anyone may learn about a held lock. Never the token.
+#[derive(Debug, Clone, PartialEq)]
 pub struct LockState {
     /// Remaining ttl; `None` when the key has no expiry.
     pub ttl: Option<Duration>,
     /// The fence of the current grant; `None` when its holder's token carries none (a lock
     /// taken by another Redis client).
     pub fence: Option<u64>,
+    /// When the current grant was made, by the store's clock (read from its fence; see
+    /// `backend::fence::granted_at`).
+    pub granted_at: Option<SystemTime>,
+    /// Who holds it, when the grant named a holder.
+    pub holder: Option<Holder>,
+    /// Requests waiting for it in this gateway.
+    pub waiting: usize,
 }
 
 #[derive(Debug)]
@@ -217,6 +225,9 @@ impl LockService {
             Some(seen) => Ok(LockState {
                 ttl: seen.ttl,
                 fence: seen.fence,
+                granted_at: seen.fence.and_then(granted_at),
+                holder: seen.holder,
+                waiting: self.waiters.waiting_for(P::KIND, name.as_str()),
             }),
             None => Err(LockError::NotHeld),
         }

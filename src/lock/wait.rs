@@ -89,6 +89,15 @@ impl Waiters {
             .is_some_and(|lines| lines.contains_key(name))
     }
 
+    /// Requests waiting for `name` (a lease of `kind`) in this gateway.
+    pub fn waiting_for(&self, kind: &'static str, name: &str) -> usize {
+        self.inner()
+            .lines
+            .get(kind)
+            .and_then(|lines| lines.get(name))
+            .map_or(0, |line| line.tickets.len())
+    }
+
     /// Requests waiting now, all names together.
     pub fn waiting(&self) -> usize {
         self.inner().waiting

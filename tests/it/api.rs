@@ -217,9 +217,11 @@ async fn inspect_never_shows_the_token() {
     assert_eq!(
         seen.body,
         json!({
-            "name": "x", "held": true, "ttl_ms": 9000, "expires_at": seen.body["expires_at"], "fence": grant["fence"]
+            "name": "x", "held": true, "ttl_ms": 9000, "expires_at": seen.body["expires_at"], "fence": grant["fence"],
+            "acquired_at": seen.body["acquired_at"], "waiting": 0
         })
     );
+    assert!(seen.body["acquired_at"].is_string(), "{}", seen.body);
     assert!(!String::from_utf8_lossy(&seen.raw).contains(token));
     let head = send(
         &app,

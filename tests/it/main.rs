@@ -4,6 +4,7 @@
 //! * `redis_e2e`: HTTP on a socket against real `redis-server` processes.
 //! * `waiting`: blocking acquire against real Redis.
 //! * `hold`: hold streams and their watchdog against real Redis.
+//! * `holders`: who holds what (owner, metadata, inspect) on every backend.
 //! * `run_command`: the `lockgate run` subcommand, end to end.
 //! * `cli`: the binary's exit codes, errors and `--dev` mode.
 //! * `openapi`: the committed OpenAPI document matches the code.
@@ -25,6 +26,7 @@ mod cli;
 mod faults;
 mod ha;
 mod hold;
+mod holders;
 mod limits;
 mod metrics;
 mod openapi;

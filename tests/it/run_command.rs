@@ -249,3 +249,51 @@ async fn runs_authenticate_with_an_api_key() {
     assert_eq!(exit, Some(69), "{stderr}");
     assert!(!stderr.contains("jobs-key"), "{stderr}");
 }
+
+/// The lock `lockgate run` takes names its holder: `<hostname>:<pid>` by default, or what
+/// `--owner` and `--metadata` say.
+#[tokio::test]
+async fn the_lock_names_who_runs_the_command() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let cases = [
+        (vec![], None),
+        (
+            vec![
+                "--owner",
+                "api-1",
+                "--metadata",
+                r#"{"addr":"10.0.0.7:8080"}"#,
+            ],
+            Some("api-1"),
+        ),
+    ];
+    for (flags, owner) in cases {
+        let mut args = flags.clone();
+        args.extend(["owned", "--", "sleep", "30"]);
+        let mut cmd = run(&gw, &args);
+        cmd.kill_on_drop(true);
+        let child = cmd.spawn().expect("spawn lockgate run");
+        let expected = owner.map_or_else(
+            || format!("{}:{}", hostname.trim(), child.id().expect("pid")),
+            str::to_owned,
+        );
+        let seen = eventually(Duration::from_secs(10), "the lock is held", || async {
+            let response = gw.inspect("owned").await;
+            if response.status() != 200 {
+                return None;
+            }
+            response.json::<serde_json::Value>().await.ok()
+        })
+        .await;
+        assert_eq!(seen["owner"], expected.as_str(), "{seen}");
+        if owner.is_some() {
+            assert_eq!(seen["metadata"]["addr"], "10.0.0.7:8080", "{seen}");
+        }
+        let pid = nix::unistd::Pid::from_raw(child.id().expect("pid") as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+        let out = child.wait_with_output().await.expect("wait");
+        assert_eq!(out.status.code(), Some(128 + 15));
+    }
+}

@@ -67,6 +67,11 @@ impl<'a> LockKeys<'a> {
         self.key(Tag::Name(self.name), ":claim")
     }
 
+    /// Who holds the current grant, when it names a holder (see `backend::holder`).
+    pub(super) fn holder(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":holder")
+    }
+
     /// The pub/sub channel on which releases of the name are announced. Not a key, but
     /// tagged like one so that a sharded channel would live in the name's slot.
     pub(super) fn channel(&self) -> Key<'a> {
@@ -126,6 +131,7 @@ mod tests {
         assert_eq!(arg(keys.counter()), "lockgate:fences");
         assert_eq!(arg(keys.legacy_counter()), "lockgate:{orders:42}:fence");
         assert_eq!(arg(keys.claim()), "lockgate:{orders:42}:claim");
+        assert_eq!(arg(keys.holder()), "lockgate:{orders:42}:holder");
         assert_eq!(arg(keys.channel()), "lockgate:{orders:42}:released");
         assert_eq!(keys.lock_string(), "lockgate:{orders:42}");
 

@@ -12,7 +12,7 @@ use super::scripts::{ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, RENEW_UNFENCED,
 use super::send::evalsha;
 use crate::backend::fence::fence_of;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Inspection, Lease, LockBackend, ReleaseFeed,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LockBackend, ReleaseFeed,
     ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
 };
 use crate::telemetry::metrics::RedisCall;
@@ -22,7 +22,7 @@ impl RedisBackend {
     /// `fence` (Redlock; see `finalize.lua`). False when the node no longer holds it.
     pub async fn finalize(&self, name: &str, stem: &str, fence: u64) -> Result<bool, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(&FINALIZE, &[keys.lock(), keys.counter()]);
+        let mut call = evalsha(&FINALIZE, &[keys.lock(), keys.counter(), keys.holder()]);
         call.arg(stem).arg(fence);
         self.script::<i64>(&FINALIZE, &call).await.map(|n| n == 1)
     }
@@ -76,6 +76,14 @@ impl RedisBackend {
             .arg("PX")
             .arg(millis(ttl))
             .arg("GET");
+        // The holder record, if the grant has one, keeps the lock's ttl. Not atomic with the
+        // renewal, hence GT: it can only lengthen a record's life (by at most one ttl, if this
+        // token no longer holds the lock), never cut short the record of a live grant.
+        pipe.cmd("PEXPIRE")
+            .arg(keys.holder())
+            .arg(millis(ttl))
+            .arg("GT")
+            .ignore();
         let refused = |state: &Downgradable| state.renew_refused();
         let Some((previous,)) = self.native::<(Option<Vec<u8>>,)>(&pipe, refused).await? else {
             return Ok(None);
@@ -118,16 +126,21 @@ impl LockBackend for RedisBackend {
         ttl: Duration,
         ack: Option<ReplicaAck>,
         claim: Option<Claim>,
+        holder: Option<&Holder>,
     ) -> Result<AcquireOutcome, BackendError> {
         let keys = self.keys(name);
         let (lock, counter, legacy) = (keys.lock(), keys.counter(), keys.legacy_counter());
-        let mut call = match claim {
-            None => evalsha(&ACQUIRE, &[lock, counter, legacy]),
-            Some(_) => evalsha(&ACQUIRE, &[lock, counter, legacy, keys.claim()]),
+        let holder = holder.filter(|h| !h.is_empty());
+        let mut call = if claim.is_none() && holder.is_none() {
+            evalsha(&ACQUIRE, &[lock, counter, legacy])
+        } else {
+            let keys = [lock, counter, legacy, keys.claim(), keys.holder()];
+            evalsha(&ACQUIRE, &keys)
         };
         call.arg(stem).arg(millis(ttl));
-        if let Some(Claim(id)) = claim {
-            call.arg(id);
+        if claim.is_some() || holder.is_some() {
+            call.arg(claim_arg(claim))
+                .arg(holder.map(Holder::fields).unwrap_or_default());
         }
         let (reply, acked) = self
             .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
@@ -164,7 +177,7 @@ impl LockBackend for RedisBackend {
         {
             return Ok(outcome);
         }
-        let mut call = evalsha(&RELEASE, &[keys.lock()]);
+        let mut call = evalsha(&RELEASE, &[keys.lock(), keys.holder()]);
         call.arg(token).arg(keys.channel());
         match self.script::<i64>(&RELEASE, &call).await? {
             1 => Ok(ReleaseOutcome::Released),
@@ -181,7 +194,7 @@ impl LockBackend for RedisBackend {
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(&WITHDRAW, &[keys.lock(), keys.claim()]);
+        let mut call = evalsha(&WITHDRAW, &[keys.lock(), keys.claim(), keys.holder()]);
         call.arg(stem).arg(keys.channel()).arg(claim_arg(claim));
         self.script::<i64>(&WITHDRAW, &call)
             .await
@@ -223,7 +236,7 @@ impl LockBackend for RedisBackend {
         {
             return Ok(outcome);
         }
-        let mut call = evalsha(&RENEW, &[keys.lock()]);
+        let mut call = evalsha(&RENEW, &[keys.lock(), keys.holder()]);
         call.arg(token).arg(millis(ttl));
         let (reply, acked) = self
             .run_lease_script::<i64>(name, &RENEW, &call, ack)
@@ -242,16 +255,20 @@ impl LockBackend for RedisBackend {
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let keys = self.keys(name);
-        let call = evalsha(&INSPECT, &[keys.lock(), keys.legacy_counter()]);
-        let reply: Vec<i64> = self.script(&INSPECT, &call).await?;
-        match *reply {
-            [-2, _] => Ok(None),
-            [ttl, f] => Ok(Some(Inspection {
-                ttl: pttl(ttl),
-                fence: u64::try_from(f).ok(),
-            })),
-            _ => Err(unexpected("inspect", &reply)),
+        let call = evalsha(
+            &INSPECT,
+            &[keys.lock(), keys.legacy_counter(), keys.holder()],
+        );
+        let (ttl, f, record): (i64, i64, Option<Vec<u8>>) = self.script(&INSPECT, &call).await?;
+        if ttl == -2 {
+            return Ok(None);
         }
+        let fence = u64::try_from(f).ok();
+        Ok(Some(Inspection {
+            ttl: pttl(ttl),
+            fence,
+            holder: record.and_then(|r| Holder::of_record(&r, fence)),
+        }))
     }
 
     async fn watch_releases(&self, name: &str) -> ReleaseFeed {

@@ -4,10 +4,14 @@
 -- KEYS[2]  the fence counter of the name's hash slot (same slot as KEYS[1])
 -- KEYS[3]  the name's fence counter as lockgate kept it before the fence-in-token format:
 --          read once, superseded by KEYS[2], then deleted
--- KEYS[4]  (idempotent acquires only) the claim key: which attempt last claimed the grant
+-- KEYS[4]  (idempotent acquires, or grants naming a holder) the claim key: which attempt last
+--          claimed the grant
+-- KEYS[5]  (with KEYS[4]) the holder key: who holds the grant (see src/backend/holder.rs)
 -- ARGV[1]  the token stem (the gateway's part of the token)
 -- ARGV[2]  ttl in milliseconds
--- ARGV[3]  (with KEYS[4]) the claim id
+-- ARGV[3]  (with KEYS[4]) the claim id, or '' for none
+-- ARGV[4]  (with KEYS[4]) the holder record after its fence field (`"owner":"pod-a"}`), or ''
+--          for none: stored as `{"fence":<fence>,` .. ARGV[4]
 --
 -- Returns fence                granted now: the token is `<stem>.<fence>`
 --         {2, fence, pttl_ms}  already held by a token of this stem (an idempotent retry)
@@ -23,7 +27,7 @@ local holder = redis.call('GET', KEYS[1])
 if holder then
   local prefix = ARGV[1] .. '.'
   if string.sub(holder, 1, #prefix) == prefix then
-    if KEYS[4] then
+    if KEYS[4] and ARGV[3] ~= '' then
       redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2])
     end
     return {2, tonumber(string.sub(holder, #prefix + 1)) or -1, redis.call('PTTL', KEYS[1])}
@@ -47,6 +51,11 @@ if legacy then
 end
 redis.call('SET', KEYS[1], ARGV[1] .. '.' .. text, 'PX', ARGV[2])
 if KEYS[4] then
-  redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2])
+  if ARGV[3] ~= '' then
+    redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2])
+  end
+  if ARGV[4] ~= '' then
+    redis.call('SET', KEYS[5], '{"fence":' .. text .. ',' .. ARGV[4], 'PX', ARGV[2])
+  end
 end
 return fence

@@ -6,6 +6,7 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fence counter of the name's hash slot
+-- KEYS[3]  the holder key: its record carries the node's fence, replaced by the chosen one
 -- ARGV[1]  the token stem
 -- ARGV[2]  the chosen fence (decimal)
 --
@@ -19,6 +20,11 @@ end
 local token = prefix .. ARGV[2]
 if holder ~= token then
   redis.call('SET', KEYS[1], token, 'KEEPTTL')
+  local record = redis.call('GET', KEYS[3])
+  local field = '{"fence":' .. string.sub(holder, #prefix + 1) .. ','
+  if record and string.sub(record, 1, #field) == field then
+    redis.call('SET', KEYS[3], '{"fence":' .. ARGV[2] .. ',' .. string.sub(record, #field + 1), 'KEEPTTL')
+  end
 end
 local fence = tonumber(ARGV[2])
 if (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then

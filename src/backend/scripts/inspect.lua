@@ -1,16 +1,18 @@
--- Inspect: remaining ttl and the current grant's fence, read in one atomic step. The token
--- never leaves the script.
+-- Inspect: remaining ttl, the current grant's fence and its holder record, read in one atomic
+-- step. The token never leaves the script.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the name's old per-name fence counter, for a grant of an older lockgate
+-- KEYS[3]  the holder key
 --
--- Returns {pttl_ms, fence}: pttl -2 when not held, -1 when the key has no expiry;
---         fence -1 when the holder's token carries none and no old counter exists.
+-- Returns {pttl_ms, fence, record}: pttl -2 when not held, -1 when the key has no expiry;
+--         fence -1 when the holder's token carries none and no old counter exists; record
+--         the holder key's value, or false (the gateway checks that its fence is the grant's).
 local holder = redis.call('GET', KEYS[1])
 if not holder then
-  return {-2, -1}
+  return {-2, -1, false}
 end
 local fence = tonumber(string.match(holder, '^[%w_-]+%.(%d+)$'))
   or tonumber(redis.call('GET', KEYS[2]))
   or -1
-return {redis.call('PTTL', KEYS[1]), fence}
+return {redis.call('PTTL', KEYS[1]), fence, redis.call('GET', KEYS[3])}

@@ -3,6 +3,7 @@
 -- comparing outside a script would race the same way.
 --
 -- KEYS[1]  the lock key
+-- KEYS[2]  the holder key (who holds the grant; deleted with it)
 -- ARGV[1]  token
 -- ARGV[2]  the name's release channel (gateways with waiters for the name subscribe to it)
 --
@@ -14,6 +15,6 @@ end
 if holder ~= ARGV[1] then
   return -1
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('PUBLISH', ARGV[2], '')
 return 1

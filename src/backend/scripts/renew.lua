@@ -1,7 +1,9 @@
 -- Renew: compare-and-expire. Only the holder's token may set a new ttl. The fence travels in
--- the token, so nothing else is read or written.
+-- the token, so nothing else is read; the holder record, if the grant has one, gets the same
+-- ttl.
 --
 -- KEYS[1]  the lock key
+-- KEYS[2]  the holder key
 -- ARGV[1]  token
 -- ARGV[2]  new ttl in milliseconds
 --
@@ -14,4 +16,5 @@ if holder ~= ARGV[1] then
   return -1
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1

@@ -5,6 +5,7 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the claim key
+-- KEYS[3]  the holder key
 -- ARGV[1]  the token stem
 -- ARGV[2]  the name's release channel
 -- ARGV[3]  claim id, or '' when the stem is this attempt's alone
@@ -24,6 +25,6 @@ if ARGV[3] ~= '' then
   end
   redis.call('DEL', KEYS[2])
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('PUBLISH', ARGV[2], '')
 return 1

@@ -12,6 +12,7 @@ use crate::http::AppState;
 use crate::http::delivery::DeliveredOnRead;
 use crate::http::dto::{AcquireBody, LockGrantBody};
 use crate::http::problem::ApiError;
+use crate::lock::request::holder;
 use crate::lock::{AcquireRequest, Grant, IdempotencyKey, LockName, LockService, Primitive};
 
 /// A lease granted by [`acquiring`], with what the handler needs next.
@@ -41,6 +42,12 @@ pub fn acquiring<P: Primitive>(
         .service
         .limits()
         .acquire(body.ttl_ms, body.wait_ms, body.replicas())
+        .and_then(|request| {
+            Ok(AcquireRequest {
+                holder: holder(body.owner.clone(), body.metadata.clone())?,
+                ..request
+            })
+        })
         .map_err(ApiError::from);
     let service = app.service.clone();
     async move {

@@ -179,7 +179,7 @@ pub async fn inspect_lock(
     LockPath(name): LockPath,
 ) -> Result<Json<LockInfoBody>, ApiError> {
     let state = app.service.inspect(&name).await?;
-    Ok(Json(LockInfoBody::new(&name, &state)))
+    Ok(Json(LockInfoBody::new(&name, state)))
 }
 
 /// Any path no route matched. Under `/locks/` that is a bad name (empty, or with a slash,
