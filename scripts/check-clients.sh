@@ -2,7 +2,7 @@
 # Checks the committed OpenAPI document the way client generators and linters read it:
 #   * redocly lint: 0 errors and 0 warnings;
 #   * openapi-python-client generates a client from it, and that client takes, renews,
-#     inspects and releases a lock on a running gateway (with an API key), and reads a hold
+#     inspects (owner, metadata), lists and releases a lock on a running gateway (with an API key), and reads a hold
 #     stream line by line into its HoldEvent model.
 # The tools come from the registries on first use, into target/packaging-tools: @redocly/cli
 # from npm, openapi-python-client from PyPI.
@@ -68,15 +68,16 @@ import sys
 
 from lockgate_client import AuthenticatedClient, Client
 from lockgate_client.api.health import healthz
-from lockgate_client.api.locks import acquire_lock, inspect_lock, release_lock, renew_lock
-from lockgate_client.models import AcquireBody, HoldEvent, LockGrantBody, LockInfoBody, LockRenewalBody, Problem, RenewBody
+from lockgate_client.api.locks import acquire_lock, inspect_lock, list_locks, release_lock, renew_lock
+from lockgate_client.models import AcquireBody, AcquireBodyMetadata, HoldEvent, LockGrantBody, LockInfoBody, LockListBody, LockRenewalBody, Problem, RenewBody
 
 base, key = sys.argv[1], sys.argv[2]
 # Probes need no key: the plain Client serves them.
 assert healthz.sync(client=Client(base_url=base)).status == "ok"
 client = AuthenticatedClient(base_url=base, token=key)
 
-grant = acquire_lock.sync("gen:job", client=client, body=AcquireBody(ttl_ms=10_000))
+metadata = AcquireBodyMetadata.from_dict({"addr": "10.0.0.7:8080"})
+grant = acquire_lock.sync("gen:job", client=client, body=AcquireBody(ttl_ms=10_000, owner="worker-1", metadata=metadata))
 assert isinstance(grant, LockGrantBody), grant
 held = acquire_lock.sync("gen:job", client=client, body=AcquireBody())
 assert isinstance(held, Problem) and held.type_.endswith("/lock-held"), held
@@ -84,6 +85,10 @@ renewal = renew_lock.sync("gen:job", client=client, body=RenewBody(ttl_ms=20_000
 assert isinstance(renewal, LockRenewalBody) and renewal.fence == grant.fence, renewal
 info = inspect_lock.sync("gen:job", client=client)
 assert isinstance(info, LockInfoBody) and info.held and info.fence == grant.fence, info
+assert info.owner == "worker-1" and info.metadata.to_dict() == {"addr": "10.0.0.7:8080"}, info
+page = list_locks.sync(client=client, prefix="gen:", limit=10)
+assert isinstance(page, LockListBody) and [lock.name for lock in page.locks] == ["gen:job"], page
+assert page.locks[0].owner == "worker-1", page
 released = release_lock.sync_detailed("gen:job", client=client, lock_token=grant.token)
 assert released.status_code == 204, released
 gone = inspect_lock.sync("gen:job", client=client)
@@ -97,6 +102,6 @@ with client.get_httpx_client().stream("POST", "/locks/gen:held/hold", json={"ttl
     assert first.event == "acquired" and first.token, first
     second = HoldEvent.from_dict(json.loads(next(lines)))
     assert second.event == "renewed" and second.fence == first.fence, second
-print("generated client: acquire, lock-held, renew, inspect, release, hold stream: ok")
+print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream: ok")
 PY
 echo "client checks passed"

@@ -20,8 +20,8 @@ use tokio::time::Instant;
 
 use super::fence::{fence_of, has_stem, next_fence, token};
 use super::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LockBackend, ReleaseFeed,
-    ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
+    LockBackend, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
@@ -111,6 +111,16 @@ impl State {
         if self.writes_since_sweep >= threshold {
             self.writes_since_sweep = 0;
             self.locks.retain(|_, held| held.expires > now);
+        }
+    }
+}
+
+impl Held {
+    fn inspection(&self, now: Instant) -> Inspection {
+        Inspection {
+            ttl: Some(self.expires - now),
+            fence: fence_of(&self.token),
+            holder: self.holder.as_deref().cloned(),
         }
     }
 }
@@ -240,11 +250,42 @@ impl LockBackend for MemoryBackend {
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
-        Ok(state.live_lock(name, now).map(|held| Inspection {
-            ttl: Some(held.expires - now),
-            fence: fence_of(&held.token),
-            holder: held.holder.as_deref().cloned(),
-        }))
+        Ok(state.live_lock(name, now).map(|held| held.inspection(now)))
+    }
+
+    /// Pages in name order; the cursor is the last name listed.
+    async fn list(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<ListPage, BackendError> {
+        let now = Instant::now();
+        let state = self.state();
+        let after = cursor.after.as_deref().unwrap_or("");
+        let mut names: Vec<&String> = state
+            .locks
+            .iter()
+            .filter(|(name, held)| {
+                held.expires > now && name.starts_with(prefix) && name.as_str() > after
+            })
+            .map(|(name, _)| name)
+            .collect();
+        names.sort_unstable();
+        let more = names.len() > limit;
+        let locks: Vec<(String, Inspection)> = names
+            .into_iter()
+            .take(limit)
+            .map(|name| {
+                let held = &state.locks[name];
+                (name.clone(), held.inspection(now))
+            })
+            .collect();
+        let next = more.then(|| ListCursor {
+            after: locks.last().map(|(name, _)| name.clone()),
+            ..ListCursor::default()
+        });
+        Ok(ListPage { locks, next })
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

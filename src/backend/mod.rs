@@ -20,6 +20,7 @@
 
 pub mod fence;
 pub mod holder;
+pub mod listing;
 pub mod memory;
 pub mod redis;
 pub mod redlock;
@@ -28,6 +29,7 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use self::holder::Holder;
+pub use self::listing::{ListCursor, ListPage};
 use crate::telemetry::BackendErrorKind;
 
 /// Ask the store to confirm that `replicas` replicas have the write before answering
@@ -239,6 +241,15 @@ pub trait LockBackend: Send + Sync {
         name: &str,
     ) -> impl Future<Output = Result<Option<Inspection>, BackendError>> + Send;
 
+    /// One page of at most `limit` (≥ 1) held locks whose names start with `prefix`, from
+    /// `cursor` on (see [`listing`]).
+    fn list(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> impl Future<Output = Result<ListPage, BackendError>> + Send;
+
     /// Answers when the store can serve requests.
     fn ping(&self) -> impl Future<Output = Result<(), BackendError>> + Send;
 
@@ -320,6 +331,15 @@ impl LockBackend for Backend {
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         dispatch!(self, b => b.inspect(name))
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<ListPage, BackendError> {
+        dispatch!(self, b => b.list(prefix, cursor, limit))
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

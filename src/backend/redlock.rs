@@ -43,10 +43,11 @@ use futures_util::future::join_all;
 use tokio::sync::watch;
 
 use super::AbortOnDrop;
+use super::listing::{self, Walk};
 use super::redis::RedisBackend;
 use super::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LockBackend, ReleaseFeed,
-    ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
+    LockBackend, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
 #[derive(Debug)]
@@ -159,6 +160,78 @@ impl RedlockBackend {
                 .into_iter()
                 .filter(|r| matches!(r, Ok(true)))
                 .count()
+    }
+}
+
+impl RedlockBackend {
+    /// What a majority of nodes holds for `name`, with the lowest index of the nodes that
+    /// hold it; `None` when no grant can have a majority. An error when the nodes that
+    /// answered leave it open.
+    async fn majority_view(&self, name: &str) -> Result<Option<(Inspection, usize)>, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.inspect(name))).await;
+        let unanswered = outcomes.iter().filter(|o| o.is_err()).count();
+        // Each grant (told apart by its fence) with what the nodes that hold it saw.
+        let mut grants: HashMap<Option<u64>, Vec<(usize, Inspection)>> = HashMap::new();
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            if let Ok(Some(seen)) = outcome {
+                grants.entry(seen.fence).or_default().push((index, seen));
+            }
+        }
+        let quorum = self.quorum();
+        if let Some((fence, seen)) = grants.iter().find(|(_, seen)| seen.len() >= quorum) {
+            let inspection = Inspection {
+                ttl: seen.iter().map(|(_, s)| s.ttl).min().flatten(),
+                fence: *fence,
+                // Every node of the grant was given the same holder; one that lost its record
+                // (it expired a moment earlier) does not hide it.
+                holder: seen.iter().find_map(|(_, s)| s.holder.clone()),
+            };
+            return Ok(Some((inspection, seen[0].0)));
+        }
+        // "Not held" only when no grant could have a majority, whatever the silent nodes hold.
+        let could_be_held = grants
+            .values()
+            .any(|seen| seen.len() + unanswered >= quorum);
+        if could_be_held || unanswered >= quorum {
+            return Err(self.unavailable(
+                "inspect has no majority answer",
+                self.nodes.len() - unanswered,
+            ));
+        }
+        Ok(None)
+    }
+}
+
+/// A listing walks every node; a lock held by a majority is found on each node of it, and
+/// listed only where it is found on the lowest of them, so once.
+impl Walk for RedlockBackend {
+    async fn scan(
+        &self,
+        node: usize,
+        cursor: u64,
+        prefix: &str,
+    ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+        match self.nodes.get(node) {
+            Some(backend) => backend.scan(0, cursor, prefix).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn look(
+        &self,
+        node: usize,
+        names: Vec<String>,
+    ) -> Result<Vec<(String, Inspection)>, BackendError> {
+        let views = join_all(names.iter().map(|name| self.majority_view(name))).await;
+        let mut held = Vec::with_capacity(names.len());
+        for (name, view) in names.into_iter().zip(views) {
+            if let Some((seen, lowest)) = view?
+                && lowest == node
+            {
+                held.push((name, seen));
+            }
+        }
+        Ok(held)
     }
 }
 
@@ -356,34 +429,16 @@ impl LockBackend for RedlockBackend {
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.inspect(name))).await;
-        let unanswered = outcomes.iter().filter(|o| o.is_err()).count();
-        // Each grant (told apart by its fence) with what the nodes that hold it saw.
-        let mut grants: HashMap<Option<u64>, Vec<Inspection>> = HashMap::new();
-        for seen in outcomes.into_iter().filter_map(|o| o.ok().flatten()) {
-            grants.entry(seen.fence).or_default().push(seen);
-        }
-        let quorum = self.quorum();
-        if let Some((fence, seen)) = grants.iter().find(|(_, seen)| seen.len() >= quorum) {
-            return Ok(Some(Inspection {
-                ttl: seen.iter().map(|s| s.ttl).min().flatten(),
-                fence: *fence,
-                // Every node of the grant was given the same holder; one that lost its record
-                // (it expired a moment earlier) does not hide it.
-                holder: seen.iter().find_map(|s| s.holder.clone()),
-            }));
-        }
-        // "Not held" only when no grant could have a majority, whatever the silent nodes hold.
-        let could_be_held = grants
-            .values()
-            .any(|ttls| ttls.len() + unanswered >= quorum);
-        if could_be_held || unanswered >= quorum {
-            return Err(self.unavailable(
-                "inspect has no majority answer",
-                self.nodes.len() - unanswered,
-            ));
-        }
-        Ok(None)
+        Ok(self.majority_view(name).await?.map(|(seen, _)| seen))
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<ListPage, BackendError> {
+        listing::page(self, prefix, cursor, limit).await
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

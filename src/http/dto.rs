@@ -64,7 +64,7 @@ pub struct AcquireBody {
     pub owner: Option<String>,
     /// Anything else worth telling whoever inspects the lock (a leader's address), as a JSON
     /// object of at most 1024 bytes. Kept beside the grant and shown by `GET /locks/{name}`.
-    #[schema(value_type = Option<Object>, example = json!({"addr": "10.0.0.7:8080"}))]
+    #[schema(value_type = Object, required = false, example = json!({"addr": "10.0.0.7:8080"}))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
 }
@@ -220,12 +220,35 @@ pub struct LockInfoBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// The `metadata` the holder gave on acquire; absent when it gave none.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Object, required = false)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
     /// Requests waiting for this lock in this gateway (others may wait in other gateways).
     #[serde(default)]
     pub waiting: u64,
+}
+
+/// A page of held locks (`GET /locks`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "locks": [{
+        "name": "orders:42",
+        "held": true,
+        "ttl_ms": 21034,
+        "expires_at": "2026-11-21T08:00:30.123Z",
+        "fence": 1763712000123456u64,
+        "acquired_at": "2026-11-21T08:00:00.123456Z",
+        "owner": "worker-7f9c:4242",
+        "waiting": 0
+    }],
+    "next_cursor": "0~1792"
+}))]
+pub struct LockListBody {
+    /// Held locks, as `GET /locks/{name}` shows each.
+    pub locks: Vec<LockInfoBody>,
+    /// Pass as `cursor` for the next page; absent when the listing is complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// A non-negative whole number, or null. Like JSON Schema's `integer`, accepts a number with

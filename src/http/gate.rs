@@ -166,6 +166,10 @@ impl Gate {
     }
 }
 
+/// The API key a request was made with, for handlers that answer per name (a listing).
+#[derive(Debug, Clone)]
+pub struct Caller(pub Arc<ApiKey>);
+
 /// A request's id: the client's, or a number rendered (after this process's random prefix)
 /// only when the answer is written, so that a waiting request holds no string for it.
 #[derive(Debug, Clone)]
@@ -234,6 +238,7 @@ pub fn classify(method: &Method, route: Option<&str>) -> Operation {
         (Some("/locks/{name}"), &Method::DELETE) => Operation::Release,
         (Some("/locks/{name}"), &Method::GET | &Method::HEAD) => Operation::Inspect,
         (Some("/locks/{name}/hold"), &Method::POST) => Operation::Hold,
+        (Some("/locks"), &Method::GET | &Method::HEAD) => Operation::List,
         (Some("/healthz"), _) => Operation::Healthz,
         (Some("/readyz"), _) => Operation::Readyz,
         (Some("/metrics"), _) => Operation::Metrics,
@@ -349,6 +354,13 @@ where
             && !in_scope(key, operation, &req)
         {
             return refuse(ApiError::Forbidden, &req, slot);
+        }
+        let mut req = req;
+        if operation == Operation::List
+            && let Some(key) = &caller
+        {
+            // A listing shows only the names the key may inspect: the handler needs the key.
+            req.extensions_mut().insert(Caller(key.clone()));
         }
         let log = LogContext {
             gate: gate.clone(),
@@ -479,6 +491,7 @@ fn outcome(operation: Operation, status: u16, problem: Option<ProblemKind>) -> &
             (Operation::Renew, 200) => "renewed",
             (Operation::Release, 204) => "released",
             (Operation::Inspect, 200) => "inspected",
+            (Operation::List, 200) => "listed",
             (_, 200..=299) => "ok",
             (_, 500..) => "error",
             _ => "other",

@@ -26,7 +26,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::gate::{Gate, GateLayer, GateOptions};
-use self::handlers::{health, hold, locks, metrics};
+use self::handlers::{health, hold, listing, locks, metrics};
 use self::problem::ApiError;
 use crate::lock::{Limits, LockService};
 use crate::telemetry::metrics::Metrics;
@@ -58,6 +58,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             locks::release_lock,
             locks::inspect_lock
         ))
+        .routes(routes!(listing::list_locks))
         .routes(routes!(hold::hold_lock))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))

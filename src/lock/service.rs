@@ -40,7 +40,9 @@ use super::token::{LockToken, TokenSecret};
 use super::validity::Validity;
 use super::wait::Waiters;
 use crate::backend::fence::granted_at;
-use crate::backend::{Backend, Holder, Lease, LockBackend, ReleaseOutcome, RenewOutcome};
+use crate::backend::{
+    Backend, Holder, Inspection, Lease, ListCursor, LockBackend, ReleaseOutcome, RenewOutcome,
+};
 
 /// A lease granted to the caller. Until its guard is disarmed (the client has the answer),
 /// dropping it withdraws the grant.
@@ -222,14 +224,40 @@ impl LockService {
         name: &LockName,
     ) -> Result<LockState, LockError> {
         match primitive.inspect(&self.backend, name).await? {
-            Some(seen) => Ok(LockState {
-                ttl: seen.ttl,
-                fence: seen.fence,
-                granted_at: seen.fence.and_then(granted_at),
-                holder: seen.holder,
-                waiting: self.waiters.waiting_for(P::KIND, name.as_str()),
-            }),
+            Some(seen) => Ok(self.state_of::<P>(name, seen)),
             None => Err(LockError::NotHeld),
+        }
+    }
+
+    /// One page of at most `limit` held locks whose names start with `prefix` (see
+    /// `backend::listing` for what a listing guarantees and costs).
+    pub async fn list(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<(Vec<(LockName, LockState)>, Option<ListCursor>), LockError> {
+        let page = self.backend.list(prefix, cursor, limit).await?;
+        let locks = page
+            .locks
+            .into_iter()
+            // A key of another program can look like a lock key; its name may not be one.
+            .filter_map(|(name, seen)| {
+                let name = LockName::from_string(name).ok()?;
+                let state = self.state_of::<Exclusive>(&name, seen);
+                Some((name, state))
+            })
+            .collect();
+        Ok((locks, page.next))
+    }
+
+    fn state_of<P: Primitive>(&self, name: &LockName, seen: Inspection) -> LockState {
+        LockState {
+            ttl: seen.ttl,
+            fence: seen.fence,
+            granted_at: seen.fence.and_then(granted_at),
+            holder: seen.holder,
+            waiting: self.waiters.waiting_for(P::KIND, name.as_str()),
         }
     }
 

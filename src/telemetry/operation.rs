@@ -7,6 +7,8 @@ pub enum Operation {
     Renew,
     Release,
     Inspect,
+    /// `GET /locks`: a page of held locks.
+    List,
     Hold,
     Healthz,
     Readyz,
@@ -16,11 +18,12 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Acquire,
         Self::Renew,
         Self::Release,
         Self::Inspect,
+        Self::List,
         Self::Hold,
         Self::Healthz,
         Self::Readyz,
@@ -35,6 +38,7 @@ impl Operation {
             Self::Renew => "renew",
             Self::Release => "release",
             Self::Inspect => "inspect",
+            Self::List => "list",
             Self::Hold => "hold",
             Self::Healthz => "healthz",
             Self::Readyz => "readyz",

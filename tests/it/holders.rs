@@ -287,3 +287,218 @@ async fn a_hold_stream_names_its_holder() {
     assert_eq!(seen["owner"], "worker-7f9c:4242", "{seen}");
     assert_eq!(seen["metadata"]["addr"], "10.0.0.7:8080", "{seen}");
 }
+
+/// Every page of `GET /locks?prefix=…&limit=…`, followed to the end: the names listed, in
+/// order of listing, each page checked against the limit.
+async fn list_all(gw: &Gateway, prefix: &str, limit: usize) -> Vec<Value> {
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let mut url = format!("{}?prefix={prefix}&limit={limit}", gw.url("/locks"));
+        if let Some(cursor) = &cursor {
+            url.push_str(&format!("&cursor={cursor}"));
+        }
+        let (status, page) = status_json(gw.http.get(url).send().await.expect("list")).await;
+        assert_eq!(status, 200, "{page}");
+        let locks = page["locks"].as_array().expect("locks").clone();
+        assert!(locks.len() <= limit, "a page over its limit: {page}");
+        listed.extend(locks);
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return listed,
+        }
+    }
+    panic!("the listing did not end");
+}
+
+/// Takes `list:0` … `list:n-1` (the even ones naming an owner) and one lock outside the prefix,
+/// then lists `list:` seven at a time: each lock exactly once, with what inspect shows, and
+/// nothing else.
+async fn listing_pages_through_held_locks(gw: &Gateway, n: usize) {
+    for i in 0..n {
+        let body = if i.is_multiple_of(2) {
+            json!({"ttl_ms": 30_000, "owner": format!("owner-{i}")})
+        } else {
+            json!({"ttl_ms": 30_000})
+        };
+        let (status, grant) = status_json(gw.acquire(&format!("list:{i}"), Some(body)).await).await;
+        assert_eq!(status, 201, "{grant}");
+    }
+    status_json(gw.acquire("other:1", None).await).await;
+    let listed = list_all(gw, "list:", 7).await;
+    let mut names: Vec<String> = listed
+        .iter()
+        .map(|lock| lock["name"].as_str().expect("name").to_owned())
+        .collect();
+    let count = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), count, "a lock was listed twice: {listed:?}");
+    let mut expected: Vec<String> = (0..n).map(|i| format!("list:{i}")).collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    for lock in &listed {
+        let i: usize = lock["name"].as_str().unwrap()["list:".len()..]
+            .parse()
+            .unwrap();
+        assert_eq!(lock["held"], true);
+        assert!(lock["fence"].is_u64() && lock["ttl_ms"].is_u64(), "{lock}");
+        assert!(lock.get("token").is_none(), "{lock}");
+        if i.is_multiple_of(2) {
+            assert_eq!(lock["owner"], format!("owner-{i}"), "{lock}");
+        } else {
+            assert!(lock.get("owner").is_none(), "{lock}");
+        }
+    }
+    assert_eq!(list_all(gw, "nothing-here:", 5).await, Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn listing_on_the_dev_backend() {
+    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    listing_pages_through_held_locks(&gw, 25).await;
+}
+
+/// On one Redis, among thousands of other keys: the walk takes several SCAN steps.
+#[tokio::test]
+async fn listing_on_redis_among_other_keys() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let mut conn = redis.conn().await;
+    let mut filler = redis::pipe();
+    for i in 0..5000 {
+        filler.set(format!("app:key:{i}"), i).ignore();
+    }
+    let () = filler.query_async(&mut conn).await.expect("filler keys");
+    listing_pages_through_held_locks(&gw, 40).await;
+}
+
+/// In a Cluster the walk goes through every master.
+#[tokio::test]
+async fn listing_across_cluster_masters() {
+    let cluster = RedisCluster::start(3, 0);
+    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    listing_pages_through_held_locks(&gw, 30).await;
+    let mut masters_with_locks = 0;
+    for master in cluster.masters() {
+        let keys: Vec<String> = master
+            .query(redis::cmd("KEYS").arg("lockgate:{list:*}"))
+            .expect("KEYS");
+        masters_with_locks += usize::from(!keys.is_empty());
+    }
+    assert_eq!(
+        masters_with_locks, 3,
+        "the locks should spread over every master"
+    );
+}
+
+/// In Redlock a lock is listed once, by the majority view.
+#[tokio::test]
+async fn listing_on_redlock() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    listing_pages_through_held_locks(&gw, 20).await;
+    // A key on one node only is no lock.
+    let mut conn = nodes[2].conn().await;
+    let () = conn
+        .set("lockgate:{list:minority}", "x")
+        .await
+        .expect("SET");
+    let names: Vec<Value> = list_all(&gw, "list:m", 10).await;
+    assert!(names.is_empty(), "{names:?}");
+}
+
+/// A lock taken by a plain Redis client is listed as held, with no owner.
+#[tokio::test]
+async fn listing_shows_plain_redis_locks_without_owner() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let mut conn = redis.conn().await;
+    let () = redis::cmd("SET")
+        .arg("lockgate:{plain:1}")
+        .arg("4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a99")
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    let listed = list_all(&gw, "plain:", 10).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["name"], "plain:1");
+    assert_eq!(listed[0]["held"], true);
+    assert!(listed[0].get("owner").is_none(), "{listed:?}");
+}
+
+/// With API keys, a listing shows only the names the key may inspect.
+#[tokio::test]
+async fn a_listing_shows_only_what_the_key_may_inspect() {
+    const TEAMS: &str = r#"[
+        {"name": "team-a", "key": "team-a-key-0123456789", "prefixes": ["a:"]},
+        {"name": "team-b", "key": "team-b-key-0123456789", "prefixes": ["b:"]},
+        {"name": "auditor", "key": "auditor-key-0123456789", "prefixes": [""], "operations": ["inspect"]},
+        {"name": "scraper", "key": "scraper-key-0123456789", "prefixes": [], "operations": ["metrics"]}
+    ]"#;
+    let mut cfg = config(lockgate::config::BackendChoice::Memory);
+    cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(TEAMS).expect("keys"));
+    let gw = Gateway::start(cfg).await;
+    for (key, name) in [
+        ("team-a-key-0123456789", "a:1"),
+        ("team-a-key-0123456789", "a:2"),
+        ("team-b-key-0123456789", "b:1"),
+    ] {
+        let response = gw
+            .http
+            .post(gw.url(&format!("/locks/{name}")))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("acquire");
+        assert_eq!(response.status(), 201);
+    }
+    let listed = |key: &'static str| {
+        let request = gw.http.get(gw.url("/locks")).bearer_auth(key);
+        async move {
+            let (status, page) = status_json(request.send().await.expect("list")).await;
+            assert_eq!(status, 200, "{page}");
+            let mut names: Vec<String> = page["locks"]
+                .as_array()
+                .expect("locks")
+                .iter()
+                .map(|lock| lock["name"].as_str().expect("name").to_owned())
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    assert_eq!(listed("team-a-key-0123456789").await, ["a:1", "a:2"]);
+    assert_eq!(listed("team-b-key-0123456789").await, ["b:1"]);
+    assert_eq!(
+        listed("auditor-key-0123456789").await,
+        ["a:1", "a:2", "b:1"]
+    );
+    assert!(
+        listed("scraper-key-0123456789").await.is_empty(),
+        "a metrics-only key sees no lock"
+    );
+    let anonymous = gw.http.get(gw.url("/locks")).send().await.expect("list");
+    assert_eq!(anonymous.status(), 401);
+}
+
+/// Bad listing queries are refused with the parameter named.
+#[tokio::test]
+async fn bad_listing_queries_are_refused() {
+    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    for (query, field) in [
+        ("prefix=a*", Some("prefix")),
+        ("limit=0", Some("limit")),
+        ("limit=1001", Some("limit")),
+        ("cursor=nope", Some("cursor")),
+        ("colour=red", None),
+    ] {
+        let url = format!("{}?{query}", gw.url("/locks"));
+        let (status, problem) = status_json(gw.http.get(url).send().await.expect("list")).await;
+        assert_problem(status, &problem, 400, "invalid-request");
+        assert_eq!(problem["field"].as_str(), field, "{query}: {problem}");
+    }
+}

@@ -112,6 +112,23 @@ impl SlotMasters {
             .ok_or_else(|| BackendError::Unavailable(format!("no master serves slot {slot}")))
     }
 
+    /// Every master's address as `CLUSTER SLOTS` says now, in a stable order (for a listing,
+    /// which walks the masters one after the other).
+    pub async fn addresses(
+        &self,
+        conn: &mut ClusterConnection,
+    ) -> Result<Vec<(String, u16)>, BackendError> {
+        self.refresh(conn).await?;
+        let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+        let mut masters: Vec<(String, u16)> = ranges
+            .iter()
+            .map(|(_, _, host, port)| (host.clone(), *port))
+            .collect();
+        masters.sort_unstable();
+        masters.dedup();
+        Ok(masters)
+    }
+
     /// Forgets the slot map, after a dedicated connection was told MOVED.
     pub fn forget(&self) {
         self.ranges

@@ -11,9 +11,10 @@ use super::keys::LockKeys;
 use super::scripts::{ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, RENEW_UNFENCED, WITHDRAW};
 use super::send::evalsha;
 use crate::backend::fence::fence_of;
+use crate::backend::listing;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LockBackend, ReleaseFeed,
-    ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
+    LockBackend, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
 };
 use crate::telemetry::metrics::RedisCall;
 
@@ -277,6 +278,15 @@ impl LockBackend for RedisBackend {
 
     fn sees_every_release(&self) -> bool {
         self.notifier.sees_every_release()
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<ListPage, BackendError> {
+        listing::page(self, prefix, cursor, limit).await
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

@@ -42,6 +42,7 @@ mod connectors;
 mod errors;
 mod features;
 mod keys;
+mod listing;
 mod lock;
 mod notify;
 mod pool;

@@ -99,6 +99,8 @@ pub struct IndexLinks {
     pub openapi: &'static str,
     /// A lock: `POST` acquires, `PATCH` renews, `DELETE` releases, `GET` inspects.
     pub lock: &'static str,
+    /// Held locks, listed by name prefix.
+    pub locks: &'static str,
     /// A hold stream: the lock is held while the response is open.
     pub hold: &'static str,
     /// Liveness.
@@ -129,6 +131,7 @@ pub async fn index(State(app): State<AppState>) -> Json<IndexBody> {
         links: IndexLinks {
             openapi: "/openapi.json",
             lock: "/locks/{name}",
+            locks: "/locks?prefix=",
             hold: "/locks/{name}/hold",
             healthz: "/healthz",
             readyz: "/readyz",

@@ -5,5 +5,6 @@
 pub mod health;
 pub mod hold;
 pub mod lease;
+pub mod listing;
 pub mod locks;
 pub mod metrics;

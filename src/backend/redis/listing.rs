@@ -1,0 +1,108 @@
+//! Listing on Redis: `SCAN` on the server, or on each master of a Cluster in turn (see
+//! `backend::listing` for the walk, its guarantees and its cost).
+
+use std::time::Instant;
+
+use futures_util::future::join_all;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+
+use super::errors::classify;
+use super::send::Request;
+use super::{Commands, RedisBackend, Waits};
+use crate::backend::listing::{SCAN_COUNT, Walk, match_pattern, name_of_key};
+use crate::backend::{BackendError, Inspection, LockBackend};
+use crate::telemetry::metrics::RedisCall;
+
+/// A `SCAN` reply: the next cursor and the keys of this step.
+type Scanned = (u64, Vec<Vec<u8>>);
+
+impl RedisBackend {
+    /// One SCAN step on the server (node 0), or on the `node`th master of a Cluster; `None`
+    /// past the last.
+    async fn scan_step(
+        &self,
+        node: usize,
+        cursor: u64,
+        pattern: &str,
+    ) -> Result<Option<Scanned>, BackendError> {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
+        match (&self.commands, &self.waits) {
+            (Commands::Node(_), _) => {
+                if node > 0 {
+                    return Ok(None);
+                }
+                let mut pipe = redis::pipe();
+                pipe.add_command(scan);
+                let (scanned,): (Scanned,) = self.run(Request::Native(&pipe)).await?;
+                Ok(Some(scanned))
+            }
+            (Commands::Cluster(shared), Waits::Cluster(masters)) => {
+                let started = Instant::now();
+                let outcome = async {
+                    let mut conn = shared.get().await?.conn;
+                    let addresses = masters.addresses(&mut conn).await?;
+                    let Some((host, port)) = addresses.get(node).cloned() else {
+                        return Ok(None);
+                    };
+                    let routing =
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+                    let reply =
+                        tokio::time::timeout(self.timeout, conn.route_command(scan, routing))
+                            .await
+                            .map_err(|_| BackendError::Timeout(self.timeout))?
+                            .map_err(|e| classify(&e))?;
+                    redis::from_redis_value(reply)
+                        .map(Some)
+                        .map_err(|e| BackendError::Protocol(format!("SCAN: {e}")))
+                }
+                .await;
+                self.record(RedisCall::Command, started, &outcome);
+                outcome
+            }
+            (Commands::Cluster(_), Waits::Node(_)) => {
+                Err(BackendError::Config("inconsistent redis backend".into()))
+            }
+        }
+    }
+}
+
+impl Walk for RedisBackend {
+    async fn scan(
+        &self,
+        node: usize,
+        cursor: u64,
+        prefix: &str,
+    ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+        let pattern = match_pattern(&self.key_prefix, prefix);
+        let Some((next, keys)) = self.scan_step(node, cursor, &pattern).await? else {
+            return Ok(None);
+        };
+        let names = keys
+            .iter()
+            .filter_map(|key| name_of_key(&self.key_prefix, key))
+            .map(str::to_owned)
+            .collect();
+        Ok(Some((next, names)))
+    }
+
+    async fn look(
+        &self,
+        _node: usize,
+        names: Vec<String>,
+    ) -> Result<Vec<(String, Inspection)>, BackendError> {
+        // Concurrently: the inspections travel pipelined on the shared connection.
+        let seen = join_all(names.iter().map(|name| self.inspect(name))).await;
+        let mut held = Vec::with_capacity(names.len());
+        for (name, seen) in names.into_iter().zip(seen) {
+            if let Some(inspection) = seen? {
+                held.push((name, inspection));
+            }
+        }
+        Ok(held)
+    }
+}
