@@ -123,7 +123,7 @@ impl ApiKeys {
             let operations = match entry.operations {
                 None => Operation::ALL
                     .into_iter()
-                    .filter(|op| op.is_lock_operation())
+                    .filter(|op| op.allowed_by_default())
                     .collect(),
                 Some(names) => names
                     .iter()

@@ -59,6 +59,8 @@ impl Drop for Watching {
 #[derive(Debug, Default)]
 struct State {
     locks: HashMap<String, Held>,
+    /// Revoked tokens by name, until their leases would have ended.
+    revoked: HashMap<String, (String, Instant)>,
     /// The fence counter (one for the whole store, as in standalone Redis).
     last_fence: u64,
     writes_since_sweep: usize,
@@ -111,6 +113,7 @@ impl State {
         if self.writes_since_sweep >= threshold {
             self.writes_since_sweep = 0;
             self.locks.retain(|_, held| held.expires > now);
+            self.revoked.retain(|_, (_, until)| *until > now);
         }
     }
 }
@@ -221,6 +224,33 @@ impl LockBackend for MemoryBackend {
             self.announce_release(name);
         }
         Ok(ours)
+    }
+
+    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        if state.live_lock(name, now).is_none() {
+            return Ok(false);
+        }
+        let Some(held) = state.locks.remove(name) else {
+            return Ok(false);
+        };
+        state
+            .revoked
+            .insert(name.to_owned(), (held.token, held.expires));
+        state.note_write(now);
+        drop(state);
+        self.announce_release(name);
+        Ok(true)
+    }
+
+    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
+        let now = Instant::now();
+        let state = self.state();
+        Ok(state
+            .revoked
+            .get(name)
+            .is_some_and(|(revoked, until)| revoked == token && *until > now))
     }
 
     async fn renew(

@@ -225,6 +225,17 @@ pub trait LockBackend: Send + Sync {
         claim: Option<Claim>,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
+    /// Deletes the lock whoever holds it, and remembers the revoked token until its lease would
+    /// have ended (see [`LockBackend::was_revoked`]). True if something was held.
+    fn revoke(&self, name: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
+
+    /// Whether `token`'s grant on `name` was revoked (and its lease would still run).
+    fn was_revoked(
+        &self,
+        name: &str,
+        token: &str,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+
     /// Sets a new ttl if and only if `token` holds the lock. The lease's fence is the one the
     /// token carries (or, for a token without one, the one the store can tell).
     fn renew(
@@ -317,6 +328,14 @@ impl LockBackend for Backend {
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
         dispatch!(self, b => b.withdraw(name, stem, claim))
+    }
+
+    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
+        dispatch!(self, b => b.revoke(name))
+    }
+
+    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
+        dispatch!(self, b => b.was_revoked(name, token))
     }
 
     async fn renew(

@@ -366,6 +366,23 @@ impl LockBackend for RedlockBackend {
         Ok(outcomes.into_iter().any(|o| o == Ok(true)))
     }
 
+    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.revoke(name))).await;
+        let answered = outcomes.iter().filter(|o| o.is_ok()).count();
+        if answered < self.quorum() {
+            return Err(self.unavailable("revoke has no majority answer", answered));
+        }
+        Ok(outcomes.into_iter().any(|o| o == Ok(true)))
+    }
+
+    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.was_revoked(name, token))).await;
+        if outcomes.iter().all(Result::is_err) {
+            return Err(self.unavailable("revocation check", 0));
+        }
+        Ok(outcomes.into_iter().any(|o| o == Ok(true)))
+    }
+
     async fn renew(
         &self,
         name: &str,

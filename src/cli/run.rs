@@ -5,9 +5,12 @@
 //! its environment, renew every third of `--ttl` while it runs, release when it exits, and exit
 //! with its status.
 //!
-//! If the lock is lost (a renewal is refused, or none gets through before the lease ends) the
-//! command is sent SIGTERM, then SIGKILL after `--kill-after`, and `lockgate run` exits 76: the
-//! command must not go on believing it holds the lock. SIGTERM and SIGHUP sent to `lockgate
+//! If the lock is lost, the command is stopped and `lockgate run` exits 76 (77 if an operator
+//! revoked it): the command must not go on believing it holds the lock. A refused renewal
+//! (the lock is gone) sends SIGTERM at once and SIGKILL after `--kill-after`. Renewals that do
+//! not get through are retried until `min(--kill-after, ttl/3)` before the lease ends; then
+//! SIGTERM, and SIGKILL when the lease ends, so that the command is stopped before anyone
+//! else can be granted the lock. SIGTERM and SIGHUP sent to `lockgate
 //! run` are passed on to the command; SIGINT is not, because a terminal sends it to the
 //! command directly. Before the command starts (while waiting for the lock), any of the three
 //! ends `lockgate run` with 128 + the signal's number, and the gateway withdraws a grant it
@@ -46,6 +49,8 @@ pub const EXIT_GATEWAY: u8 = 69;
 pub const EXIT_NOT_ACQUIRED: u8 = 75;
 /// The lock was lost while the command ran; the command was terminated.
 pub const EXIT_LOST: u8 = 76;
+/// An operator revoked the lock while the command ran; the command was terminated.
+pub const EXIT_REVOKED: u8 = 77;
 /// The command could not be executed / was not found (shell conventions).
 const EXIT_CANNOT_EXECUTE: u8 = 126;
 const EXIT_NOT_FOUND: u8 = 127;
@@ -154,8 +159,11 @@ struct Runner {
 }
 
 enum RenewOutcome {
-    Renewed { valid_until: Instant },
-    Lost(String),
+    Renewed {
+        valid_until: Instant,
+    },
+    /// Refused: the lock is gone. The exit status to end with, and why.
+    Lost(u8, String),
     Failed(String),
 }
 
@@ -303,6 +311,10 @@ impl Runner {
             }
         };
         let interval = renewal_interval(self.ttl);
+        // When no renewal gets through, the command is sent SIGTERM this long before the
+        // lease ends, and SIGKILL when it ends: it is stopped before anyone else can get the
+        // lock.
+        let grace = self.kill_after.min(interval);
         let mut valid_until = sent + Duration::from_millis(grant.ttl_ms);
         let mut next_renewal = Instant::now() + interval;
         loop {
@@ -317,13 +329,18 @@ impl Runner {
                             valid_until = until;
                             next_renewal = Instant::now() + interval;
                         }
-                        RenewOutcome::Lost(why) => return Ok(self.lost(&mut child, &why).await),
-                        RenewOutcome::Failed(_) if Instant::now() >= valid_until => {
-                            return Ok(self.lost(&mut child, "no renewal got through before the lease ended").await);
+                        RenewOutcome::Lost(code, why) => {
+                            let kill_at = Instant::now() + self.kill_after;
+                            return Ok(self.lost(&mut child, &why, code, kill_at).await);
+                        }
+                        RenewOutcome::Failed(_) if Instant::now() + grace >= valid_until => {
+                            let why = "no renewal got through before the lease was about to end";
+                            return Ok(self.lost(&mut child, why, EXIT_LOST, valid_until).await);
                         }
                         RenewOutcome::Failed(why) => {
                             eprintln!("lockgate run: renewing {} failed ({why}); retrying", self.name);
-                            next_renewal = (Instant::now() + RETRY_RENEWAL_EVERY.min(interval)).min(valid_until);
+                            let give_up_at = valid_until.checked_sub(grace).unwrap_or(valid_until);
+                            next_renewal = (Instant::now() + RETRY_RENEWAL_EVERY.min(interval)).min(give_up_at);
                         }
                     }
                 }
@@ -353,10 +370,13 @@ impl Runner {
                 valid_until: sent + Duration::from_millis(body.ttl_ms),
             },
             Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {
-                RenewOutcome::Lost("the lock is no longer held".into())
+                RenewOutcome::Lost(EXIT_LOST, "the lock is no longer held".into())
             }
             Ok(Answer::Refused { status, .. }) if status == StatusCode::CONFLICT => {
-                RenewOutcome::Lost("another client holds the lock now".into())
+                RenewOutcome::Lost(EXIT_LOST, "another client holds the lock now".into())
+            }
+            Ok(Answer::Refused { status, .. }) if status == StatusCode::GONE => {
+                RenewOutcome::Lost(EXIT_REVOKED, "an operator revoked the lock".into())
             }
             Ok(Answer::Refused { status, .. }) => {
                 RenewOutcome::Failed(format!("the gateway answered {status}"))
@@ -365,25 +385,23 @@ impl Runner {
         }
     }
 
-    /// Terminates the command after the lock was lost; returns [`EXIT_LOST`].
-    async fn lost(&self, child: &mut Child, why: &str) -> u8 {
+    /// Terminates the command after the lock was lost: SIGTERM now, SIGKILL at `kill_at` if it
+    /// is still running. Returns `code`.
+    async fn lost(&self, child: &mut Child, why: &str, code: u8, kill_at: Instant) -> u8 {
         eprintln!(
             "lockgate run: lost the lock on {}: {why}; terminating the command",
             self.name
         );
         forward(child, Signal::SIGTERM);
-        if tokio::time::timeout(self.kill_after, child.wait())
+        if tokio::time::timeout_at(kill_at, child.wait())
             .await
             .is_err()
         {
-            eprintln!(
-                "lockgate run: the command did not exit within {}; killing it",
-                humantime::format_duration(self.kill_after)
-            );
+            eprintln!("lockgate run: the command did not exit after SIGTERM; killing it");
             let _ = child.start_kill();
             let _ = child.wait().await;
         }
-        EXIT_LOST
+        code
     }
 
     /// Releases the lock; failures only cost the rest of the lease.

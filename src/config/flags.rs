@@ -38,8 +38,9 @@ pub enum Command {
     /// LOCKGATE_LOCK, LOCKGATE_FENCE and LOCKGATE_TOKEN in its environment.
     ///
     /// Exit status: COMMAND's own (128+N if it died of signal N); 75 if the lock was not
-    /// acquired within --wait; 76 if the lock was lost while COMMAND ran (COMMAND was sent
-    /// SIGTERM, then SIGKILL after --kill-after); 69 if the gateway could not be reached or
+    /// acquired within --wait; 76 if the lock was lost while COMMAND ran, 77 if an operator
+    /// revoked it (COMMAND was sent SIGTERM, then SIGKILL after --kill-after, or when the
+    /// lease ended if that came first); 69 if the gateway could not be reached or
     /// refused the request; 64 for bad arguments; 126/127 if COMMAND could not be started.
     Run(RunArgs),
     /// Check a gateway's /healthz (or /readyz with --ready): exit 0 when it answers 200, 1
@@ -84,7 +85,7 @@ pub struct RunArgs {
     pub api_key: Option<Secret>,
 
     /// After losing the lock, how long the command has to exit after SIGTERM before SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = duration)]
+    #[arg(long, visible_alias = "kill-grace", default_value = "10s", value_parser = duration)]
     pub kill_after: Duration,
 
     /// Who holds the lock, as `GET /locks/{name}` shows it. Default: `<hostname>:<pid>`.

@@ -48,8 +48,13 @@ impl<S: Send + Sync> FromRequestParts<S> for LockTokenHeader {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let value = parts
-            .headers
+        Self::from_headers(&parts.headers)
+    }
+}
+
+impl LockTokenHeader {
+    pub fn from_headers(headers: &axum::http::HeaderMap) -> Result<Self, ApiError> {
+        let value = headers
             .get(LOCK_TOKEN)
             .ok_or_else(|| ApiError::header("Lock-Token", "the Lock-Token header is required"))?;
         value

@@ -209,6 +209,14 @@ fn in_scope(key: &ApiKey, operation: Operation, req: &Request) -> bool {
     }
 }
 
+/// Whether a request's query asks for a forced release (`force=true`): a revoke.
+pub fn forced(uri: &axum::http::Uri) -> bool {
+    uri.query().is_some_and(|query| {
+        form_urlencoded::parse(query.as_bytes())
+            .any(|(key, value)| key == "force" && value == "true")
+    })
+}
+
 /// The size of a request's head as it came on the wire, near enough: request line and headers.
 fn head_bytes(req: &Request) -> usize {
     let target = req
@@ -298,6 +306,10 @@ where
                 .get::<MatchedPath>()
                 .map(MatchedPath::as_str),
         );
+        let operation = match operation {
+            Operation::Release if forced(req.uri()) => Operation::Revoke,
+            operation => operation,
+        };
         let request_id = gate.request_id(&req);
         let refuse = |refusal: ApiError, req: &Request, slot: Option<Slot>| GateFuture {
             state: State::Refused {
@@ -356,10 +368,11 @@ where
             return refuse(ApiError::Forbidden, &req, slot);
         }
         let mut req = req;
-        if operation == Operation::List
+        if matches!(operation, Operation::List | Operation::Revoke)
             && let Some(key) = &caller
         {
-            // A listing shows only the names the key may inspect: the handler needs the key.
+            // A listing shows only the names the key may inspect, and a revoke is logged with
+            // the key's name: their handlers need the key.
             req.extensions_mut().insert(Caller(key.clone()));
         }
         let log = LogContext {
@@ -440,7 +453,7 @@ where
                         // lock layer withdraws any grant it made (no orphan grants). A renewal
                         // or release may have been applied all the same.
                         Poll::Ready(()) => match this.log.operation {
-                            Operation::Renew | Operation::Release => {
+                            Operation::Renew | Operation::Release | Operation::Revoke => {
                                 ApiError::Lock(LockError::no_answer_within(
                                     this.log.gate.timeout(this.log.operation),
                                 ))
@@ -490,6 +503,7 @@ fn outcome(operation: Operation, status: u16, problem: Option<ProblemKind>) -> &
             (Operation::Acquire, 200) => "replayed",
             (Operation::Renew, 200) => "renewed",
             (Operation::Release, 204) => "released",
+            (Operation::Revoke, 204) => "revoked",
             (Operation::Inspect, 200) => "inspected",
             (Operation::List, 200) => "listed",
             (_, 200..=299) => "ok",

@@ -36,6 +36,7 @@ pub enum ProblemKind {
     LockHeld,
     LockNotHeld,
     NotOwner,
+    LockRevoked,
     InsufficientReplicas,
     BackendUnavailable,
     OutcomeUnknown,
@@ -63,6 +64,7 @@ impl ProblemKind {
             Self::LockHeld => "lock-held",
             Self::LockNotHeld => "lock-not-held",
             Self::NotOwner => "not-owner",
+            Self::LockRevoked => "lock-revoked",
             Self::InsufficientReplicas => "insufficient-replicas",
             Self::BackendUnavailable => "backend-unavailable",
             Self::OutcomeUnknown => "outcome-unknown",
@@ -88,6 +90,7 @@ impl ProblemKind {
             Self::LockHeld => "Lock is held",
             Self::LockNotHeld => "Lock is not held",
             Self::NotOwner => "Not the lock owner",
+            Self::LockRevoked => "Lock was revoked",
             Self::InsufficientReplicas => "Insufficient replicas",
             Self::BackendUnavailable => "Backend unavailable",
             Self::OutcomeUnknown => "Outcome unknown",
@@ -111,6 +114,7 @@ impl ProblemKind {
             Self::InvalidName | Self::InvalidRequest => StatusCode::BAD_REQUEST,
             Self::LockHeld | Self::NotOwner => StatusCode::CONFLICT,
             Self::LockNotHeld | Self::NotFound => StatusCode::NOT_FOUND,
+            Self::LockRevoked => StatusCode::GONE,
             Self::InsufficientReplicas
             | Self::BackendUnavailable
             | Self::OutcomeUnknown
@@ -383,6 +387,14 @@ fn render_lock_error(err: LockError) -> Rendered {
             retry_after: None,
             cause: None,
         },
+        LockError::Revoked => Rendered {
+            problem: Problem::new(
+                ProblemKind::LockRevoked,
+                "an operator revoked this lock; stop relying on it",
+            ),
+            retry_after: None,
+            cause: None,
+        },
         LockError::InsufficientReplicas { wanted, acked } => {
             let detail = format!("{acked} of {wanted} required replicas acknowledged the write");
             let mut problem = Problem::new(ProblemKind::InsufficientReplicas, detail);
@@ -504,6 +516,7 @@ mod tests {
             ),
             (LockError::NotHeld.into(), 404, "lock-not-held"),
             (LockError::NotOwner.into(), 409, "not-owner"),
+            (LockError::Revoked.into(), 410, "lock-revoked"),
             (LockError::TooManyWaiters.into(), 503, "too-many-waiters"),
             (LockError::ShuttingDown.into(), 503, "shutting-down"),
             (

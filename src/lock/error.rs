@@ -14,6 +14,9 @@ pub enum LockError {
     NotHeld,
     #[error("the lock is held with a different token")]
     NotOwner,
+    /// An operator revoked this token's grant (`DELETE …?force=true`).
+    #[error("the lock was revoked by an operator")]
+    Revoked,
     /// Fewer replicas than required acknowledged the write.
     #[error("{acked} of {wanted} required replicas acknowledged the write")]
     InsufficientReplicas { wanted: u32, acked: u32 },

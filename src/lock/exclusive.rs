@@ -52,6 +52,19 @@ impl Primitive for Exclusive {
         backend.release(name.as_str(), token).await
     }
 
+    async fn revoke(&self, backend: &Backend, name: &LockName) -> Result<bool, BackendError> {
+        backend.revoke(name.as_str()).await
+    }
+
+    async fn was_revoked(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        token: &str,
+    ) -> Result<bool, BackendError> {
+        backend.was_revoked(name.as_str(), token).await
+    }
+
     async fn withdraw(
         &self,
         backend: &Backend,

@@ -3,7 +3,8 @@
 //!
 //! [`Hold`] renews every third of the ttl, as Redisson's watchdog does: two renewals can fail
 //! before the lease runs out. A renewal that is refused (the lease expired or is someone
-//! else's) ends the hold as [`HoldEvent::Lost`]; one that cannot get through is retried until
+//! else's) ends the hold as [`HoldEvent::Lost`] ([`HoldEvent::Revoked`] if an operator revoked
+//! it); one that cannot get through is retried until
 //! the validity it was given runs out, and then the hold is lost too. At shutdown the hold
 //! withdraws its grant and ends as [`HoldEvent::Released`]. Dropping a hold (its holder went
 //! away) drops its grant's guard, which withdraws the grant at once.
@@ -39,6 +40,8 @@ pub enum HoldEvent {
     Renewed(Renewal),
     /// The lease is no longer held; the hold is over.
     Lost(LostReason),
+    /// An operator revoked the lease; the hold is over.
+    Revoked,
     /// The gateway is shutting down and withdrew the lease; the hold is over.
     Released,
 }
@@ -132,6 +135,10 @@ impl<P: Primitive> Hold<P> {
                 }
                 Err(LockError::NotHeld) => return self.lost(LostReason::NotHeld),
                 Err(LockError::NotOwner) => return self.lost(LostReason::NotOwner),
+                Err(LockError::Revoked) => {
+                    tracing::info!(lock = %self.name, kind = P::KIND, "a hold's lease was revoked");
+                    return (HoldEvent::Revoked, None);
+                }
                 Err(err) => {
                     let now = Instant::now();
                     if self.validity.remaining(now).is_zero() {

@@ -56,6 +56,22 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
         token: &str,
     ) -> impl Future<Output = Result<ReleaseOutcome, BackendError>> + Send;
 
+    /// Ends the grant on `name` whoever holds it, remembering the revoked token (an operator's
+    /// force release). True if something was held.
+    fn revoke(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+
+    /// Whether `token`'s grant on `name` was revoked.
+    fn was_revoked(
+        &self,
+        backend: &Backend,
+        name: &LockName,
+        token: &str,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+
     /// Ends the grant of `stem` (and `claim`) that may have been made but was not delivered.
     fn withdraw(
         &self,

@@ -171,8 +171,16 @@ impl LockService {
             .map_err(LockError::of_write)?;
         let lease = match outcome {
             RenewOutcome::Renewed(lease) => lease,
-            RenewOutcome::NotHeld => return Err(LockError::NotHeld),
-            RenewOutcome::NotOwner => return Err(LockError::NotOwner),
+            RenewOutcome::NotHeld => {
+                return Err(self
+                    .refusal(primitive, name, token, LockError::NotHeld)
+                    .await);
+            }
+            RenewOutcome::NotOwner => {
+                return Err(self
+                    .refusal(primitive, name, token, LockError::NotOwner)
+                    .await);
+            }
         };
         check_replicas(&request.replicas, &lease)?;
         match validity(started, &lease) {
@@ -207,8 +215,57 @@ impl LockService {
         let released = primitive.release(&self.backend, name, token.expose()).await;
         match released.map_err(LockError::of_write)? {
             ReleaseOutcome::Released => Ok(()),
-            ReleaseOutcome::NotHeld => Err(LockError::NotHeld),
-            ReleaseOutcome::NotOwner => Err(LockError::NotOwner),
+            ReleaseOutcome::NotHeld => Err(self
+                .refusal(primitive, name, token, LockError::NotHeld)
+                .await),
+            ReleaseOutcome::NotOwner => Err(self
+                .refusal(primitive, name, token, LockError::NotOwner)
+                .await),
+        }
+    }
+
+    /// Why the holder of `token` was refused: `refused`, or [`LockError::Revoked`] if an
+    /// operator revoked its grant. One more round trip, on the refusal path only.
+    async fn refusal<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+        token: &LockToken,
+        refused: LockError,
+    ) -> LockError {
+        match primitive
+            .was_revoked(&self.backend, name, token.expose())
+            .await
+        {
+            Ok(true) => LockError::Revoked,
+            Ok(false) => refused,
+            Err(err) => {
+                tracing::debug!(lock = %name, error = %err, "could not tell whether a refused token was revoked");
+                refused
+            }
+        }
+    }
+
+    /// Deletes the lock on `name` whoever holds it (an operator's force release); its holder's
+    /// next renewal or release answers [`LockError::Revoked`]. `NotHeld` if nothing was held.
+    pub async fn revoke(&self, name: &LockName) -> Result<(), LockError> {
+        self.revoke_lease(&Exclusive, name).await
+    }
+
+    /// Revokes the grant of `primitive` on `name`.
+    pub async fn revoke_lease<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+    ) -> Result<(), LockError> {
+        if primitive
+            .revoke(&self.backend, name)
+            .await
+            .map_err(LockError::of_write)?
+        {
+            Ok(())
+        } else {
+            Err(LockError::NotHeld)
         }
     }
 

@@ -6,6 +6,8 @@ pub enum Operation {
     Acquire,
     Renew,
     Release,
+    /// `DELETE /locks/{name}?force=true`: an operator deletes a lock whoever holds it.
+    Revoke,
     Inspect,
     /// `GET /locks`: a page of held locks.
     List,
@@ -18,10 +20,11 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::Acquire,
         Self::Renew,
         Self::Release,
+        Self::Revoke,
         Self::Inspect,
         Self::List,
         Self::Hold,
@@ -37,6 +40,7 @@ impl Operation {
             Self::Acquire => "acquire",
             Self::Renew => "renew",
             Self::Release => "release",
+            Self::Revoke => "revoke",
             Self::Inspect => "inspect",
             Self::List => "list",
             Self::Hold => "hold",
@@ -52,8 +56,14 @@ impl Operation {
     pub fn is_lock_operation(self) -> bool {
         matches!(
             self,
-            Self::Acquire | Self::Renew | Self::Release | Self::Inspect | Self::Hold
+            Self::Acquire | Self::Renew | Self::Release | Self::Revoke | Self::Inspect | Self::Hold
         )
+    }
+
+    /// Whether a key without an `operations` list may do it: every lock operation but
+    /// `revoke`, which an operator's key must name.
+    pub fn allowed_by_default(self) -> bool {
+        self.is_lock_operation() && self != Self::Revoke
     }
 
     /// Names accepted in an API key's `operations`.

@@ -4,7 +4,8 @@
 //! * `redis_e2e`: HTTP on a socket against real `redis-server` processes.
 //! * `waiting`: blocking acquire against real Redis.
 //! * `hold`: hold streams and their watchdog against real Redis.
-//! * `holders`: who holds what (owner, metadata, inspect) on every backend.
+//! * `holders`: who holds what (owner, metadata, inspect, listing) on every backend.
+//! * `revoke`: revoking locks, and `lockgate run` stopping its command in time.
 //! * `run_command`: the `lockgate run` subcommand, end to end.
 //! * `cli`: the binary's exit codes, errors and `--dev` mode.
 //! * `openapi`: the committed OpenAPI document matches the code.
@@ -32,6 +33,7 @@ mod metrics;
 mod openapi;
 mod operations;
 mod redis_e2e;
+mod revoke;
 mod run_command;
 mod shutdown;
 mod waiting;

@@ -72,6 +72,11 @@ impl<'a> LockKeys<'a> {
         self.key(Tag::Name(self.name), ":holder")
     }
 
+    /// The token of the grant last revoked, until its lease would have ended.
+    pub(super) fn revoked(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":revoked")
+    }
+
     /// The pub/sub channel on which releases of the name are announced. Not a key, but
     /// tagged like one so that a sharded channel would live in the name's slot.
     pub(super) fn channel(&self) -> Key<'a> {
@@ -132,6 +137,7 @@ mod tests {
         assert_eq!(arg(keys.legacy_counter()), "lockgate:{orders:42}:fence");
         assert_eq!(arg(keys.claim()), "lockgate:{orders:42}:claim");
         assert_eq!(arg(keys.holder()), "lockgate:{orders:42}:holder");
+        assert_eq!(arg(keys.revoked()), "lockgate:{orders:42}:revoked");
         assert_eq!(arg(keys.channel()), "lockgate:{orders:42}:released");
         assert_eq!(keys.lock_string(), "lockgate:{orders:42}");
 

@@ -8,8 +8,10 @@ use redis::{FromRedisValue, Value};
 use super::RedisBackend;
 use super::features::{Downgradable, ReleaseVia, RenewVia};
 use super::keys::LockKeys;
-use super::scripts::{ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, RENEW_UNFENCED, WITHDRAW};
-use super::send::evalsha;
+use super::scripts::{
+    ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, RENEW_UNFENCED, REVOKE, WITHDRAW,
+};
+use super::send::{Request, evalsha};
 use crate::backend::fence::fence_of;
 use crate::backend::listing;
 use crate::backend::{
@@ -200,6 +202,20 @@ impl LockBackend for RedisBackend {
         self.script::<i64>(&WITHDRAW, &call)
             .await
             .map(|withdrawn| withdrawn == 1)
+    }
+
+    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(&REVOKE, &[keys.lock(), keys.holder(), keys.revoked()]);
+        call.arg(keys.channel());
+        self.script::<i64>(&REVOKE, &call).await.map(|n| n == 1)
+    }
+
+    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET").arg(self.keys(name).revoked());
+        let (revoked,): (Option<Vec<u8>>,) = self.run(Request::Native(&pipe)).await?;
+        Ok(revoked.is_some_and(|revoked| revoked == token.as_bytes()))
     }
 
     async fn renew(

@@ -16,6 +16,7 @@
 //! | `lockgate:fences` | the fence counter (standalone, Sentinel, each Redlock node) | always |
 //! | `lockgate:{<tag>}:fences` | the fence counter of one hash slot (Cluster; `<tag>` maps to the slot) | always |
 //! | `lockgate:{orders:42}:claim` | the last attempt to claim an idempotent grant | at most the first lease |
+//! | `lockgate:{orders:42}:revoked` | the token of the grant an operator revoked (`DELETE …?force=true`), so that its holder is told | what was left of that lease |
 //! | `lockgate:{orders:42}:holder` | who holds the grant (`owner`, `metadata`; see `backend::holder`), only when the acquire named one | the lease |
 //!
 //! and the pub/sub channel `lockgate:{orders:42}:released`, on which releases are announced to

@@ -52,6 +52,7 @@ scripts! {
     RENEW_UNFENCED = "renew_unfenced.lua",
     INSPECT = "inspect.lua",
     FINALIZE = "finalize.lua",
+    REVOKE = "revoke.lua",
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

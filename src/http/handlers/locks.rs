@@ -1,14 +1,16 @@
 //! Handlers of `/locks/{name}`: acquire, renew, release, inspect.
 
 use crate::http::json::Json;
+use axum::Extension;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 
 use super::lease;
 use crate::http::AppState;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
+use crate::http::gate::{Caller, forced};
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::{Exclusive, InvalidName};
 
@@ -99,6 +101,8 @@ pub fn acquire_lock(
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`not-owner`: the lock is held with a different token.",
             body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "`lock-revoked`: an operator revoked this token's lock.",
+            body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload-too-large`: the body exceeds the configured limit.",
             body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`backend-unavailable`; `outcome-unknown` (sent, but no answer came: the renewal may or may not have taken effect, and may be repeated); `insufficient-replicas` with `require_replicas` (the lock stays held); `wait-pool-exhausted`.",
@@ -117,9 +121,14 @@ pub async fn renew_lock(
     Ok(Json(LockRenewalBody::new(&name, &renewal)))
 }
 
-/// Release a lock.
+/// Release a lock, or revoke it.
 ///
 /// Deletes the lock if the `Lock-Token` header holds it (compare-and-delete).
+///
+/// With `?force=true`, an operator revokes the lock instead: it is deleted whoever holds it,
+/// with no token. The holder's hold stream ends with a `revoked` event, and its next renewal
+/// or release answers 410 `lock-revoked`. With API keys, this needs a key whose `operations`
+/// name `revoke`. Every revoke is logged at warn with the name and the key's name.
 #[utoipa::path(
     delete,
     path = "/locks/{name}",
@@ -127,16 +136,20 @@ pub async fn renew_lock(
     operation_id = "release_lock",
     params(
         LockNameParam,
-        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
-            description = "The token returned when the lock was acquired.")
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = "^[!-~]{1,256}$",
+            description = "The token returned when the lock was acquired. Required unless `force=true`."),
+        ("force" = Option<bool>, Query, nullable = false,
+            description = "`true`: revoke the lock whoever holds it (needs the `revoke` operation).")
     ),
     responses(
-        (status = 204, description = "The lock was released."),
+        (status = 204, description = "The lock was released (or revoked)."),
         (status = 400, description = "`invalid-name` or `invalid-request` (missing or malformed `Lock-Token`).",
             body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`lock-not-held`: nobody holds the lock (it expired or was released).",
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`not-owner`: the lock is held with a different token; it stays held.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "`lock-revoked`: an operator revoked this token's lock.",
             body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`backend-unavailable`, or `outcome-unknown` (sent, but no answer came: the release may or may not have taken effect; repeating it is safe).",
             body = Problem, content_type = "application/problem+json",
@@ -146,8 +159,19 @@ pub async fn renew_lock(
 pub async fn release_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
-    LockTokenHeader(token): LockTokenHeader,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+    headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
+    if forced(&uri) {
+        app.service.revoke(&name).await?;
+        let key = caller
+            .as_ref()
+            .map_or("-", |Extension(Caller(key))| key.name.as_str());
+        tracing::warn!(lock = %name, key, "lock revoked");
+        return Ok(StatusCode::NO_CONTENT);
+    }
+    let LockTokenHeader(token) = LockTokenHeader::from_headers(&headers)?;
     app.service.release(&name, &token).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,0 +1,23 @@
+-- Revoke: delete the lock whoever holds it (an operator's force release), and remember the
+-- revoked token for as long as its lease had left, so that its holder's next renewal or
+-- release is told "revoked" rather than "not held".
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the holder key
+-- KEYS[3]  the revocation key: the revoked token, until the revoked lease would have ended
+-- ARGV[1]  the name's release channel
+--
+-- Returns 1 revoked, 0 not held.
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  return 0
+end
+local left = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
+-- A key without expiry (written by another client) is remembered for a minute.
+if left <= 0 then
+  left = 60000
+end
+redis.call('SET', KEYS[3], holder, 'PX', left)
+redis.call('PUBLISH', ARGV[1], '')
+return 1
