@@ -6,11 +6,11 @@
 //! with its status.
 //!
 //! If the lock is lost, the command is stopped and `lockgate run` exits 76 (77 if an operator
-//! revoked it): the command must not go on believing it holds the lock. A refused renewal
+//! revoked it, 78 when a bounded hold, `--max-hold` or the gateway's, runs out): the command must not go on believing it holds the lock. A refused renewal
 //! (the lock is gone) sends SIGTERM at once and SIGKILL after `--kill-after`. Renewals that do
 //! not get through are retried until `min(--kill-after, ttl/3)` before the lease ends; then
 //! SIGTERM, and SIGKILL when the lease ends, so that the command is stopped before anyone
-//! else can be granted the lock. SIGTERM and SIGHUP sent to `lockgate
+//! else can be granted the lock. A bounded hold is ended the same way, before its end. SIGTERM and SIGHUP sent to `lockgate
 //! run` are passed on to the command; SIGINT is not, because a terminal sends it to the
 //! command directly. Before the command starts (while waiting for the lock), any of the three
 //! ends `lockgate run` with 128 + the signal's number, and the gateway withdraws a grant it
@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use crate::client::{Answer, Client, ClientError};
 use crate::config::RunArgs;
 use crate::http::dto::{AcquireBody, LockGrantBody, RenewBody};
-use crate::lock::hold::renewal_interval;
+use crate::lock::hold::{renewal_interval, sleep_until_some};
 use crate::lock::{LockName, TokenStem, millis};
 
 /// Bad arguments.
@@ -51,6 +51,9 @@ pub const EXIT_NOT_ACQUIRED: u8 = 75;
 pub const EXIT_LOST: u8 = 76;
 /// An operator revoked the lock while the command ran; the command was terminated.
 pub const EXIT_REVOKED: u8 = 77;
+/// The lock was held for as long as `--max-hold` (or the gateway's) allows; the command was
+/// terminated.
+pub const EXIT_MAX_HOLD: u8 = 78;
 /// The command could not be executed / was not found (shell conventions).
 const EXIT_CANNOT_EXECUTE: u8 = 126;
 const EXIT_NOT_FOUND: u8 = 127;
@@ -156,11 +159,13 @@ struct Runner {
     kill_after: Duration,
     owner: String,
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    max_hold: Option<Duration>,
 }
 
 enum RenewOutcome {
     Renewed {
         valid_until: Instant,
+        hold_ends: Option<Instant>,
     },
     /// Refused: the lock is gone. The exit status to end with, and why.
     Lost(u8, String),
@@ -183,6 +188,7 @@ impl Runner {
             kill_after: args.kill_after,
             owner: args.owner.clone().unwrap_or_else(default_owner),
             metadata: args.metadata.clone(),
+            max_hold: args.max_hold,
         })
     }
 
@@ -202,6 +208,7 @@ impl Runner {
                 wait_ms: Some(millis(wait)),
                 owner: Some(self.owner.clone()),
                 metadata: self.metadata.clone(),
+                max_hold_ms: self.max_hold.map(millis),
                 ..AcquireBody::default()
             };
             let sent = Instant::now();
@@ -317,6 +324,10 @@ impl Runner {
         let grace = self.kill_after.min(interval);
         let mut valid_until = sent + Duration::from_millis(grant.ttl_ms);
         let mut next_renewal = Instant::now() + interval;
+        // A bounded hold ends then, whatever the renewals: the command is stopped before.
+        let mut hold_ends = grant
+            .max_hold_left_ms
+            .map(|left| sent + Duration::from_millis(left));
         loop {
             tokio::select! {
                 status = child.wait() => {
@@ -325,8 +336,9 @@ impl Runner {
                 }
                 () = tokio::time::sleep_until(next_renewal) => {
                     match self.renew(&grant.token).await {
-                        RenewOutcome::Renewed { valid_until: until } => {
+                        RenewOutcome::Renewed { valid_until: until, hold_ends: ends } => {
                             valid_until = until;
+                            hold_ends = ends.or(hold_ends);
                             next_renewal = Instant::now() + interval;
                         }
                         RenewOutcome::Lost(code, why) => {
@@ -343,6 +355,14 @@ impl Runner {
                             next_renewal = (Instant::now() + RETRY_RENEWAL_EVERY.min(interval)).min(give_up_at);
                         }
                     }
+                }
+                () = sleep_until_some(hold_ends.map(|end| end.checked_sub(grace).unwrap_or(end))) => {
+                    let end = hold_ends.unwrap_or_else(Instant::now);
+                    let why = "it was held for as long as its max hold allows";
+                    let code = self.lost(&mut child, why, EXIT_MAX_HOLD, end).await;
+                    // Still ours until its bound: hand it on now.
+                    self.release(&grant.token).await;
+                    return Ok(code);
                 }
                 signal = signals.next() => match signal {
                     // A terminal delivers SIGINT to the command itself; passing it on would be
@@ -368,9 +388,20 @@ impl Runner {
         {
             Ok(Answer::Done { body, .. }) => RenewOutcome::Renewed {
                 valid_until: sent + Duration::from_millis(body.ttl_ms),
+                hold_ends: body
+                    .max_hold_left_ms
+                    .map(|left| sent + Duration::from_millis(left)),
             },
             Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {
                 RenewOutcome::Lost(EXIT_LOST, "the lock is no longer held".into())
+            }
+            Ok(Answer::Refused { problem, .. })
+                if problem.type_uri.ends_with("/max-hold-reached") =>
+            {
+                RenewOutcome::Lost(
+                    EXIT_MAX_HOLD,
+                    "it was held for as long as its max hold allows".into(),
+                )
             }
             Ok(Answer::Refused { status, .. }) if status == StatusCode::CONFLICT => {
                 RenewOutcome::Lost(EXIT_LOST, "another client holds the lock now".into())

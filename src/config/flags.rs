@@ -39,7 +39,7 @@ pub enum Command {
     ///
     /// Exit status: COMMAND's own (128+N if it died of signal N); 75 if the lock was not
     /// acquired within --wait; 76 if the lock was lost while COMMAND ran, 77 if an operator
-    /// revoked it (COMMAND was sent SIGTERM, then SIGKILL after --kill-after, or when the
+    /// revoked it, 78 when --max-hold ran out (COMMAND was sent SIGTERM, then SIGKILL after --kill-after, or when the
     /// lease ended if that came first); 69 if the gateway could not be reached or
     /// refused the request; 64 for bad arguments; 126/127 if COMMAND could not be started.
     Run(RunArgs),
@@ -87,6 +87,11 @@ pub struct RunArgs {
     /// After losing the lock, how long the command has to exit after SIGTERM before SIGKILL.
     #[arg(long, visible_alias = "kill-grace", default_value = "10s", value_parser = duration)]
     pub kill_after: Duration,
+
+    /// Longest the lock may be held: the command is stopped (SIGTERM, SIGKILL when it ends)
+    /// and `lockgate run` exits 78. The gateway's --max-hold applies as well.
+    #[arg(long, env = "LOCKGATE_MAX_HOLD", value_parser = duration)]
+    pub max_hold: Option<Duration>,
 
     /// Who holds the lock, as `GET /locks/{name}` shows it. Default: `<hostname>:<pid>`.
     #[arg(long, env = "LOCKGATE_OWNER")]
@@ -190,6 +195,12 @@ pub struct ServeArgs {
     /// Longest lease a client may ask for (renewals can extend a lock beyond it).
     #[arg(long, env = "LOCKGATE_MAX_TTL", default_value = DEFAULT_MAX_TTL, value_parser = duration)]
     pub max_ttl: Duration,
+
+    /// Longest a grant may be held, renewals included: renewals past it are refused
+    /// (max-hold-reached) and hold streams end. A client's max_hold_ms may only shorten it.
+    /// Default: no bound.
+    #[arg(long, env = "LOCKGATE_MAX_HOLD", value_parser = duration)]
+    pub max_hold: Option<Duration>,
 
     /// Longest wait_ms a client may ask for.
     #[arg(long, env = "LOCKGATE_MAX_WAIT", default_value = DEFAULT_MAX_WAIT, value_parser = duration)]

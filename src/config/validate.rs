@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::flags::{NativeCommandsArg, ServeArgs};
 use super::*;
 use crate::access::ApiKeys;
+use crate::lock::request::MAX_HOLD_CEILING;
 use crate::lock::token::MIN_SECRET_LEN;
 
 /// A configuration that cannot work. Each message is one line that says how to fix it.
@@ -127,6 +128,7 @@ impl Config {
             max_ttl: args.max_ttl,
             max_wait: args.max_wait,
             max_waiters: args.max_waiters,
+            max_hold: args.max_hold,
         };
         check_limits(&limits)?;
         if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&args.redis_timeout) {
@@ -257,6 +259,7 @@ pub fn default_limits() -> Limits {
         max_ttl: parse(DEFAULT_MAX_TTL),
         max_wait: parse(DEFAULT_MAX_WAIT),
         max_waiters: DEFAULT_MAX_WAITERS,
+        max_hold: None,
     }
 }
 
@@ -267,6 +270,7 @@ fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
         max_ttl,
         max_wait,
         max_waiters,
+        max_hold,
     } = *limits;
     if min_ttl < Duration::from_millis(1) {
         return Err(range("--min-ttl must be at least 1ms".into()));
@@ -281,6 +285,11 @@ fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
     }
     if max_waiters > 1_000_000 {
         return Err(range("--max-waiters must be at most 1000000".into()));
+    }
+    if max_hold.is_some_and(|hold| hold < min_ttl || hold > MAX_HOLD_CEILING) {
+        return Err(range(
+            "--max-hold must be between --min-ttl and 30 days".into(),
+        ));
     }
     Ok(())
 }

@@ -57,6 +57,16 @@ pub struct AcquireBody {
     // No `default` here: with it, serde would also accept `[]` as a body.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub require_replicas: Option<bool>,
+    /// Longest the lock may be held, renewals included, in milliseconds: renewals past it
+    /// answer 409 `max-hold-reached` and a hold stream ends with a `max-hold-reached` event.
+    /// Bounded by the server's `--max-hold` (at most 30 days without it); at least `--min-ttl`.
+    /// The first lease is cut to it. Default: the server's `--max-hold`, if any.
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_hold_ms: Option<u64>,
     /// Who takes the lock: a short label (1 to 128 characters, no control characters), e.g.
     /// a pod name or `host:pid`. Kept beside the grant and shown by `GET /locks/{name}`.
     #[schema(min_length = 1, max_length = 128, example = "worker-7f9c:4242")]
@@ -155,6 +165,10 @@ pub struct LockGrantBody {
     /// Replicas that acknowledged the write; present when `replicas` was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
+    /// For a bounded hold (`max_hold_ms`, `--max-hold`): milliseconds until renewals stop and
+    /// the lock ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_hold_left_ms: Option<u64>,
 }
 
 /// A renewed lease.
@@ -176,6 +190,10 @@ pub struct LockRenewalBody {
     /// Replicas that acknowledged the renewal; present when `replicas` was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_acked: Option<u32>,
+    /// For a bounded hold: milliseconds until renewals stop and the lock ends (the lease is
+    /// never renewed past that).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_hold_left_ms: Option<u64>,
 }
 
 /// What anyone may see of a held lock. Never the token.
@@ -309,6 +327,7 @@ impl LockGrantBody {
             ttl_ms,
             expires_at,
             replicas_acked: grant.replicas_acked,
+            max_hold_left_ms: grant.token.hold_deadline().map(left_ms),
         }
     }
 }
@@ -322,8 +341,18 @@ impl LockRenewalBody {
             ttl_ms,
             expires_at,
             replicas_acked: renewal.replicas_acked,
+            max_hold_left_ms: renewal.hold_deadline.map(left_ms),
         }
     }
+}
+
+/// Whole milliseconds from now until `deadline` (0 once passed).
+fn left_ms(deadline: SystemTime) -> u64 {
+    millis(
+        deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or_default(),
+    )
 }
 
 impl LockInfoBody {

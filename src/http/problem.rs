@@ -37,6 +37,7 @@ pub enum ProblemKind {
     LockNotHeld,
     NotOwner,
     LockRevoked,
+    MaxHoldReached,
     InsufficientReplicas,
     BackendUnavailable,
     OutcomeUnknown,
@@ -65,6 +66,7 @@ impl ProblemKind {
             Self::LockNotHeld => "lock-not-held",
             Self::NotOwner => "not-owner",
             Self::LockRevoked => "lock-revoked",
+            Self::MaxHoldReached => "max-hold-reached",
             Self::InsufficientReplicas => "insufficient-replicas",
             Self::BackendUnavailable => "backend-unavailable",
             Self::OutcomeUnknown => "outcome-unknown",
@@ -91,6 +93,7 @@ impl ProblemKind {
             Self::LockNotHeld => "Lock is not held",
             Self::NotOwner => "Not the lock owner",
             Self::LockRevoked => "Lock was revoked",
+            Self::MaxHoldReached => "Maximum hold reached",
             Self::InsufficientReplicas => "Insufficient replicas",
             Self::BackendUnavailable => "Backend unavailable",
             Self::OutcomeUnknown => "Outcome unknown",
@@ -112,7 +115,7 @@ impl ProblemKind {
     pub fn status(self) -> StatusCode {
         match self {
             Self::InvalidName | Self::InvalidRequest => StatusCode::BAD_REQUEST,
-            Self::LockHeld | Self::NotOwner => StatusCode::CONFLICT,
+            Self::LockHeld | Self::NotOwner | Self::MaxHoldReached => StatusCode::CONFLICT,
             Self::LockNotHeld | Self::NotFound => StatusCode::NOT_FOUND,
             Self::LockRevoked => StatusCode::GONE,
             Self::InsufficientReplicas
@@ -395,6 +398,14 @@ fn render_lock_error(err: LockError) -> Rendered {
             retry_after: None,
             cause: None,
         },
+        LockError::MaxHoldReached => Rendered {
+            problem: Problem::new(
+                ProblemKind::MaxHoldReached,
+                "the lock has been held for as long as its max_hold_ms allows; it ends with its lease",
+            ),
+            retry_after: None,
+            cause: None,
+        },
         LockError::InsufficientReplicas { wanted, acked } => {
             let detail = format!("{acked} of {wanted} required replicas acknowledged the write");
             let mut problem = Problem::new(ProblemKind::InsufficientReplicas, detail);
@@ -517,6 +528,7 @@ mod tests {
             (LockError::NotHeld.into(), 404, "lock-not-held"),
             (LockError::NotOwner.into(), 409, "not-owner"),
             (LockError::Revoked.into(), 410, "lock-revoked"),
+            (LockError::MaxHoldReached.into(), 409, "max-hold-reached"),
             (LockError::TooManyWaiters.into(), 503, "too-many-waiters"),
             (LockError::ShuttingDown.into(), 503, "shutting-down"),
             (

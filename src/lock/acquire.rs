@@ -184,6 +184,10 @@ impl LockService {
         retry_may_follow: bool,
     ) -> Result<Attempt<P>, LockError> {
         let (stem, claim) = Self::attempt_stem(derived)?;
+        let stem = match request.max_hold {
+            Some(bound) => stem.bounded(bound),
+            None => stem,
+        };
         // Armed before the script is sent: if this future is dropped mid-flight (the client
         // hung up) the guard withdraws whatever may have been granted.
         let guard = GrantGuard::new(

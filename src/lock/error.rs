@@ -17,6 +17,9 @@ pub enum LockError {
     /// An operator revoked this token's grant (`DELETE …?force=true`).
     #[error("the lock was revoked by an operator")]
     Revoked,
+    /// The grant has been held for as long as its bound allows (`max_hold_ms`, `--max-hold`).
+    #[error("the lock has been held for as long as max_hold_ms allows")]
+    MaxHoldReached,
     /// Fewer replicas than required acknowledged the write.
     #[error("{acked} of {wanted} required replicas acknowledged the write")]
     InsufficientReplicas { wanted: u32, acked: u32 },

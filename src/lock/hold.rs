@@ -4,10 +4,11 @@
 //! [`Hold`] renews every third of the ttl, as Redisson's watchdog does: two renewals can fail
 //! before the lease runs out. A renewal that is refused (the lease expired or is someone
 //! else's) ends the hold as [`HoldEvent::Lost`] ([`HoldEvent::Revoked`] if an operator revoked
-//! it); one that cannot get through is retried until
-//! the validity it was given runs out, and then the hold is lost too. At shutdown the hold
-//! withdraws its grant and ends as [`HoldEvent::Released`]. Dropping a hold (its holder went
-//! away) drops its grant's guard, which withdraws the grant at once.
+//! it); one that cannot get through is retried until the validity it was given runs out, and
+//! then the hold is lost too. A bounded hold (`max_hold_ms`) releases its grant when the bound
+//! is reached and ends as [`HoldEvent::MaxHoldReached`]. At shutdown the hold withdraws its
+//! grant and ends as [`HoldEvent::Released`]. Dropping a hold (its holder went away) drops its
+//! grant's guard, which withdraws the grant at once.
 //!
 //! Generic over the [`Primitive`]: whatever kind of lease is held, the watchdog is this one.
 
@@ -42,6 +43,8 @@ pub enum HoldEvent {
     Lost(LostReason),
     /// An operator revoked the lease; the hold is over.
     Revoked,
+    /// The lease was held for as long as its bound allows, and released; the hold is over.
+    MaxHoldReached,
     /// The gateway is shutting down and withdrew the lease; the hold is over.
     Released,
 }
@@ -80,6 +83,8 @@ pub struct Hold<P: Primitive> {
     guard: GrantGuard<P>,
     validity: Validity,
     next_renewal: Instant,
+    /// When a bounded hold must end (see `token`).
+    hold_ends: Option<Instant>,
 }
 
 impl<P: Primitive> Hold<P> {
@@ -91,7 +96,14 @@ impl<P: Primitive> Hold<P> {
         grant: Grant<P>,
         renewals: RenewRequest,
     ) -> Self {
+        let hold_ends = grant.token.hold_deadline().map(|deadline| {
+            let left = deadline
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            Instant::now() + left
+        });
         Self {
+            hold_ends,
             shutdown: service.shutdown_token(),
             service,
             primitive,
@@ -112,8 +124,17 @@ impl<P: Primitive> Hold<P> {
     /// (`Some`) after a renewal only.
     pub async fn next(mut self) -> (HoldEvent, Option<Self>) {
         loop {
+            let hold_ends = self.hold_ends;
             tokio::select! {
                 () = tokio::time::sleep_until(self.next_renewal) => {}
+                () = sleep_until_some(hold_ends) => {
+                    let name = self.name.clone();
+                    tracing::info!(lock = %name, kind = P::KIND, "a hold reached its max_hold and released its lease");
+                    if let Err(err) = Box::pin(self.guard.withdraw()).await {
+                        tracing::warn!(lock = %name, kind = P::KIND, error = %err, "could not release a lease at its max_hold; it expires with its lease");
+                    }
+                    return (HoldEvent::MaxHoldReached, None);
+                }
                 () = self.shutdown.cancelled() => {
                     let name = self.name.clone();
                     if let Err(err) = Box::pin(self.guard.withdraw()).await {
@@ -135,6 +156,7 @@ impl<P: Primitive> Hold<P> {
                 }
                 Err(LockError::NotHeld) => return self.lost(LostReason::NotHeld),
                 Err(LockError::NotOwner) => return self.lost(LostReason::NotOwner),
+                Err(LockError::MaxHoldReached) => return (HoldEvent::MaxHoldReached, None),
                 Err(LockError::Revoked) => {
                     tracing::info!(lock = %self.name, kind = P::KIND, "a hold's lease was revoked");
                     return (HoldEvent::Revoked, None);
@@ -153,8 +175,22 @@ impl<P: Primitive> Hold<P> {
     }
 
     fn lost(self, reason: LostReason) -> (HoldEvent, Option<Self>) {
+        if reason == LostReason::NotHeld
+            && self.hold_ends.is_some_and(|ends| Instant::now() >= ends)
+        {
+            // Its last renewal ended it at the bound; the timer above was a moment late.
+            return (HoldEvent::MaxHoldReached, None);
+        }
         tracing::info!(lock = %self.name, kind = P::KIND, reason = reason.as_str(), "a hold lost its lease");
         // The guard still withdraws on drop: harmless if the lease is gone.
         (HoldEvent::Lost(reason), None)
+    }
+}
+
+/// Resolves at `at`, or never without one.
+pub async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -17,6 +17,8 @@ pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(100);
 pub const MAX_REPLICA_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest `replicas`.
 pub const MAX_REPLICAS: u32 = 64;
+/// Largest `max_hold_ms` when the server sets no `--max-hold`: 30 days.
+pub const MAX_HOLD_CEILING: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Longest `owner`, in characters.
 pub const MAX_OWNER_CHARS: usize = 128;
 /// Largest `metadata`, in bytes of compact JSON. A holder record travels with every acquire
@@ -32,6 +34,8 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Most requests waiting for locks at once, all names together.
     pub max_waiters: usize,
+    /// Longest any grant may be held, renewals included (`--max-hold`); `None`: no bound.
+    pub max_hold: Option<Duration>,
 }
 
 /// Replica acknowledgement a client asked for.
@@ -67,6 +71,8 @@ pub struct AcquireRequest {
     pub replicas: ReplicaPolicy,
     /// Who the grant is for, kept beside it and shown by inspect (see [`holder`]).
     pub holder: Option<Arc<Holder>>,
+    /// Longest the grant may be held, renewals included (see `token` for how it is kept).
+    pub max_hold: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,13 +90,14 @@ pub struct RawReplicas {
 }
 
 impl Limits {
+    /// An acquire without holder or hold bound (see [`Limits::bounded`]).
     pub fn acquire(
         &self,
         ttl_ms: Option<u64>,
         wait_ms: Option<u64>,
         replicas: RawReplicas,
     ) -> Result<AcquireRequest, InvalidRequest> {
-        Ok(AcquireRequest {
+        let request = AcquireRequest {
             ttl: self.ttl(ttl_ms)?,
             wait: bounded(
                 "wait_ms",
@@ -100,6 +107,32 @@ impl Limits {
             )?,
             replicas: replica_policy(replicas)?,
             holder: None,
+            max_hold: None,
+        };
+        self.bounded(request, None)
+    }
+
+    /// `request` with its hold bounded by `max_hold_ms` (at least `--min-ttl`) and the
+    /// server's `--max-hold`, whichever is shorter; its ttl is cut to the bound.
+    pub fn bounded(
+        &self,
+        request: AcquireRequest,
+        max_hold_ms: Option<u64>,
+    ) -> Result<AcquireRequest, InvalidRequest> {
+        let asked = match max_hold_ms {
+            None => None,
+            Some(ms) => Some(bounded(
+                "max_hold_ms",
+                ms,
+                self.min_ttl,
+                self.max_hold.unwrap_or(MAX_HOLD_CEILING),
+            )?),
+        };
+        let max_hold = asked.or(self.max_hold);
+        Ok(AcquireRequest {
+            ttl: max_hold.map_or(request.ttl, |bound| request.ttl.min(bound)),
+            max_hold,
+            ..request
         })
     }
 
@@ -210,6 +243,7 @@ mod tests {
         max_ttl: Duration::from_secs(3600),
         max_wait: Duration::from_secs(60),
         max_waiters: 10,
+        max_hold: None,
     };
 
     #[test]
@@ -267,6 +301,47 @@ mod tests {
                 .unwrap_err()
                 .field,
             "ttl_ms"
+        );
+    }
+
+    #[test]
+    fn holds_are_bounded_by_the_request_and_the_server() {
+        let plain = LIMITS
+            .acquire(Some(10_000), None, RawReplicas::default())
+            .expect("valid");
+        assert_eq!(plain.max_hold, None);
+        let asked = LIMITS.bounded(plain.clone(), Some(5_000)).expect("valid");
+        assert_eq!(asked.max_hold, Some(Duration::from_secs(5)));
+        assert_eq!(
+            asked.ttl,
+            Duration::from_secs(5),
+            "the ttl is cut to the bound"
+        );
+        assert_eq!(
+            LIMITS.bounded(plain.clone(), Some(99)).unwrap_err().field,
+            "max_hold_ms"
+        );
+        let server = Limits {
+            max_hold: Some(Duration::from_secs(60)),
+            ..LIMITS
+        };
+        let capped = server
+            .acquire(Some(10_000), None, RawReplicas::default())
+            .expect("valid");
+        assert_eq!(capped.max_hold, Some(Duration::from_secs(60)));
+        assert_eq!(
+            server
+                .bounded(capped.clone(), Some(61_000))
+                .unwrap_err()
+                .field,
+            "max_hold_ms"
+        );
+        assert_eq!(
+            server
+                .bounded(capped, Some(20_000))
+                .expect("valid")
+                .max_hold,
+            Some(Duration::from_secs(20))
         );
     }
 

@@ -63,6 +63,8 @@ pub struct Renewal {
     pub fence: u64,
     pub validity: Validity,
     pub replicas_acked: Option<u32>,
+    /// Until when it may still be renewed, for a bounded hold.
+    pub hold_deadline: Option<SystemTime>,
 }
 
 /// What anyone may learn about a held lock. Never the token.
@@ -159,12 +161,22 @@ impl LockService {
         request: &RenewRequest,
     ) -> Result<Renewal, LockError> {
         let started = Instant::now();
+        // A bounded hold is renewed up to its deadline, never past it.
+        let hold_left = token.hold_deadline().map(|deadline| {
+            deadline
+                .duration_since(SystemTime::now())
+                .unwrap_or_default()
+        });
+        if hold_left.is_some_and(|left| left.is_zero()) {
+            return Err(LockError::MaxHoldReached);
+        }
+        let ttl = hold_left.map_or(request.ttl, |left| request.ttl.min(left));
         let outcome = primitive
             .renew(
                 &self.backend,
                 name,
                 token.expose(),
-                request.ttl,
+                ttl,
                 request.replicas.ack(),
             )
             .await
@@ -188,6 +200,7 @@ impl LockService {
                 fence: lease.fence,
                 validity,
                 replicas_acked: lease.replicas_acked,
+                hold_deadline: token.hold_deadline(),
             }),
             Err(err) => {
                 if let Err(release_error) =

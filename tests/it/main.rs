@@ -15,6 +15,7 @@
 //! * `access`: API keys and scopes.
 //! * `metrics`: the Prometheus metrics.
 //! * `limits`: the concurrency limit, the request timeout, large requests.
+//! * `max_hold`: bounded holds (`max_hold_ms`, `--max-hold`).
 //! * `shutdown`: graceful shutdown of the real binary.
 //! * `operations`: request ids, logs, TLS to Redis.
 #![allow(clippy::unwrap_used)]
@@ -29,6 +30,7 @@ mod ha;
 mod hold;
 mod holders;
 mod limits;
+mod max_hold;
 mod metrics;
 mod openapi;
 mod operations;

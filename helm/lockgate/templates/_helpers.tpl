@@ -121,6 +121,9 @@ args:
   - --max-ttl={{ $v.limits.maxTtl }}
   - --max-wait={{ $v.limits.maxWait }}
   - --max-waiters={{ $v.limits.maxWaiters }}
+  {{- with $v.limits.maxHold }}
+  - --max-hold={{ . }}
+  {{- end }}
   - --max-concurrent-requests={{ $v.limits.maxConcurrentRequests }}
   - --request-timeout={{ $v.limits.requestTimeout }}
   - --shutdown-delay={{ $v.shutdown.delay }}

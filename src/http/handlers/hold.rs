@@ -48,6 +48,10 @@ pub enum HoldEvent {
     /// An operator revoked the lock (`DELETE …?force=true`); the stream ends. Stop relying
     /// on it.
     Revoked(EndOfHold),
+    /// The lock was held for as long as `max_hold_ms` (or `--max-hold`) allows; the gateway
+    /// released it and the stream ends.
+    #[serde(rename = "max-hold-reached")]
+    MaxHoldReached(EndOfHold),
     /// The gateway released the lock because it is shutting down; the stream ends.
     Released(EndOfHold),
 }
@@ -55,17 +59,18 @@ pub enum HoldEvent {
 /// One line of a hold stream (`application/x-ndjson`: read the response line by line, each
 /// line one of these). `event` says which fields are present: `acquired` has the grant's
 /// (`token`, `fence`, `ttl_ms`, `expires_at`, `replicas_acked`), `renewed` the renewal's
-/// (`fence`, `ttl_ms`, `expires_at`, `replicas_acked`), `lost`, `revoked` and `released` end
-/// the stream with a `reason`.
+/// (`fence`, `ttl_ms`, `expires_at`, `replicas_acked`), `lost`, `revoked`, `max-hold-reached`
+/// and `released` end the stream with a `reason`.
 #[derive(Debug, ToSchema)]
 #[schema(as = HoldEvent)]
 #[allow(dead_code)] // Documentation only: the stream writes `HoldEvent`.
 pub struct HoldEventSchema {
     /// `acquired` (first line: the lock is held), `renewed` (the watchdog renewed the lease),
     /// `lost` (the lock is no longer held; stop relying on it), `revoked` (an operator
-    /// revoked it; stop relying on it) or `released` (the gateway released it because it is
-    /// shutting down).
-    #[schema(pattern = "^(acquired|renewed|lost|revoked|released)$")]
+    /// revoked it; stop relying on it), `max-hold-reached` (held for as long as `max_hold_ms`
+    /// allows, and released) or `released` (the gateway released it because it is shutting
+    /// down).
+    #[schema(pattern = "^(acquired|renewed|lost|revoked|max-hold-reached|released)$")]
     event: String,
     name: String,
     /// `acquired`: the lock token, as in the acquire response.
@@ -78,8 +83,8 @@ pub struct HoldEventSchema {
     expires_at: Option<String>,
     /// `acquired`, `renewed`: replicas that acknowledged, when `replicas` was asked for.
     replicas_acked: Option<u32>,
-    /// `lost`: `not-held`, `not-owner` or `expired`; `revoked`: `revoked`; `released`:
-    /// `shutdown`.
+    /// `lost`: `not-held`, `not-owner` or `expired`; `revoked`: `revoked`;
+    /// `max-hold-reached`: `max-hold`; `released`: `shutdown`.
     reason: Option<String>,
 }
 
@@ -97,8 +102,8 @@ pub struct EndOfHold {
 ///
 /// Acquires like `POST /locks/{name}` (same body, `wait_ms` allowed) and answers a stream of
 /// NDJSON events, one JSON object per line: `acquired`, then `renewed` every third of the ttl,
-/// and a final `lost`, `revoked` or `released`. Closing the connection releases the lock at
-/// once.
+/// and a final `lost`, `revoked`, `max-hold-reached` or `released`. Closing the connection
+/// releases the lock at once.
 #[utoipa::path(
     post,
     path = "/locks/{name}/hold",
@@ -225,6 +230,12 @@ fn hold_events(
                             name: name.to_string(),
                             reason: "revoked",
                         }),
+                        lock::hold::HoldEvent::MaxHoldReached => {
+                            HoldEvent::MaxHoldReached(EndOfHold {
+                                name: name.to_string(),
+                                reason: "max-hold",
+                            })
+                        }
                         lock::hold::HoldEvent::Released => HoldEvent::Released(EndOfHold {
                             name: name.to_string(),
                             reason: "shutdown",

@@ -43,10 +43,11 @@ pub fn acquiring<P: Primitive>(
         .limits()
         .acquire(body.ttl_ms, body.wait_ms, body.replicas())
         .and_then(|request| {
-            Ok(AcquireRequest {
+            let request = AcquireRequest {
                 holder: holder(body.owner.clone(), body.metadata.clone())?,
                 ..request
-            })
+            };
+            app.service.limits().bounded(request, body.max_hold_ms)
         })
         .map_err(ApiError::from);
     let service = app.service.clone();

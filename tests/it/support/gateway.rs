@@ -37,6 +37,7 @@ pub fn config(backend: BackendChoice) -> Config {
             max_ttl: Duration::from_secs(3600),
             max_wait: Duration::from_secs(60),
             max_waiters: 10_000,
+            max_hold: None,
         },
         redis_timeout: Duration::from_secs(1),
         native_commands: lockgate::backend::redis::NativeCommands::Auto,

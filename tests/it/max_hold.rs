@@ -1,0 +1,173 @@
+//! Bounded holds: `max_hold_ms` on acquire and the server's `--max-hold`. Renewals stop at the
+//! bound, hold streams end with `max-hold-reached`, `lockgate run` stops its command before the
+//! bound and exits 78.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::gateway::{Gateway, config, redis_config};
+use crate::support::process::lockgate;
+use crate::support::redis::RedisServer;
+use crate::support::{Lines, assert_problem, eventually, status_json, token};
+
+/// Renewals extend a bounded lease up to its bound and no further; past it they answer 409
+/// `max-hold-reached`, and the lock is gone.
+async fn renewals_stop_at_the_bound(gw: &Gateway) {
+    let (status, grant) = status_json(
+        gw.acquire("bounded", Some(json!({"ttl_ms": 600, "max_hold_ms": 1200})))
+            .await,
+    )
+    .await;
+    let granted = Instant::now();
+    assert_eq!(status, 201, "{grant}");
+    let left = grant["max_hold_left_ms"]
+        .as_u64()
+        .expect("max_hold_left_ms");
+    assert!((1000..=1200).contains(&left), "{grant}");
+    let token = token(&grant);
+    let (status, renewed) =
+        status_json(gw.renew("bounded", &token, json!({"ttl_ms": 60_000})).await).await;
+    assert_eq!(status, 200, "{renewed}");
+    let ttl = renewed["ttl_ms"].as_u64().expect("ttl_ms");
+    assert!(ttl <= 1200, "renewed past the bound: {renewed}");
+    assert!(
+        renewed["max_hold_left_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms <= 1200),
+        "{renewed}"
+    );
+    let problem = eventually(Duration::from_secs(5), "renewals are refused", || async {
+        let (status, body) =
+            status_json(gw.renew("bounded", &token, json!({"ttl_ms": 60_000})).await).await;
+        (status != 200).then_some((status, body))
+    })
+    .await;
+    assert!(
+        granted.elapsed() >= Duration::from_millis(1000),
+        "refused early: {problem:?}"
+    );
+    assert_problem(problem.0, &problem.1, 409, "max-hold-reached");
+    assert_eq!(
+        gw.inspect("bounded").await.status(),
+        404,
+        "the lock ends at its bound"
+    );
+}
+
+#[tokio::test]
+async fn renewals_stop_at_max_hold_on_the_dev_backend() {
+    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    renewals_stop_at_the_bound(&gw).await;
+}
+
+#[tokio::test]
+async fn renewals_stop_at_max_hold_on_redis() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    renewals_stop_at_the_bound(&gw).await;
+}
+
+/// The server's `--max-hold` bounds every grant; a client may only shorten it.
+#[tokio::test]
+async fn the_server_bound_applies_to_every_grant() {
+    let mut cfg = config(lockgate::config::BackendChoice::Memory);
+    cfg.limits.max_hold = Some(Duration::from_secs(2));
+    let gw = Gateway::start(cfg).await;
+    let (status, grant) = status_json(gw.acquire("a", Some(json!({"ttl_ms": 10_000}))).await).await;
+    assert_eq!(status, 201, "{grant}");
+    assert!(
+        grant["ttl_ms"].as_u64().is_some_and(|ms| ms <= 2000),
+        "{grant}"
+    );
+    assert!(
+        grant["max_hold_left_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms <= 2000),
+        "{grant}"
+    );
+    let (status, problem) =
+        status_json(gw.acquire("b", Some(json!({"max_hold_ms": 2001}))).await).await;
+    assert_problem(status, &problem, 400, "invalid-request");
+    assert_eq!(problem["field"], "max_hold_ms");
+    let (status, grant) =
+        status_json(gw.acquire("c", Some(json!({"max_hold_ms": 500}))).await).await;
+    assert_eq!(status, 201, "{grant}");
+    assert!(
+        grant["max_hold_left_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms <= 500),
+        "{grant}"
+    );
+}
+
+/// A hold stream with `max_hold_ms` ends with `max-hold-reached` at the bound, and the lock
+/// is released.
+#[tokio::test]
+async fn a_hold_stream_ends_at_max_hold() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let response = gw
+        .http
+        .post(gw.url("/locks/leader/hold"))
+        .json(&json!({"ttl_ms": 600, "max_hold_ms": 1000}))
+        .send()
+        .await
+        .expect("hold");
+    let mut events = Lines::new(response);
+    let acquired = events.next().await.expect("acquired");
+    let started = Instant::now();
+    assert_eq!(acquired["event"], "acquired", "{acquired}");
+    let end = loop {
+        let event = events.next().await.expect("an event before the end");
+        if event["event"] != "renewed" {
+            break event;
+        }
+    };
+    let at = started.elapsed();
+    assert_eq!(end["event"], "max-hold-reached", "{end}");
+    assert_eq!(end["reason"], "max-hold", "{end}");
+    assert!(
+        (Duration::from_millis(900)..Duration::from_millis(1500)).contains(&at),
+        "ended after {at:?}"
+    );
+    assert!(events.next().await.is_none(), "the stream ends");
+    assert_eq!(gw.inspect("leader").await.status(), 404);
+}
+
+/// `lockgate run --max-hold` stops its command before the bound and exits 78.
+#[tokio::test]
+async fn lockgate_run_stops_its_command_at_max_hold() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let started = Instant::now();
+    let child = lockgate()
+        .args([
+            "run",
+            "--gateway",
+            &gw.url(""),
+            "--ttl",
+            "3s",
+            "--max-hold",
+            "1500ms",
+            "job",
+            "--",
+            "sleep",
+            "60",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lockgate run");
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("lockgate run ends")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    // The grant came after `started`: its bound ends after started + 1.5 s.
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the command ran until {:?}",
+        started.elapsed()
+    );
+}
