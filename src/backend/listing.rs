@@ -149,6 +149,22 @@ pub(crate) async fn page(
     })
 }
 
+/// The locks to list among `names`, from what a look at each found (in the same order):
+/// those `keep` turns into an inspection. The first error fails the page.
+pub(crate) fn kept<T>(
+    names: Vec<String>,
+    looks: Vec<Result<Option<T>, BackendError>>,
+    keep: impl Fn(T) -> Option<Inspection>,
+) -> Result<Vec<(String, Inspection)>, BackendError> {
+    let mut held = Vec::with_capacity(names.len());
+    for (name, look) in names.into_iter().zip(looks) {
+        if let Some(seen) = look?.and_then(&keep) {
+            held.push((name, seen));
+        }
+    }
+    Ok(held)
+}
+
 /// The `SCAN … MATCH` pattern of the lock keys of names starting with `prefix`:
 /// `<key prefix>{<prefix>*}`, with glob characters of the key prefix escaped (names and name
 /// prefixes have none).

@@ -223,15 +223,9 @@ impl Walk for RedlockBackend {
         names: Vec<String>,
     ) -> Result<Vec<(String, Inspection)>, BackendError> {
         let views = join_all(names.iter().map(|name| self.majority_view(name))).await;
-        let mut held = Vec::with_capacity(names.len());
-        for (name, view) in names.into_iter().zip(views) {
-            if let Some((seen, lowest)) = view?
-                && lowest == node
-            {
-                held.push((name, seen));
-            }
-        }
-        Ok(held)
+        listing::kept(names, views, |(seen, lowest)| {
+            (lowest == node).then_some(seen)
+        })
     }
 }
 

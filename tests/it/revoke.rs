@@ -150,12 +150,8 @@ async fn a_revoked_hold_stream_ends_with_a_revoked_event() {
     assert!(events.next().await.is_none(), "the stream ends");
 }
 
-/// `lockgate run` whose lock is revoked stops its command (SIGTERM) before the revoked lease
-/// would have ended, and exits 77.
-#[tokio::test]
-async fn a_revoked_lockgate_run_stops_its_command() {
-    let redis = RedisServer::start();
-    let gw = Gateway::start(redis_config(&redis.url())).await;
+/// `lockgate run --ttl 3s job -- sleep 60`, once its lock is held.
+async fn run_holding_job(gw: &Gateway) -> tokio::process::Child {
     let child = lockgate()
         .args([
             "run",
@@ -175,6 +171,16 @@ async fn a_revoked_lockgate_run_stops_its_command() {
         (gw.inspect("job").await.status() == 200).then_some(())
     })
     .await;
+    child
+}
+
+/// `lockgate run` whose lock is revoked stops its command (SIGTERM) before the revoked lease
+/// would have ended, and exits 77.
+#[tokio::test]
+async fn a_revoked_lockgate_run_stops_its_command() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let child = run_holding_job(&gw).await;
     assert_eq!(revoke(&gw, "job", None).await.status(), 204);
     let revoked_at = Instant::now();
     let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
@@ -198,25 +204,7 @@ async fn a_revoked_lockgate_run_stops_its_command() {
 async fn lockgate_run_stops_its_command_before_an_unrenewable_lease_ends() {
     let mut redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    let child = lockgate()
-        .args([
-            "run",
-            "--gateway",
-            &gw.url(""),
-            "--ttl",
-            "3s",
-            "job",
-            "--",
-            "sleep",
-            "60",
-        ])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("lockgate run");
-    eventually(Duration::from_secs(10), "the lock is held", || async {
-        (gw.inspect("job").await.status() == 200).then_some(())
-    })
-    .await;
+    let child = run_holding_job(&gw).await;
     // When the lease ends, by Redis; stopped right after, so that no renewal moves it.
     let mut conn = redis.conn().await;
     let asked = Instant::now();

@@ -9,7 +9,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use super::errors::classify;
 use super::send::Request;
 use super::{Commands, RedisBackend, Waits};
-use crate::backend::listing::{SCAN_COUNT, Walk, match_pattern, name_of_key};
+use crate::backend::listing::{SCAN_COUNT, Walk, kept, match_pattern, name_of_key};
 use crate::backend::{BackendError, Inspection, LockBackend};
 use crate::telemetry::metrics::RedisCall;
 
@@ -96,13 +96,7 @@ impl Walk for RedisBackend {
         names: Vec<String>,
     ) -> Result<Vec<(String, Inspection)>, BackendError> {
         // Concurrently: the inspections travel pipelined on the shared connection.
-        let seen = join_all(names.iter().map(|name| self.inspect(name))).await;
-        let mut held = Vec::with_capacity(names.len());
-        for (name, seen) in names.into_iter().zip(seen) {
-            if let Some(inspection) = seen? {
-                held.push((name, inspection));
-            }
-        }
-        Ok(held)
+        let looks = join_all(names.iter().map(|name| self.inspect(name))).await;
+        kept(names, looks, Some)
     }
 }
