@@ -58,6 +58,63 @@ pub fn granted_at(fence: u64) -> Option<std::time::SystemTime> {
 /// Separates the stem from the fence in a token.
 pub const SEPARATOR: char = '.';
 
+/// Characters of entropy that begin a stem the gateway made (128 bits in URL-safe base64).
+/// What follows them are marks saying what else the grant has; a stem of another client, or
+/// a token of another format, has none.
+pub const STEM_ENTROPY_CHARS: usize = 22;
+/// Mark: the grant has a holder record (see `super::holder`), so release, renew and
+/// withdrawal must touch it; grants without one do not pay for it.
+pub const HOLDER_MARK: char = 'o';
+/// Mark, last: the grant may be held for at most this many milliseconds, `h<ms>`.
+pub const MAX_HOLD_MARK: char = 'h';
+
+/// What a stem's marks say (of a stem, or of a token `<stem>.<fence>`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub holder: bool,
+    pub max_hold_ms: Option<u64>,
+}
+
+impl Marks {
+    /// The marks of `stem_or_token`: none for anything that is not a gateway's.
+    pub fn of(stem_or_token: &str) -> Self {
+        let stem = match fence_of(stem_or_token) {
+            Some(_) => stem_or_token
+                .rsplit_once(SEPARATOR)
+                .map_or(stem_or_token, |(stem, _)| stem),
+            None => stem_or_token,
+        };
+        let Some(mut rest) = stem.get(STEM_ENTROPY_CHARS..) else {
+            return Self::default();
+        };
+        let holder = rest.starts_with(HOLDER_MARK);
+        if holder {
+            rest = &rest[1..];
+        }
+        let max_hold_ms = rest
+            .strip_prefix(MAX_HOLD_MARK)
+            .filter(|ms| !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|ms| ms.parse().ok());
+        Self {
+            holder,
+            max_hold_ms,
+        }
+    }
+
+    /// These marks after `entropy` (the stem's first [`STEM_ENTROPY_CHARS`] characters).
+    pub fn stem(&self, entropy: &str) -> String {
+        let mut stem = entropy.to_owned();
+        if self.holder {
+            stem.push(HOLDER_MARK);
+        }
+        if let Some(ms) = self.max_hold_ms {
+            stem.push(MAX_HOLD_MARK);
+            stem.push_str(&ms.to_string());
+        }
+        stem
+    }
+}
+
 /// The fence of the next grant, given the previous one (0 when unknown) and the clock.
 pub fn next_fence(previous: u64, now_micros: u64) -> u64 {
     previous.saturating_add(1).max(now_micros)
@@ -133,6 +190,42 @@ mod tests {
             "2025-11-21T08:00:00.123456Z"
         );
         assert_eq!(granted_at(42), None);
+    }
+
+    #[test]
+    fn marks_after_the_entropy_say_what_the_grant_has() {
+        let entropy = "Yq3v7M1b0nqzT0m6k9xW2A";
+        for marks in [
+            Marks::default(),
+            Marks {
+                holder: true,
+                max_hold_ms: None,
+            },
+            Marks {
+                holder: false,
+                max_hold_ms: Some(90_000),
+            },
+            Marks {
+                holder: true,
+                max_hold_ms: Some(1),
+            },
+        ] {
+            let stem = marks.stem(entropy);
+            assert_eq!(Marks::of(&stem), marks, "{stem}");
+            assert_eq!(
+                Marks::of(&token(&stem, 1_795_449_363_840_090)),
+                marks,
+                "{stem}"
+            );
+        }
+        // Tokens of other clients carry none.
+        for other in [
+            "",
+            "uuid-4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a99",
+            "Yq3v7M1b0nqzT0m6k9xW2Aoh",
+        ] {
+            assert_eq!(Marks::of(other).max_hold_ms, None, "{other}");
+        }
     }
 
     #[test]

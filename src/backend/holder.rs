@@ -4,7 +4,10 @@
 //! The lock key's value stays exactly the token (so classic compare-and-delete clients keep
 //! working); the holder goes in a key of its own, `<prefix>{<name>}:holder`, written by the
 //! acquire script in the same atomic step as the grant, with the same ttl, extended by every
-//! renewal and deleted by release and withdrawal. Only grants that name a holder write it.
+//! renewal and deleted by release and withdrawal. Only grants that name a holder write it, and
+//! their tokens say so (the `o` mark, see `fence::Marks`): release, renew, withdrawal and
+//! inspect touch the second key only for those, so grants without a holder cost what they
+//! did before holders existed.
 //!
 //! The stored record is compact JSON carrying the fence of its grant first:
 //! `{"fence":1763712000123456,"owner":"pod-a","metadata":{"addr":"10.0.0.7:8080"}}`. The

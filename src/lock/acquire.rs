@@ -16,7 +16,8 @@ use super::request::AcquireRequest;
 use super::service::{Grant, LockService, check_replicas, validity};
 use super::token::{IdempotencyKey, LockToken, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
-use crate::backend::{AcquireOutcome, BackendError, Claim};
+use crate::backend::fence::Marks;
+use crate::backend::{AcquireOutcome, BackendError, Claim, millis};
 
 /// When the holder's lease has no expiry (a key written by another client), tell waiters to come
 /// back after this long.
@@ -184,9 +185,14 @@ impl LockService {
         retry_may_follow: bool,
     ) -> Result<Attempt<P>, LockError> {
         let (stem, claim) = Self::attempt_stem(derived)?;
-        let stem = match request.max_hold {
-            Some(bound) => stem.bounded(bound),
-            None => stem,
+        let marks = Marks {
+            holder: request.holder.is_some(),
+            max_hold_ms: request.max_hold.map(millis),
+        };
+        let stem = if marks == Marks::default() {
+            stem
+        } else {
+            stem.marked(marks)
         };
         // Armed before the script is sent: if this future is dropped mid-flight (the client
         // hung up) the guard withdraws whatever may have been granted.

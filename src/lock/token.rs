@@ -10,11 +10,12 @@
 //! stem tell themselves apart with a [`Claim`](crate::backend::Claim). The **fence** is the one
 //! the store issued for the grant, so the token alone says which grant it proves.
 //!
-//! A grant with a bounded hold (`max_hold_ms`, or the server's `--max-hold`) carries the bound
-//! in its stem: `<22 characters>h<milliseconds>`. The token alone then says until when it may
-//! be renewed (its fence is the grant's time, see `backend::fence::granted_at`), on every
-//! backend and every gateway, with no state in the store. A client cannot change it: the token
-//! must match the store's value exactly.
+//! After its 22 characters of entropy a stem carries marks (`backend::fence::Marks`): `o`
+//! when the grant has a holder record, and `h<milliseconds>` for a bounded hold (`max_hold_ms`,
+//! or the server's `--max-hold`). The token alone then says until when it may be renewed (its
+//! fence is the grant's time, see `backend::fence::granted_at`) and whether a second key must
+//! be touched, on every backend and every gateway, with no state in the store. A client cannot
+//! change them: the token must match the store's value exactly.
 //!
 //! The backend stores exactly the token string, so any Redis client can release a lock taken
 //! through the gateway with the classic compare-and-delete script.
@@ -71,9 +72,9 @@ impl TokenStem {
         Self(URL_SAFE_NO_PAD.encode(&digest[..TOKEN_BYTES]))
     }
 
-    /// This stem, for a grant that may be held (renewed) for at most `max_hold`.
-    pub fn bounded(&self, max_hold: Duration) -> Self {
-        Self(format!("{}{MAX_HOLD_MARK}{}", self.0, max_hold.as_millis()))
+    /// This stem with `marks` (a holder record, a bounded hold) after its entropy.
+    pub fn marked(&self, marks: fence::Marks) -> Self {
+        Self(marks.stem(&self.0))
     }
 
     /// The stem text, for the backend. Never log it.
@@ -81,12 +82,6 @@ impl TokenStem {
         &self.0
     }
 }
-
-/// Marks a bounded stem's hold, after the 22 characters of entropy. Any base64 character would
-/// do: the position tells.
-const MAX_HOLD_MARK: char = 'h';
-/// Characters of a stem's entropy: 128 bits in URL-safe base64.
-const STEM_CHARS: usize = 22;
 
 impl fmt::Debug for TokenStem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -112,14 +107,8 @@ impl LockToken {
     /// Until when this grant may be renewed, if it has a bounded hold: its grant time (read
     /// from the fence) plus the bound its stem carries.
     pub fn hold_deadline(&self) -> Option<SystemTime> {
-        let fence = self.fence()?;
-        let (stem, _) = self.0.rsplit_once(fence::SEPARATOR)?;
-        let bound = stem.get(STEM_CHARS..)?.strip_prefix(MAX_HOLD_MARK)?;
-        if bound.is_empty() || !bound.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let bound = Duration::from_millis(bound.parse().ok()?);
-        fence::granted_at(fence)?.checked_add(bound)
+        let bound = fence::Marks::of(&self.0).max_hold_ms?;
+        fence::granted_at(self.fence()?)?.checked_add(Duration::from_millis(bound))
     }
 
     /// Accepts a token presented in a `Lock-Token` header: visible ASCII, bounded length.
@@ -197,7 +186,11 @@ mod tests {
     fn a_bounded_stem_tells_until_when_its_grant_may_be_held() {
         let stem = TokenStem::random().expect("random");
         let fence = 1_763_712_000_123_456;
-        let bounded = LockToken::issued(&stem.bounded(Duration::from_secs(90)), fence);
+        let marks = fence::Marks {
+            holder: false,
+            max_hold_ms: Some(90_000),
+        };
+        let bounded = LockToken::issued(&stem.marked(marks), fence);
         let granted = fence::granted_at(fence).expect("a time");
         assert_eq!(
             bounded.hold_deadline(),

@@ -12,7 +12,7 @@ use super::scripts::{
     ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, RENEW_UNFENCED, REVOKE, WITHDRAW,
 };
 use super::send::{Request, evalsha};
-use crate::backend::fence::fence_of;
+use crate::backend::fence::{Marks, fence_of};
 use crate::backend::listing;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
@@ -79,14 +79,17 @@ impl RedisBackend {
             .arg("PX")
             .arg(millis(ttl))
             .arg("GET");
-        // The holder record, if the grant has one, keeps the lock's ttl. Not atomic with the
-        // renewal, hence GT: it can only lengthen a record's life (by at most one ttl, if this
-        // token no longer holds the lock), never cut short the record of a live grant.
-        pipe.cmd("PEXPIRE")
-            .arg(keys.holder())
-            .arg(millis(ttl))
-            .arg("GT")
-            .ignore();
+        // The holder record, if the token says the grant has one, keeps the lock's ttl. Not
+        // atomic with the renewal, hence GT: it can only lengthen a record's life (by at most
+        // one ttl, if this token no longer holds the lock), never cut short the record of a
+        // live grant.
+        if Marks::of(token).holder {
+            pipe.cmd("PEXPIRE")
+                .arg(keys.holder())
+                .arg(millis(ttl))
+                .arg("GT")
+                .ignore();
+        }
         let refused = |state: &Downgradable| state.renew_refused();
         let Some((previous,)) = self.native::<(Option<Vec<u8>>,)>(&pipe, refused).await? else {
             return Ok(None);
@@ -180,7 +183,11 @@ impl LockBackend for RedisBackend {
         {
             return Ok(outcome);
         }
-        let mut call = evalsha(&RELEASE, &[keys.lock(), keys.holder()]);
+        let mut call = if Marks::of(token).holder {
+            evalsha(&RELEASE, &[keys.lock(), keys.holder()])
+        } else {
+            evalsha(&RELEASE, &[keys.lock()])
+        };
         call.arg(token).arg(keys.channel());
         match self.script::<i64>(&RELEASE, &call).await? {
             1 => Ok(ReleaseOutcome::Released),
@@ -197,7 +204,11 @@ impl LockBackend for RedisBackend {
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(&WITHDRAW, &[keys.lock(), keys.claim(), keys.holder()]);
+        let mut call = if Marks::of(stem).holder {
+            evalsha(&WITHDRAW, &[keys.lock(), keys.claim(), keys.holder()])
+        } else {
+            evalsha(&WITHDRAW, &[keys.lock(), keys.claim()])
+        };
         call.arg(stem).arg(keys.channel()).arg(claim_arg(claim));
         self.script::<i64>(&WITHDRAW, &call)
             .await
@@ -253,7 +264,11 @@ impl LockBackend for RedisBackend {
         {
             return Ok(outcome);
         }
-        let mut call = evalsha(&RENEW, &[keys.lock(), keys.holder()]);
+        let mut call = if Marks::of(token).holder {
+            evalsha(&RENEW, &[keys.lock(), keys.holder()])
+        } else {
+            evalsha(&RENEW, &[keys.lock()])
+        };
         call.arg(token).arg(millis(ttl));
         let (reply, acked) = self
             .run_lease_script::<i64>(name, &RENEW, &call, ack)

@@ -15,4 +15,9 @@ end
 local fence = tonumber(string.match(holder, '^[%w_-]+%.(%d+)$'))
   or tonumber(redis.call('GET', KEYS[2]))
   or -1
-return {redis.call('PTTL', KEYS[1]), fence, redis.call('GET', KEYS[3])}
+-- Only a token marked `o` after its 22 characters of entropy has a holder record.
+local record = false
+if string.sub(holder, 23, 23) == 'o' then
+  record = redis.call('GET', KEYS[3])
+end
+return {redis.call('PTTL', KEYS[1]), fence, record}

@@ -3,7 +3,7 @@
 -- comparing outside a script would race the same way.
 --
 -- KEYS[1]  the lock key
--- KEYS[2]  the holder key (who holds the grant; deleted with it)
+-- KEYS[2]  (grants whose token is marked as having one) the holder key, deleted with the lock
 -- ARGV[1]  token
 -- ARGV[2]  the name's release channel (gateways with waiters for the name subscribe to it)
 --
@@ -15,6 +15,10 @@ end
 if holder ~= ARGV[1] then
   return -1
 end
-redis.call('DEL', KEYS[1], KEYS[2])
+if KEYS[2] then
+  redis.call('DEL', KEYS[1], KEYS[2])
+else
+  redis.call('DEL', KEYS[1])
+end
 redis.call('PUBLISH', ARGV[2], '')
 return 1

@@ -5,7 +5,7 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the claim key
--- KEYS[3]  the holder key
+-- KEYS[3]  (stems marked as having one) the holder key
 -- ARGV[1]  the token stem
 -- ARGV[2]  the name's release channel
 -- ARGV[3]  claim id, or '' when the stem is this attempt's alone
@@ -25,6 +25,10 @@ if ARGV[3] ~= '' then
   end
   redis.call('DEL', KEYS[2])
 end
-redis.call('DEL', KEYS[1], KEYS[3])
+if KEYS[3] then
+  redis.call('DEL', KEYS[1], KEYS[3])
+else
+  redis.call('DEL', KEYS[1])
+end
 redis.call('PUBLISH', ARGV[2], '')
 return 1
