@@ -35,7 +35,7 @@ use crate::backend::fence;
 
 /// Bytes of entropy in a token (128 bits).
 const TOKEN_BYTES: usize = 16;
-/// Longest token accepted from a client. Ours are 22 characters; the margin lets a token
+/// Longest token accepted from a client. Ours are under 60 characters; the margin lets a token
 /// written by another client of the same keys be presented too.
 pub const MAX_PRESENTED_TOKEN_LEN: usize = 256;
 /// Shortest accepted `LOCKGATE_TOKEN_SECRET`, in bytes.
