@@ -3,7 +3,9 @@
 #   * redocly lint: 0 errors and 0 warnings;
 #   * openapi-python-client generates a client from it, and that client takes, renews,
 #     inspects (owner, metadata), lists and releases a lock on a running gateway (with an API key), and reads a hold
-#     stream line by line into its HoldEvent model.
+#     stream line by line into its HoldEvent model;
+#   * openapi-typescript generates types from it, and scripts/clients/check.ts, written
+#     against them, compiles with tsc --strict and does the same with fetch under node.
 # The tools come from the registries on first use, into target/packaging-tools: @redocly/cli
 # from npm, openapi-python-client from PyPI.
 set -euo pipefail
@@ -12,13 +14,16 @@ cd "$(dirname "$0")/.."
 TOOLS="${LOCKGATE_PACKAGING_TOOLS:-$PWD/target/packaging-tools}"
 REDOCLY=2.77.0
 OPENAPI_PYTHON_CLIENT=0.29.1
+OPENAPI_TYPESCRIPT=7.13.0
+TYPESCRIPT=5.9.3
 
-for tool in npm python3; do
+for tool in npm node python3; do
   command -v "$tool" >/dev/null || { echo "check-clients: $tool is needed (Debian: apt-get install npm python3-venv)" >&2; exit 1; }
 done
-if [[ ! -x "$TOOLS/node/node_modules/.bin/redocly" ]]; then
+if [[ ! -x "$TOOLS/node/node_modules/.bin/redocly" || ! -x "$TOOLS/node/node_modules/.bin/openapi-typescript" || ! -x "$TOOLS/node/node_modules/.bin/tsc" ]]; then
   mkdir -p "$TOOLS/node"
-  npm install --silent --no-audit --no-fund --prefix "$TOOLS/node" "@redocly/cli@$REDOCLY" >/dev/null
+  npm install --silent --no-audit --no-fund --prefix "$TOOLS/node" "@redocly/cli@$REDOCLY" \
+    "openapi-typescript@$OPENAPI_TYPESCRIPT" "typescript@$TYPESCRIPT" >/dev/null
 fi
 if [[ ! -x "$TOOLS/client-venv/bin/openapi-python-client" ]]; then
   python3 -m venv "$TOOLS/client-venv"
@@ -104,4 +109,16 @@ with client.get_httpx_client().stream("POST", "/locks/gen:held/hold", json={"ttl
     assert second.event == "renewed" and second.fence == first.fence, second
 print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream: ok")
 PY
+
+echo "openapi-typescript generate, tsc --strict, then use the types against the gateway"
+mkdir -p "$work/ts"
+"$TOOLS/node/node_modules/.bin/openapi-typescript" openapi/openapi.json -o "$work/ts/lockgate.d.ts" >"$work/ts/generate.log" 2>&1 \
+  || { cat "$work/ts/generate.log" >&2; exit 1; }
+cp scripts/clients/check.ts "$work/ts/check.ts"
+cat >"$work/ts/tsconfig.json" <<'JSON'
+{"compilerOptions": {"strict": true, "target": "es2022", "module": "commonjs", "lib": ["es2022", "dom"],
+ "types": [], "outDir": "out", "skipLibCheck": true}, "files": ["check.ts"]}
+JSON
+"$TOOLS/node/node_modules/.bin/tsc" -p "$work/ts"
+node "$work/ts/out/check.js" "http://127.0.0.1:$port" "$key"
 echo "client checks passed"

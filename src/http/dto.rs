@@ -74,7 +74,7 @@ pub struct AcquireBody {
     pub owner: Option<String>,
     /// Anything else worth telling whoever inspects the lock (a leader's address), as a JSON
     /// object of at most 1024 bytes. Kept beside the grant and shown by `GET /locks/{name}`.
-    #[schema(value_type = Object, required = false, example = json!({"addr": "10.0.0.7:8080"}))]
+    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false, example = json!({"addr": "10.0.0.7:8080"}))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
 }
@@ -238,7 +238,7 @@ pub struct LockInfoBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// The `metadata` the holder gave on acquire; absent when it gave none.
-    #[schema(value_type = Object, required = false)]
+    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
     /// Requests waiting for this lock in this gateway (others may wait in other gateways).
