@@ -1,9 +1,11 @@
 //! Who holds what: `owner` and `metadata` on acquire, shown by inspect with `acquired_at` and
-//! the gateway's waiting count, on every backend (the memory backend, standalone Redis, Redis
-//! Cluster, Redlock), kept atomically with the grant, expiring and deleted with it.
+//! the gateway's waiting count, kept atomically with the grant, expiring and deleted with it;
+//! and `GET /locks` listing held locks page by page. On every backend: the memory backend,
+//! standalone Redis, Redis Cluster, Redlock.
 
 use std::time::{Duration, SystemTime};
 
+use lockgate::config::BackendChoice;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 
@@ -86,7 +88,7 @@ async fn holders_round_trip(gw: &Gateway) {
 
 #[tokio::test]
 async fn holders_round_trip_on_the_dev_backend() {
-    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    let gw = Gateway::dev().await;
     holders_round_trip(&gw).await;
 }
 
@@ -211,7 +213,7 @@ async fn a_plain_redis_lock_shows_as_held_without_owner() {
 /// Inspect counts the requests waiting for the lock in this gateway.
 #[tokio::test]
 async fn inspect_counts_the_requests_waiting_here() {
-    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    let gw = Gateway::dev().await;
     let (_, grant) = status_json(gw.acquire("busy", Some(holder_body(10_000))).await).await;
     let waiters: Vec<_> = (0..2)
         .map(|_| {
@@ -244,7 +246,7 @@ async fn inspect_counts_the_requests_waiting_here() {
 /// Owners and metadata are bounded, and a bad one is refused before anything is taken.
 #[tokio::test]
 async fn bad_owners_and_metadata_are_refused() {
-    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    let gw = Gateway::dev().await;
     let long = "x".repeat(129);
     let big = "y".repeat(1100);
     let cases = [
@@ -271,7 +273,7 @@ async fn bad_owners_and_metadata_are_refused() {
 /// A hold stream names its holder as an acquire does.
 #[tokio::test]
 async fn a_hold_stream_names_its_holder() {
-    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    let gw = Gateway::dev().await;
     let response = gw
         .http
         .post(gw.url("/locks/leader/hold"))
@@ -355,7 +357,7 @@ async fn listing_pages_through_held_locks(gw: &Gateway, n: usize) {
 
 #[tokio::test]
 async fn listing_on_the_dev_backend() {
-    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    let gw = Gateway::dev().await;
     listing_pages_through_held_locks(&gw, 25).await;
 }
 
@@ -439,7 +441,7 @@ async fn a_listing_shows_only_what_the_key_may_inspect() {
         {"name": "auditor", "key": "auditor-key-0123456789", "prefixes": [""], "operations": ["inspect"]},
         {"name": "scraper", "key": "scraper-key-0123456789", "prefixes": [], "operations": ["metrics"]}
     ]"#;
-    let mut cfg = config(lockgate::config::BackendChoice::Memory);
+    let mut cfg = config(BackendChoice::Memory);
     cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(TEAMS).expect("keys"));
     let gw = Gateway::start(cfg).await;
     for (key, name) in [
@@ -488,7 +490,7 @@ async fn a_listing_shows_only_what_the_key_may_inspect() {
 /// Bad listing queries are refused with the parameter named.
 #[tokio::test]
 async fn bad_listing_queries_are_refused() {
-    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    let gw = Gateway::dev().await;
     for (query, field) in [
         ("prefix=a*", Some("prefix")),
         ("limit=0", Some("limit")),

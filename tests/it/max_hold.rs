@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use lockgate::config::BackendChoice;
 use serde_json::json;
 
 use crate::support::gateway::{Gateway, config, redis_config};
@@ -57,7 +58,7 @@ async fn renewals_stop_at_the_bound(gw: &Gateway) {
 
 #[tokio::test]
 async fn renewals_stop_at_max_hold_on_the_dev_backend() {
-    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    let gw = Gateway::dev().await;
     renewals_stop_at_the_bound(&gw).await;
 }
 
@@ -71,7 +72,7 @@ async fn renewals_stop_at_max_hold_on_redis() {
 /// The server's `--max-hold` bounds every grant; a client may only shorten it.
 #[tokio::test]
 async fn the_server_bound_applies_to_every_grant() {
-    let mut cfg = config(lockgate::config::BackendChoice::Memory);
+    let mut cfg = config(BackendChoice::Memory);
     cfg.limits.max_hold = Some(Duration::from_secs(2));
     let gw = Gateway::start(cfg).await;
     let (status, grant) = status_json(gw.acquire("a", Some(json!({"ttl_ms": 10_000}))).await).await;

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use lockgate::config::BackendChoice;
 use serde_json::json;
 
 use crate::support::gateway::{Gateway, config, redis_config};
@@ -47,7 +48,7 @@ async fn revoke_takes_the_lock_from_its_holder(gw: &Gateway) {
 
 #[tokio::test]
 async fn revoke_on_the_dev_backend() {
-    let gw = Gateway::start(config(lockgate::config::BackendChoice::Memory)).await;
+    let gw = Gateway::dev().await;
     revoke_takes_the_lock_from_its_holder(&gw).await;
 }
 
@@ -93,7 +94,7 @@ async fn revoking_needs_the_revoke_operation() {
         {"name": "app", "key": "app-key-0123456789ab", "prefixes": ["jobs:"]},
         {"name": "operator", "key": "operator-key-0123456789", "prefixes": [""], "operations": ["inspect", "revoke"]}
     ]"#;
-    let mut cfg = config(lockgate::config::BackendChoice::Memory);
+    let mut cfg = config(BackendChoice::Memory);
     cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
     let gw = Gateway::start(cfg).await;
     let response = gw

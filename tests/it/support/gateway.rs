@@ -76,6 +76,11 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// A gateway on the memory backend (`--dev`) with the test defaults.
+    pub async fn dev() -> Self {
+        Self::start(config(BackendChoice::Memory)).await
+    }
+
     pub async fn start(config: Config) -> Self {
         trace_if_asked();
         let lockgate::app::Assembled {
