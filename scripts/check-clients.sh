@@ -74,7 +74,7 @@ import sys
 from lockgate_client import AuthenticatedClient, Client
 from lockgate_client.api.health import healthz
 from lockgate_client.api.locks import acquire_lock, inspect_lock, list_locks, release_lock, renew_lock
-from lockgate_client.models import AcquireBody, AcquireBodyMetadata, HoldEvent, LockGrantBody, LockInfoBody, LockListBody, LockRenewalBody, Problem, RenewBody
+from lockgate_client.models import AcquireBody, AcquireBodyMetadata, HoldEvent, LockEventBody, LockGrantBody, LockInfoBody, LockListBody, LockRenewalBody, Problem, RenewBody
 
 base, key = sys.argv[1], sys.argv[2]
 # Probes need no key: the plain Client serves them.
@@ -107,7 +107,17 @@ with client.get_httpx_client().stream("POST", "/locks/gen:held/hold", json={"ttl
     assert first.event == "acquired" and first.token, first
     second = HoldEvent.from_dict(json.loads(next(lines)))
     assert second.event == "renewed" and second.fence == first.fence, second
-print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream: ok")
+
+# The event stream: one LockEventBody per NDJSON line.
+with client.get_httpx_client().stream("GET", "/locks/gen:watched/events", headers={"accept": "application/x-ndjson"}) as stream:
+    assert stream.status_code == 200, stream.status_code
+    lines = stream.iter_lines()
+    state = LockEventBody.from_dict(json.loads(next(lines)))
+    assert state.event == "state" and state.held is False, state
+    taken = acquire_lock.sync("gen:watched", client=client, body=AcquireBody(owner="watched-owner"))
+    acquired = LockEventBody.from_dict(json.loads(next(lines)))
+    assert acquired.event == "acquired" and acquired.owner == "watched-owner" and acquired.fence == taken.fence, acquired
+print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream, event stream: ok")
 PY
 
 echo "openapi-typescript generate, tsc --strict, then use the types against the gateway"

@@ -12,6 +12,7 @@ type Info = paths["/locks/{name}"]["get"]["responses"]["200"]["content"]["applic
 type Page = paths["/locks"]["get"]["responses"]["200"]["content"]["application/json"];
 type HoldEvent = components["schemas"]["HoldEvent"];
 type Problem = components["schemas"]["Problem"];
+type LockEvent = components["schemas"]["LockEventBody"];
 
 const [base, key] = process.argv.slice(2);
 const auth = { authorization: `Bearer ${key}` };
@@ -46,7 +47,22 @@ async function main(): Promise<void> {
   const first = JSON.parse(text.split("\n")[0]) as HoldEvent;
   check(first.event === "acquired" && typeof first.token === "string", first);
   await reader.cancel();
-  console.log("typescript client: acquire with owner, lock-held, inspect, list, release, hold stream: ok");
+
+  // The event stream as Server-Sent Events: the first event is the lock's state.
+  const events = await fetch(`${base}/locks/gen:ts-watched/events`, { headers: auth });
+  check(events.headers.get("content-type") === "text/event-stream", events.headers.get("content-type"));
+  const sse = events.body!.getReader();
+  let block = "";
+  while (!block.includes("\n\n")) {
+    const { value, done } = await sse.read();
+    if (done) break;
+    block += new TextDecoder().decode(value);
+  }
+  const data = block.split("\n").find((line) => line.startsWith("data: "))!.slice("data: ".length);
+  const state = JSON.parse(data) as LockEvent;
+  check(state.event === "state" && state.held === false, state);
+  await sse.cancel();
+  console.log("typescript client: acquire with owner, lock-held, inspect, list, release, hold stream, event stream: ok");
 }
 
 main().catch((err) => {

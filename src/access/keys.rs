@@ -123,7 +123,7 @@ impl ApiKeys {
             let operations = match entry.operations {
                 None => Operation::ALL
                     .into_iter()
-                    .filter(|op| op.allowed_by_default())
+                    .filter(|op| op.allowed_by_default() && op.authorized_as() == *op)
                     .collect(),
                 Some(names) => names
                     .iter()
@@ -160,6 +160,7 @@ impl ApiKeys {
 impl ApiKey {
     /// Whether this key may do `operation`, on the lock `name` for lock operations.
     pub fn allows(&self, operation: Operation, name: Option<&str>) -> bool {
+        let operation = operation.authorized_as();
         if operation == Operation::Openapi {
             return true;
         }

@@ -33,10 +33,15 @@ const MIN_WRITES_BETWEEN_SWEEPS: usize = 1024;
 pub struct MemoryBackend {
     state: Mutex<State>,
     /// Release announcements, for names somebody watches.
-    watched: Arc<Mutex<HashMap<String, watch::Sender<()>>>>,
+    watched: Feeds,
+    /// Grant announcements, for names somebody watches.
+    granted: Feeds,
 }
 
-/// Keeps a name in `watched` while its feed lives.
+/// Announcement feeds by name.
+type Feeds = Arc<Mutex<HashMap<String, watch::Sender<()>>>>;
+
+/// Keeps a name in its feeds while its feed lives.
 #[derive(Debug)]
 struct Watching {
     watched: Arc<Mutex<HashMap<String, watch::Sender<()>>>>,
@@ -91,11 +96,29 @@ impl MemoryBackend {
     }
 
     fn announce_release(&self, name: &str) {
-        let watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = watched.get(name) {
-            tx.send_replace(());
-        }
+        announce(&self.watched, name);
     }
+}
+
+fn announce(feeds: &Feeds, name: &str) {
+    let feeds = feeds.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(tx) = feeds.get(name) {
+        tx.send_replace(());
+    }
+}
+
+/// A feed of `feeds` for `name`, forgotten when its last receiver goes.
+fn feed(feeds: &Feeds, name: &str) -> ReleaseFeed {
+    let mut map = feeds.lock().unwrap_or_else(|p| p.into_inner());
+    let receiver = map
+        .entry(name.to_owned())
+        .or_insert_with(|| watch::channel(()).0)
+        .subscribe();
+    let guard = Watching {
+        watched: feeds.clone(),
+        name: name.to_owned(),
+    };
+    ReleaseFeed::new(receiver, guard)
 }
 
 impl State {
@@ -180,6 +203,8 @@ impl LockBackend for MemoryBackend {
             },
         );
         state.note_write(now);
+        drop(state);
+        announce(&self.granted, name);
         Ok(AcquireOutcome::Granted(Lease {
             fence,
             ttl,
@@ -242,6 +267,16 @@ impl LockBackend for MemoryBackend {
         drop(state);
         self.announce_release(name);
         Ok(true)
+    }
+
+    async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
+        let now = Instant::now();
+        let state = self.state();
+        Ok(state
+            .revoked
+            .get(name)
+            .filter(|(_, until)| *until > now)
+            .and_then(|(token, _)| fence_of(token)))
     }
 
     async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
@@ -328,16 +363,11 @@ impl LockBackend for MemoryBackend {
     }
 
     async fn watch_releases(&self, name: &str) -> ReleaseFeed {
-        let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
-        let receiver = watched
-            .entry(name.to_owned())
-            .or_insert_with(|| watch::channel(()).0)
-            .subscribe();
-        let guard = Watching {
-            watched: self.watched.clone(),
-            name: name.to_owned(),
-        };
-        ReleaseFeed::new(receiver, guard)
+        feed(&self.watched, name)
+    }
+
+    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
+        feed(&self.granted, name)
     }
 }
 

@@ -229,6 +229,12 @@ pub trait LockBackend: Send + Sync {
     /// have ended (see [`LockBackend::was_revoked`]). True if something was held.
     fn revoke(&self, name: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
+    /// The fence of the grant on `name` last revoked, while its lease would still run.
+    fn revoked_fence(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<u64>, BackendError>> + Send;
+
     /// Whether `token`'s grant on `name` was revoked (and its lease would still run).
     fn was_revoked(
         &self,
@@ -268,6 +274,10 @@ pub trait LockBackend: Send + Sync {
     /// release after this returns is seen; if the store cannot confirm it (unreachable), the
     /// feed still works once the store is back, and waiters fall back to the holder's ttl.
     fn watch_releases(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
+
+    /// Announcements of grants of `name` (a feed that changes on every grant, by any gateway),
+    /// returned once the subscription is in place, as [`LockBackend::watch_releases`].
+    fn watch_grants(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
 
     /// Whether release feeds announce every release, including those made by other clients of
     /// the store; if not, waiters look again now and then (see `lock::service`).
@@ -336,6 +346,14 @@ impl LockBackend for Backend {
 
     async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
         dispatch!(self, b => b.was_revoked(name, token))
+    }
+
+    async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
+        dispatch!(self, b => b.revoked_fence(name))
+    }
+
+    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
+        dispatch!(self, b => b.watch_grants(name))
     }
 
     async fn renew(

@@ -369,6 +369,14 @@ impl LockBackend for RedlockBackend {
         Ok(outcomes.into_iter().any(|o| o == Ok(true)))
     }
 
+    async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.revoked_fence(name))).await;
+        if outcomes.iter().all(Result::is_err) {
+            return Err(self.unavailable("revocation check", 0));
+        }
+        Ok(outcomes.into_iter().filter_map(|o| o.ok().flatten()).max())
+    }
+
     async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
         let outcomes = join_all(self.nodes.iter().map(|n| n.was_revoked(name, token))).await;
         if outcomes.iter().all(Result::is_err) {
@@ -470,27 +478,36 @@ impl LockBackend for RedlockBackend {
     }
 
     async fn watch_releases(&self, name: &str) -> ReleaseFeed {
-        let feeds = join_all(self.nodes.iter().map(|n| n.watch_releases(name))).await;
-        let (tx, rx) = watch::channel(());
-        let mut receivers: Vec<_> = feeds.iter().map(ReleaseFeed::receiver).collect();
         // A release on any node may have freed a majority: wake the waiter.
-        let merge = tokio::spawn(async move {
-            loop {
-                let changes = receivers.iter_mut().map(|r| Box::pin(r.changed()));
-                let (changed, _, _) = futures_util::future::select_all(changes).await;
-                if changed.is_err() || tx.send(()).is_err() {
-                    return;
-                }
-            }
-        });
-        ReleaseFeed::new(
-            rx,
-            Merged {
-                _feeds: feeds,
-                merge: AbortOnDrop(merge),
-            },
-        )
+        merged(join_all(self.nodes.iter().map(|n| n.watch_releases(name))).await)
     }
+
+    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
+        // A grant on any node may complete a majority: look again.
+        merged(join_all(self.nodes.iter().map(|n| n.watch_grants(name))).await)
+    }
+}
+
+/// One feed that changes when any of `feeds` does.
+fn merged(feeds: Vec<ReleaseFeed>) -> ReleaseFeed {
+    let (tx, rx) = watch::channel(());
+    let mut receivers: Vec<_> = feeds.iter().map(ReleaseFeed::receiver).collect();
+    let merge = tokio::spawn(async move {
+        loop {
+            let changes = receivers.iter_mut().map(|r| Box::pin(r.changed()));
+            let (changed, _, _) = futures_util::future::select_all(changes).await;
+            if changed.is_err() || tx.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    ReleaseFeed::new(
+        rx,
+        Merged {
+            _feeds: feeds,
+            merge: AbortOnDrop(merge),
+        },
+    )
 }
 
 /// The node feeds behind a merged feed, and the task merging them.

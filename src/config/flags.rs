@@ -196,6 +196,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_MAX_TTL", default_value = DEFAULT_MAX_TTL, value_parser = duration)]
     pub max_ttl: Duration,
 
+    /// Most event streams (GET /locks/{name}/events) open at once, all names together; beyond
+    /// it, 503 too-many-watchers.
+    #[arg(long, env = "LOCKGATE_MAX_WATCHERS", default_value_t = DEFAULT_MAX_WATCHERS)]
+    pub max_watchers: usize,
+
     /// Longest a grant may be held, renewals included: renewals past it are refused
     /// (max-hold-reached) and hold streams end. A client's max_hold_ms may only shorten it.
     /// Default: no bound.

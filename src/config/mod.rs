@@ -35,6 +35,7 @@ pub const DEFAULT_MAX_HEADER_BYTES: &str = "32768";
 pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
 pub const DEFAULT_REDLOCK_NODE_TIMEOUT: &str = "50ms";
 pub const DEFAULT_MAX_WAITERS: usize = 10_000;
+pub const DEFAULT_MAX_WATCHERS: usize = 10_000;
 pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 20_000;
 pub const DEFAULT_REQUEST_TIMEOUT: &str = "10s";
 pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";

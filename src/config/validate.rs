@@ -129,6 +129,7 @@ impl Config {
             max_wait: args.max_wait,
             max_waiters: args.max_waiters,
             max_hold: args.max_hold,
+            max_watchers: args.max_watchers,
         };
         check_limits(&limits)?;
         if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&args.redis_timeout) {
@@ -260,6 +261,7 @@ pub fn default_limits() -> Limits {
         max_wait: parse(DEFAULT_MAX_WAIT),
         max_waiters: DEFAULT_MAX_WAITERS,
         max_hold: None,
+        max_watchers: DEFAULT_MAX_WATCHERS,
     }
 }
 
@@ -271,6 +273,7 @@ fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
         max_wait,
         max_waiters,
         max_hold,
+        max_watchers,
     } = *limits;
     if min_ttl < Duration::from_millis(1) {
         return Err(range("--min-ttl must be at least 1ms".into()));
@@ -285,6 +288,9 @@ fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
     }
     if max_waiters > 1_000_000 {
         return Err(range("--max-waiters must be at most 1000000".into()));
+    }
+    if max_watchers > 1_000_000 {
+        return Err(range("--max-watchers must be at most 1000000".into()));
     }
     if max_hold.is_some_and(|hold| hold < min_ttl || hold > MAX_HOLD_CEILING) {
         return Err(range(

@@ -43,6 +43,7 @@ pub enum ProblemKind {
     OutcomeUnknown,
     WaitPoolExhausted,
     TooManyWaiters,
+    TooManyWatchers,
     ShuttingDown,
     PayloadTooLarge,
     HeadersTooLarge,
@@ -72,6 +73,7 @@ impl ProblemKind {
             Self::OutcomeUnknown => "outcome-unknown",
             Self::WaitPoolExhausted => "wait-pool-exhausted",
             Self::TooManyWaiters => "too-many-waiters",
+            Self::TooManyWatchers => "too-many-watchers",
             Self::ShuttingDown => "shutting-down",
             Self::PayloadTooLarge => "payload-too-large",
             Self::HeadersTooLarge => "headers-too-large",
@@ -99,6 +101,7 @@ impl ProblemKind {
             Self::OutcomeUnknown => "Outcome unknown",
             Self::WaitPoolExhausted => "Replica acknowledgement pool exhausted",
             Self::TooManyWaiters => "Too many waiters",
+            Self::TooManyWatchers => "Too many watchers",
             Self::ShuttingDown => "Shutting down",
             Self::PayloadTooLarge => "Payload too large",
             Self::HeadersTooLarge => "Request headers too large",
@@ -123,6 +126,7 @@ impl ProblemKind {
             | Self::OutcomeUnknown
             | Self::WaitPoolExhausted
             | Self::TooManyWaiters
+            | Self::TooManyWatchers
             | Self::ShuttingDown
             | Self::Overloaded
             | Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
@@ -425,6 +429,14 @@ fn render_lock_error(err: LockError) -> Rendered {
             retry_after: Some(BACKEND_RETRY_AFTER),
             cause,
         },
+        LockError::TooManyWatchers => Rendered {
+            problem: Problem::new(
+                ProblemKind::TooManyWatchers,
+                "too many clients are watching locks (--max-watchers); retry later",
+            ),
+            retry_after: Some(BACKEND_RETRY_AFTER),
+            cause,
+        },
         LockError::ShuttingDown => Rendered {
             problem: Problem::new(
                 ProblemKind::ShuttingDown,
@@ -530,6 +542,7 @@ mod tests {
             (LockError::Revoked.into(), 410, "lock-revoked"),
             (LockError::MaxHoldReached.into(), 409, "max-hold-reached"),
             (LockError::TooManyWaiters.into(), 503, "too-many-waiters"),
+            (LockError::TooManyWatchers.into(), 503, "too-many-watchers"),
             (LockError::ShuttingDown.into(), 503, "shutting-down"),
             (
                 LockError::InsufficientReplicas {

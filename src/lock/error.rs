@@ -26,6 +26,9 @@ pub enum LockError {
     /// The configured cap on waiting requests is reached.
     #[error("too many requests are waiting for locks")]
     TooManyWaiters,
+    /// The configured cap on event watchers is reached.
+    #[error("too many clients are watching locks")]
+    TooManyWatchers,
     /// The gateway is shutting down and no longer waits.
     #[error("the gateway is shutting down")]
     ShuttingDown,

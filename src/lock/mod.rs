@@ -4,6 +4,7 @@
 
 pub mod acquire;
 pub mod error;
+pub mod events;
 pub mod exclusive;
 pub mod guard;
 pub mod hold;

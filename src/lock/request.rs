@@ -36,6 +36,8 @@ pub struct Limits {
     pub max_waiters: usize,
     /// Longest any grant may be held, renewals included (`--max-hold`); `None`: no bound.
     pub max_hold: Option<Duration>,
+    /// Most event streams open at once, all names together (`--max-watchers`).
+    pub max_watchers: usize,
 }
 
 /// Replica acknowledgement a client asked for.
@@ -244,6 +246,7 @@ mod tests {
         max_wait: Duration::from_secs(60),
         max_waiters: 10,
         max_hold: None,
+        max_watchers: 10,
     };
 
     #[test]

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::LockName;
 use super::error::LockError;
+use super::events::{Watcher, Watches};
 use super::exclusive::Exclusive;
 use super::guard::GrantGuard;
 use super::primitive::Primitive;
@@ -90,6 +91,7 @@ pub struct LockService {
     pub(super) limits: Limits,
     pub(super) secret: TokenSecret,
     pub(super) waiters: Waiters,
+    watches: Watches,
     pub(super) shutdown: CancellationToken,
     /// Set at the start of a shutdown: readiness fails from then on.
     draining: AtomicBool,
@@ -100,6 +102,7 @@ impl LockService {
         Self {
             backend: Arc::new(backend),
             waiters: Waiters::new(limits.max_waiters),
+            watches: Watches::new(limits.max_watchers),
             limits,
             secret,
             shutdown: CancellationToken::new(),
@@ -118,6 +121,16 @@ impl LockService {
     /// Requests waiting for a lock right now.
     pub fn waiting(&self) -> usize {
         self.waiters.waiting()
+    }
+
+    /// Event streams open right now.
+    pub fn watchers(&self) -> usize {
+        self.watches.watchers()
+    }
+
+    /// Starts watching the lock `name` (see [`super::events`]).
+    pub async fn watch(&self, name: &LockName) -> Result<Watcher, LockError> {
+        self.watches.watch(&self.backend, name).await
     }
 
     /// Stops waiting requests (they answer "shutting down") and tells long-lived holders, such

@@ -191,6 +191,8 @@ pub struct Gauges {
     pub waiters: usize,
     /// Requests being handled.
     pub in_flight: usize,
+    /// Event streams open.
+    pub watchers: usize,
 }
 
 impl Metrics {
@@ -341,10 +343,14 @@ impl Metrics {
              lockgate_hold_streams {}\n\
              # HELP lockgate_in_flight_requests Requests being handled now.\n\
              # TYPE lockgate_in_flight_requests gauge\n\
-             lockgate_in_flight_requests {}\n",
+             lockgate_in_flight_requests {}\n\
+             # HELP lockgate_watchers Event streams (GET /locks/{{name}}/events) open now.\n\
+             # TYPE lockgate_watchers gauge\n\
+             lockgate_watchers {}\n",
             gauges.waiters,
             self.hold_streams.load(Ordering::Relaxed).max(0),
             gauges.in_flight,
+            gauges.watchers,
         );
         out.push_str(
             "# HELP lockgate_hold_streams_lost_total Hold streams that ended because the lock was lost, by reason.\n\
@@ -379,6 +385,7 @@ mod tests {
         let text = metrics.render(Gauges {
             waiters: 3,
             in_flight: 1,
+            watchers: 0,
         });
         assert!(
             text.contains(

@@ -11,6 +11,8 @@ pub enum Operation {
     Inspect,
     /// `GET /locks`: a page of held locks.
     List,
+    /// `GET /locks/{name}/events`: a lock's event stream (authorized as `inspect`).
+    Watch,
     Hold,
     Healthz,
     Readyz,
@@ -20,13 +22,14 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Acquire,
         Self::Renew,
         Self::Release,
         Self::Revoke,
         Self::Inspect,
         Self::List,
+        Self::Watch,
         Self::Hold,
         Self::Healthz,
         Self::Readyz,
@@ -43,6 +46,7 @@ impl Operation {
             Self::Revoke => "revoke",
             Self::Inspect => "inspect",
             Self::List => "list",
+            Self::Watch => "watch",
             Self::Hold => "hold",
             Self::Healthz => "healthz",
             Self::Readyz => "readyz",
@@ -66,11 +70,19 @@ impl Operation {
         self.is_lock_operation() && self != Self::Revoke
     }
 
+    /// The operation a key must be allowed to do this one: watching is inspecting.
+    pub fn authorized_as(self) -> Self {
+        match self {
+            Self::Watch => Self::Inspect,
+            other => other,
+        }
+    }
+
     /// Names accepted in an API key's `operations`.
     pub fn from_key_operation(name: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|op| op.label() == name)
-            .filter(|op| op.is_lock_operation() || *op == Self::Metrics)
+            .filter(|op| (op.is_lock_operation() && *op != Self::Watch) || *op == Self::Metrics)
     }
 }

@@ -4,6 +4,7 @@
 //! * `redis_e2e`: HTTP on a socket against real `redis-server` processes.
 //! * `waiting`: blocking acquire against real Redis.
 //! * `hold`: hold streams and their watchdog against real Redis.
+//! * `events`: watching locks (SSE, NDJSON), leader hand-off, many watchers.
 //! * `holders`: who holds what (owner, metadata, inspect, listing) on every backend.
 //! * `revoke`: revoking locks, and `lockgate run` stopping its command in time.
 //! * `run_command`: the `lockgate run` subcommand, end to end.
@@ -25,6 +26,7 @@ mod support;
 mod access;
 mod api;
 mod cli;
+mod events;
 mod faults;
 mod ha;
 mod hold;

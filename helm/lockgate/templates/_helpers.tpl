@@ -121,6 +121,7 @@ args:
   - --max-ttl={{ $v.limits.maxTtl }}
   - --max-wait={{ $v.limits.maxWait }}
   - --max-waiters={{ $v.limits.maxWaiters }}
+  - --max-watchers={{ $v.limits.maxWatchers }}
   {{- with $v.limits.maxHold }}
   - --max-hold={{ . }}
   {{- end }}

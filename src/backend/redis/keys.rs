@@ -83,6 +83,12 @@ impl<'a> LockKeys<'a> {
         self.key(Tag::Name(self.name), ":released")
     }
 
+    /// The channel on which grants of the name are announced (by the acquire script, which
+    /// derives it from the lock key: keep the two in step).
+    pub(super) fn acquired_channel(&self) -> String {
+        format!("{}{{{}}}:acquired", self.prefix, self.name)
+    }
+
     /// The lock key as a string (for the subscriptions of waiters).
     pub(super) fn lock_string(&self) -> String {
         format!("{}{{{}}}", self.prefix, self.name)
@@ -140,6 +146,7 @@ mod tests {
         assert_eq!(arg(keys.revoked()), "lockgate:{orders:42}:revoked");
         assert_eq!(arg(keys.channel()), "lockgate:{orders:42}:released");
         assert_eq!(keys.lock_string(), "lockgate:{orders:42}");
+        assert_eq!(keys.acquired_channel(), "lockgate:{orders:42}:acquired");
 
         let clustered = LockKeys {
             counters: Counters::PerSlot,

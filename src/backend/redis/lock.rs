@@ -30,6 +30,14 @@ impl RedisBackend {
         self.script::<i64>(&FINALIZE, &call).await.map(|n| n == 1)
     }
 
+    /// The token last revoked on `name`, while its lease would still run.
+    async fn revoked_token(&self, name: &str) -> Result<Option<Vec<u8>>, BackendError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET").arg(self.keys(name).revoked());
+        let (revoked,): (Option<Vec<u8>>,) = self.run(Request::Native(&pipe)).await?;
+        Ok(revoked)
+    }
+
     async fn release_natively(
         &self,
         keys: LockKeys<'_>,
@@ -223,10 +231,21 @@ impl LockBackend for RedisBackend {
     }
 
     async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("GET").arg(self.keys(name).revoked());
-        let (revoked,): (Option<Vec<u8>>,) = self.run(Request::Native(&pipe)).await?;
-        Ok(revoked.is_some_and(|revoked| revoked == token.as_bytes()))
+        Ok(self
+            .revoked_token(name)
+            .await?
+            .is_some_and(|revoked| revoked == token.as_bytes()))
+    }
+
+    async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
+        let revoked = self.revoked_token(name).await?;
+        Ok(revoked.and_then(|token| fence_of(std::str::from_utf8(&token).ok()?)))
+    }
+
+    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
+        self.notifier
+            .watch_channel(&self.keys(name).acquired_channel())
+            .await
     }
 
     async fn renew(

@@ -59,6 +59,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 const BATCH: usize = 1000;
 /// Suffix of the gateways' own release channel of a lock key.
 const RELEASED: &str = ":released";
+/// Starts the feed key of a channel subscribed as it is (see [`Notifier::watch_channel`]),
+/// whatever the mode. Lock keys cannot contain it.
+const RAW: char = '\0';
 
 #[derive(Debug)]
 pub struct Notifier {
@@ -98,6 +101,9 @@ enum Mode {
 
 impl Mode {
     fn channel(&self, key: &str) -> String {
+        if let Some(channel) = key.strip_prefix(RAW) {
+            return channel.to_owned();
+        }
         match self {
             Self::Keyspace(prefix) => format!("{prefix}{key}"),
             Self::Released => format!("{key}{RELEASED}"),
@@ -182,6 +188,13 @@ impl Notifier {
     /// those of gateways.
     pub fn sees_every_release(&self) -> bool {
         self.shared.keyspace.load(Ordering::Relaxed)
+    }
+
+    /// A feed of the messages on `channel` itself, whatever the mode (the announcements of
+    /// grants, which no keyspace notification covers for every configuration), returned as
+    /// [`Notifier::watch`] returns.
+    pub async fn watch_channel(&self, channel: &str) -> ReleaseFeed {
+        self.watch(format!("{RAW}{channel}")).await
     }
 
     /// A feed of releases of the lock `key`, returned once Redis confirmed the subscription (or
@@ -312,8 +325,10 @@ impl Connection {
                     message = stream.next() => match message {
                         Some(message) => {
                             let payload = message.get_payload_bytes();
-                            if let Some(key) = mode.released_key(message.get_channel_name(), payload) {
-                                self.shared.bump(key);
+                            let channel = message.get_channel_name();
+                            match mode.released_key(channel, payload) {
+                                Some(key) => self.shared.bump(key),
+                                None => self.shared.bump(&format!("{RAW}{channel}")),
                             }
                         }
                         None => break,
@@ -420,6 +435,15 @@ async fn flush(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_channels_are_subscribed_as_they_are() {
+        let raw = format!("{RAW}lockgate:{{a}}:acquired");
+        for mode in [Mode::Keyspace("__keyspace@0__:".into()), Mode::Released] {
+            assert_eq!(mode.channel(&raw), "lockgate:{a}:acquired");
+            assert_eq!(mode.released_key("lockgate:{a}:acquired", b""), None);
+        }
+    }
 
     #[test]
     fn messages_map_back_to_lock_keys() {

@@ -13,6 +13,8 @@
 -- ARGV[4]  (with KEYS[4]) the holder record after its fence field (`"owner":"pod-a"}`), or ''
 --          for none: stored as `{"fence":<fence>,` .. ARGV[4]
 --
+-- A grant is announced on the channel `<KEYS[1]>:acquired`.
+--
 -- Returns fence                granted now: the token is `<stem>.<fence>`
 --         {2, fence, pttl_ms}  already held by a token of this stem (an idempotent retry)
 --         {0, pttl_ms}         held by another token (pttl -1: the key has no expiry)
@@ -50,6 +52,8 @@ if legacy then
   redis.call('DEL', KEYS[3])
 end
 redis.call('SET', KEYS[1], ARGV[1] .. '.' .. text, 'PX', ARGV[2])
+-- Announced to gateways watching the name (GET /locks/{name}/events).
+redis.call('PUBLISH', KEYS[1] .. ':acquired', '')
 if KEYS[4] then
   if ARGV[3] ~= '' then
     redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2])

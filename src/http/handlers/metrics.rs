@@ -33,6 +33,7 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
     let text = app.gate.metrics.render(Gauges {
         waiters: app.service.waiting(),
         in_flight: app.gate.in_flight(),
+        watchers: app.service.watchers(),
     });
     let mut response = text.into_response();
     response

@@ -38,6 +38,7 @@ pub fn config(backend: BackendChoice) -> Config {
             max_wait: Duration::from_secs(60),
             max_waiters: 10_000,
             max_hold: None,
+            max_watchers: 10_000,
         },
         redis_timeout: Duration::from_secs(1),
         native_commands: lockgate::backend::redis::NativeCommands::Auto,

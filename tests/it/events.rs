@@ -1,0 +1,327 @@
+//! Watching locks (`GET /locks/{name}/events`): Server-Sent Events and NDJSON, in order, on the
+//! dev backend, Redis and Redis Cluster; expiry noticed at its time; leader hand-off seen by a
+//! watcher; many watchers on one name; the watcher limit.
+
+use std::time::{Duration, Instant};
+
+use lockgate::config::BackendChoice;
+use serde_json::{Value, json};
+
+use crate::support::gateway::{Gateway, cluster_config, config, redis_config};
+use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::{Lines, assert_problem, status_json, token};
+
+/// Reads Server-Sent Events the way a browser's `EventSource` does: `event:` and `data:` lines
+/// up to a blank line; comments (`:`) skipped.
+struct Sse {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Sse {
+    async fn open(gw: &Gateway, name: &str) -> Self {
+        let response = gw
+            .http
+            .get(gw.url(&format!("/locks/{name}/events")))
+            .send()
+            .await
+            .expect("events");
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event's data, checked against its `event:` line.
+    async fn next(&mut self) -> Value {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut kind = None;
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("event: ") {
+                        kind = Some(value.to_owned());
+                    } else if let Some(value) = line.strip_prefix("data: ") {
+                        data.push_str(value);
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                let event: Value = serde_json::from_str(&data).expect("JSON data");
+                assert_eq!(kind.as_deref(), event["event"].as_str(), "{block}");
+                return event;
+            }
+            let chunk = self.response.chunk().await.expect("stream").expect("open");
+            self.buffer
+                .push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+        }
+    }
+}
+
+async fn ndjson(gw: &Gateway, name: &str) -> Lines {
+    let response = gw
+        .http
+        .get(gw.url(&format!("/locks/{name}/events")))
+        .header("accept", "application/x-ndjson")
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    Lines::new(response)
+}
+
+/// (event, fence) of an event, with its owner when it has one.
+fn summary(event: &Value) -> (String, Option<u64>, Option<String>) {
+    (
+        event["event"].as_str().expect("event").to_owned(),
+        event["fence"].as_u64(),
+        event["owner"].as_str().map(str::to_owned),
+    )
+}
+
+/// Acquire → release, acquire → expiry, acquire → revoke, seen in order by an SSE and an
+/// NDJSON watcher alike; the expiry within 50 ms of the lease's end.
+async fn events_come_in_order(gw: &Gateway) {
+    let mut sse = Sse::open(gw, "watched").await;
+    let mut lines = ndjson(gw, "watched").await;
+    let first = sse.next().await;
+    assert_eq!(
+        (first["event"].clone(), first["held"].clone()),
+        (json!("state"), json!(false))
+    );
+    assert_eq!(lines.next().await.expect("state"), first);
+
+    let (_, a) = status_json(
+        gw.acquire("watched", Some(json!({"ttl_ms": 10_000, "owner": "a"})))
+            .await,
+    )
+    .await;
+    assert_eq!(gw.release("watched", &token(&a)).await.status(), 204);
+    let sent = Instant::now();
+    let (_, b) = status_json(gw.acquire("watched", Some(json!({"ttl_ms": 300}))).await).await;
+    let granted = Instant::now();
+    let expected = [
+        ("acquired", a["fence"].as_u64(), Some("a".to_owned())),
+        ("released", a["fence"].as_u64(), None),
+        ("acquired", b["fence"].as_u64(), None),
+        ("expired", b["fence"].as_u64(), None),
+    ];
+    for (kind, fence, owner) in expected {
+        let seen = sse.next().await;
+        let at = Instant::now();
+        assert_eq!(
+            summary(&seen),
+            (kind.to_owned(), fence, owner.clone()),
+            "{seen}"
+        );
+        assert_eq!(
+            summary(&lines.next().await.expect("line")),
+            (kind.to_owned(), fence, owner)
+        );
+        if kind == "expired" {
+            assert!(at >= sent + Duration::from_millis(300), "expired early");
+            assert!(
+                at <= granted + Duration::from_millis(350),
+                "expiry seen {:?} after the lease's end",
+                at - (granted + Duration::from_millis(300))
+            );
+        }
+    }
+
+    let (_, c) = status_json(gw.acquire("watched", None).await).await;
+    let revoke = gw
+        .http
+        .delete(gw.url("/locks/watched?force=true"))
+        .send()
+        .await
+        .expect("revoke");
+    assert_eq!(revoke.status(), 204);
+    for kind in ["acquired", "revoked"] {
+        let seen = sse.next().await;
+        assert_eq!(
+            summary(&seen),
+            (kind.to_owned(), c["fence"].as_u64(), None),
+            "{seen}"
+        );
+        assert_eq!(summary(&lines.next().await.expect("line")).0, kind);
+    }
+}
+
+#[tokio::test]
+async fn events_on_the_dev_backend() {
+    events_come_in_order(&Gateway::dev().await).await;
+}
+
+#[tokio::test]
+async fn events_on_redis() {
+    let redis = RedisServer::start();
+    events_come_in_order(&Gateway::start(redis_config(&redis.url())).await).await;
+}
+
+/// With keyspace notifications on (releases come from Redis itself, grants still from the
+/// acquire script's announcement), and a lock deleted by a plain client seen as released.
+#[tokio::test]
+async fn events_on_redis_with_keyspace_notifications() {
+    let redis = RedisServer::start();
+    let _: () = redis
+        .query(
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("notify-keyspace-events")
+                .arg("Kgx"),
+        )
+        .expect("CONFIG SET");
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    events_come_in_order(&gw).await;
+    let mut lines = ndjson(&gw, "plain").await;
+    assert_eq!(lines.next().await.expect("state")["held"], false);
+    let (_, grant) = status_json(gw.acquire("plain", None).await).await;
+    assert_eq!(
+        summary(&lines.next().await.expect("acquired")).0,
+        "acquired"
+    );
+    let deleted_at = Instant::now();
+    let _: () = redis
+        .query(redis::cmd("DEL").arg("lockgate:{plain}"))
+        .expect("DEL");
+    let seen = lines.next().await.expect("released");
+    assert_eq!(
+        summary(&seen),
+        ("released".to_owned(), grant["fence"].as_u64(), None)
+    );
+    assert!(
+        deleted_at.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        deleted_at.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn events_on_a_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    events_come_in_order(&Gateway::start(cluster_config(&cluster.seed_urls())).await).await;
+}
+
+/// Leader election: two campaigns (hold streams naming their owner), one watcher. When the
+/// leader's stream closes, the watcher sees it released and the follower acquire, about when
+/// the follower itself learns it leads.
+#[tokio::test]
+async fn a_watcher_sees_the_leader_hand_off() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let campaign = |owner: &str| {
+        gw.http
+            .post(gw.url("/locks/leader/hold"))
+            .json(&json!({"ttl_ms": 5000, "wait_ms": 10_000, "owner": owner, "metadata": {"addr": format!("{owner}:8080")}}))
+            .send()
+    };
+    let mut a = Lines::new(campaign("a").await.expect("campaign a"));
+    assert_eq!(a.next().await.expect("a leads")["event"], "acquired");
+    let mut watcher = Sse::open(&gw, "leader").await;
+    let state = watcher.next().await;
+    assert_eq!(
+        (state["owner"].clone(), state["metadata"]["addr"].clone()),
+        (json!("a"), json!("a:8080"))
+    );
+    let b_campaign = tokio::spawn(campaign("b"));
+    // b waits in line; a steps down by closing its stream.
+    crate::support::eventually(Duration::from_secs(5), "b waits", || async {
+        let seen: Value = gw.inspect("leader").await.json().await.ok()?;
+        (seen["waiting"] == 1).then_some(())
+    })
+    .await;
+    drop(a);
+    let released = watcher.next().await;
+    assert_eq!(summary(&released).0, "released", "{released}");
+    let acquired = watcher.next().await;
+    let watcher_learned = Instant::now();
+    assert_eq!(summary(&acquired).0, "acquired", "{acquired}");
+    assert_eq!(acquired["owner"], "b");
+    let mut b = Lines::new(b_campaign.await.expect("task").expect("campaign b"));
+    let b_leads = b.next().await.expect("b leads");
+    let b_learned = Instant::now();
+    assert_eq!(b_leads["fence"], acquired["fence"]);
+    let gap = if watcher_learned > b_learned {
+        watcher_learned - b_learned
+    } else {
+        b_learned - watcher_learned
+    };
+    assert!(
+        gap < Duration::from_millis(100),
+        "the watcher learned {gap:?} apart from the new leader"
+    );
+}
+
+/// 1,000 watchers of one name each see every transition, in the same order.
+#[tokio::test]
+async fn a_thousand_watchers_see_every_transition() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let mut watchers = Vec::new();
+    for _ in 0..1000 {
+        watchers.push(ndjson(&gw, "popular").await);
+    }
+    for watcher in &mut watchers {
+        assert_eq!(watcher.next().await.expect("state")["event"], "state");
+    }
+    let (_, first) = status_json(gw.acquire("popular", None).await).await;
+    // Each transition once all watchers saw the one before: none may merge with the next.
+    let mut expected = vec![("acquired".to_owned(), first["fence"].as_u64())];
+    for watcher in &mut watchers {
+        let seen = watcher.next().await.expect("acquired");
+        assert_eq!((summary(&seen).0, summary(&seen).1), expected[0].clone());
+    }
+    let metrics = gw.metrics_text().await;
+    assert!(metrics.contains("lockgate_watchers 1000\n"), "{metrics}");
+    gw.release("popular", &token(&first)).await;
+    let (_, second) = status_json(gw.acquire("popular", Some(json!({"owner": "z"}))).await).await;
+    expected = vec![
+        ("released".to_owned(), first["fence"].as_u64()),
+        ("acquired".to_owned(), second["fence"].as_u64()),
+    ];
+    let all = watchers.into_iter().map(|mut watcher| {
+        let expected = expected.clone();
+        tokio::spawn(async move {
+            for (kind, fence) in expected {
+                let seen = watcher.next().await.expect("event");
+                assert_eq!(
+                    (summary(&seen).0, summary(&seen).1),
+                    (kind, fence),
+                    "{seen}"
+                );
+            }
+        })
+    });
+    for result in futures_util::future::join_all(all).await {
+        result.expect("every watcher saw every transition");
+    }
+}
+
+/// Past `--max-watchers`, a watch is refused with its own problem type.
+#[tokio::test]
+async fn watchers_are_bounded() {
+    let mut cfg = config(BackendChoice::Memory);
+    cfg.limits.max_watchers = 2;
+    let gw = Gateway::start(cfg).await;
+    let _a = ndjson(&gw, "x").await;
+    let _b = ndjson(&gw, "y").await;
+    let refused = gw
+        .http
+        .get(gw.url("/locks/x/events"))
+        .send()
+        .await
+        .expect("events");
+    let (status, problem) = status_json(refused).await;
+    assert_problem(status, &problem, 503, "too-many-watchers");
+    drop(_a);
+    crate::support::eventually(Duration::from_secs(5), "a slot frees up", || async {
+        let response = gw.http.get(gw.url("/locks/x/events")).send().await.ok()?;
+        (response.status() == 200).then_some(())
+    })
+    .await;
+}
