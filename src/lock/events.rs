@@ -37,7 +37,7 @@ const RETRY_AFTER_ERROR: Duration = Duration::from_millis(500);
 /// read past its time, so one look then sees it gone).
 const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 /// Events kept for a slow watcher; one that falls further behind gets a fresh `state`.
-const BACKLOG: usize = 256;
+const BACKLOG: usize = 16;
 
 /// A held lock as a watcher sees it.
 #[derive(Debug, Clone, PartialEq)]
