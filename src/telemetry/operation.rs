@@ -60,7 +60,13 @@ impl Operation {
     pub fn is_lock_operation(self) -> bool {
         matches!(
             self,
-            Self::Acquire | Self::Renew | Self::Release | Self::Revoke | Self::Inspect | Self::Hold
+            Self::Acquire
+                | Self::Renew
+                | Self::Release
+                | Self::Revoke
+                | Self::Inspect
+                | Self::Watch
+                | Self::Hold
         )
     }
 

@@ -325,3 +325,34 @@ async fn watchers_are_bounded() {
     })
     .await;
 }
+
+/// With API keys, watching needs `inspect` on the name.
+#[tokio::test]
+async fn watching_needs_inspect() {
+    const KEYS: &str = r#"[
+        {"name": "auditor", "key": "auditor-key-0123456789", "prefixes": ["jobs:"], "operations": ["inspect"]},
+        {"name": "worker", "key": "worker-key-0123456789", "prefixes": ["jobs:"], "operations": ["acquire", "release"]}
+    ]"#;
+    let mut cfg = config(BackendChoice::Memory);
+    cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
+    let gw = Gateway::start(cfg).await;
+    let watch = |path: &str, key: &'static str| gw.http.get(gw.url(path)).bearer_auth(key).send();
+    let allowed = watch("/locks/jobs:1/events", "auditor-key-0123456789")
+        .await
+        .expect("watch");
+    assert_eq!(allowed.status(), 200);
+    for (path, key) in [
+        ("/locks/jobs:1/events", "worker-key-0123456789"),
+        ("/locks/other:1/events", "auditor-key-0123456789"),
+    ] {
+        let (status, problem) = status_json(watch(path, key).await.expect("watch")).await;
+        assert_problem(status, &problem, 403, "forbidden");
+    }
+    let anonymous = gw
+        .http
+        .get(gw.url("/locks/jobs:1/events"))
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(anonymous.status(), 401);
+}
