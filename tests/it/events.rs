@@ -85,7 +85,9 @@ fn summary(event: &Value) -> (String, Option<u64>, Option<String>) {
 }
 
 /// Acquire → release, acquire → expiry, acquire → revoke, seen in order by an SSE and an
-/// NDJSON watcher alike; the expiry within 50 ms of the lease's end.
+/// NDJSON watcher alike; the expiry within 50 ms of the lease's end. Each step waits until
+/// both watchers saw the one before: a grant and its release between two looks of the
+/// observer would merge into nothing (see `lock::events`).
 async fn events_come_in_order(gw: &Gateway) {
     let mut sse = Sse::open(gw, "watched").await;
     let mut lines = ndjson(gw, "watched").await;
@@ -95,45 +97,37 @@ async fn events_come_in_order(gw: &Gateway) {
         (json!("state"), json!(false))
     );
     assert_eq!(lines.next().await.expect("state"), first);
+    let mut both_see = async |kind: &str, fence: Option<u64>, owner: Option<&str>| {
+        let expected = (kind.to_owned(), fence, owner.map(str::to_owned));
+        let seen = sse.next().await;
+        assert_eq!(summary(&seen), expected, "{seen}");
+        assert_eq!(summary(&lines.next().await.expect("line")), expected);
+    };
 
     let (_, a) = status_json(
         gw.acquire("watched", Some(json!({"ttl_ms": 10_000, "owner": "a"})))
             .await,
     )
     .await;
+    both_see("acquired", a["fence"].as_u64(), Some("a")).await;
     assert_eq!(gw.release("watched", &token(&a)).await.status(), 204);
+    both_see("released", a["fence"].as_u64(), None).await;
+
     let sent = Instant::now();
     let (_, b) = status_json(gw.acquire("watched", Some(json!({"ttl_ms": 300}))).await).await;
     let granted = Instant::now();
-    let expected = [
-        ("acquired", a["fence"].as_u64(), Some("a".to_owned())),
-        ("released", a["fence"].as_u64(), None),
-        ("acquired", b["fence"].as_u64(), None),
-        ("expired", b["fence"].as_u64(), None),
-    ];
-    for (kind, fence, owner) in expected {
-        let seen = sse.next().await;
-        let at = Instant::now();
-        assert_eq!(
-            summary(&seen),
-            (kind.to_owned(), fence, owner.clone()),
-            "{seen}"
-        );
-        assert_eq!(
-            summary(&lines.next().await.expect("line")),
-            (kind.to_owned(), fence, owner)
-        );
-        if kind == "expired" {
-            assert!(at >= sent + Duration::from_millis(300), "expired early");
-            assert!(
-                at <= granted + Duration::from_millis(350),
-                "expiry seen {:?} after the lease's end",
-                at - (granted + Duration::from_millis(300))
-            );
-        }
-    }
+    both_see("acquired", b["fence"].as_u64(), None).await;
+    both_see("expired", b["fence"].as_u64(), None).await;
+    let at = Instant::now();
+    assert!(at >= sent + Duration::from_millis(300), "expired early");
+    assert!(
+        at <= granted + Duration::from_millis(350),
+        "expiry seen {:?} after the lease's end",
+        at - (granted + Duration::from_millis(300))
+    );
 
     let (_, c) = status_json(gw.acquire("watched", None).await).await;
+    both_see("acquired", c["fence"].as_u64(), None).await;
     let revoke = gw
         .http
         .delete(gw.url("/locks/watched?force=true"))
@@ -141,15 +135,7 @@ async fn events_come_in_order(gw: &Gateway) {
         .await
         .expect("revoke");
     assert_eq!(revoke.status(), 204);
-    for kind in ["acquired", "revoked"] {
-        let seen = sse.next().await;
-        assert_eq!(
-            summary(&seen),
-            (kind.to_owned(), c["fence"].as_u64(), None),
-            "{seen}"
-        );
-        assert_eq!(summary(&lines.next().await.expect("line")).0, kind);
-    }
+    both_see("revoked", c["fence"].as_u64(), None).await;
 }
 
 #[tokio::test]

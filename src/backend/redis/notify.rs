@@ -335,7 +335,7 @@ impl Connection {
                     },
                     command = inbox.recv() => {
                         let Some(command) = command else { return };
-                        if execute(&mut sink, &mode, command, &mut inbox).await.is_err() {
+                        if execute(&mut sink, &mode, &self.shared, command, &mut inbox).await.is_err() {
                             break;
                         }
                     }
@@ -391,6 +391,7 @@ async fn subscribe_all(sink: &mut PubSubSink, channels: &[String]) -> redis::Red
 async fn execute(
     sink: &mut PubSubSink,
     mode: &Mode,
+    shared: &Shared,
     first: Command,
     inbox: &mut mpsc::UnboundedReceiver<Command>,
 ) -> redis::RedisResult<()> {
@@ -401,33 +402,38 @@ async fn execute(
         match command {
             Command::Subscribe(key, confirmed) => {
                 channels.push(mode.channel(&key));
-                confirmations.push(confirmed);
+                confirmations.push((key, confirmed));
             }
             Command::Unsubscribe(key) => {
-                flush(sink, &mut channels, &mut confirmations).await?;
+                flush(sink, shared, &mut channels, &mut confirmations).await?;
                 sink.unsubscribe(mode.channel(&key)).await?;
             }
         }
         if channels.len() >= BATCH {
-            flush(sink, &mut channels, &mut confirmations).await?;
+            flush(sink, shared, &mut channels, &mut confirmations).await?;
         }
         next = inbox.try_recv().ok();
     }
-    flush(sink, &mut channels, &mut confirmations).await
+    flush(sink, shared, &mut channels, &mut confirmations).await
 }
 
 async fn flush(
     sink: &mut PubSubSink,
+    shared: &Shared,
     channels: &mut Vec<String>,
-    confirmations: &mut Vec<oneshot::Sender<()>>,
+    confirmations: &mut Vec<(String, oneshot::Sender<()>)>,
 ) -> redis::RedisResult<()> {
     if channels.is_empty() {
         return Ok(());
     }
     sink.subscribe(channels.as_slice()).await?;
     channels.clear();
-    for confirmed in confirmations.drain(..) {
-        let _ = confirmed.send(());
+    for (key, confirmed) in confirmations.drain(..) {
+        // Whoever asked stopped waiting for the confirmation (the connection was slow) and
+        // went on without it: what was announced before now went unseen, so look again.
+        if confirmed.send(()).is_err() {
+            shared.bump(&key);
+        }
     }
     Ok(())
 }
