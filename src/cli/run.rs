@@ -13,8 +13,9 @@
 //! else can be granted the lock. A bounded hold is ended the same way, before its end. SIGTERM and SIGHUP sent to `lockgate
 //! run` are passed on to the command; SIGINT is not, because a terminal sends it to the
 //! command directly. Before the command starts (while waiting for the lock), any of the three
-//! ends `lockgate run` with 128 + the signal's number, and the gateway withdraws a grant it
-//! could not deliver.
+//! ends `lockgate run` with 128 + the signal's number: the gateway withdraws a grant it could
+//! not deliver, and one already delivered is found again with the idempotency key and
+//! released.
 //!
 //! The grant names its holder: `--owner` (default `<hostname>:<pid>`) and `--metadata`, shown by
 //! `GET /locks/{name}`.
@@ -90,11 +91,14 @@ pub async fn run(args: RunArgs) -> u8 {
         let (grant, sent) = tokio::select! {
             acquired = runner.acquire() => acquired?,
             // Dropping the acquire hangs up on the gateway, which withdraws a grant it could
-            // not deliver.
-            signal = signals.next() => return Err(fail(
-                128 + signal as u8,
-                format!("{signal} while waiting for {}; not acquired", runner.name),
-            )),
+            // not deliver; one it did deliver is found again and released.
+            signal = signals.next() => {
+                runner.give_back().await;
+                return Err(fail(
+                    128 + signal as u8,
+                    format!("{signal} while waiting for {}; not acquired", runner.name),
+                ));
+            }
         };
         runner
             .run_command(&args.command, grant, sent, &mut signals)
@@ -160,6 +164,8 @@ struct Runner {
     owner: String,
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
     max_hold: Option<Duration>,
+    /// The idempotency key of this run's acquire: a retry, or a replay, finds the same grant.
+    key: TokenStem,
 }
 
 enum RenewOutcome {
@@ -189,28 +195,50 @@ impl Runner {
             owner: args.owner.clone().unwrap_or_else(default_owner),
             metadata: args.metadata.clone(),
             max_hold: args.max_hold,
+            key: TokenStem::random()
+                .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?,
         })
     }
 
     /// Acquires the lock, waiting up to `--wait` (for ever without it).
+    /// What every acquire of this run sends (a replay must send the same).
+    fn acquire_body(&self, wait: Duration) -> AcquireBody {
+        AcquireBody {
+            ttl_ms: Some(millis(self.ttl)),
+            wait_ms: Some(millis(wait)),
+            owner: Some(self.owner.clone()),
+            metadata: self.metadata.clone(),
+            max_hold_ms: self.max_hold.map(millis),
+            ..AcquireBody::default()
+        }
+    }
+
+    /// After a signal cut the acquire short: its grant may have been made and its answer
+    /// delivered to a response this process will never read. The same idempotency key finds
+    /// that grant again (without waiting), and it is released; best effort, briefly.
+    async fn give_back(&self) {
+        let body = self.acquire_body(Duration::ZERO);
+        let replay = self.client.acquire(
+            self.name.as_str(),
+            &body,
+            Some(self.key.expose()),
+            Some(Duration::from_secs(2)),
+        );
+        if let Ok(Answer::Done { body, .. }) = replay.await {
+            self.release(&body.token).await;
+        }
+    }
+
     async fn acquire(&self) -> Result<(LockGrantBody, Instant), Failure> {
         let deadline = self.wait.map(|wait| Instant::now() + wait);
         let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
-        let key = TokenStem::random()
-            .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?;
+        let key = &self.key;
         let mut chunk = WAIT_CHUNK;
         loop {
             let wait = deadline.map_or(chunk, |d| {
                 d.saturating_duration_since(Instant::now()).min(chunk)
             });
-            let body = AcquireBody {
-                ttl_ms: Some(millis(self.ttl)),
-                wait_ms: Some(millis(wait)),
-                owner: Some(self.owner.clone()),
-                metadata: self.metadata.clone(),
-                max_hold_ms: self.max_hold.map(millis),
-                ..AcquireBody::default()
-            };
+            let body = self.acquire_body(wait);
             let sent = Instant::now();
             let answer = self
                 .client
