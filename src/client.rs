@@ -47,6 +47,27 @@ pub enum Answer<T> {
     },
 }
 
+/// The events of one lock, as NDJSON lines.
+#[derive(Debug)]
+pub struct EventLines {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl EventLines {
+    /// The next event; `None` when the stream ends or breaks.
+    pub async fn next(&mut self) -> Option<serde_json::Value> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return serde_json::from_slice(&line).ok();
+            }
+            let chunk = self.response.chunk().await.ok()??;
+            self.buffer.extend_from_slice(&chunk);
+        }
+    }
+}
+
 /// A client of one gateway.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -136,6 +157,22 @@ impl Client {
             .delete(self.lock_url(name))
             .header("Lock-Token", token);
         answer(with_timeout(request, timeout).send().await).await
+    }
+
+    /// `GET /locks/{name}/events` as NDJSON, read a line at a time; `None` if the gateway
+    /// would not stream (no `inspect` scope, an older gateway).
+    pub async fn watch(&self, name: &str) -> Option<EventLines> {
+        let response = self
+            .http
+            .get(format!("{}/events", self.lock_url(name)))
+            .header(reqwest::header::ACCEPT, "application/x-ndjson")
+            .send()
+            .await
+            .ok()?;
+        response.status().is_success().then(|| EventLines {
+            response,
+            buffer: Vec::new(),
+        })
     }
 
     /// `GET /locks/{name}`: 200 with what anyone may see of a held lock.

@@ -5,6 +5,10 @@
 //! its environment, renew every third of `--ttl` while it runs, release when it exits, and exit
 //! with its status.
 //!
+//! While the command runs, `lockgate run` also watches the lock's events
+//! (`GET /locks/{name}/events`), so a revoke, or a release by another client, stops the command
+//! at once instead of at the next renewal.
+//!
 //! If the lock is lost, the command is stopped and `lockgate run` exits 76 (77 if an operator
 //! revoked it, 78 when a bounded hold, `--max-hold` or the gateway's, runs out): the command must not go on believing it holds the lock. A refused renewal
 //! (the lock is gone) sends SIGTERM at once and SIGKILL after `--kill-after`. Renewals that do
@@ -36,7 +40,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
-use crate::client::{Answer, Client, ClientError};
+use crate::client::{Answer, Client, ClientError, EventLines};
 use crate::config::RunArgs;
 use crate::http::dto::{AcquireBody, LockGrantBody, RenewBody};
 use crate::lock::hold::{renewal_interval, sleep_until_some};
@@ -112,6 +116,28 @@ pub async fn run(args: RunArgs) -> u8 {
             failure.code
         }
     }
+}
+
+/// Resolves when the lock's events say the grant with `fence` ended: the exit status and why.
+/// `None` when the stream ended (the renewals decide from then on); never without a stream.
+async fn end_of_grant(events: &mut Option<EventLines>, fence: u64) -> Option<(u8, &'static str)> {
+    let Some(lines) = events else {
+        return std::future::pending().await;
+    };
+    while let Some(event) = lines.next().await {
+        if event["fence"].as_u64() != Some(fence) {
+            continue;
+        }
+        match event["event"].as_str() {
+            Some("revoked") => return Some((EXIT_REVOKED, "an operator revoked the lock")),
+            Some("released") => {
+                return Some((EXIT_LOST, "the lock was released by another client"));
+            }
+            Some("expired") => return Some((EXIT_LOST, "the lock's lease ran out")),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `<hostname>:<pid>`: which process on which machine holds the lock.
@@ -356,6 +382,9 @@ impl Runner {
         let mut hold_ends = grant
             .max_hold_left_ms
             .map(|left| sent + Duration::from_millis(left));
+        // The lock's events, so that a revoke (or a release by someone else) stops the command
+        // at once rather than at the next renewal; renewals alone still decide without them.
+        let mut events = self.client.watch(self.name.as_str()).await;
         loop {
             tokio::select! {
                 status = child.wait() => {
@@ -384,6 +413,13 @@ impl Runner {
                         }
                     }
                 }
+                ended = end_of_grant(&mut events, grant.fence) => match ended {
+                    Some((code, why)) => {
+                        let kill_at = Instant::now() + self.kill_after;
+                        return Ok(self.lost(&mut child, why, code, kill_at).await);
+                    }
+                    None => events = None,
+                },
                 () = sleep_until_some(hold_ends.map(|end| end.checked_sub(grace).unwrap_or(end))) => {
                     let end = hold_ends.unwrap_or_else(Instant::now);
                     let why = "it was held for as long as its max hold allows";
