@@ -118,26 +118,39 @@ pub async fn run(args: RunArgs) -> u8 {
     }
 }
 
-/// Resolves when the lock's events say the grant with `fence` ended: the exit status and why.
-/// `None` when the stream ended (the renewals decide from then on); never without a stream.
-async fn end_of_grant(events: &mut Option<EventLines>, fence: u64) -> Option<(u8, &'static str)> {
+/// What the lock's events said of this run's grant.
+enum Told {
+    /// It ended: the exit status, and why.
+    Ended(u8, &'static str),
+    /// The lock is not (or no longer) ours as the stream began: the next renewal says why.
+    LookNow,
+    /// The stream ended; the renewals decide from then on.
+    Gone,
+}
+
+/// Resolves when the lock's events say something of the grant with `fence`; never without a
+/// stream.
+async fn told(events: &mut Option<EventLines>, fence: u64) -> Told {
     let Some(lines) = events else {
         return std::future::pending().await;
     };
     while let Some(event) = lines.next().await {
-        if event["fence"].as_u64() != Some(fence) {
-            continue;
-        }
+        let ours = event["fence"].as_u64() == Some(fence);
         match event["event"].as_str() {
-            Some("revoked") => return Some((EXIT_REVOKED, "an operator revoked the lock")),
-            Some("released") => {
-                return Some((EXIT_LOST, "the lock was released by another client"));
+            // The stream opened after the grant: if the lock is not ours any more, something
+            // happened in between (a revoke before the watch began).
+            Some("state") if !ours => return Told::LookNow,
+            Some("revoked") if ours => {
+                return Told::Ended(EXIT_REVOKED, "an operator revoked the lock");
             }
-            Some("expired") => return Some((EXIT_LOST, "the lock's lease ran out")),
+            Some("released") if ours => {
+                return Told::Ended(EXIT_LOST, "the lock was released by another client");
+            }
+            Some("expired") if ours => return Told::Ended(EXIT_LOST, "the lock's lease ran out"),
             _ => {}
         }
     }
-    None
+    Told::Gone
 }
 
 /// `<hostname>:<pid>`: which process on which machine holds the lock.
@@ -413,12 +426,13 @@ impl Runner {
                         }
                     }
                 }
-                ended = end_of_grant(&mut events, grant.fence) => match ended {
-                    Some((code, why)) => {
+                told = told(&mut events, grant.fence) => match told {
+                    Told::Ended(code, why) => {
                         let kill_at = Instant::now() + self.kill_after;
                         return Ok(self.lost(&mut child, why, code, kill_at).await);
                     }
-                    None => events = None,
+                    Told::LookNow => next_renewal = Instant::now(),
+                    Told::Gone => events = None,
                 },
                 () = sleep_until_some(hold_ends.map(|end| end.checked_sub(grace).unwrap_or(end))) => {
                     let end = hold_ends.unwrap_or_else(Instant::now);
