@@ -154,14 +154,7 @@ async fn events_on_redis() {
 #[tokio::test]
 async fn events_on_redis_with_keyspace_notifications() {
     let redis = RedisServer::start();
-    let _: () = redis
-        .query(
-            redis::cmd("CONFIG")
-                .arg("SET")
-                .arg("notify-keyspace-events")
-                .arg("Kgx"),
-        )
-        .expect("CONFIG SET");
+    redis.enable_keyspace_notifications();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     events_come_in_order(&gw).await;
     let mut lines = ndjson(&gw, "plain").await;

@@ -167,14 +167,7 @@ async fn a_foreign_release_wakes_waiters_within_100ms() {
 #[tokio::test]
 async fn a_foreign_release_wakes_waiters_within_100ms_by_keyspace_notification() {
     let redis = RedisServer::start();
-    let _: () = redis
-        .query(
-            redis::cmd("CONFIG")
-                .arg("SET")
-                .arg("notify-keyspace-events")
-                .arg("Kgx"),
-        )
-        .expect("CONFIG SET");
+    redis.enable_keyspace_notifications();
     foreign_releases_wake_waiters_within_100ms(&redis, 0..=1).await;
 }
 

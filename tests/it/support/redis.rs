@@ -308,6 +308,19 @@ impl RedisServer {
         }
     }
 
+    /// Turns keyspace notifications of generic commands and expiries on (`Kgx`): releases by
+    /// any client are then announced by Redis itself.
+    pub fn enable_keyspace_notifications(&self) {
+        let _: () = self
+            .query(
+                redis::cmd("CONFIG")
+                    .arg("SET")
+                    .arg("notify-keyspace-events")
+                    .arg("Kgx"),
+            )
+            .expect("CONFIG SET");
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
