@@ -10,16 +10,18 @@
 //! at once instead of at the next renewal.
 //!
 //! If the lock is lost, the command is stopped and `lockgate run` exits 76 (77 if an operator
-//! revoked it, 78 when a bounded hold, `--max-hold` or the gateway's, runs out): the command must not go on believing it holds the lock. A refused renewal
-//! (the lock is gone) sends SIGTERM at once and SIGKILL after `--kill-after`. Renewals that do
-//! not get through are retried until `min(--kill-after, ttl/3)` before the lease ends; then
-//! SIGTERM, and SIGKILL when the lease ends, so that the command is stopped before anyone
-//! else can be granted the lock. A bounded hold is ended the same way, before its end. SIGTERM and SIGHUP sent to `lockgate
-//! run` are passed on to the command; SIGINT is not, because a terminal sends it to the
-//! command directly. Before the command starts (while waiting for the lock), any of the three
-//! ends `lockgate run` with 128 + the signal's number: the gateway withdraws a grant it could
-//! not deliver, and one already delivered is found again with the idempotency key and
-//! released.
+//! revoked it, 78 when a bounded hold, `--max-hold` or the gateway's, runs out): the command
+//! must not go on believing it holds the lock. A refused renewal (the lock is gone) sends
+//! SIGTERM at once and SIGKILL after `--kill-after`. Renewals that do not get through are
+//! retried until `min(--kill-after, ttl/3)` before the lease ends; then SIGTERM, and SIGKILL
+//! when the lease ends, so that the command is stopped before anyone else can be granted the
+//! lock. A bounded hold is ended the same way, before its end.
+//!
+//! SIGTERM and SIGHUP sent to `lockgate run` are passed on to the command; SIGINT is not,
+//! because a terminal sends it to the command directly. Before the command starts (while
+//! waiting for the lock), any of the three ends `lockgate run` with 128 + the signal's number:
+//! the gateway withdraws a grant it could not deliver, and one already delivered is found
+//! again with the idempotency key and released.
 //!
 //! The grant names its holder: `--owner` (default `<hostname>:<pid>`) and `--metadata`, shown by
 //! `GET /locks/{name}`.
@@ -239,7 +241,6 @@ impl Runner {
         })
     }
 
-    /// Acquires the lock, waiting up to `--wait` (for ever without it).
     /// What every acquire of this run sends (a replay must send the same).
     fn acquire_body(&self, wait: Duration) -> AcquireBody {
         AcquireBody {
@@ -268,6 +269,7 @@ impl Runner {
         }
     }
 
+    /// Acquires the lock, waiting up to `--wait` (for ever without it).
     async fn acquire(&self) -> Result<(LockGrantBody, Instant), Failure> {
         let deadline = self.wait.map(|wait| Instant::now() + wait);
         let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
