@@ -117,7 +117,25 @@ with client.get_httpx_client().stream("GET", "/locks/gen:watched/events", header
     taken = acquire_lock.sync("gen:watched", client=client, body=AcquireBody(owner="watched-owner"))
     acquired = LockEventBody.from_dict(json.loads(next(lines)))
     assert acquired.event == "acquired" and acquired.owner == "watched-owner" and acquired.fence == taken.fence, acquired
-print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream, event stream: ok")
+
+# A semaphore of two permits.
+from lockgate_client.api.semaphores import acquire_permit, inspect_semaphore, release_permit, renew_permit
+from lockgate_client.models import SemaphoreAcquireBody, SemaphoreInfoBody
+permits = [acquire_permit.sync("gen:pool", client=client, body=SemaphoreAcquireBody(permits=2, owner=f"w{i}")) for i in range(2)]
+assert all(isinstance(p, LockGrantBody) for p in permits) and permits[0].fence < permits[1].fence, permits
+full = acquire_permit.sync("gen:pool", client=client, body=SemaphoreAcquireBody(permits=2))
+assert isinstance(full, Problem) and full.type_.endswith("/lock-held"), full
+mismatch = acquire_permit.sync("gen:pool", client=client, body=SemaphoreAcquireBody(permits=3))
+assert isinstance(mismatch, Problem) and mismatch.type_.endswith("/permits-mismatch") and mismatch.permits == 2, mismatch
+renewed = renew_permit.sync("gen:pool", client=client, body=RenewBody(ttl_ms=20_000), lock_token=permits[0].token)
+assert isinstance(renewed, LockRenewalBody) and renewed.fence == permits[0].fence, renewed
+seen = inspect_semaphore.sync("gen:pool", client=client)
+assert isinstance(seen, SemaphoreInfoBody) and seen.permits == 2 and seen.in_use == 2, seen
+assert sorted(h.owner for h in seen.holders) == ["w0", "w1"], seen
+for p in permits:
+    assert release_permit.sync_detailed("gen:pool", client=client, lock_token=p.token).status_code == 204
+assert inspect_semaphore.sync("gen:pool", client=client).in_use == 0
+print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream, event stream, semaphore: ok")
 PY
 
 echo "openapi-typescript generate, tsc --strict, then use the types against the gateway"

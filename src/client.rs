@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use serde::de::DeserializeOwned;
 
-use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
+use crate::http::dto::{LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use crate::http::problem::Problem;
 
 /// No answer could be read.
@@ -73,6 +73,8 @@ impl EventLines {
 pub struct Client {
     http: reqwest::Client,
     base: String,
+    /// Where leases are: `locks`, or `semaphores` (see [`Client::semaphores`]).
+    collection: &'static str,
 }
 
 impl Client {
@@ -106,23 +108,33 @@ impl Client {
         Self {
             http,
             base: base.trim_end_matches('/').to_owned(),
+            collection: "locks",
         }
     }
 
-    /// The URL of the lock `name`.
-    pub fn lock_url(&self, name: &str) -> String {
-        format!("{}/locks/{name}", self.base)
+    /// This client for permits of semaphores (`/semaphores/{name}`) instead of locks: acquire,
+    /// renew, release and inspect act on them. Their acquire body names `permits`.
+    #[must_use]
+    pub fn semaphores(mut self) -> Self {
+        self.collection = "semaphores";
+        self
     }
 
-    /// `POST /locks/{name}`: 201 (or 200 for an idempotent replay) with the grant.
+    /// The URL of the lease `name` (`/locks/{name}`, or `/semaphores/{name}`).
+    pub fn lease_url(&self, name: &str) -> String {
+        format!("{}/{}/{name}", self.base, self.collection)
+    }
+
+    /// `POST /locks/{name}`: 201 (or 200 for an idempotent replay) with the grant. `body` is
+    /// an [`AcquireBody`](crate::http::dto::AcquireBody) (or, for semaphores, a `SemaphoreAcquireBody`).
     pub async fn acquire(
         &self,
         name: &str,
-        body: &AcquireBody,
+        body: &impl serde::Serialize,
         idempotency_key: Option<&str>,
         timeout: Option<Duration>,
     ) -> Result<Answer<LockGrantBody>, ClientError> {
-        let mut request = self.http.post(self.lock_url(name)).json(body);
+        let mut request = self.http.post(self.lease_url(name)).json(body);
         if let Some(key) = idempotency_key {
             request = request.header("Idempotency-Key", key);
         }
@@ -139,7 +151,7 @@ impl Client {
     ) -> Result<Answer<LockRenewalBody>, ClientError> {
         let request = self
             .http
-            .patch(self.lock_url(name))
+            .patch(self.lease_url(name))
             .header("Lock-Token", token)
             .json(body);
         answer(with_timeout(request, timeout).send().await).await
@@ -154,7 +166,7 @@ impl Client {
     ) -> Result<Answer<()>, ClientError> {
         let request = self
             .http
-            .delete(self.lock_url(name))
+            .delete(self.lease_url(name))
             .header("Lock-Token", token);
         answer(with_timeout(request, timeout).send().await).await
     }
@@ -162,9 +174,12 @@ impl Client {
     /// `GET /locks/{name}/events` as NDJSON, read a line at a time; `None` if the gateway
     /// would not stream (no `inspect` scope, an older gateway).
     pub async fn watch(&self, name: &str) -> Option<EventLines> {
+        if self.collection != "locks" {
+            return None;
+        }
         let response = self
             .http
-            .get(format!("{}/events", self.lock_url(name)))
+            .get(format!("{}/events", self.lease_url(name)))
             .header(reqwest::header::ACCEPT, "application/x-ndjson")
             .send()
             .await
@@ -177,7 +192,7 @@ impl Client {
 
     /// `GET /locks/{name}`: 200 with what anyone may see of a held lock.
     pub async fn inspect(&self, name: &str) -> Result<Answer<LockInfoBody>, ClientError> {
-        answer(self.http.get(self.lock_url(name)).send().await).await
+        answer(self.http.get(self.lease_url(name)).send().await).await
     }
 
     /// `GET /healthz` (or `/readyz` when `ready`): the status.

@@ -13,6 +13,8 @@ type Page = paths["/locks"]["get"]["responses"]["200"]["content"]["application/j
 type HoldEvent = components["schemas"]["HoldEvent"];
 type Problem = components["schemas"]["Problem"];
 type LockEvent = components["schemas"]["LockEventBody"];
+type SemaphoreBody = components["schemas"]["SemaphoreAcquireBody"];
+type SemaphoreInfo = paths["/semaphores/{name}"]["get"]["responses"]["200"]["content"]["application/json"];
 
 const [base, key] = process.argv.slice(2);
 const auth = { authorization: `Bearer ${key}` };
@@ -62,7 +64,17 @@ async function main(): Promise<void> {
   const state = JSON.parse(data) as LockEvent;
   check(state.event === "state" && state.held === false, state);
   await sse.cancel();
-  console.log("typescript client: acquire with owner, lock-held, inspect, list, release, hold stream, event stream: ok");
+
+  // A semaphore of two permits: `permits` is required by the type.
+  const permitBody: SemaphoreBody = { permits: 2, owner: "ts-pool" };
+  const permit = await fetch(`${base}/semaphores/gen:ts-pool`, { method: "POST", headers: auth, body: JSON.stringify(permitBody) });
+  check(permit.status === 201, permit.status);
+  const permitGrant = (await permit.json()) as Grant;
+  const pool = (await (await fetch(`${base}/semaphores/gen:ts-pool`, { headers: auth })).json()) as SemaphoreInfo;
+  check(pool.permits === 2 && pool.in_use === 1 && pool.holders[0].owner === "ts-pool", pool);
+  const given = await fetch(`${base}/semaphores/gen:ts-pool`, { method: "DELETE", headers: { ...auth, "lock-token": permitGrant.token } });
+  check(given.status === 204, given.status);
+  console.log("typescript client: acquire with owner, lock-held, inspect, list, release, hold stream, event stream, semaphore: ok");
 }
 
 main().catch((err) => {

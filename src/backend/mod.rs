@@ -24,6 +24,7 @@ pub mod listing;
 pub mod memory;
 pub mod redis;
 pub mod redlock;
+pub mod semaphore;
 
 use std::future::Future;
 use std::time::Duration;
@@ -70,6 +71,9 @@ pub enum AcquireOutcome {
     /// Another token holds the lock. `ttl` is its remaining time to live, `None` when the key
     /// has no expiry (written by something other than lockgate).
     Held { ttl: Option<Duration> },
+    /// A semaphore's permits are held under another limit than the one asked for (see
+    /// [`semaphore`]).
+    LimitDiffers { limit: u32 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

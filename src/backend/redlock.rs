@@ -250,7 +250,8 @@ impl LockBackend for RedlockBackend {
             Ok(AcquireOutcome::Granted(lease)) => Answer::Granted(lease),
             Ok(AcquireOutcome::AlreadyHeld(lease)) => Answer::Replayed(lease),
             Ok(AcquireOutcome::Held { ttl }) => Answer::Held(ttl),
-            Err(_) => Answer::Failed,
+            // A lock's acquire never answers this.
+            Ok(AcquireOutcome::LimitDiffers { .. }) | Err(_) => Answer::Failed,
         })
         .collect();
         let holders: Vec<(usize, Lease)> = answers

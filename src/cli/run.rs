@@ -44,7 +44,7 @@ use tokio::time::Instant;
 
 use crate::client::{Answer, Client, ClientError, EventLines};
 use crate::config::RunArgs;
-use crate::http::dto::{AcquireBody, LockGrantBody, RenewBody};
+use crate::http::dto::{LockGrantBody, RenewBody, SemaphoreAcquireBody};
 use crate::lock::hold::{renewal_interval, sleep_until_some};
 use crate::lock::{LockName, TokenStem, millis};
 
@@ -207,6 +207,8 @@ struct Runner {
     max_hold: Option<Duration>,
     /// The idempotency key of this run's acquire: a retry, or a replay, finds the same grant.
     key: TokenStem,
+    /// Under a permit of the semaphore `name` with this many permits, not the lock `name`.
+    permits: Option<u32>,
 }
 
 enum RenewOutcome {
@@ -227,6 +229,11 @@ impl Runner {
         }
         let client = Client::new(&args.gateway, args.api_key.as_ref().map(|k| k.expose()))
             .map_err(|e| fail(EXIT_USAGE, format!("--gateway or --api-key: {e}")))?;
+        let client = if args.permits.is_some() {
+            client.semaphores()
+        } else {
+            client
+        };
         Ok(Self {
             client,
             name,
@@ -238,18 +245,21 @@ impl Runner {
             max_hold: args.max_hold,
             key: TokenStem::random()
                 .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?,
+            permits: args.permits,
         })
     }
 
     /// What every acquire of this run sends (a replay must send the same).
-    fn acquire_body(&self, wait: Duration) -> AcquireBody {
-        AcquireBody {
+    fn acquire_body(&self, wait: Duration) -> SemaphoreAcquireBody {
+        // A lock's body is a semaphore's without `permits` (which is then not sent).
+        SemaphoreAcquireBody {
+            permits: self.permits.map(u64::from),
             ttl_ms: Some(millis(self.ttl)),
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()),
             metadata: self.metadata.clone(),
             max_hold_ms: self.max_hold.map(millis),
-            ..AcquireBody::default()
+            ..SemaphoreAcquireBody::default()
         }
     }
 
@@ -297,7 +307,7 @@ impl Runner {
                         EXIT_GATEWAY,
                         format!(
                             "cannot reach the gateway at {}: {err}",
-                            self.client.lock_url(self.name.as_str())
+                            self.client.lease_url(self.name.as_str())
                         ),
                     ));
                 }

@@ -102,7 +102,12 @@ pub struct RunArgs {
     #[arg(long, env = "LOCKGATE_METADATA", value_parser = json_object)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
 
-    /// The lock's name.
+    /// Run under one permit of the semaphore NAME, which has this many (1 to 10000), instead
+    /// of under the lock NAME: up to this many commands run at once.
+    #[arg(long, env = "LOCKGATE_PERMITS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub permits: Option<u32>,
+
+    /// The lock's name (with --permits, the semaphore's).
     pub name: String,
 
     /// The command to run and its arguments, after `--`.

@@ -52,8 +52,8 @@ use crate::access::MetricsAuth;
 use crate::access::{ApiKey, ApiKeys};
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
 use crate::lock::{LockError, LockName};
-use crate::telemetry::Operation;
 use crate::telemetry::metrics::Metrics;
+use crate::telemetry::{LeaseKind, Operation};
 
 pub const REQUEST_ID: &str = "x-request-id";
 /// Longest client-supplied request id that is kept.
@@ -198,10 +198,10 @@ fn in_scope(key: &ApiKey, operation: Operation, req: &Request) -> bool {
     if !operation.is_lock_operation() {
         return true;
     }
-    let segment = req
-        .uri()
-        .path()
+    let path = req.uri().path();
+    let segment = path
         .strip_prefix("/locks/")
+        .or_else(|| path.strip_prefix("/semaphores/"))
         .map(|rest| rest.split('/').next().unwrap_or(rest));
     match segment.map(LockName::parse) {
         Some(Ok(name)) => key.allows(operation, Some(name.as_str())),
@@ -248,6 +248,12 @@ pub fn classify(method: &Method, route: Option<&str>) -> Operation {
         (Some("/locks/{name}/hold"), &Method::POST) => Operation::Hold,
         (Some("/locks/{name}/events"), &Method::GET) => Operation::Watch,
         (Some("/locks"), &Method::GET | &Method::HEAD) => Operation::List,
+        // A semaphore's permit is a lease like a lock's: the same operations and scopes.
+        (Some("/semaphores/{name}"), &Method::POST) => Operation::Acquire,
+        (Some("/semaphores/{name}"), &Method::PATCH) => Operation::Renew,
+        (Some("/semaphores/{name}"), &Method::DELETE) => Operation::Release,
+        (Some("/semaphores/{name}"), &Method::GET | &Method::HEAD) => Operation::Inspect,
+        (Some("/semaphores/{name}/hold"), &Method::POST) => Operation::Hold,
         (Some("/healthz"), _) => Operation::Healthz,
         (Some("/readyz"), _) => Operation::Readyz,
         (Some("/metrics"), _) => Operation::Metrics,
@@ -478,7 +484,10 @@ fn finish(log: &LogContext, mut response: Response) -> Response {
     let status = response.status().as_u16();
     let problem = response.extensions().get::<ProblemKind>().copied();
     let outcome = outcome(log.operation, status, problem);
-    log.gate.metrics.request(log.operation, outcome, elapsed);
+    let kind = LeaseKind::of_path(&log.path);
+    log.gate
+        .metrics
+        .request(kind, log.operation, outcome, elapsed);
     let key = log.caller.as_ref().map_or("-", |k| k.name.as_str());
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
     let request_id = log.request_id.header(log.gate.id_prefix);
@@ -518,6 +527,28 @@ fn outcome(operation: Operation, status: u16, problem: Option<ProblemKind>) -> &
 #[cfg(test)]
 mod tests {
     use axum::body::Body;
+
+    #[test]
+    fn every_outcome_has_its_own_label_value() {
+        use crate::telemetry::metrics::OUTCOMES;
+        let problems =
+            super::ProblemKind::ALL.map(|kind| outcome(Operation::Acquire, 400, Some(kind)));
+        let successes = [
+            (Operation::Acquire, 201),
+            (Operation::Acquire, 200),
+            (Operation::Renew, 200),
+            (Operation::Release, 204),
+            (Operation::Revoke, 204),
+            (Operation::Inspect, 200),
+            (Operation::List, 200),
+            (Operation::Watch, 200),
+            (Operation::Healthz, 200),
+        ]
+        .map(|(operation, status)| outcome(operation, status, None));
+        for label in problems.iter().chain(&successes) {
+            assert!(OUTCOMES.contains(label), "{label} is counted as `other`");
+        }
+    }
     use tower::{ServiceBuilder, ServiceExt, service_fn};
 
     use super::*;

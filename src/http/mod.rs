@@ -26,7 +26,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::gate::{Gate, GateLayer, GateOptions};
-use self::handlers::{events, health, hold, listing, locks, metrics};
+use self::handlers::{events, health, hold, listing, locks, metrics, semaphores};
 use self::problem::ApiError;
 use crate::lock::{Limits, LockService};
 use crate::telemetry::metrics::Metrics;
@@ -61,6 +61,13 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(listing::list_locks))
         .routes(routes!(hold::hold_lock))
         .routes(routes!(events::watch_lock))
+        .routes(routes!(
+            semaphores::acquire_permit,
+            semaphores::renew_permit,
+            semaphores::release_permit,
+            semaphores::inspect_semaphore
+        ))
+        .routes(routes!(semaphores::hold_permit))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi_json))

@@ -24,6 +24,7 @@ use crate::lock::Limits;
     servers((url = "http://127.0.0.1:7380", description = "A gateway on its default, sidecar address")),
     tags(
         (name = "locks", description = "Acquire, renew, release and inspect locks."),
+        (name = "semaphores", description = "Counting semaphores: up to `permits` holders at once, each with a permit lease of its own."),
         (name = "health", description = "Liveness, readiness and this document.")
     ),
     components(schemas(Problem))
@@ -31,11 +32,20 @@ use crate::lock::Limits;
 #[derive(Debug)]
 pub struct ApiDoc;
 
-/// Every request body of this API may be omitted (an empty body means defaults). utoipa can
-/// only say so by making the schema nullable (`Option<T>`), which client generators turn into
-/// a body of `null`; the accurate description is `required: false` with the plain schema.
+/// Every request body of this API but a semaphore's acquire (which names `permits`) may be
+/// omitted (an empty body means defaults). utoipa can only say so by making the schema
+/// nullable (`Option<T>`), which client generators turn into a body of `null`; the accurate
+/// description is `required: false` with the plain schema.
 pub fn make_request_bodies_optional(doc: &mut utoipa::openapi::OpenApi) {
-    for item in doc.paths.paths.values_mut() {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if path.starts_with("/semaphores/") {
+            if let Some(operation) = item.patch.as_mut()
+                && let Some(utoipa::openapi::RefOr::T(body)) = operation.request_body.as_mut()
+            {
+                body.required = Some(utoipa::openapi::Required::False);
+            }
+            continue;
+        }
         for operation in [&mut item.post, &mut item.patch, &mut item.put]
             .into_iter()
             .flatten()

@@ -35,6 +35,8 @@ pub enum ProblemKind {
     InvalidRequest,
     LockHeld,
     LockNotHeld,
+    PermitsMismatch,
+    NotOffered,
     NotOwner,
     LockRevoked,
     MaxHoldReached,
@@ -58,6 +60,35 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
+    /// Every kind, for tests that check a table covers them all.
+    pub const ALL: [Self; 25] = [
+        Self::InvalidName,
+        Self::InvalidRequest,
+        Self::LockHeld,
+        Self::LockNotHeld,
+        Self::PermitsMismatch,
+        Self::NotOffered,
+        Self::NotOwner,
+        Self::LockRevoked,
+        Self::MaxHoldReached,
+        Self::InsufficientReplicas,
+        Self::BackendUnavailable,
+        Self::OutcomeUnknown,
+        Self::WaitPoolExhausted,
+        Self::TooManyWaiters,
+        Self::TooManyWatchers,
+        Self::ShuttingDown,
+        Self::PayloadTooLarge,
+        Self::HeadersTooLarge,
+        Self::NotFound,
+        Self::MethodNotAllowed,
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::Overloaded,
+        Self::Timeout,
+        Self::Internal,
+    ];
+
     /// The last segment of the `type` URI.
     pub fn slug(self) -> &'static str {
         match self {
@@ -65,6 +96,8 @@ impl ProblemKind {
             Self::InvalidRequest => "invalid-request",
             Self::LockHeld => "lock-held",
             Self::LockNotHeld => "lock-not-held",
+            Self::PermitsMismatch => "permits-mismatch",
+            Self::NotOffered => "not-offered",
             Self::NotOwner => "not-owner",
             Self::LockRevoked => "lock-revoked",
             Self::MaxHoldReached => "max-hold-reached",
@@ -93,6 +126,8 @@ impl ProblemKind {
             Self::InvalidRequest => "Invalid request",
             Self::LockHeld => "Lock is held",
             Self::LockNotHeld => "Lock is not held",
+            Self::PermitsMismatch => "Permit limit differs",
+            Self::NotOffered => "Not offered in this mode",
             Self::NotOwner => "Not the lock owner",
             Self::LockRevoked => "Lock was revoked",
             Self::MaxHoldReached => "Maximum hold reached",
@@ -118,7 +153,10 @@ impl ProblemKind {
     pub fn status(self) -> StatusCode {
         match self {
             Self::InvalidName | Self::InvalidRequest => StatusCode::BAD_REQUEST,
-            Self::LockHeld | Self::NotOwner | Self::MaxHoldReached => StatusCode::CONFLICT,
+            Self::LockHeld | Self::NotOwner | Self::MaxHoldReached | Self::PermitsMismatch => {
+                StatusCode::CONFLICT
+            }
+            Self::NotOffered => StatusCode::NOT_IMPLEMENTED,
             Self::LockNotHeld | Self::NotFound => StatusCode::NOT_FOUND,
             Self::LockRevoked => StatusCode::GONE,
             Self::InsufficientReplicas
@@ -162,6 +200,9 @@ pub struct Problem {
     /// `lock-held`: milliseconds until the current lease ends, unless its holder renews it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
+    /// `permits-mismatch`: the limit the semaphore's current permits were granted under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
     /// `invalid-request`: the JSON field at fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
@@ -206,6 +247,7 @@ impl Problem {
             replicas_acked: None,
             max_body_bytes: None,
             max_header_bytes: None,
+            permits: None,
             kind,
         }
     }
@@ -386,6 +428,29 @@ fn render_lock_error(err: LockError) -> Rendered {
             retry_after: None,
             cause: None,
         },
+        LockError::LimitDiffers { held } => {
+            let mut problem = Problem::new(
+                ProblemKind::PermitsMismatch,
+                format!(
+                    "the semaphore's permits are held under a limit of {held}; ask with the same \
+                     permits, or wait until they are all given back"
+                ),
+            );
+            problem.permits = Some(held);
+            Rendered {
+                problem,
+                retry_after: None,
+                cause: None,
+            }
+        }
+        LockError::NotOffered { kind, mode } => Rendered {
+            problem: Problem::new(
+                ProblemKind::NotOffered,
+                format!("{kind}s are not offered with the {mode} backend (see docs/api.md)"),
+            ),
+            retry_after: None,
+            cause: None,
+        },
         LockError::NotOwner => Rendered {
             problem: Problem::new(
                 ProblemKind::NotOwner,
@@ -539,6 +604,20 @@ mod tests {
             ),
             (LockError::NotHeld.into(), 404, "lock-not-held"),
             (LockError::NotOwner.into(), 409, "not-owner"),
+            (
+                LockError::LimitDiffers { held: 3 }.into(),
+                409,
+                "permits-mismatch",
+            ),
+            (
+                LockError::NotOffered {
+                    kind: "semaphore",
+                    mode: "redlock",
+                }
+                .into(),
+                501,
+                "not-offered",
+            ),
             (LockError::Revoked.into(), 410, "lock-revoked"),
             (LockError::MaxHoldReached.into(), 409, "max-hold-reached"),
             (LockError::TooManyWaiters.into(), 503, "too-many-waiters"),

@@ -114,7 +114,11 @@ impl LockService {
         let mut backend_retry = MIN_BACKEND_RETRY;
         if let Some(handoff) = ticket.take_handoff() {
             releases = handoff.releases;
-            wake_at = Some(handoff.held_until);
+            // After a lock's hand-off the next in line waits for the new holder's release; a
+            // semaphore may have another permit free at once.
+            if P::SINGLE_HOLDER {
+                wake_at = Some(handoff.held_until);
+            }
         }
         loop {
             if let Some(mut at) = wake_at {
@@ -239,6 +243,10 @@ impl LockService {
                 return Ok(Attempt::Held {
                     retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
                 });
+            }
+            AcquireOutcome::LimitDiffers { limit } => {
+                guard.disarm();
+                return Err(LockError::LimitDiffers { held: limit });
             }
         };
         let check =

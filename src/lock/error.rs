@@ -12,6 +12,15 @@ pub enum LockError {
     Held { retry_after: Duration },
     #[error("the lock is not held")]
     NotHeld,
+    /// A semaphore's current permits were granted under another limit (`held`).
+    #[error("the semaphore's permits are held with a limit of {held}")]
+    LimitDiffers { held: u32 },
+    /// The configured backend does not offer this kind of lease.
+    #[error("{kind}s are not offered with the {mode} backend")]
+    NotOffered {
+        kind: &'static str,
+        mode: &'static str,
+    },
     #[error("the lock is held with a different token")]
     NotOwner,
     /// An operator revoked this token's grant (`DELETE …?force=true`).

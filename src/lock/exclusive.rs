@@ -16,6 +16,7 @@ pub struct Exclusive;
 
 impl Primitive for Exclusive {
     const KIND: &'static str = "lock";
+    const SINGLE_HOLDER: bool = true;
 
     async fn acquire(
         &self,

@@ -25,6 +25,11 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     /// What the lease is called in logs and waiting lines (`lock`).
     const KIND: &'static str;
 
+    /// Whether a grant excludes every other (a lock), rather than being one of several that
+    /// may be held at once (a semaphore's permits). Waiting uses it: after a hand-off, the
+    /// next in line of a single-holder primitive need not look before the next release.
+    const SINGLE_HOLDER: bool;
+
     /// Takes a grant for `stem` if one is free, naming `holder` (see `LockBackend::acquire`).
     #[allow(clippy::too_many_arguments)] // The backend contract's, plus the backend.
     fn acquire(

@@ -11,20 +11,28 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use crate::telemetry::Operation;
+pub use crate::telemetry::{LeaseKind, Operation};
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 27] = [
+pub const OUTCOMES: [&str; 35] = [
     "acquired",
     "replayed",
     "renewed",
     "released",
+    "revoked",
     "inspected",
+    "listed",
+    "watched",
     "ok",
     "held",
     "not-held",
     "not-owner",
+    "permits-mismatch",
+    "not-offered",
+    "lock-revoked",
+    "max-hold-reached",
+    "too-many-watchers",
     "invalid-name",
     "invalid-request",
     "payload-too-large",
@@ -54,6 +62,19 @@ fn outcome_index(outcome: &str) -> usize {
         .iter()
         .position(|o| *o == outcome)
         .unwrap_or(OUTCOMES.len() - 1)
+}
+
+/// The labels of a request series: `operation`, and `kind` for operations on a lease.
+fn labels(kind: LeaseKind, operation: Operation) -> String {
+    if operation.is_lock_operation() {
+        format!(
+            "operation=\"{}\",kind=\"{}\"",
+            operation.label(),
+            kind.label()
+        )
+    } else {
+        format!("operation=\"{}\"", operation.label())
+    }
 }
 
 /// Redis calls timed by the backend: the `call` label of the round-trip histogram.
@@ -166,8 +187,8 @@ impl Histogram {
 /// All of the gateway's metrics. One per server (tests run several in one process).
 #[derive(Debug)]
 pub struct Metrics {
-    requests: [[AtomicU64; OUTCOMES.len()]; Operation::ALL.len()],
-    durations: [Histogram; Operation::ALL.len()],
+    requests: [[[AtomicU64; OUTCOMES.len()]; Operation::ALL.len()]; LeaseKind::ALL.len()],
+    durations: [[Histogram; Operation::ALL.len()]; LeaseKind::ALL.len()],
     redis: [Histogram; REDIS_CALLS.len()],
     backend_errors: [AtomicU64; BackendErrorKind::ALL.len()],
     hold_streams: AtomicI64,
@@ -198,9 +219,11 @@ pub struct Gauges {
 impl Metrics {
     pub const fn new() -> Self {
         Self {
-            requests: [const { [const { AtomicU64::new(0) }; OUTCOMES.len()] };
-                Operation::ALL.len()],
-            durations: [const { Histogram::new() }; Operation::ALL.len()],
+            requests: [const {
+                [const { [const { AtomicU64::new(0) }; OUTCOMES.len()] }; Operation::ALL.len()]
+            }; LeaseKind::ALL.len()],
+            durations: [const { [const { Histogram::new() }; Operation::ALL.len()] };
+                LeaseKind::ALL.len()],
             redis: [const { Histogram::new() }; REDIS_CALLS.len()],
             backend_errors: [const { AtomicU64::new(0) }; BackendErrorKind::ALL.len()],
             hold_streams: AtomicI64::new(0),
@@ -233,10 +256,10 @@ impl Metrics {
     }
 
     /// Records one answered request.
-    pub fn request(&self, operation: Operation, outcome: &str, elapsed: Duration) {
-        let op = operation as usize;
-        self.requests[op][outcome_index(outcome)].fetch_add(1, Ordering::Relaxed);
-        self.durations[op].observe(elapsed);
+    pub fn request(&self, kind: LeaseKind, operation: Operation, outcome: &str, elapsed: Duration) {
+        let (kind, op) = (kind as usize, operation as usize);
+        self.requests[kind][op][outcome_index(outcome)].fetch_add(1, Ordering::Relaxed);
+        self.durations[kind][op].observe(elapsed);
     }
 
     /// Records one Redis round trip.
@@ -268,15 +291,17 @@ impl Metrics {
             "# HELP lockgate_requests_total HTTP requests answered, by operation and outcome.\n\
              # TYPE lockgate_requests_total counter\n",
         );
-        for (operation, row) in Operation::ALL.iter().zip(&self.requests) {
-            for (outcome, count) in OUTCOMES.iter().zip(row) {
-                let count = count.load(Ordering::Relaxed);
-                if count > 0 {
-                    let _ = writeln!(
-                        out,
-                        "lockgate_requests_total{{operation=\"{}\",outcome=\"{outcome}\"}} {count}",
-                        operation.label()
-                    );
+        for (kind, table) in LeaseKind::ALL.iter().zip(&self.requests) {
+            for (operation, row) in Operation::ALL.iter().zip(table) {
+                let labels = labels(*kind, *operation);
+                for (outcome, count) in OUTCOMES.iter().zip(row) {
+                    let count = count.load(Ordering::Relaxed);
+                    if count > 0 {
+                        let _ = writeln!(
+                            out,
+                            "lockgate_requests_total{{{labels},outcome=\"{outcome}\"}} {count}"
+                        );
+                    }
                 }
             }
         }
@@ -284,10 +309,12 @@ impl Metrics {
             "# HELP lockgate_request_duration_seconds Time to answer a request (to the first byte of a hold stream), by operation.\n\
              # TYPE lockgate_request_duration_seconds histogram\n",
         );
-        for (operation, histogram) in Operation::ALL.iter().zip(&self.durations) {
-            if histogram.count.load(Ordering::Relaxed) > 0 {
-                let labels = format!("operation=\"{}\"", operation.label());
-                histogram.render(&mut out, "lockgate_request_duration_seconds", &labels);
+        for (kind, histograms) in LeaseKind::ALL.iter().zip(&self.durations) {
+            for (operation, histogram) in Operation::ALL.iter().zip(histograms) {
+                if histogram.count.load(Ordering::Relaxed) > 0 {
+                    let labels = labels(*kind, *operation);
+                    histogram.render(&mut out, "lockgate_request_duration_seconds", &labels);
+                }
             }
         }
         out.push_str(
@@ -375,9 +402,23 @@ mod tests {
     #[test]
     fn requests_render_as_counters_and_cumulative_histograms() {
         let metrics = Metrics::new();
-        metrics.request(Operation::Acquire, "acquired", Duration::from_micros(300));
-        metrics.request(Operation::Acquire, "held", Duration::from_millis(2));
+        let lock = LeaseKind::Lock;
         metrics.request(
+            lock,
+            Operation::Acquire,
+            "acquired",
+            Duration::from_micros(300),
+        );
+        metrics.request(lock, Operation::Acquire, "held", Duration::from_millis(2));
+        metrics.request(
+            LeaseKind::Semaphore,
+            Operation::Acquire,
+            "acquired",
+            Duration::from_micros(300),
+        );
+        metrics.request(LeaseKind::Lock, Operation::Healthz, "ok", Duration::ZERO);
+        metrics.request(
+            lock,
             Operation::Acquire,
             "something-new",
             Duration::from_secs(100),
@@ -387,29 +428,31 @@ mod tests {
             in_flight: 1,
             watchers: 0,
         });
-        assert!(
-            text.contains(
-                "lockgate_requests_total{operation=\"acquire\",outcome=\"acquired\"} 1\n"
-            )
-        );
-        assert!(
-            text.contains("lockgate_requests_total{operation=\"acquire\",outcome=\"held\"} 1\n")
-        );
-        assert!(
-            text.contains("lockgate_requests_total{operation=\"acquire\",outcome=\"other\"} 1\n")
-        );
         assert!(text.contains(
-            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",le=\"0.0005\"} 1\n"
+            "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"acquired\"} 1\n"
         ));
         assert!(text.contains(
-            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",le=\"0.0025\"} 2\n"
+            "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"held\"} 1\n"
         ));
         assert!(text.contains(
-            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",le=\"+Inf\"} 3\n"
+            "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"other\"} 1\n"
         ));
-        assert!(
-            text.contains("lockgate_request_duration_seconds_count{operation=\"acquire\"} 3\n")
-        );
+        assert!(text.contains(
+            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0005\"} 1\n"
+        ));
+        assert!(text.contains(
+            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0025\"} 2\n"
+        ));
+        assert!(text.contains(
+            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"+Inf\"} 3\n"
+        ));
+        assert!(text.contains(
+            "lockgate_request_duration_seconds_count{operation=\"acquire\",kind=\"lock\"} 3\n"
+        ));
+        assert!(text.contains(
+            "lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"acquired\"} 1\n"
+        ));
+        assert!(text.contains("lockgate_requests_total{operation=\"healthz\",outcome=\"ok\"} 1\n"));
         assert!(text.contains("lockgate_waiters 3\n"));
         assert!(!text.contains("operation=\"renew\""));
     }

@@ -12,4 +12,4 @@ pub mod operation;
 pub mod process;
 
 pub use self::metrics::{BackendErrorKind, Gauges, Metrics, RedisCall};
-pub use self::operation::Operation;
+pub use self::operation::{LeaseKind, Operation};

@@ -92,3 +92,31 @@ impl Operation {
             .filter(|op| (op.is_lock_operation() && *op != Self::Watch) || *op == Self::Metrics)
     }
 }
+
+/// The kind of lease a request acts on: the `kind` label of request metrics (on lease
+/// operations only; probes, scrapes and the like have none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseKind {
+    Lock,
+    Semaphore,
+}
+
+impl LeaseKind {
+    pub const ALL: [Self; 2] = [Self::Lock, Self::Semaphore];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::Semaphore => "semaphore",
+        }
+    }
+
+    /// The kind of lease a request path names (`/semaphores/…`; anything else is a lock's).
+    pub fn of_path(path: &str) -> Self {
+        if path.starts_with("/semaphores/") {
+            Self::Semaphore
+        } else {
+            Self::Lock
+        }
+    }
+}

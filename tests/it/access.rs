@@ -15,13 +15,18 @@ type Headers<'a> = [(&'a str, &'a str)];
 async fn every_route_needs_a_key_and_a_scope() {
     let app = app_with_keys(MetricsAuth::Open);
     let token_header = [("lock-token", "AAAAAAAAAAAAAAAAAAAAAA")];
-    let routes: [(Method, &str, &Headers); 6] = [
+    let routes: [(Method, &str, &Headers); 11] = [
         (Method::POST, "/locks/deploy:web", &[]),
         (Method::PATCH, "/locks/deploy:web", &token_header),
         (Method::DELETE, "/locks/deploy:web", &token_header),
         (Method::GET, "/locks/deploy:web", &[]),
         (Method::HEAD, "/locks/deploy:web", &[]),
         (Method::POST, "/locks/deploy:web/hold", &[]),
+        (Method::POST, "/semaphores/deploy:web", &[]),
+        (Method::PATCH, "/semaphores/deploy:web", &token_header),
+        (Method::DELETE, "/semaphores/deploy:web", &token_header),
+        (Method::GET, "/semaphores/deploy:web", &[]),
+        (Method::POST, "/semaphores/deploy:web/hold", &[]),
     ];
     for (method, path, headers) in &routes {
         let what = format!("{method} {path}");

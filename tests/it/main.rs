@@ -39,5 +39,6 @@ mod operations;
 mod redis_e2e;
 mod revoke;
 mod run_command;
+mod semaphores;
 mod shutdown;
 mod waiting;

@@ -23,8 +23,9 @@ async fn scrape(gw: &Gateway) -> HashMap<String, f64> {
 }
 
 fn requests(metrics: &HashMap<String, f64>, operation: &str, outcome: &str) -> f64 {
-    let series =
-        format!("lockgate_requests_total{{operation=\"{operation}\",outcome=\"{outcome}\"}}");
+    let series = format!(
+        "lockgate_requests_total{{operation=\"{operation}\",kind=\"lock\",outcome=\"{outcome}\"}}"
+    );
     metrics.get(&series).copied().unwrap_or(0.0)
 }
 
@@ -70,7 +71,7 @@ async fn metrics_change_as_operations_happen() {
         );
     }
     assert_eq!(
-        after["lockgate_request_duration_seconds_count{operation=\"acquire\"}"],
+        after["lockgate_request_duration_seconds_count{operation=\"acquire\",kind=\"lock\"}"],
         3.0
     );
     // Scripts, or native commands where the server has them (Valkey: release and renew).

@@ -119,6 +119,81 @@ async fn concurrent_runs_never_overlap() {
     }
 }
 
+/// `lockgate run --permits 2`: eight runs of one semaphore, at most two commands at once
+/// (and two at once at some point), each seeing its permit's fence; nothing held after.
+#[tokio::test]
+async fn runs_under_a_semaphore_never_exceed_its_permits() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("log");
+    let script = format!(
+        "echo \"start $(date +%s%N) $LOCKGATE_FENCE\" >> {log}; sleep 0.3; echo \"end $(date +%s%N) $LOCKGATE_FENCE\" >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<_> = (0..8)
+        .map(|_| {
+            let cmd = run(
+                &gw,
+                &[
+                    "--permits",
+                    "2",
+                    "--wait",
+                    "30s",
+                    "--ttl",
+                    "2s",
+                    "pool",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ],
+            );
+            tokio::spawn(status(cmd))
+        })
+        .collect();
+    for handle in runs {
+        let (exit, stderr) = handle.await.expect("task");
+        assert_eq!(exit, Some(0), "{stderr}");
+    }
+    let text = std::fs::read_to_string(&log).expect("log");
+    let mut events: Vec<(u128, i32, u64)> = text
+        .lines()
+        .map(|line| {
+            let mut parts = line.split(' ');
+            let kind = parts.next().expect("kind");
+            let at = parts.next().expect("time").parse().expect("nanoseconds");
+            let fence = parts.next().expect("fence").parse().expect("a fence");
+            (at, if kind == "start" { 1 } else { -1 }, fence)
+        })
+        .collect();
+    assert_eq!(events.len(), 16, "{text}");
+    events.sort_unstable_by_key(|&(at, delta, _)| (at, delta));
+    let (mut running, mut most) = (0, 0);
+    for (_, delta, _) in &events {
+        running += delta;
+        most = most.max(running);
+    }
+    assert_eq!(
+        most, 2,
+        "at most (and at some point) two commands at once: {text}"
+    );
+    let mut fences: Vec<u64> = events.iter().map(|&(_, _, fence)| fence).collect();
+    fences.sort_unstable();
+    fences.dedup();
+    assert_eq!(fences.len(), 8, "a fence per permit: {text}");
+    let seen: serde_json::Value = gw
+        .http
+        .get(gw.url("/semaphores/pool"))
+        .send()
+        .await
+        .expect("inspect")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(seen["in_use"], 0, "every permit given back: {seen}");
+}
+
 /// (start, end) pairs from the log, in order of start.
 fn read_intervals(log: &Path) -> Vec<(u128, u128)> {
     let text = std::fs::read_to_string(log).expect("log");

@@ -77,6 +77,27 @@ impl<'a> LockKeys<'a> {
         self.key(Tag::Name(self.name), ":revoked")
     }
 
+    /// A semaphore's permits: tokens scored by expiry (see `permit_acquire.lua`).
+    pub(super) fn permits(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":permits")
+    }
+
+    /// A semaphore's limit, claims and holders (see `permit_acquire.lua`).
+    pub(super) fn semaphore(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":semaphore")
+    }
+
+    /// The channel on which a semaphore's permits given back are announced. Not ending in
+    /// `:released`, which the notifier reads as a lock's release channel.
+    pub(super) fn permits_channel(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":permits:freed")
+    }
+
+    /// [`LockKeys::permits_channel`] as a string (for the subscriptions of waiters).
+    pub(super) fn permits_channel_string(&self) -> String {
+        format!("{}{{{}}}:permits:freed", self.prefix, self.name)
+    }
+
     /// The pub/sub channel on which releases of the name are announced. Not a key, but
     /// tagged like one so that a sharded channel would live in the name's slot.
     pub(super) fn channel(&self) -> Key<'a> {
@@ -146,6 +167,9 @@ mod tests {
         assert_eq!(arg(keys.revoked()), "lockgate:{orders:42}:revoked");
         assert_eq!(arg(keys.channel()), "lockgate:{orders:42}:released");
         assert_eq!(keys.lock_string(), "lockgate:{orders:42}");
+        assert_eq!(arg(keys.permits()), "lockgate:{orders:42}:permits");
+        assert_eq!(arg(keys.semaphore()), "lockgate:{orders:42}:semaphore");
+        assert_eq!(arg(keys.permits_channel()), keys.permits_channel_string());
         assert_eq!(keys.acquired_channel(), "lockgate:{orders:42}:acquired");
 
         let clustered = LockKeys {

@@ -48,6 +48,7 @@ mod lock;
 mod notify;
 mod pool;
 mod scripts;
+mod semaphore;
 mod send;
 mod sentinel;
 mod setup;

@@ -53,6 +53,11 @@ scripts! {
     INSPECT = "inspect.lua",
     FINALIZE = "finalize.lua",
     REVOKE = "revoke.lua",
+    PERMIT_ACQUIRE = "permit_acquire.lua",
+    PERMIT_RENEW = "permit_renew.lua",
+    PERMIT_RELEASE = "permit_release.lua",
+    PERMIT_WITHDRAW = "permit_withdraw.lua",
+    PERMIT_INSPECT = "permit_inspect.lua",
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

@@ -29,7 +29,9 @@ use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::hold::Hold;
 use crate::lock::request::ReplicaPolicy;
-use crate::lock::{self, Exclusive, Grant, LockName, LockService, RenewRequest};
+use crate::lock::{
+    self, Exclusive, Grant, IdempotencyKey, LockName, LockService, Primitive, RenewRequest,
+};
 use crate::telemetry::metrics::Metrics;
 
 pub const NDJSON: &str = "application/x-ndjson";
@@ -137,8 +139,19 @@ pub fn hold_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
+    holding(&app, Exclusive, name, key, &body)
+}
+
+/// Acquires a lease of `primitive` and answers its hold stream: what every hold route does.
+pub fn holding<P: Primitive>(
+    app: &AppState,
+    primitive: P,
+    name: LockName,
+    key: Option<IdempotencyKey>,
+    body: &AcquireBody,
+) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
     // Not an `async fn`: see `lease::acquiring`.
-    let acquiring = lease::acquiring(&app, Exclusive, name, key, &body);
+    let acquiring = lease::acquiring(app, primitive.clone(), name, key, body);
     let metrics = app.gate.metrics.clone();
     async move {
         let Acquired {
@@ -156,11 +169,12 @@ pub fn hold_lock(
         };
         let open = OpenStream::counted(metrics);
         let lost = open.0.clone();
-        let events = hold_events(service, name, renewals, grant, lost).map(move |event| {
-            // Owned by the stream: counts it open until the stream is dropped.
-            let _ = &open;
-            event
-        });
+        let events =
+            hold_events(service, primitive, name, renewals, grant, lost).map(move |event| {
+                // Owned by the stream: counts it open until the stream is dropped.
+                let _ = &open;
+                event
+            });
         let mut response = Response::new(Body::from_stream(events));
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
@@ -188,29 +202,30 @@ impl Drop for OpenStream {
 }
 
 /// Where a hold stream is in its life.
-enum Phase {
-    Start(Grant),
-    Holding(Hold<Exclusive>),
+enum Phase<P: Primitive> {
+    Start(Grant<P>, P),
+    Holding(Hold<P>),
     Done,
 }
 
-fn hold_events(
+fn hold_events<P: Primitive>(
     service: Arc<LockService>,
+    primitive: P,
     name: LockName,
     renewals: RenewRequest,
-    grant: Grant,
+    grant: Grant<P>,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     let context = (service, name, renewals, metrics);
     stream::unfold(
-        (Phase::Start(grant), context),
+        (Phase::Start(grant, primitive), context),
         |(phase, context)| async move {
             let (service, name, renewals, metrics) = context;
             let (line, next) = match phase {
                 Phase::Done => return None,
-                Phase::Start(grant) => {
+                Phase::Start(grant, primitive) => {
                     let line = HoldEvent::Acquired(LockGrantBody::new(&name, &grant));
-                    let hold = Hold::new(service.clone(), Exclusive, name.clone(), grant, renewals);
+                    let hold = Hold::new(service.clone(), primitive, name.clone(), grant, renewals);
                     (line, Phase::Holding(hold))
                 }
                 Phase::Holding(hold) => {

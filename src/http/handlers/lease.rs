@@ -65,8 +65,10 @@ pub fn acquiring<P: Primitive>(
     }
 }
 
-/// 201 (or 200 for a replay) with the grant.
+/// 201 (or 200 for a replay) with the grant; a new grant's `Location` is
+/// `/<collection>/<name>`.
 pub fn grant_response<P: Primitive>(
+    collection: &str,
     name: &LockName,
     grant: Grant<P>,
 ) -> Result<Response, ApiError> {
@@ -87,13 +89,13 @@ pub fn grant_response<P: Primitive>(
         HeaderValue::from_static("application/json"),
     );
     if !grant.replayed {
-        headers.insert(header::LOCATION, location(name));
+        headers.insert(header::LOCATION, location(collection, name));
     }
     Ok(response)
 }
 
-fn location(name: &LockName) -> HeaderValue {
+fn location(collection: &str, name: &LockName) -> HeaderValue {
     // The name alphabet is a subset of what a header value and a URL path may hold as is.
-    HeaderValue::try_from(format!("/locks/{name}"))
+    HeaderValue::try_from(format!("/{collection}/{name}"))
         .unwrap_or_else(|_| HeaderValue::from_static("/locks"))
 }

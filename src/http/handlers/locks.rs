@@ -74,7 +74,7 @@ pub fn acquire_lock(
     let acquiring = lease::acquiring(&app, Exclusive, name, key, &body);
     async move {
         let acquired = acquiring.await?;
-        lease::grant_response(&acquired.name, acquired.grant)
+        lease::grant_response("locks", &acquired.name, acquired.grant)
     }
 }
 
@@ -209,7 +209,11 @@ pub async fn inspect_lock(
 /// Any path no route matched. Under `/locks/` that is a bad name (empty, or with a slash,
 /// which never matches `{name}`), so it gets `invalid-name` rather than a bare 404.
 pub async fn unmatched(uri: Uri) -> ApiError {
-    match uri.path().strip_prefix("/locks/") {
+    let path = uri.path();
+    match path
+        .strip_prefix("/locks/")
+        .or_else(|| path.strip_prefix("/semaphores/"))
+    {
         Some("") => ApiError::InvalidName(InvalidName::Empty),
         Some(_) => ApiError::InvalidName(InvalidName::BadCharacter),
         None => ApiError::NotFound,

@@ -9,3 +9,4 @@ pub mod lease;
 pub mod listing;
 pub mod locks;
 pub mod metrics;
+pub mod semaphores;

@@ -11,6 +11,8 @@
 //! Over 400 lines only because of its tests (the code is ~260 lines): they pin the semantics
 //! the Redis backend's end-to-end tests check, in-process.
 
+mod semaphore;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -36,6 +38,8 @@ pub struct MemoryBackend {
     watched: Feeds,
     /// Grant announcements, for names somebody watches.
     granted: Feeds,
+    /// Permits given back, for semaphores somebody waits for.
+    permits_freed: Feeds,
 }
 
 /// Announcement feeds by name.
@@ -64,6 +68,7 @@ impl Drop for Watching {
 #[derive(Debug, Default)]
 struct State {
     locks: HashMap<String, Held>,
+    semaphores: HashMap<String, semaphore::Permits>,
     /// Revoked tokens by name, until their leases would have ended.
     revoked: HashMap<String, (String, Instant)>,
     /// The fence counter (one for the whole store, as in standalone Redis).
@@ -132,10 +137,12 @@ impl State {
 
     fn note_write(&mut self, now: Instant) {
         self.writes_since_sweep += 1;
-        let threshold = MIN_WRITES_BETWEEN_SWEEPS.max(self.locks.len() / 4);
+        let threshold =
+            MIN_WRITES_BETWEEN_SWEEPS.max((self.locks.len() + self.semaphores.len()) / 4);
         if self.writes_since_sweep >= threshold {
             self.writes_since_sweep = 0;
             self.locks.retain(|_, held| held.expires > now);
+            self.semaphores.retain(|_, permits| permits.reclaim(now));
             self.revoked.retain(|_, (_, until)| *until > now);
         }
     }
@@ -380,7 +387,9 @@ mod tests {
     fn lease(outcome: AcquireOutcome) -> Lease {
         match outcome {
             AcquireOutcome::Granted(lease) | AcquireOutcome::AlreadyHeld(lease) => lease,
-            AcquireOutcome::Held { .. } => panic!("expected a grant, got {outcome:?}"),
+            AcquireOutcome::Held { .. } | AcquireOutcome::LimitDiffers { .. } => {
+                panic!("expected a grant, got {outcome:?}")
+            }
         }
     }
 

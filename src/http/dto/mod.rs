@@ -4,6 +4,10 @@
 //! request bodies instead of shared through `#[serde(flatten)]`: serde cannot refuse unknown
 //! fields of a flattened struct.
 
+mod semaphore;
+
+pub use semaphore::{PermitBody, SemaphoreAcquireBody, SemaphoreInfoBody};
+
 use std::time::{Duration, SystemTime};
 
 use serde::de::{self, Deserializer, Unexpected, Visitor};
@@ -14,11 +18,21 @@ use utoipa::ToSchema;
 
 use crate::lock::{Grant, LockName, LockState, Primitive, RawReplicas, Renewal, Validity, millis};
 
-/// Body of `POST /locks/{name}`. Every field is optional; an empty body means all defaults.
-#[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"ttl_ms": 10000}))]
-pub struct AcquireBody {
+/// Declares a body of an acquire: its own fields, then the lease settings every acquire
+/// takes (`ttl_ms`, `wait_ms`, replicas, `max_hold_ms`, `owner`, `metadata`), with
+/// `replicas()` and `lease()` (the settings as an [`AcquireBody`]). One declaration per
+/// primitive keeps each body a flat object that rejects unknown fields and names the field at
+/// fault, which `#[serde(flatten)]` would not.
+macro_rules! acquire_body {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident {
+            $($(#[$field_attr:meta])* pub $field:ident: $type:ty,)*
+        }
+    ) => {
+        $(#[$attr])*
+        pub struct $name {
+            $($(#[$field_attr])* pub $field: $type,)*
     /// Lease length in milliseconds. Default 30000 (`--default-ttl`); bounded by the server's
     /// `--min-ttl` and `--max-ttl`, which the bounds here show.
     #[serde(
@@ -77,16 +91,42 @@ pub struct AcquireBody {
     #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false, example = json!({"addr": "10.0.0.7:8080"}))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
-}
-
-impl AcquireBody {
-    pub fn replicas(&self) -> RawReplicas {
-        RawReplicas {
-            replicas: self.replicas,
-            replica_timeout_ms: self.replica_timeout_ms,
-            require_replicas: self.require_replicas,
         }
-    }
+
+        impl $name {
+            pub fn replicas(&self) -> RawReplicas {
+                RawReplicas {
+                    replicas: self.replicas,
+                    replica_timeout_ms: self.replica_timeout_ms,
+                    require_replicas: self.require_replicas,
+                }
+            }
+
+            /// The lease settings.
+            #[allow(dead_code)] // Not every body needs it.
+            pub fn lease(&self) -> AcquireBody {
+                AcquireBody {
+                    ttl_ms: self.ttl_ms,
+                    wait_ms: self.wait_ms,
+                    replicas: self.replicas,
+                    replica_timeout_ms: self.replica_timeout_ms,
+                    require_replicas: self.require_replicas,
+                    max_hold_ms: self.max_hold_ms,
+                    owner: self.owner.clone(),
+                    metadata: self.metadata.clone(),
+                }
+            }
+        }
+    };
+}
+pub(crate) use acquire_body;
+
+acquire_body! {
+    /// Body of `POST /locks/{name}`. Every field is optional; an empty body means all defaults.
+    #[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    #[schema(example = json!({"ttl_ms": 10000}))]
+    pub struct AcquireBody {}
 }
 
 /// Body of `PATCH /locks/{name}`. Every field is optional; an empty body renews for the

@@ -1,0 +1,255 @@
+//! Handlers of `/semaphores/{name}`: acquire a permit, renew it, release it, inspect the
+//! semaphore, hold a permit as a stream. The lease engine does the work; these only add the
+//! limit (`permits`) and answer 501 `not-offered` where the backend has no semaphores.
+
+use std::num::NonZeroU32;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::{hold, lease};
+use crate::http::AppState;
+use crate::http::dto::{
+    LockGrantBody, LockRenewalBody, RenewBody, SemaphoreAcquireBody, SemaphoreInfoBody,
+};
+use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
+use crate::http::json::Json;
+use crate::http::problem::{ApiError, Problem};
+use crate::lock::semaphore::MAX_PERMITS;
+use crate::lock::{InvalidRequest, Semaphore};
+
+/// The `{name}` path parameter of a semaphore.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Documentation only: handlers extract the name with `LockPath`.
+pub struct SemaphoreNameParam {
+    /// Semaphore name, with the lock names' alphabet: 1 to 200 characters from
+    /// `A-Z a-z 0-9 . _ : -`, starting with a letter or digit. Semaphores and locks of the
+    /// same name are distinct.
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$", example = "payments")]
+    name: String,
+}
+
+/// The semaphore a request asks for, checked.
+fn semaphore(app: &AppState, body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
+    app.service.check_semaphores_offered()?;
+    body.permits
+        .and_then(|permits| u32::try_from(permits).ok())
+        .filter(|permits| *permits <= MAX_PERMITS)
+        .and_then(NonZeroU32::new)
+        .map(|permits| Semaphore { permits })
+        .ok_or_else(|| {
+            InvalidRequest {
+                field: "permits",
+                message: format!("must be a whole number from 1 to {MAX_PERMITS}"),
+            }
+            .into()
+        })
+}
+
+/// Acquire a permit.
+///
+/// Takes one of the semaphore's `permits` permits if one is free and returns a permit lease:
+/// token, fence (strictly increasing per name, across permits) and validity, as a lock's
+/// acquire does. If all are held, answers 409 `lock-held` with the time until the first one
+/// ends (or waits, with `wait_ms`: waiters are served first come, first served). All holders
+/// must agree on `permits`: while permits are held, another number answers 409
+/// `permits-mismatch`. Expired permits are reclaimed by the next request.
+#[utoipa::path(
+    post,
+    path = "/semaphores/{name}",
+    tag = "semaphores",
+    operation_id = "acquire_permit",
+    params(
+        SemaphoreNameParam,
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
+            description = "As for a lock: a retry with the same key and name gets the same permit back while it is held.")
+    ),
+    request_body(content = SemaphoreAcquireBody, description = "`permits`, and the lock's lease settings.",
+        content_type = "application/json"),
+    responses(
+        (status = 201, description = "A permit was granted.", body = LockGrantBody,
+            headers(("Location" = String, description = "The semaphore's URL, `/semaphores/{name}`."))),
+        (status = 200, description = "Retry of an idempotent acquire: the permit this `Idempotency-Key` already holds.",
+            body = LockGrantBody),
+        (status = 400, description = "`invalid-name` or `invalid-request`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`lock-held`: every permit is held (after `wait_ms`, if given); `permits-mismatch`: the permits held were granted under another limit (the problem's `permits`).",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "`lock-held`: seconds until the first permit held ends, rounded up."))),
+        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`: semaphores are not offered in Redlock mode.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`, `insufficient-replicas`, `too-many-waiters`, `wait-pool-exhausted` or `shutting-down`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub fn acquire_permit(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+    IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    JsonBody(body): JsonBody<SemaphoreAcquireBody>,
+) -> impl Future<Output = Result<Response, ApiError>> + Send {
+    // Not an `async fn`: see `lease::acquiring`.
+    let acquiring = semaphore(&app, &body)
+        .map(|semaphore| lease::acquiring(&app, semaphore, name, key, &body.lease()));
+    async move {
+        let acquired = acquiring?.await?;
+        lease::grant_response("semaphores", &acquired.name, acquired.grant)
+    }
+}
+
+/// Renew a permit.
+///
+/// Sets a new ttl, counted from now, on the permit the `Lock-Token` header holds.
+#[utoipa::path(
+    patch,
+    path = "/semaphores/{name}",
+    tag = "semaphores",
+    operation_id = "renew_permit",
+    params(
+        SemaphoreNameParam,
+        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+            description = "The token returned when the permit was acquired.")
+    ),
+    request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
+        content_type = "application/json"),
+    responses(
+        (status = 200, description = "The permit's lease was renewed.", body = LockRenewalBody),
+        (status = 400, description = "`invalid-name` or `invalid-request`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`lock-not-held`: this token holds no permit (it expired or was released).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`max-hold-reached`: the permit was held for as long as its `max_hold_ms` allows.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`, `outcome-unknown`, `insufficient-replicas` or `wait-pool-exhausted`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn renew_permit(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+    LockTokenHeader(token): LockTokenHeader,
+    JsonBody(body): JsonBody<RenewBody>,
+) -> Result<Json<LockRenewalBody>, ApiError> {
+    app.service.check_semaphores_offered()?;
+    let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
+    let renewal = app
+        .service
+        .renew_lease(&Semaphore::ANY, &name, &token, &request)
+        .await?;
+    Ok(Json(LockRenewalBody::new(&name, &renewal)))
+}
+
+/// Release a permit.
+///
+/// Gives back the permit the `Lock-Token` header holds; the first waiter gets it.
+#[utoipa::path(
+    delete,
+    path = "/semaphores/{name}",
+    tag = "semaphores",
+    operation_id = "release_permit",
+    params(
+        SemaphoreNameParam,
+        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+            description = "The token returned when the permit was acquired.")
+    ),
+    responses(
+        (status = 204, description = "The permit was released."),
+        (status = 400, description = "`invalid-name` or `invalid-request` (missing or malformed `Lock-Token`).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`lock-not-held`: this token holds no permit (it expired or was released).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable` or `outcome-unknown` (repeating the release is safe).",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn release_permit(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+    LockTokenHeader(token): LockTokenHeader,
+) -> Result<StatusCode, ApiError> {
+    app.service.check_semaphores_offered()?;
+    app.service
+        .release_lease(&Semaphore::ANY, &name, &token)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Inspect a semaphore.
+///
+/// Its limit, the permits held (fence, time left, owner and metadata of each; never a token)
+/// and how many requests wait in this gateway. A semaphore nobody holds answers 200 with
+/// `in_use` 0.
+#[utoipa::path(
+    get,
+    path = "/semaphores/{name}",
+    tag = "semaphores",
+    operation_id = "inspect_semaphore",
+    params(SemaphoreNameParam),
+    responses(
+        (status = 200, description = "The semaphore's permits.", body = SemaphoreInfoBody),
+        (status = 400, description = "`invalid-name`.", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn inspect_semaphore(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+) -> Result<Json<SemaphoreInfoBody>, ApiError> {
+    let state = app.service.inspect_semaphore(&name).await?;
+    Ok(Json(SemaphoreInfoBody::new(&name, state)))
+}
+
+/// Hold a permit while the response is open.
+///
+/// Acquires like `POST /semaphores/{name}` and answers the same NDJSON stream as a lock's
+/// hold: `acquired`, `renewed` every third of the ttl, and a final `lost`,
+/// `max-hold-reached` or `released`. Closing the connection gives the permit back at once.
+#[utoipa::path(
+    post,
+    path = "/semaphores/{name}/hold",
+    tag = "semaphores",
+    operation_id = "hold_permit",
+    params(
+        SemaphoreNameParam,
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
+            description = "As for acquire.")
+    ),
+    request_body(content = SemaphoreAcquireBody, description = "As for acquire.",
+        content_type = "application/json"),
+    responses(
+        (status = 200, description = "A permit is held for as long as this stream is open: one `HoldEvent` per line.",
+            body = hold::HoldEventSchema, content_type = "application/x-ndjson"),
+        (status = 400, description = "`invalid-name` or `invalid-request`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`lock-held` (every permit held, after `wait_ms`) or `permits-mismatch`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds until the first permit held ends, rounded up."))),
+        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`, `insufficient-replicas`, `too-many-waiters` or `shutting-down`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub fn hold_permit(
+    State(app): State<AppState>,
+    LockPath(name): LockPath,
+    IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    JsonBody(body): JsonBody<SemaphoreAcquireBody>,
+) -> impl Future<Output = Result<Response, ApiError>> + Send {
+    let holding = semaphore(&app, &body)
+        .map(|semaphore| hold::holding(&app, semaphore, name, key, &body.lease()));
+    async move { holding?.await }
+}

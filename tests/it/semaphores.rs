@@ -1,0 +1,447 @@
+//! Counting semaphores (`/semaphores/{name}`): permits granted up to the limit, renewed and
+//! released by their token only, reclaimed at expiry, handed to waiters on release, found
+//! again on an idempotent retry; never more permits valid at once than the limit under 32
+//! concurrent clients. On the memory backend, standalone Redis, Sentinel and Cluster; Redlock
+//! answers 501 `not-offered`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::gateway::{
+    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
+};
+use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
+use crate::support::{Lines, assert_problem, eventually, key_exists, status_json, token};
+
+async fn acquire(gw: &Gateway, name: &str, body: Value) -> (u16, Value) {
+    let response = gw
+        .http
+        .post(gw.url(&format!("/semaphores/{name}")))
+        .json(&body)
+        .send()
+        .await
+        .expect("acquire request");
+    status_json(response).await
+}
+
+async fn release(gw: &Gateway, name: &str, token: &str) -> u16 {
+    gw.http
+        .delete(gw.url(&format!("/semaphores/{name}")))
+        .header("Lock-Token", token)
+        .send()
+        .await
+        .expect("release request")
+        .status()
+        .as_u16()
+}
+
+async fn renew(gw: &Gateway, name: &str, token: &str, ttl_ms: u64) -> (u16, Value) {
+    let response = gw
+        .http
+        .patch(gw.url(&format!("/semaphores/{name}")))
+        .header("Lock-Token", token)
+        .json(&json!({"ttl_ms": ttl_ms}))
+        .send()
+        .await
+        .expect("renew request");
+    status_json(response).await
+}
+
+/// `GET /semaphores/{name}`, checking on the way that no token is in it.
+async fn inspect(gw: &Gateway, name: &str, tokens: &[&str]) -> Value {
+    let response = gw
+        .http
+        .get(gw.url(&format!("/semaphores/{name}")))
+        .send()
+        .await
+        .expect("inspect request");
+    assert_eq!(response.status(), 200);
+    let raw = response.text().await.expect("body");
+    for token in tokens {
+        assert!(!raw.contains(token), "inspect leaked a token: {raw}");
+    }
+    serde_json::from_str(&raw).expect("JSON")
+}
+
+fn fence(body: &Value) -> u64 {
+    body["fence"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no fence in {body}"))
+}
+
+/// The walk every backend must pass.
+async fn semaphore_round_trip(gw: &Gateway) {
+    let name = "payments";
+    let first_body = json!({"permits": 2, "ttl_ms": 20_000, "owner": "worker-a"});
+    let (status, first) = acquire(gw, name, first_body).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, second) = acquire(gw, name, json!({"permits": 2, "ttl_ms": 10_000})).await;
+    assert_eq!(status, 201, "{second}");
+    assert!(fence(&second) > fence(&first), "{first} then {second}");
+    let (first_token, second_token) = (token(&first), token(&second));
+
+    // Full: the third caller is told when the first permit ends (the second's, ~10 s).
+    let (status, full) = acquire(gw, name, json!({"permits": 2})).await;
+    assert_problem(status, &full, 409, "lock-held");
+    let retry = full["retry_after_ms"].as_u64().expect("retry_after_ms");
+    assert!((9_000..=10_000).contains(&retry), "{full}");
+    // Another limit while permits are held.
+    let (status, mismatch) = acquire(gw, name, json!({"permits": 3})).await;
+    assert_problem(status, &mismatch, 409, "permits-mismatch");
+    assert_eq!(mismatch["permits"], 2, "{mismatch}");
+
+    let seen = inspect(gw, name, &[&first_token, &second_token]).await;
+    assert_eq!(seen["permits"], 2, "{seen}");
+    assert_eq!(seen["in_use"], 2, "{seen}");
+    let holders = seen["holders"].as_array().expect("holders");
+    // The first to end first: the second permit (10 s) before the first (20 s).
+    assert_eq!(holders[0]["fence"], second["fence"], "{seen}");
+    assert_eq!(holders[1]["fence"], first["fence"], "{seen}");
+    assert_eq!(holders[1]["owner"], "worker-a", "{seen}");
+    assert!(holders[0].get("owner").is_none(), "{seen}");
+
+    let (status, renewed) = renew(gw, name, &second_token, 30_000).await;
+    assert_eq!(status, 200, "{renewed}");
+    assert_eq!(renewed["fence"], second["fence"]);
+    let seen = inspect(gw, name, &[]).await;
+    assert_eq!(
+        seen["holders"][1]["fence"], second["fence"],
+        "renewed last: {seen}"
+    );
+
+    // Tokens that hold nothing.
+    let (status, refused) = renew(gw, name, "AAAAAAAAAAAAAAAAAAAAAA.1", 1_000).await;
+    assert_problem(status, &refused, 404, "lock-not-held");
+    assert_eq!(release(gw, name, "AAAAAAAAAAAAAAAAAAAAAA.1").await, 404);
+    // A lock's token is not a permit of the same name, nor the other way round.
+    assert_eq!(gw.release(name, &first_token).await.status(), 404);
+
+    assert_eq!(release(gw, name, &first_token).await, 204);
+    assert_eq!(release(gw, name, &first_token).await, 404, "released twice");
+    let (status, third) = acquire(gw, name, json!({"permits": 2})).await;
+    assert_eq!(status, 201, "{third}");
+    assert!(fence(&third) > fence(&second));
+
+    assert_eq!(release(gw, name, &second_token).await, 204);
+    assert_eq!(release(gw, name, &token(&third)).await, 204);
+    let seen = inspect(gw, name, &[]).await;
+    assert_eq!(seen["in_use"], 0, "{seen}");
+    assert!(seen.get("permits").is_none(), "no limit once free: {seen}");
+    // A free semaphore takes a new limit.
+    let (status, other) = acquire(gw, name, json!({"permits": 5})).await;
+    assert_eq!(status, 201, "{other}");
+    assert_eq!(release(gw, name, &token(&other)).await, 204);
+}
+
+/// With an `Idempotency-Key`, a retry gets the same permit back (200), not a second one.
+async fn idempotent_retry(gw: &Gateway) {
+    let send = || {
+        gw.http
+            .post(gw.url("/semaphores/retried"))
+            .header("Idempotency-Key", "3f0e6a1c-semaphore-retry-0001")
+            .json(&json!({"permits": 2, "ttl_ms": 20_000}))
+            .send()
+    };
+    let (status, first) = status_json(send().await.expect("acquire")).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, again) = status_json(send().await.expect("acquire")).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["token"], first["token"]);
+    assert_eq!(again["fence"], first["fence"]);
+    let seen = inspect(gw, "retried", &[]).await;
+    assert_eq!(seen["in_use"], 1, "{seen}");
+    assert_eq!(release(gw, "retried", &token(&first)).await, 204);
+}
+
+/// A waiter gets the permit given back, without waiting for any lease to end.
+async fn waiter_gets_the_released_permit(gw: &Gateway) {
+    let (status, held) = acquire(gw, "handoff", json!({"permits": 1, "ttl_ms": 30_000})).await;
+    assert_eq!(status, 201, "{held}");
+    let waiting = {
+        let http = gw.http.clone();
+        let url = gw.url("/semaphores/handoff");
+        tokio::spawn(async move {
+            let response = http
+                .post(url)
+                .json(&json!({"permits": 1, "wait_ms": 10_000}))
+                .send()
+                .await
+                .expect("waiting acquire");
+            (Instant::now(), status_json(response).await)
+        })
+    };
+    eventually(Duration::from_secs(5), "the waiter is in line", || async {
+        let seen = inspect(gw, "handoff", &[]).await;
+        (seen["waiting"] == 1).then_some(())
+    })
+    .await;
+    let released = Instant::now();
+    assert_eq!(release(gw, "handoff", &token(&held)).await, 204);
+    let (granted_at, (status, grant)) = waiting.await.expect("waiter");
+    assert_eq!(status, 201, "{grant}");
+    assert!(
+        granted_at - released < Duration::from_secs(2),
+        "handed off in {:?}",
+        granted_at - released
+    );
+    assert_eq!(release(gw, "handoff", &token(&grant)).await, 204);
+}
+
+/// A hold stream holds a permit, renews it, and gives it back as soon as it is closed.
+async fn hold_stream_holds_a_permit(gw: &Gateway) {
+    let response = gw
+        .http
+        .post(gw.url("/semaphores/held/hold"))
+        .json(&json!({"permits": 1, "ttl_ms": 600}))
+        .send()
+        .await
+        .expect("hold request");
+    assert_eq!(response.status(), 200);
+    let mut lines = Lines::new(response);
+    let acquired = lines.next().await.expect("acquired");
+    assert_eq!(acquired["event"], "acquired", "{acquired}");
+    let renewed = lines.next().await.expect("renewed");
+    assert_eq!(renewed["event"], "renewed", "{renewed}");
+    assert_eq!(renewed["fence"], acquired["fence"]);
+    let (status, full) = acquire(gw, "held", json!({"permits": 1})).await;
+    assert_problem(status, &full, 409, "lock-held");
+    drop(lines);
+    eventually(
+        Duration::from_secs(2),
+        "the permit is given back",
+        || async {
+            let seen = inspect(gw, "held", &[]).await;
+            (seen["in_use"] == 0).then_some(())
+        },
+    )
+    .await;
+}
+
+async fn every_walk(gw: &Gateway) {
+    semaphore_round_trip(gw).await;
+    idempotent_retry(gw).await;
+    waiter_gets_the_released_permit(gw).await;
+    hold_stream_holds_a_permit(gw).await;
+}
+
+#[tokio::test]
+async fn semaphores_on_the_dev_backend() {
+    every_walk(&Gateway::dev().await).await;
+}
+
+#[tokio::test]
+async fn semaphores_on_redis_leave_no_keys_behind() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    every_walk(&gw).await;
+    let conn = redis.conn().await;
+    for name in ["payments", "retried", "handoff", "held"] {
+        for suffix in [":permits", ":semaphore"] {
+            let key = format!("lockgate:{{{name}}}{suffix}");
+            assert!(!key_exists(&conn, &key).await, "{key} left behind");
+        }
+    }
+}
+
+#[tokio::test]
+async fn semaphores_on_sentinel() {
+    let group = SentinelGroup::start();
+    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
+    every_walk(&gw).await;
+}
+
+#[tokio::test]
+async fn semaphores_on_a_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    every_walk(&gw).await;
+    // Names in other slots, on other masters.
+    for i in 0..12 {
+        let name = format!("pool:{i}");
+        let (status, grant) = acquire(&gw, &name, json!({"permits": 3})).await;
+        assert_eq!(status, 201, "{name}: {grant}");
+        assert_eq!(release(&gw, &name, &token(&grant)).await, 204);
+    }
+}
+
+#[tokio::test]
+async fn redlock_does_not_offer_semaphores() {
+    let nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (status, body) = acquire(&gw, "payments", json!({"permits": 2})).await;
+    assert_problem(status, &body, 501, "not-offered");
+    let response = gw.http.get(gw.url("/semaphores/payments")).send().await;
+    let (status, body) = status_json(response.expect("inspect")).await;
+    assert_problem(status, &body, 501, "not-offered");
+}
+
+/// Expired permits are reclaimed by the next acquire, with nothing else running.
+#[tokio::test]
+async fn expired_permits_are_reclaimed_by_the_next_acquire() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let short = json!({"permits": 2, "ttl_ms": 300});
+    for _ in 0..2 {
+        let (status, grant) = acquire(&gw, "short", short.clone()).await;
+        assert_eq!(status, 201, "{grant}");
+    }
+    let (status, full) = acquire(&gw, "short", short.clone()).await;
+    assert_problem(status, &full, 409, "lock-held");
+    let started = Instant::now();
+    let grant = eventually(Duration::from_secs(3), "a permit after expiry", || async {
+        let (status, grant) = acquire(&gw, "short", short.clone()).await;
+        (status == 201).then_some(grant)
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(1), "{grant}");
+    let seen = inspect(&gw, "short", &[]).await;
+    assert_eq!(seen["in_use"], 1, "the two expired ones are gone: {seen}");
+}
+
+/// Bad bodies answer 400 with the field at fault; nothing is granted.
+#[tokio::test]
+async fn bad_semaphore_requests_name_the_field() {
+    let gw = Gateway::dev().await;
+    for (body, field) in [
+        (json!({}), "permits"),
+        (json!({"permits": 0}), "permits"),
+        (json!({"permits": 10_001}), "permits"),
+        (json!({"permits": "five"}), "permits"),
+        (json!({"permits": 2, "bogus": 1}), "bogus"),
+        (json!({"permits": 2, "ttl_ms": -1}), "ttl_ms"),
+    ] {
+        let (status, problem) = acquire(&gw, "bad", body.clone()).await;
+        assert_problem(status, &problem, 400, "invalid-request");
+        assert_eq!(problem["field"], field, "{body}: {problem}");
+    }
+    let empty = gw.http.post(gw.url("/semaphores/bad")).send().await;
+    let (status, problem) = status_json(empty.expect("acquire")).await;
+    assert_problem(status, &problem, 400, "invalid-request");
+    let seen = inspect(&gw, "bad", &[]).await;
+    assert_eq!(seen["in_use"], 0, "{seen}");
+}
+
+/// One permit cycle as a client saw it.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    invoked: Instant,
+    granted: Instant,
+    /// When the client sent its release (or the lease would have ended, if earlier).
+    until: Instant,
+    fence: u64,
+}
+
+/// 32 clients share a semaphore of 3 permits, each taking and giving back permits with
+/// `wait_ms`. At no instant are more than 3 permits valid (valid: from the grant's answer
+/// until the release was sent, or invoke + ttl if earlier), and a grant answered before
+/// another was sent has the smaller fence.
+#[tokio::test]
+async fn never_more_permits_valid_than_the_limit() {
+    let redis = RedisServer::start();
+    let gw = Arc::new(Gateway::start(redis_config(&redis.url())).await);
+    redis
+        .query::<()>(redis::cmd("CONFIG").arg("RESETSTAT"))
+        .expect("reset stats");
+    const PERMITS: usize = 3;
+    const CLIENTS: usize = 32;
+    const CYCLES: usize = 6;
+    let ttl = Duration::from_secs(10);
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let gw = gw.clone();
+            tokio::spawn(async move {
+                let mut held = Vec::new();
+                for _ in 0..CYCLES {
+                    let invoked = Instant::now();
+                    let body = json!({"permits": PERMITS, "ttl_ms": 10_000, "wait_ms": 60_000});
+                    let (status, grant) = acquire(&gw, "pool", body).await;
+                    let granted = Instant::now();
+                    assert_eq!(status, 201, "client {client}: {grant}");
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    let until = Instant::now().min(invoked + ttl);
+                    assert_eq!(release(&gw, "pool", &token(&grant)).await, 204);
+                    held.push(Held {
+                        invoked,
+                        granted,
+                        until,
+                        fence: fence(&grant),
+                    });
+                }
+                held
+            })
+        })
+        .collect();
+    let mut history = Vec::new();
+    for task in tasks {
+        history.extend(task.await.expect("client"));
+    }
+    assert_eq!(history.len(), CLIENTS * CYCLES);
+
+    // Sweep: +1 at each grant, -1 at each end; ends first at equal instants.
+    let mut events: Vec<(Instant, i32)> = history
+        .iter()
+        .flat_map(|h| [(h.granted, 1), (h.until, -1)])
+        .collect();
+    events.sort_by_key(|&(at, delta)| (at, delta));
+    let (mut valid, mut most) = (0, 0);
+    for (_, delta) in events {
+        valid += delta;
+        most = most.max(valid);
+    }
+    assert!(most <= PERMITS as i32, "{most} permits valid at once");
+    assert_eq!(most, PERMITS as i32, "the permits were all used at once");
+
+    for a in &history {
+        for b in &history {
+            if a.granted < b.invoked {
+                assert!(a.fence < b.fence, "{a:?} answered before {b:?} was sent");
+            }
+        }
+    }
+
+    // Redis commands the gateway sent per acquisition (releases and subscriptions included),
+    // as bench/waiting.sh counts them for the lock.
+    let stats: String = redis
+        .query(redis::cmd("INFO").arg("commandstats"))
+        .expect("commandstats");
+    let inside = [
+        "get",
+        "set",
+        "time",
+        "publish",
+        "zadd",
+        "zrange",
+        "zrangebyscore",
+        "zremrangebyscore",
+        "zscore",
+        "zrem",
+        "hset",
+        "hget",
+        "hdel",
+        "exists",
+        "del",
+        "pexpireat",
+        "config|resetstat",
+    ];
+    let sent: u64 = stats
+        .lines()
+        .filter_map(|line| {
+            let (command, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            let calls: u64 = rest.split(',').next()?.parse().ok()?;
+            (!inside.contains(&command)).then_some(calls)
+        })
+        .sum();
+    let per_acquisition = sent as f64 / history.len() as f64;
+    eprintln!("{per_acquisition:.2} Redis commands sent per contended acquisition");
+    assert!(
+        per_acquisition <= 4.0,
+        "{per_acquisition:.2} commands per contended acquisition: {stats}"
+    );
+}
