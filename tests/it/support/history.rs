@@ -5,7 +5,8 @@
 //! token, fence, ttl), and never decides anything while it runs. [`History::check`] then looks
 //! at each name's operations as a whole:
 //!
-//! * **mutual exclusion**: no two grants whose validity windows overlap. A grant is valid from
+//! * **mutual exclusion**: no two grants whose validity windows overlap (for a semaphore,
+//!   [`History::with_limit`]: never more than `limit` grants valid at once). A grant is valid from
 //!   when its answer was read until invoke time + the `ttl_ms` it returned (a renewal adds
 //!   renew invoke + its `ttl_ms`), and no longer once its holder sent the release. Counting
 //!   from the invoke time is what a careful client does: the gateway's `ttl_ms` is what was
@@ -135,6 +136,8 @@ impl Violation {
 pub struct History {
     started: Instant,
     ops: Mutex<Vec<Op>>,
+    /// Grants of one name that may be valid at once: 1 for locks, the permits of a semaphore.
+    limit: usize,
 }
 
 impl Default for History {
@@ -152,9 +155,15 @@ pub struct Report {
 
 impl History {
     pub fn new() -> Self {
+        Self::with_limit(1)
+    }
+
+    /// A history of semaphores of `limit` permits each.
+    pub fn with_limit(limit: usize) -> Self {
         Self {
             started: Instant::now(),
             ops: Mutex::default(),
+            limit,
         }
     }
 
@@ -190,7 +199,7 @@ impl History {
     /// Judges the whole history.
     pub fn check(&self) -> Report {
         let ops = self.ops.lock().expect("history").clone();
-        let violations = check(&ops);
+        let violations = check(&ops, self.limit);
         Report { ops, violations }
     }
 }
@@ -231,7 +240,7 @@ impl Grant {
     }
 }
 
-fn check(ops: &[Op]) -> Vec<Violation> {
+fn check(ops: &[Op], limit: usize) -> Vec<Violation> {
     let mut violations = Vec::new();
     for op in ops {
         if let Outcome::Refused { status, .. } = op.outcome
@@ -246,12 +255,12 @@ fn check(ops: &[Op]) -> Vec<Violation> {
         by_name.entry(op.name.as_str()).or_default().push(op);
     }
     for ops in by_name.values() {
-        check_name(ops, &mut violations);
+        check_name(ops, limit, &mut violations);
     }
     violations
 }
 
-fn check_name(ops: &[&Op], violations: &mut Vec<Violation>) {
+fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
     // Grants, keyed by token. A replay is the same grant answered again.
     let mut grants: Vec<Grant> = Vec::new();
     let mut by_token: HashMap<&str, usize> = HashMap::new();
@@ -349,7 +358,8 @@ fn check_name(ops: &[&Op], violations: &mut Vec<Violation>) {
         }
     }
 
-    // Overlapping validity: sweep the windows of all grants by start.
+    // Overlapping validity (more than `limit` grants valid at once): sweep the windows of all
+    // grants by start.
     let mut windows: Vec<(u64, u64, usize)> = grants
         .iter()
         .enumerate()
@@ -361,12 +371,21 @@ fn check_name(ops: &[&Op], violations: &mut Vec<Violation>) {
     let mut open: Vec<(u64, usize)> = Vec::new();
     for (from, until, index) in windows {
         open.retain(|(end, _)| *end > from);
-        for (_, other) in &open {
-            if *other != index && reported.insert((*other.min(&index), *other.max(&index))) {
-                violations.push(Violation::Overlap {
-                    first: grants[*other].op,
-                    second: grants[index].op,
-                });
+        let mut others: Vec<usize> = open
+            .iter()
+            .map(|(_, other)| *other)
+            .filter(|other| *other != index)
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        if others.len() >= limit {
+            for other in others {
+                if reported.insert((other.min(index), other.max(index))) {
+                    violations.push(Violation::Overlap {
+                        first: grants[other].op,
+                        second: grants[index].op,
+                    });
+                }
             }
         }
         open.push((until, index));
@@ -595,14 +614,34 @@ mod tests {
             op(1, "a", release("t1"), 200, 300, Outcome::Released),
             op(2, "a", ACQ, 250, 400, grant("t2", 2, 10)),
         ];
-        assert!(check(&ok).is_empty(), "{:?}", check(&ok));
+        assert!(check(&ok, 1).is_empty(), "{:?}", check(&ok, 1));
         let bad = [
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
             op(1, "a", ACQ, 50, 200, grant("t2", 2, 10)),
         ];
-        let found = check(&bad);
+        let found = check(&bad, 1);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].kind(), "overlap");
+    }
+
+    /// With a limit of 2 (a semaphore), two grants at once are fine and a third is not.
+    #[test]
+    fn a_limit_allows_that_many_grants_at_once() {
+        let ops = [
+            op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
+            op(1, "a", ACQ, 50, 200, grant("t2", 2, 10)),
+        ];
+        assert!(check(&ops, 2).is_empty(), "{:?}", check(&ops, 2));
+        let ops = [
+            op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
+            op(1, "a", ACQ, 50, 200, grant("t2", 2, 10)),
+            op(2, "a", ACQ, 60, 300, grant("t3", 3, 10)),
+        ];
+        let found = check(&ops, 2);
+        assert!(
+            !found.is_empty() && found.iter().all(|v| v.kind() == "overlap"),
+            "{found:?}"
+        );
     }
 
     /// A grant whose ttl ran out (counted from its invoke) frees the name for the next.
@@ -612,12 +651,12 @@ mod tests {
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 5)),
             op(1, "a", ACQ, 4000, 5200, grant("t2", 2, 10)),
         ];
-        assert!(check(&ops).is_empty());
+        assert!(check(&ops, 1).is_empty());
         let ops = [
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 5)),
             op(1, "a", ACQ, 4000, 4900, grant("t2", 2, 10)),
         ];
-        assert_eq!(check(&ops)[0].kind(), "overlap");
+        assert_eq!(check(&ops, 1)[0].kind(), "overlap");
     }
 
     /// Fences must grow in real-time order only.
@@ -627,13 +666,13 @@ mod tests {
             op(0, "a", ACQ, 0, 100, grant("t1", 5, 1)),
             op(1, "a", ACQ, 2000, 2100, grant("t2", 5, 1)),
         ];
-        assert_eq!(check(&ops)[0].kind(), "fence-order");
+        assert_eq!(check(&ops, 1)[0].kind(), "fence-order");
         // Concurrent acquires may be ordered either way (one of them expired at once).
         let ops = [
             op(0, "a", ACQ, 0, 3000, grant("t1", 5, 1)),
             op(1, "a", ACQ, 10, 4000, grant("t2", 4, 1)),
         ];
-        assert!(check(&ops).iter().all(|v| v.kind() != "fence-order"));
+        assert!(check(&ops, 1).iter().all(|v| v.kind() != "fence-order"));
     }
 
     /// A holder refused while still valid, or seeing its lock gone, is a violation.
@@ -652,7 +691,7 @@ mod tests {
             op(2, "a", release("t1"), 400, 500, Outcome::NotHeld),
             op(3, "a", release("t1"), 9000, 11000, Outcome::NotHeld),
         ];
-        let kinds: Vec<&str> = check(&ops).iter().map(Violation::kind).collect();
+        let kinds: Vec<&str> = check(&ops, 1).iter().map(Violation::kind).collect();
         assert_eq!(kinds, ["refused-while-valid", "vanished-while-valid"]);
     }
 
@@ -688,7 +727,7 @@ mod tests {
                 },
             ),
         ];
-        let kinds: Vec<&str> = check(&ops).iter().map(Violation::kind).collect();
+        let kinds: Vec<&str> = check(&ops, 1).iter().map(Violation::kind).collect();
         assert_eq!(kinds, ["server-error", "overlap"]);
     }
 }

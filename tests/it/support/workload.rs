@@ -31,6 +31,8 @@ pub struct Workload {
     pub extras: Vec<Value>,
     /// Stop after this many acquire attempts in all (`None`: when told to stop).
     pub cycles: Option<usize>,
+    /// Take permits of semaphores of this many permits instead of locks.
+    pub permits: Option<u32>,
 }
 
 impl Workload {
@@ -44,7 +46,13 @@ impl Workload {
             renew_one_in: 4,
             extras: Vec::new(),
             cycles: None,
+            permits: None,
         }
+    }
+
+    /// The history to record this workload into: its limit is the semaphores' permits.
+    pub fn history(&self) -> History {
+        History::with_limit(self.permits.map_or(1, |p| p as usize))
     }
 }
 
@@ -74,7 +82,7 @@ impl Running {
 
 /// Starts `workload` against the gateways at `bases` (client `i` uses `bases[i % len]`).
 pub fn start(bases: &[String], workload: &Workload) -> Running {
-    let history = Arc::new(History::new());
+    let history = Arc::new(workload.history());
     start_recording(bases, workload, history)
 }
 
@@ -148,7 +156,10 @@ impl Client {
     }
 
     fn url(&self, name: &str) -> String {
-        format!("{}/locks/{name}", self.base)
+        match self.workload.permits {
+            None => format!("{}/locks/{name}", self.base),
+            Some(_) => format!("{}/semaphores/{name}", self.base),
+        }
     }
 
     /// `body` with this client's extra fields.
@@ -167,7 +178,10 @@ impl Client {
 
     async fn cycle(&mut self, name: &str) {
         let w = &self.workload;
-        let body = self.with_extras(json!({"ttl_ms": w.ttl_ms, "wait_ms": w.wait_ms}));
+        let mut body = self.with_extras(json!({"ttl_ms": w.ttl_ms, "wait_ms": w.wait_ms}));
+        if let Some(permits) = w.permits {
+            body["permits"] = permits.into();
+        }
         let call = Call::Acquire {
             ttl_ms: w.ttl_ms,
             wait_ms: w.wait_ms,
@@ -177,7 +191,7 @@ impl Client {
         let outcome = read_outcome(sent, Expect::Grant).await;
         self.history
             .record(self.id, name, call, invoke, outcome.clone());
-        let Outcome::Granted { token, .. } = outcome else {
+        let Outcome::Granted { token, fence, .. } = outcome else {
             return;
         };
         let hold = self.next(self.workload.max_hold_ms + 1);
@@ -204,7 +218,10 @@ impl Client {
         }
         let invoke = self.history.now_us();
         let sent = self.http.get(self.url(name)).send().await;
-        let outcome = read_outcome(sent, Expect::Inspection).await;
+        let outcome = match self.workload.permits {
+            None => read_outcome(sent, Expect::Inspection).await,
+            Some(_) => read_outcome(sent, Expect::Permit(fence)).await,
+        };
         let call = Call::Inspect {
             token: token.clone(),
         };
@@ -244,6 +261,9 @@ pub enum Expect {
     Grant,
     Renewal,
     Inspection,
+    /// A semaphore's inspection, by the holder of the permit with this fence: `Held` with
+    /// it if the permit is among those shown, else `NotHeld`.
+    Permit(u64),
     Release,
 }
 
@@ -287,6 +307,16 @@ pub async fn read_outcome(sent: reqwest::Result<reqwest::Response>, expect: Expe
             fence: body["fence"].as_u64(),
             ttl_ms: body["ttl_ms"].as_u64(),
         },
+        (200, Expect::Permit(fence)) => {
+            let holders = body["holders"].as_array().cloned().unwrap_or_default();
+            match holders.iter().find(|h| h["fence"].as_u64() == Some(fence)) {
+                Some(permit) => Outcome::Held {
+                    fence: Some(fence),
+                    ttl_ms: permit["ttl_ms"].as_u64(),
+                },
+                None => Outcome::NotHeld,
+            }
+        }
         (204, Expect::Release) => Outcome::Released,
         (404, _) if kind == "lock-not-held" => Outcome::NotHeld,
         (409, _) if kind == "not-owner" => Outcome::NotOwner,
