@@ -1,5 +1,8 @@
 -- wrk script: lock cycles. Each cycle is POST /locks/<unique name> (201 with a token) then
--- DELETE /locks/<name> with that token in Lock-Token (204).
+-- DELETE /locks/<name> with that token in Lock-Token (204). With the argument `semaphores`
+-- (`wrk ... -s bench/lock_cycle.lua URL -- semaphores`), permit cycles of semaphores of 4
+-- permits instead: POST /semaphores/<unique name> {"permits":4}, then DELETE; with `shared`,
+-- readers' grants of read/write locks: POST /locks/<unique name> {"mode":"shared"}.
 --
 -- wrk builds requests per thread, not per connection, so a thread keeps a queue of grants
 -- whose release is due: the next request a connection sends is a pending release if there is
@@ -15,6 +18,14 @@ function setup(thread)
 end
 
 function init(args)
+  collection = "/locks/"
+  body = nil
+  if args[1] == "semaphores" then
+    collection = "/semaphores/"
+    body = '{"permits":4}'
+  elseif args[1] == "shared" then
+    body = '{"mode":"shared"}'
+  end
   counter = 0
   pending = {}
   head, tail = 1, 0
@@ -29,10 +40,10 @@ function request()
     local grant = pending[head]
     pending[head] = nil
     head = head + 1
-    return wrk.format("DELETE", "/locks/" .. grant[1], { ["Lock-Token"] = grant[2] })
+    return wrk.format("DELETE", collection .. grant[1], { ["Lock-Token"] = grant[2] })
   end
   counter = counter + 1
-  return wrk.format("POST", "/locks/" .. prefix .. counter)
+  return wrk.format("POST", collection .. prefix .. counter, nil, body)
 end
 
 function response(status, headers, body)

@@ -64,7 +64,7 @@ to_ms() { awk '{ v=$1; if (v ~ /us$/) { sub(/us$/,"",v); v/=1000 } else if (v ~ 
 # Runs wrk's lock cycles against the server on port $1 with $2 connections into $3; prints
 # requests/s, p50 and p99; fails on any unexpected status.
 lock_cycles() {
-    wrk -t2 -c"$2" -d"${DURATION}s" --latency -s bench/lock_cycle.lua "http://127.0.0.1:$1" >"$3"
+    wrk -t2 -c"$2" -d"${DURATION}s" --latency -s bench/lock_cycle.lua "http://127.0.0.1:$1" -- "${4:-locks}" >"$3"
     local bad errors
     bad=$(awk '/^unexpected_statuses/ {print $2}' "$3")
     errors=$(awk '/Non-2xx|Socket errors/' "$3")
@@ -101,7 +101,27 @@ for conns in 16 64; do
     printf "%-44s %12.0f %10s %10s\n" "redis-benchmark SET NX PX, $conns conns" "$rb_rps" "$rb_p50" "$rb_p99"
 done
 
+# The other primitives, on the same gateway and Redis, next to the lock's figures above.
+declare -A PR_RPS PR_CPU
+PRIMITIVES=(semaphores shared)
+for primitive in "${PRIMITIVES[@]}"; do
+    for conns in 16 64; do
+        redis-cli -p "$REDIS_PORT" flushall >/dev/null
+        before=$(redis_cpu)
+        read -r rps p50 p99 < <(lock_cycles "$GW_PORT" "$conns" "$OUT/wrk-$primitive-$conns.txt" "$primitive")
+        PR_CPU[$primitive$conns]=$(awk -v a="$before" -v b="$(redis_cpu)" -v r="$rps" -v d="$DURATION" 'BEGIN { printf "%.3f", (b - a) * 1e6 / (r * d / 2) }')
+        PR_RPS[$primitive$conns]=$rps
+        printf "%-44s %12.0f %10s %10s\n" "$primitive cycle, $conns conns (HTTP req)" "$rps" "$p50" "$p99"
+    done
+done
+
 echo
+for primitive in "${PRIMITIVES[@]}"; do
+    for conns in 16 64; do
+        awk -v s="${PR_RPS[$primitive$conns]}" -v lg="${LG_RPS[$conns]}" -v sc="${PR_CPU[$primitive$conns]}" -v lc="${LG_CPU[$conns]}" -v c="$conns" -v p="$primitive" 'BEGIN {
+            printf "at %d conns: %s cycles / lock cycles = %.2f; Redis CPU per cycle %.2f us (lock cycle %.2f us)\n", c, p, s/lg, sc, lc }'
+    done
+done
 for conns in 16 64; do
     awk -v lg="${LG_RPS[$conns]}" -v rb="${RB_RPS[$conns]}" -v fl="${FL_RPS[$conns]}" \
         -v lc="${LG_CPU[$conns]}" -v rc="${RB_CPU[$conns]}" -v c="$conns" 'BEGIN {

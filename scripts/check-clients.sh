@@ -135,7 +135,18 @@ assert sorted(h.owner for h in seen.holders) == ["w0", "w1"], seen
 for p in permits:
     assert release_permit.sync_detailed("gen:pool", client=client, lock_token=p.token).status_code == 204
 assert inspect_semaphore.sync("gen:pool", client=client).in_use == 0
-print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream, event stream, semaphore: ok")
+
+# A read/write lock: two readers share it.
+from lockgate_client.models import LockMode
+readers = [acquire_lock.sync("gen:doc", client=client, body=AcquireBody(mode=LockMode.SHARED)) for _ in range(2)]
+assert all(isinstance(r, LockGrantBody) for r in readers), readers
+doc = inspect_lock.sync("gen:doc", client=client)
+assert isinstance(doc, LockInfoBody) and doc.mode == LockMode.SHARED and len(doc.shared_holders) == 2, doc
+writer = acquire_lock.sync("gen:doc", client=client, body=AcquireBody())
+assert isinstance(writer, Problem) and writer.type_.endswith("/lock-held"), writer
+for r in readers:
+    assert release_lock.sync_detailed("gen:doc", client=client, lock_token=r.token).status_code == 204
+print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream, event stream, semaphore, read/write lock: ok")
 PY
 
 echo "openapi-typescript generate, tsc --strict, then use the types against the gateway"

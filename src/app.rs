@@ -61,7 +61,7 @@ pub fn build_service(config: &Config, metrics: &Arc<Metrics>) -> Result<LockServ
             .collect::<Vec<_>>()
     };
     let backend = match &config.backend {
-        BackendChoice::Memory => Backend::Memory(MemoryBackend::new()),
+        BackendChoice::Memory => Backend::Memory(Box::new(MemoryBackend::new())),
         BackendChoice::Redis { url } => Backend::Redis(Box::new(redis(
             RedisTarget::Url(url.expose().to_owned()),
             config.redis_timeout,

@@ -65,6 +65,9 @@ pub const STEM_ENTROPY_CHARS: usize = 22;
 /// Mark: the grant has a holder record (see `super::holder`), so release, renew and
 /// withdrawal must touch it; grants without one do not pay for it.
 pub const HOLDER_MARK: char = 'o';
+/// Mark: a shared grant of a read/write lock (see `super::shared`), kept among the name's
+/// readers rather than as the lock key's value.
+pub const SHARED_MARK: char = 's';
 /// Mark, last: the grant may be held for at most this many milliseconds, `h<ms>`.
 pub const MAX_HOLD_MARK: char = 'h';
 
@@ -72,6 +75,7 @@ pub const MAX_HOLD_MARK: char = 'h';
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Marks {
     pub holder: bool,
+    pub shared: bool,
     pub max_hold_ms: Option<u64>,
 }
 
@@ -91,12 +95,17 @@ impl Marks {
         if holder {
             rest = &rest[1..];
         }
+        let shared = rest.starts_with(SHARED_MARK);
+        if shared {
+            rest = &rest[1..];
+        }
         let max_hold_ms = rest
             .strip_prefix(MAX_HOLD_MARK)
             .filter(|ms| !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|ms| ms.parse().ok());
         Self {
             holder,
+            shared,
             max_hold_ms,
         }
     }
@@ -106,6 +115,9 @@ impl Marks {
         let mut stem = entropy.to_owned();
         if self.holder {
             stem.push(HOLDER_MARK);
+        }
+        if self.shared {
+            stem.push(SHARED_MARK);
         }
         if let Some(ms) = self.max_hold_ms {
             stem.push(MAX_HOLD_MARK);
@@ -199,15 +211,20 @@ mod tests {
             Marks::default(),
             Marks {
                 holder: true,
-                max_hold_ms: None,
+                ..Marks::default()
             },
             Marks {
-                holder: false,
                 max_hold_ms: Some(90_000),
+                ..Marks::default()
             },
             Marks {
                 holder: true,
+                shared: true,
                 max_hold_ms: Some(1),
+            },
+            Marks {
+                shared: true,
+                ..Marks::default()
             },
         ] {
             let stem = marks.stem(entropy);

@@ -285,6 +285,7 @@ mod tests {
                         ttl: None,
                         fence: None,
                         holder: None,
+                        shared: false,
                     };
                     (name, seen)
                 })

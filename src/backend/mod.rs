@@ -25,6 +25,7 @@ pub mod memory;
 pub mod redis;
 pub mod redlock;
 pub mod semaphore;
+pub mod shared;
 
 use std::future::Future;
 use std::time::Duration;
@@ -74,6 +75,8 @@ pub enum AcquireOutcome {
     /// A semaphore's permits are held under another limit than the one asked for (see
     /// [`semaphore`]).
     LimitDiffers { limit: u32 },
+    /// The name is held by shared grants (readers, see [`shared`]); the longest ends in `ttl`.
+    HeldShared { ttl: Option<Duration> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +103,8 @@ pub struct Inspection {
     pub fence: Option<u64>,
     /// Who holds it, when the grant named a holder (see [`holder`]).
     pub holder: Option<Holder>,
+    /// Held by the shared grants of a read/write lock (see [`shared`]), not one holder.
+    pub shared: bool,
 }
 
 /// The store could not answer. Every variant but `Config` is transient from the caller's
@@ -291,8 +296,8 @@ pub trait LockBackend: Send + Sync {
 /// The configured backend.
 #[derive(Debug)]
 pub enum Backend {
-    Memory(memory::MemoryBackend),
-    // Boxed: several times larger than the memory backend.
+    // Boxed, as the others: each is several times larger than a pointer.
+    Memory(Box<memory::MemoryBackend>),
     Redis(Box<redis::RedisBackend>),
     Redlock(Box<redlock::RedlockBackend>),
 }

@@ -185,6 +185,7 @@ impl RedlockBackend {
                 // Every node of the grant was given the same holder; one that lost its record
                 // (it expired a moment earlier) does not hide it.
                 holder: seen.iter().find_map(|(_, s)| s.holder.clone()),
+                shared: false,
             };
             return Ok(Some((inspection, seen[0].0)));
         }
@@ -251,6 +252,7 @@ impl LockBackend for RedlockBackend {
             Ok(AcquireOutcome::AlreadyHeld(lease)) => Answer::Replayed(lease),
             Ok(AcquireOutcome::Held { ttl }) => Answer::Held(ttl),
             // A lock's acquire never answers this.
+            Ok(AcquireOutcome::HeldShared { ttl }) => Answer::Held(ttl),
             Ok(AcquireOutcome::LimitDiffers { .. }) | Err(_) => Answer::Failed,
         })
         .collect();

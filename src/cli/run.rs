@@ -44,7 +44,7 @@ use tokio::time::Instant;
 
 use crate::client::{Answer, Client, ClientError, EventLines};
 use crate::config::RunArgs;
-use crate::http::dto::{LockGrantBody, RenewBody, SemaphoreAcquireBody};
+use crate::http::dto::{AcquireBody, LockGrantBody, LockMode, RenewBody};
 use crate::lock::hold::{renewal_interval, sleep_until_some};
 use crate::lock::{LockName, TokenStem, millis};
 
@@ -209,6 +209,8 @@ struct Runner {
     key: TokenStem,
     /// Under a permit of the semaphore `name` with this many permits, not the lock `name`.
     permits: Option<u32>,
+    /// Under a shared (read) grant of the lock `name`.
+    shared: bool,
 }
 
 enum RenewOutcome {
@@ -246,21 +248,26 @@ impl Runner {
             key: TokenStem::random()
                 .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?,
             permits: args.permits,
+            shared: args.shared,
         })
     }
 
     /// What every acquire of this run sends (a replay must send the same).
-    fn acquire_body(&self, wait: Duration) -> SemaphoreAcquireBody {
-        // A lock's body is a semaphore's without `permits` (which is then not sent).
-        SemaphoreAcquireBody {
-            permits: self.permits.map(u64::from),
+    fn acquire_body(&self, wait: Duration) -> serde_json::Value {
+        let lease = AcquireBody {
             ttl_ms: Some(millis(self.ttl)),
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()),
             metadata: self.metadata.clone(),
             max_hold_ms: self.max_hold.map(millis),
-            ..SemaphoreAcquireBody::default()
+            mode: self.shared.then_some(LockMode::Shared),
+            ..AcquireBody::default()
+        };
+        let mut body = serde_json::to_value(lease).unwrap_or_default();
+        if let Some(permits) = self.permits {
+            body["permits"] = permits.into();
         }
+        body
     }
 
     /// After a signal cut the acquire short: its grant may have been made and its answer
@@ -409,7 +416,12 @@ impl Runner {
             .map(|left| sent + Duration::from_millis(left));
         // The lock's events, so that a revoke (or a release by someone else) stops the command
         // at once rather than at the next renewal; renewals alone still decide without them.
-        let mut events = self.client.watch(self.name.as_str()).await;
+        // A shared grant has no events of its own (the stream follows the writer's lock).
+        let mut events = if self.shared {
+            None
+        } else {
+            self.client.watch(self.name.as_str()).await
+        };
         loop {
             tokio::select! {
                 status = child.wait() => {

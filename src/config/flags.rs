@@ -102,6 +102,11 @@ pub struct RunArgs {
     #[arg(long, env = "LOCKGATE_METADATA", value_parser = json_object)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
 
+    /// Run under a shared (read) grant of the lock NAME: other `--shared` runs may run at the
+    /// same time, none while a writer (a run without it) holds NAME.
+    #[arg(long, conflicts_with = "permits")]
+    pub shared: bool,
+
     /// Run under one permit of the semaphore NAME, which has this many (1 to 10000), instead
     /// of under the lock NAME: up to this many commands run at once.
     #[arg(long, env = "LOCKGATE_PERMITS", value_parser = clap::value_parser!(u32).range(1..=10_000))]

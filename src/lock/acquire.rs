@@ -39,7 +39,11 @@ const FOREIGN_RELEASE_RECHECK: Duration = Duration::from_millis(50);
 /// One try at the backend.
 enum Attempt<P: Primitive> {
     Granted(Grant<P>),
-    Held { retry_after: Duration },
+    /// Held; `held_off`: by readers, which this waiting attempt asked to let no one new in.
+    Held {
+        retry_after: Duration,
+        held_off: bool,
+    },
 }
 
 impl LockService {
@@ -74,25 +78,42 @@ impl LockService {
             let attempt = self.attempt(primitive, name, derived.as_ref(), request, then_wait);
             match Box::pin(attempt).await {
                 Ok(Attempt::Granted(grant)) => return Ok(grant),
-                Ok(Attempt::Held { retry_after }) if request.wait.is_zero() => {
+                Ok(Attempt::Held { retry_after, .. }) if request.wait.is_zero() => {
                     return Err(LockError::Held { retry_after });
                 }
                 Err(err) if request.wait.is_zero() || !err.is_transient() => return Err(err),
                 // Held, or the backend stumbled: wait in line.
-                Ok(Attempt::Held { .. }) | Err(_) => {}
+                Ok(Attempt::Held { held_off, .. }) => {
+                    return self
+                        .wait_for(primitive, name, derived.as_ref(), request, held_off)
+                        .await;
+                }
+                Err(_) => {}
             }
         }
-        self.wait_for(primitive, name, derived.as_ref(), request)
+        self.wait_for(primitive, name, derived.as_ref(), request, false)
             .await
     }
 
+    /// After a grant to a writer that held off new readers while it waited: they may come.
+    /// In the background: the client need not wait for it (the hold-off also ends by itself
+    /// when the writer's wait would have).
+    fn stop_holding_off<P: Primitive>(&self, primitive: &P, name: &LockName) {
+        let (primitive, name, backend) = (primitive.clone(), name.clone(), self.backend.clone());
+        tokio::spawn(async move {
+            primitive.stop_holding_off_shared(&backend, &name).await;
+        });
+    }
+
     /// Waits in line for `name` until the lock is granted or `request.wait` has passed.
+    /// `held_off`: an attempt of this request already held off new readers.
     async fn wait_for<P: Primitive>(
         &self,
         primitive: &P,
         name: &LockName,
         derived: Option<&TokenStem>,
         request: &AcquireRequest,
+        mut held_off: bool,
     ) -> Result<Grant<P>, LockError> {
         let deadline = Instant::now() + request.wait;
         let ticket = self
@@ -136,13 +157,20 @@ impl LockService {
             releases.borrow_and_update();
             match Box::pin(self.attempt(primitive, name, derived, request, true)).await {
                 Ok(Attempt::Granted(grant)) => {
+                    if held_off {
+                        self.stop_holding_off(primitive, name);
+                    }
                     ticket.hand_off(Handoff {
                         releases,
                         held_until: grant.validity.until(),
                     });
                     return Ok(grant);
                 }
-                Ok(Attempt::Held { retry_after }) => {
+                Ok(Attempt::Held {
+                    retry_after,
+                    held_off: by_readers,
+                }) => {
+                    held_off |= by_readers;
                     if Instant::now() >= deadline {
                         return Err(LockError::Held { retry_after });
                     }
@@ -191,6 +219,7 @@ impl LockService {
         let (stem, claim) = Self::attempt_stem(derived)?;
         let marks = Marks {
             holder: request.holder.is_some(),
+            shared: P::SHARED,
             max_hold_ms: request.max_hold.map(millis),
         };
         let stem = if marks == Marks::default() {
@@ -242,6 +271,20 @@ impl LockService {
                 guard.disarm();
                 return Ok(Attempt::Held {
                     retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
+                    held_off: false,
+                });
+            }
+            AcquireOutcome::HeldShared { ttl } => {
+                guard.disarm();
+                // A waiting writer: no new reader until it has had its turn.
+                if retry_may_follow {
+                    primitive
+                        .hold_off_shared(&self.backend, name, request.wait)
+                        .await;
+                }
+                return Ok(Attempt::Held {
+                    retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
+                    held_off: retry_may_follow,
                 });
             }
             AcquireOutcome::LimitDiffers { limit } => {

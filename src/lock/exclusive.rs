@@ -1,10 +1,12 @@
 //! [`Exclusive`]: the lock. At most one grant per name at a time; its operations are the
-//! backend's [`LockBackend`] contract as it is.
+//! backend's [`LockBackend`] contract as it is. It is also the writer of a read/write lock:
+//! readers ([`super::Shared`]) and it exclude each other.
 
 use std::time::Duration;
 
 use super::LockName;
 use super::primitive::Primitive;
+use crate::backend::shared::SharedBackend;
 use crate::backend::{
     AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, LockBackend, ReleaseFeed,
     ReleaseOutcome, RenewOutcome, ReplicaAck,
@@ -90,5 +92,23 @@ impl Primitive for Exclusive {
 
     fn sees_every_release(&self, backend: &Backend) -> bool {
         backend.sees_every_release()
+    }
+
+    /// A writer waiting behind readers: no new reader for as long as it waits (no writer
+    /// starvation). Best effort: without it, readers may keep the writer out longer.
+    async fn hold_off_shared(&self, backend: &Backend, name: &LockName, wait: Duration) {
+        if backend.offers_shared()
+            && let Err(err) = backend.hold_off_readers(name.as_str(), Some(wait)).await
+        {
+            tracing::debug!(lock = %name, error = %err, "could not hold off new readers");
+        }
+    }
+
+    async fn stop_holding_off_shared(&self, backend: &Backend, name: &LockName) {
+        if backend.offers_shared()
+            && let Err(err) = backend.hold_off_readers(name.as_str(), None).await
+        {
+            tracing::debug!(lock = %name, error = %err, "could not lift a hold-off of readers; it ends with the writer's wait");
+        }
     }
 }

@@ -13,6 +13,7 @@ pub mod primitive;
 pub mod request;
 pub mod semaphore;
 pub mod service;
+pub mod shared;
 pub mod token;
 pub mod validity;
 pub mod wait;
@@ -25,6 +26,7 @@ pub use primitive::Primitive;
 pub use request::{AcquireRequest, Limits, RawReplicas, RenewRequest};
 pub use semaphore::{Semaphore, SemaphoreState};
 pub use service::{Grant, LockService, LockState, Renewal};
+pub use shared::Shared;
 pub use token::{IdempotencyKey, LockToken, TokenSecret, TokenStem};
 pub use validity::Validity;
 

@@ -30,6 +30,10 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     /// next in line of a single-holder primitive need not look before the next release.
     const SINGLE_HOLDER: bool;
 
+    /// Whether its grants are the shared grants of a read/write lock (their tokens are marked
+    /// so, and renewals and releases of `/locks/{name}` find their way by it).
+    const SHARED: bool = false;
+
     /// Takes a grant for `stem` if one is free, naming `holder` (see `LockBackend::acquire`).
     #[allow(clippy::too_many_arguments)] // The backend contract's, plus the backend.
     fn acquire(
@@ -102,4 +106,25 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
 
     /// Whether every release of `name` is announced (else waiters look again now and then).
     fn sees_every_release(&self, backend: &Backend) -> bool;
+
+    /// Called when a waiting request found `name` held by shared holders: asks that no new
+    /// shared grant be made for `wait` (a waiting writer holds off new readers). Nothing by
+    /// default; see [`super::Exclusive`].
+    fn hold_off_shared(
+        &self,
+        _backend: &Backend,
+        _name: &LockName,
+        _wait: std::time::Duration,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// Called when a request that held off shared grants got its own: they may go on.
+    fn stop_holding_off_shared(
+        &self,
+        _backend: &Backend,
+        _name: &LockName,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }

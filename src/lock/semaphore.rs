@@ -115,6 +115,7 @@ impl Primitive for Semaphore {
             ttl: Some(permit.ttl),
             fence: permit.fence,
             holder: permit.holder,
+            shared: false,
         }))
     }
 

@@ -83,6 +83,18 @@ pub struct LockState {
     pub holder: Option<Holder>,
     /// Requests waiting for it in this gateway.
     pub waiting: usize,
+    /// Held by readers (a read/write lock's shared grants): each of them, the first to end
+    /// first. Empty while a writer (or nobody) holds it.
+    pub shared: Vec<crate::backend::semaphore::PermitView>,
+    /// The store says readers hold it (even if they all ended a moment later).
+    shared_marker: bool,
+}
+
+impl LockState {
+    /// Whether readers hold the lock (rather than a writer).
+    pub fn is_shared(&self) -> bool {
+        self.shared_marker
+    }
 }
 
 #[derive(Debug)]
@@ -295,9 +307,17 @@ impl LockService {
         }
     }
 
-    /// Whether the lock is held, for how long, and the current fence.
+    /// Whether the lock is held, for how long, and the current fence; or, while readers hold
+    /// it, each of them.
     pub async fn inspect(&self, name: &LockName) -> Result<LockState, LockError> {
-        self.inspect_lease(&Exclusive, name).await
+        let mut state = self.inspect_lease(&Exclusive, name).await?;
+        if state.is_shared() {
+            use crate::backend::shared::SharedBackend;
+            state.shared = self.backend.inspect_shared(name.as_str()).await?;
+        }
+        // Waiting readers too: every request waiting for the name.
+        state.waiting += self.waiters.waiting_for(super::Shared::KIND, name.as_str());
+        Ok(state)
     }
 
     /// What anyone may see of the grant of `primitive` on `name`.
@@ -336,6 +356,8 @@ impl LockService {
 
     fn state_of<P: Primitive>(&self, name: &LockName, seen: Inspection) -> LockState {
         LockState {
+            shared: Vec::new(),
+            shared_marker: seen.shared,
             ttl: seen.ttl,
             fence: seen.fence,
             granted_at: seen.fence.and_then(granted_at),

@@ -104,6 +104,11 @@ impl LockToken {
         fence::fence_of(&self.0)
     }
 
+    /// Whether this is the token of a shared grant of a read/write lock.
+    pub fn is_shared(&self) -> bool {
+        fence::Marks::of(&self.0).shared
+    }
+
     /// Until when this grant may be renewed, if it has a bounded hold: its grant time (read
     /// from the fence) plus the bound its stem carries.
     pub fn hold_deadline(&self) -> Option<SystemTime> {
@@ -187,8 +192,8 @@ mod tests {
         let stem = TokenStem::random().expect("random");
         let fence = 1_763_712_000_123_456;
         let marks = fence::Marks {
-            holder: false,
             max_hold_ms: Some(90_000),
+            ..fence::Marks::default()
         };
         let bounded = LockToken::issued(&stem.marked(marks), fence);
         let granted = fence::granted_at(fence).expect("a time");

@@ -218,7 +218,7 @@ async fn inspect_never_shows_the_token() {
         seen.body,
         json!({
             "name": "x", "held": true, "ttl_ms": 9000, "expires_at": seen.body["expires_at"], "fence": grant["fence"],
-            "acquired_at": seen.body["acquired_at"], "waiting": 0
+            "acquired_at": seen.body["acquired_at"], "waiting": 0, "mode": "exclusive"
         })
     );
     assert!(seen.body["acquired_at"].is_string(), "{}", seen.body);

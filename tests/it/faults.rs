@@ -255,6 +255,33 @@ async fn semaphores_under_partitions() {
     }
 }
 
+/// Read/write locks (a third of the acquires shared) under the partitions: never a writer with
+/// a reader or another writer, fences in order, no grant refused or gone while valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rwlocks_under_partitions() {
+    let redis = RedisServer::start();
+    let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
+    let gw = Gateway::start(redis_config(&proxy.url())).await;
+    let mut workload = workload();
+    workload.shared_one_in = 3;
+    for (partition, scenario) in [
+        (
+            Partition::RepliesLost,
+            "rwlocks, partition, replies lost (one way)",
+        ),
+        (Partition::Both, "rwlocks, partition, both ways"),
+    ] {
+        let measured = run(&[gw.url("")], &workload, |_| async {
+            proxy.partition(partition);
+            tokio::time::sleep(FAULT).await;
+            proxy.partition(Partition::Healed);
+        })
+        .await;
+        measured.print(scenario);
+        assert_clean(&measured);
+    }
+}
+
 /// Semaphores of 2 permits on a paused Redis (SIGSTOP).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphores_on_a_paused_redis() {

@@ -39,6 +39,7 @@ mod operations;
 mod redis_e2e;
 mod revoke;
 mod run_command;
+mod rwlocks;
 mod semaphores;
 mod shutdown;
 mod waiting;

@@ -194,6 +194,63 @@ async fn runs_under_a_semaphore_never_exceed_its_permits() {
     assert_eq!(seen["in_use"], 0, "every permit given back: {seen}");
 }
 
+/// `lockgate run --shared`: readers run together, a writer (a run without `--shared`) alone.
+#[tokio::test]
+async fn shared_runs_run_together_and_writers_alone() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("log");
+    let script = |kind: &str| {
+        format!(
+            "echo \"start $(date +%s%N) {kind}\" >> {log}; sleep 0.3; echo \"end $(date +%s%N) {kind}\" >> {log}",
+            log = log.display()
+        )
+    };
+    let (reader, writer) = (script("r"), script("w"));
+    let mut runs = Vec::new();
+    for i in 0..6 {
+        let mut args = vec!["--wait", "30s", "--ttl", "2s"];
+        if i % 3 != 2 {
+            args.push("--shared");
+        }
+        let body = if i % 3 != 2 { &reader } else { &writer };
+        args.extend(["doc", "--", "sh", "-c", body]);
+        runs.push(tokio::spawn(status(run(&gw, &args))));
+    }
+    for handle in runs {
+        let (exit, stderr) = handle.await.expect("task");
+        assert_eq!(exit, Some(0), "{stderr}");
+    }
+    let text = std::fs::read_to_string(&log).expect("log");
+    let mut events: Vec<(u128, i32, bool)> = text
+        .lines()
+        .map(|line| {
+            let mut parts = line.split(' ');
+            let kind = parts.next().expect("kind");
+            let at = parts.next().expect("time").parse().expect("nanoseconds");
+            let writer = parts.next() == Some("w");
+            (at, if kind == "start" { 1 } else { -1 }, writer)
+        })
+        .collect();
+    assert_eq!(events.len(), 12, "{text}");
+    events.sort_unstable_by_key(|&(at, delta, _)| (at, delta));
+    let (mut readers, mut writers, mut most_readers) = (0, 0, 0);
+    for (_, delta, writer) in events {
+        if writer {
+            writers += delta;
+        } else {
+            readers += delta;
+        }
+        most_readers = most_readers.max(readers);
+        assert!(
+            writers == 0 || (writers == 1 && readers == 0),
+            "a writer ran with others: {text}"
+        );
+    }
+    assert!(most_readers >= 2, "readers ran together: {text}");
+}
+
 /// (start, end) pairs from the log, in order of start.
 fn read_intervals(log: &Path) -> Vec<(u128, u128)> {
     let text = std::fs::read_to_string(log).expect("log");

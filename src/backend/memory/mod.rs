@@ -12,6 +12,7 @@
 //! the Redis backend's end-to-end tests check, in-process.
 
 mod semaphore;
+mod shared;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,6 +22,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::fence::{fence_of, has_stem, next_fence, token};
+use super::shared::SHARED_MARKER;
 use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
     LockBackend, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
@@ -69,6 +71,10 @@ impl Drop for Watching {
 struct State {
     locks: HashMap<String, Held>,
     semaphores: HashMap<String, semaphore::Permits>,
+    /// Readers of read/write locks, by name; the lock entry holds [`SHARED_MARKER`] meanwhile.
+    readers: HashMap<String, semaphore::Permits>,
+    /// Until when new readers of a name are held off (a writer waits).
+    hold_offs: HashMap<String, Instant>,
     /// Revoked tokens by name, until their leases would have ended.
     revoked: HashMap<String, (String, Instant)>,
     /// The fence counter (one for the whole store, as in standalone Redis).
@@ -143,6 +149,8 @@ impl State {
             self.writes_since_sweep = 0;
             self.locks.retain(|_, held| held.expires > now);
             self.semaphores.retain(|_, permits| permits.reclaim(now));
+            self.readers.retain(|_, readers| readers.reclaim(now));
+            self.hold_offs.retain(|_, until| *until > now);
             self.revoked.retain(|_, (_, until)| *until > now);
         }
     }
@@ -154,6 +162,7 @@ impl Held {
             ttl: Some(self.expires - now),
             fence: fence_of(&self.token),
             holder: self.holder.as_deref().cloned(),
+            shared: self.token == SHARED_MARKER,
         }
     }
 }
@@ -182,6 +191,11 @@ impl LockBackend for MemoryBackend {
         let mut state = self.state();
         if let Some(held) = state.live_lock(name, now) {
             let remaining = held.expires - now;
+            if held.token == SHARED_MARKER {
+                return Ok(AcquireOutcome::HeldShared {
+                    ttl: Some(remaining),
+                });
+            }
             if !has_stem(&held.token, stem) {
                 return Ok(AcquireOutcome::Held {
                     ttl: Some(remaining),
@@ -267,6 +281,9 @@ impl LockBackend for MemoryBackend {
         let Some(held) = state.locks.remove(name) else {
             return Ok(false);
         };
+        if held.token == SHARED_MARKER {
+            state.readers.remove(name);
+        }
         state
             .revoked
             .insert(name.to_owned(), (held.token, held.expires));
@@ -387,9 +404,9 @@ mod tests {
     fn lease(outcome: AcquireOutcome) -> Lease {
         match outcome {
             AcquireOutcome::Granted(lease) | AcquireOutcome::AlreadyHeld(lease) => lease,
-            AcquireOutcome::Held { .. } | AcquireOutcome::LimitDiffers { .. } => {
-                panic!("expected a grant, got {outcome:?}")
-            }
+            AcquireOutcome::Held { .. }
+            | AcquireOutcome::HeldShared { .. }
+            | AcquireOutcome::LimitDiffers { .. } => panic!("expected a grant, got {outcome:?}"),
         }
     }
 

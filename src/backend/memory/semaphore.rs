@@ -31,6 +31,13 @@ struct Permit {
 }
 
 impl Permits {
+    pub(super) fn new(limit: u32) -> Self {
+        Self {
+            limit,
+            held: Vec::new(),
+        }
+    }
+
     /// Drops expired permits; false when none is left (the semaphore is then forgotten).
     pub(super) fn reclaim(&mut self, now: Instant) -> bool {
         self.held.retain(|permit| permit.expires > now);
@@ -39,6 +46,98 @@ impl Permits {
 
     fn position(&self, token: &str) -> Option<usize> {
         self.held.iter().position(|permit| permit.token == token)
+    }
+
+    pub(super) fn add(
+        &mut self,
+        token: String,
+        expires: Instant,
+        claim: Option<Claim>,
+        holder: Option<&Holder>,
+    ) {
+        self.held.push(Permit {
+            token,
+            expires,
+            claim,
+            holder: holder
+                .filter(|h| !h.is_empty())
+                .map(|h| Arc::new(h.clone())),
+        });
+    }
+
+    /// The lease of the permit of a token of `stem` (an idempotent retry), taking `claim` over.
+    pub(super) fn find_again(
+        &mut self,
+        stem: &str,
+        claim: Option<Claim>,
+        now: Instant,
+        replicas_acked: Option<u32>,
+    ) -> Option<Lease> {
+        let permit = self
+            .held
+            .iter_mut()
+            .find(|permit| has_stem(&permit.token, stem))?;
+        if claim.is_some() {
+            permit.claim = claim;
+        }
+        Some(Lease {
+            fence: fence_of(&permit.token).unwrap_or(0),
+            ttl: permit.expires - now,
+            replicas_acked,
+        })
+    }
+
+    /// A new end for the permit `token` holds; `None` if it holds none.
+    pub(super) fn renew(&mut self, token: &str, expires: Instant) -> Option<()> {
+        let index = self.position(token)?;
+        self.held[index].expires = expires;
+        Some(())
+    }
+
+    /// Removes the first permit whose token matches; true if one did.
+    pub(super) fn remove(&mut self, matches: impl Fn(&str) -> bool) -> bool {
+        match self.held.iter().position(|permit| matches(&permit.token)) {
+            Some(index) => {
+                self.held.swap_remove(index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes the permit of `stem` if `claim` (when given) is still its last claim.
+    pub(super) fn remove_claimed(&mut self, stem: &str, claim: Option<Claim>) -> bool {
+        match self.held.iter().position(|permit| {
+            has_stem(&permit.token, stem) && (claim.is_none() || permit.claim == claim)
+        }) {
+            Some(index) => {
+                self.held.swap_remove(index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// When the permit that runs longest ends.
+    pub(super) fn last_end(&self) -> Option<Instant> {
+        self.held.iter().map(|permit| permit.expires).max()
+    }
+
+    /// What anyone may see of the permits, the first to end first.
+    pub(super) fn views(&self, now: Instant) -> Vec<PermitView> {
+        let mut held: Vec<&Permit> = self.held.iter().collect();
+        held.sort_by_key(|permit| permit.expires);
+        held.into_iter()
+            .map(|permit| PermitView {
+                fence: fence_of(&permit.token),
+                ttl: permit.expires - now,
+                holder: permit.holder.as_deref().cloned(),
+            })
+            .collect()
     }
 }
 
@@ -59,13 +158,10 @@ impl MemoryBackend {
         state.semaphores.get_mut(name)
     }
 
-    /// Removes the permit at `index` of `name`, forgetting the semaphore with its last permit.
-    fn remove_permit(state: &mut super::State, name: &str, index: usize) {
-        if let Some(permits) = state.semaphores.get_mut(name) {
-            permits.held.swap_remove(index);
-            if permits.held.is_empty() {
-                state.semaphores.remove(name);
-            }
+    /// Forgets the semaphore `name` once its last permit is gone.
+    fn forget_if_empty(state: &mut super::State, name: &str) {
+        if state.semaphores.get(name).is_some_and(Permits::is_empty) {
+            state.semaphores.remove(name);
         }
     }
 }
@@ -84,19 +180,8 @@ impl SemaphoreBackend for MemoryBackend {
         let now = Instant::now();
         let mut state = self.state();
         if let Some(permits) = Self::live_permits(&mut state, name, now) {
-            if let Some(permit) = permits
-                .held
-                .iter_mut()
-                .find(|permit| has_stem(&permit.token, stem))
-            {
-                if claim.is_some() {
-                    permit.claim = claim;
-                }
-                return Ok(AcquireOutcome::AlreadyHeld(Lease {
-                    fence: fence_of(&permit.token).unwrap_or(0),
-                    ttl: permit.expires - now,
-                    replicas_acked: acked(ack),
-                }));
+            if let Some(lease) = permits.find_again(stem, claim, now, acked(ack)) {
+                return Ok(AcquireOutcome::AlreadyHeld(lease));
             }
             if permits.limit != limit {
                 return Ok(AcquireOutcome::LimitDiffers {
@@ -112,23 +197,11 @@ impl SemaphoreBackend for MemoryBackend {
         }
         let fence = next_fence(state.last_fence, wall_clock_micros());
         state.last_fence = fence;
-        let permit = Permit {
-            token: token(stem, fence),
-            expires: now + ttl,
-            claim,
-            holder: holder
-                .filter(|h| !h.is_empty())
-                .map(|h| Arc::new(h.clone())),
-        };
         state
             .semaphores
             .entry(name.to_owned())
-            .or_insert_with(|| Permits {
-                limit,
-                held: Vec::new(),
-            })
-            .held
-            .push(permit);
+            .or_insert_with(|| Permits::new(limit))
+            .add(token(stem, fence), now + ttl, claim, holder);
         state.note_write(now);
         Ok(AcquireOutcome::Granted(Lease {
             fence,
@@ -146,13 +219,11 @@ impl SemaphoreBackend for MemoryBackend {
     ) -> Result<RenewOutcome, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
-        let Some(permits) = Self::live_permits(&mut state, name, now) else {
+        let renewed = Self::live_permits(&mut state, name, now)
+            .and_then(|permits| permits.renew(token, now + ttl));
+        if renewed.is_none() {
             return Ok(RenewOutcome::NotHeld);
-        };
-        let Some(index) = permits.position(token) else {
-            return Ok(RenewOutcome::NotHeld);
-        };
-        permits.held[index].expires = now + ttl;
+        }
         Ok(RenewOutcome::Renewed(Lease {
             fence: fence_of(token).unwrap_or(0),
             ttl,
@@ -167,11 +238,12 @@ impl SemaphoreBackend for MemoryBackend {
     ) -> Result<ReleaseOutcome, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
-        let index = Self::live_permits(&mut state, name, now).and_then(|p| p.position(token));
-        let Some(index) = index else {
+        let removed = Self::live_permits(&mut state, name, now)
+            .is_some_and(|permits| permits.remove(|t| t == token));
+        if !removed {
             return Ok(ReleaseOutcome::NotHeld);
-        };
-        Self::remove_permit(&mut state, name, index);
+        }
+        Self::forget_if_empty(&mut state, name);
         drop(state);
         announce(&self.permits_freed, name);
         Ok(ReleaseOutcome::Released)
@@ -185,15 +257,12 @@ impl SemaphoreBackend for MemoryBackend {
     ) -> Result<bool, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
-        let index = Self::live_permits(&mut state, name, now).and_then(|permits| {
-            permits.held.iter().position(|permit| {
-                has_stem(&permit.token, stem) && (claim.is_none() || permit.claim == claim)
-            })
-        });
-        let Some(index) = index else {
+        let removed = Self::live_permits(&mut state, name, now)
+            .is_some_and(|permits| permits.remove_claimed(stem, claim));
+        if !removed {
             return Ok(false);
-        };
-        Self::remove_permit(&mut state, name, index);
+        }
+        Self::forget_if_empty(&mut state, name);
         drop(state);
         announce(&self.permits_freed, name);
         Ok(true)
@@ -205,26 +274,13 @@ impl SemaphoreBackend for MemoryBackend {
     ) -> Result<crate::backend::semaphore::Permits, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
-        let Some(permits) = Self::live_permits(&mut state, name, now) else {
-            return Ok(crate::backend::semaphore::Permits::default());
-        };
-        let mut views: Vec<(Instant, PermitView)> = permits
-            .held
-            .iter()
-            .map(|permit| {
-                let view = PermitView {
-                    fence: fence_of(&permit.token),
-                    ttl: permit.expires - now,
-                    holder: permit.holder.as_deref().cloned(),
-                };
-                (permit.expires, view)
-            })
-            .collect();
-        views.sort_by_key(|(expires, _)| *expires);
-        Ok(crate::backend::semaphore::Permits {
-            limit: Some(permits.limit),
-            permits: views.into_iter().map(|(_, view)| view).collect(),
-        })
+        Ok(Self::live_permits(&mut state, name, now).map_or_else(
+            crate::backend::semaphore::Permits::default,
+            |permits| crate::backend::semaphore::Permits {
+                limit: Some(permits.limit),
+                permits: permits.views(now),
+            },
+        ))
     }
 
     async fn watch_permits(&self, name: &str) -> ReleaseFeed {

@@ -77,6 +77,21 @@ impl<'a> LockKeys<'a> {
         self.key(Tag::Name(self.name), ":revoked")
     }
 
+    /// A read/write lock's readers: tokens scored by expiry (see `shared_acquire.lua`).
+    pub(super) fn readers(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":readers")
+    }
+
+    /// A read/write lock's readers' claims and holders (see `shared_acquire.lua`).
+    pub(super) fn readers_info(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":readers:info")
+    }
+
+    /// While a writer waits: no new reader (see `shared_acquire.lua`).
+    pub(super) fn hold_off(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":writer-waiting")
+    }
+
     /// A semaphore's permits: tokens scored by expiry (see `permit_acquire.lua`).
     pub(super) fn permits(&self) -> Key<'a> {
         self.key(Tag::Name(self.name), ":permits")

@@ -177,6 +177,7 @@ impl LockBackend for RedisBackend {
                         pttl(left).unwrap_or(Duration::ZERO),
                     )?)),
                     [0, left] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
+                    [0, left, 1] => Ok(AcquireOutcome::HeldShared { ttl: pttl(left) }),
                     _ => Err(unexpected("acquire", &reply)),
                 }
             }
@@ -225,7 +226,16 @@ impl LockBackend for RedisBackend {
 
     async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(&REVOKE, &[keys.lock(), keys.holder(), keys.revoked()]);
+        let mut call = evalsha(
+            &REVOKE,
+            &[
+                keys.lock(),
+                keys.holder(),
+                keys.revoked(),
+                keys.readers(),
+                keys.readers_info(),
+            ],
+        );
         call.arg(keys.channel());
         self.script::<i64>(&REVOKE, &call).await.map(|n| n == 1)
     }
@@ -310,15 +320,25 @@ impl LockBackend for RedisBackend {
             &INSPECT,
             &[keys.lock(), keys.legacy_counter(), keys.holder()],
         );
-        let (ttl, f, record): (i64, i64, Option<Vec<u8>>) = self.script(&INSPECT, &call).await?;
+        let reply: Vec<Value> = self.script(&INSPECT, &call).await?;
+        let number = |value: Option<&Value>| match value {
+            Some(Value::Int(n)) => Ok(*n),
+            other => Err(BackendError::Protocol(format!("inspect script: {other:?}"))),
+        };
+        let ttl = number(reply.first())?;
         if ttl == -2 {
             return Ok(None);
         }
-        let fence = u64::try_from(f).ok();
+        let fence = u64::try_from(number(reply.get(1))?).ok();
+        let record = match reply.get(2) {
+            Some(Value::BulkString(record)) => Some(record.as_slice()),
+            _ => None,
+        };
         Ok(Some(Inspection {
             ttl: pttl(ttl),
             fence,
-            holder: record.and_then(|r| Holder::of_record(&r, fence)),
+            holder: record.and_then(|r| Holder::of_record(r, fence)),
+            shared: reply.len() > 3,
         }))
     }
 

@@ -52,6 +52,7 @@ mod semaphore;
 mod send;
 mod sentinel;
 mod setup;
+mod shared;
 mod source;
 
 pub use features::NativeCommands;

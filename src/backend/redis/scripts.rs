@@ -58,6 +58,10 @@ scripts! {
     PERMIT_RELEASE = "permit_release.lua",
     PERMIT_WITHDRAW = "permit_withdraw.lua",
     PERMIT_INSPECT = "permit_inspect.lua",
+    SHARED_ACQUIRE = "shared_acquire.lua",
+    SHARED_RENEW = "shared_renew.lua",
+    SHARED_RELEASE = "shared_release.lua",
+    SHARED_INSPECT = "shared_inspect.lua",
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

@@ -26,11 +26,33 @@ use crate::backend::{
     ReplicaAck, millis,
 };
 
-fn protocol(script: &str, detail: impl std::fmt::Display) -> BackendError {
+/// Leases listed by an inspect script: token, ms left, holder record, for each. The tokens
+/// become fences here and go no further.
+pub(super) fn permit_views(
+    script: &str,
+    listed: &[String],
+) -> Result<Vec<PermitView>, BackendError> {
+    let mut views = Vec::with_capacity(listed.len() / 3);
+    for lease in listed.chunks(3) {
+        let [token, left, record] = lease else {
+            return Err(protocol(script, "a short reply"));
+        };
+        let fence = fence_of(token);
+        let left: i64 = left.parse().map_err(|e| protocol(script, e))?;
+        views.push(PermitView {
+            fence,
+            ttl: ms(left),
+            holder: Holder::of_record(record.as_bytes(), fence),
+        });
+    }
+    Ok(views)
+}
+
+pub(super) fn protocol(script: &str, detail: impl std::fmt::Display) -> BackendError {
     BackendError::Protocol(format!("{script} script: {detail}"))
 }
 
-fn ms(value: i64) -> Duration {
+pub(super) fn ms(value: i64) -> Duration {
     Duration::from_millis(u64::try_from(value).unwrap_or(0))
 }
 
@@ -150,19 +172,7 @@ impl SemaphoreBackend for RedisBackend {
         let Some((limit, rest)) = reply.split_first() else {
             return Err(protocol("permit_inspect", "an empty reply"));
         };
-        let mut permits = Vec::with_capacity(rest.len() / 3);
-        for permit in rest.chunks(3) {
-            let [token, left, record] = permit else {
-                return Err(protocol("permit_inspect", "a short reply"));
-            };
-            let fence = fence_of(token);
-            let left: i64 = left.parse().map_err(|e| protocol("permit_inspect", e))?;
-            permits.push(PermitView {
-                fence,
-                ttl: ms(left),
-                holder: Holder::of_record(record.as_bytes(), fence),
-            });
-        }
+        let permits = permit_views("permit_inspect", rest)?;
         Ok(Permits {
             limit: limit.parse().ok().filter(|_| !permits.is_empty()),
             permits,

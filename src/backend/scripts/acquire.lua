@@ -18,6 +18,8 @@
 -- Returns fence                granted now: the token is `<stem>.<fence>`
 --         {2, fence, pttl_ms}  already held by a token of this stem (an idempotent retry)
 --         {0, pttl_ms}         held by another token (pttl -1: the key has no expiry)
+--         {0, pttl_ms, 1}      held by readers (the value is the marker '~shared', see
+--                              shared_acquire.lua)
 --
 -- The fence is max(previous + 1, Redis TIME in microseconds) over the slot counter (and the
 -- old per-name counter while one exists): the twin of next_fence() in src/backend/fence.rs.
@@ -33,6 +35,9 @@ if holder then
       redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2])
     end
     return {2, tonumber(string.sub(holder, #prefix + 1)) or -1, redis.call('PTTL', KEYS[1])}
+  end
+  if holder == '~shared' then
+    return {0, redis.call('PTTL', KEYS[1]), 1}
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end

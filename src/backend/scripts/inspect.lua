@@ -8,9 +8,13 @@
 -- Returns {pttl_ms, fence, record}: pttl -2 when not held, -1 when the key has no expiry;
 --         fence -1 when the holder's token carries none and no old counter exists; record
 --         the holder key's value, or false (the gateway checks that its fence is the grant's).
+--         {pttl_ms, -1, false, 1} when readers hold it (see shared_acquire.lua).
 local holder = redis.call('GET', KEYS[1])
 if not holder then
   return {-2, -1, false}
+end
+if holder == '~shared' then
+  return {redis.call('PTTL', KEYS[1]), -1, false, 1}
 end
 local fence = tonumber(string.match(holder, '^[%w_-]+%.(%d+)$'))
   or tonumber(redis.call('GET', KEYS[2]))

@@ -5,6 +5,7 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the holder key
 -- KEYS[3]  the revocation key: the revoked token, until the revoked lease would have ended
+-- KEYS[4]  the readers, KEYS[5] their hash (see shared_acquire.lua): deleted with the marker
 -- ARGV[1]  the name's release channel
 --
 -- Returns 1 revoked, 0 not held.
@@ -14,6 +15,9 @@ if not holder then
 end
 local left = redis.call('PTTL', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2])
+if holder == '~shared' then
+  redis.call('DEL', KEYS[4], KEYS[5])
+end
 -- A key without expiry (written by another client) is remembered for a minute.
 if left <= 0 then
   left = 60000

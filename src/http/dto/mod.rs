@@ -105,6 +105,7 @@ macro_rules! acquire_body {
             /// The lease settings.
             #[allow(dead_code)] // Not every body needs it.
             pub fn lease(&self) -> AcquireBody {
+                #[allow(clippy::needless_update)] // Needed for all bodies but AcquireBody.
                 AcquireBody {
                     ttl_ms: self.ttl_ms,
                     wait_ms: self.wait_ms,
@@ -114,6 +115,7 @@ macro_rules! acquire_body {
                     max_hold_ms: self.max_hold_ms,
                     owner: self.owner.clone(),
                     metadata: self.metadata.clone(),
+                    ..AcquireBody::default()
                 }
             }
         }
@@ -126,7 +128,21 @@ acquire_body! {
     #[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
     #[serde(deny_unknown_fields)]
     #[schema(example = json!({"ttl_ms": 10000}))]
-    pub struct AcquireBody {}
+    pub struct AcquireBody {
+        /// `exclusive` (the default: one holder, a writer) or `shared` (many holders at once,
+        /// readers; none while a writer holds it, and none new while a writer waits). Each
+        /// shared holder has its own token, fence and ttl, renewed and released as a lock's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mode: Option<LockMode>,
+    }
+}
+
+/// How a lock is held: by one writer, or by readers sharing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LockMode {
+    Exclusive,
+    Shared,
 }
 
 /// Body of `PATCH /locks/{name}`. Every field is optional; an empty body renews for the
@@ -284,6 +300,17 @@ pub struct LockInfoBody {
     /// Requests waiting for this lock in this gateway (others may wait in other gateways).
     #[serde(default)]
     pub waiting: u64,
+    /// `exclusive` (one holder: the fields above are its) or `shared` (readers hold it: each
+    /// is in `shared_holders`, and `ttl_ms` is the longest's).
+    #[serde(default = "exclusive")]
+    pub mode: LockMode,
+    /// While readers hold the lock: each of them, the first to end first. Never a token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_holders: Vec<PermitBody>,
+}
+
+fn exclusive() -> LockMode {
+    LockMode::Exclusive
 }
 
 /// A page of held locks (`GET /locks`).
@@ -397,6 +424,11 @@ fn left_ms(deadline: SystemTime) -> u64 {
 
 impl LockInfoBody {
     pub fn new(name: &LockName, state: LockState) -> Self {
+        let mode = if state.is_shared() {
+            LockMode::Shared
+        } else {
+            LockMode::Exclusive
+        };
         let (owner, metadata) = state
             .holder
             .map_or((None, None), |holder| (holder.owner, holder.metadata));
@@ -412,6 +444,8 @@ impl LockInfoBody {
             owner,
             metadata,
             waiting: u64::try_from(state.waiting).unwrap_or(u64::MAX),
+            mode,
+            shared_holders: state.shared.into_iter().map(PermitBody::new).collect(),
         }
     }
 }

@@ -80,7 +80,7 @@ pub struct SemaphoreInfoBody {
 }
 
 impl PermitBody {
-    fn new(permit: PermitView) -> Self {
+    pub(super) fn new(permit: PermitView) -> Self {
         let (owner, metadata) = permit
             .holder
             .map_or((None, None), |holder| (holder.owner, holder.metadata));

@@ -24,15 +24,17 @@ use utoipa::ToSchema;
 use super::lease::{self, Acquired};
 use super::locks::LockNameParam;
 use crate::http::AppState;
+use crate::http::dto::LockMode;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::hold::Hold;
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
-    self, Exclusive, Grant, IdempotencyKey, LockName, LockService, Primitive, RenewRequest,
+    self, Exclusive, Grant, IdempotencyKey, LockName, LockService, Primitive, RenewRequest, Shared,
 };
 use crate::telemetry::metrics::Metrics;
+use futures_util::future::Either;
 
 pub const NDJSON: &str = "application/x-ndjson";
 
@@ -128,6 +130,8 @@ pub struct EndOfHold {
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds until the current lease ends, rounded up."))),
         (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`: `mode: \"shared\"` in Redlock mode.",
+            body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`backend-unavailable`, `insufficient-replicas`, `too-many-waiters` or `shutting-down`.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
@@ -139,7 +143,17 @@ pub fn hold_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    holding(&app, Exclusive, name, key, &body)
+    match body.mode {
+        Some(LockMode::Shared) => {
+            let offered = app.service.check_shared_offered();
+            let holding = holding(&app, Shared, name, key, &body);
+            Either::Left(async move {
+                offered?;
+                holding.await
+            })
+        }
+        _ => Either::Right(holding(&app, Exclusive, name, key, &body)),
+    }
 }
 
 /// Acquires a lease of `primitive` and answers its hold stream: what every hold route does.

@@ -8,11 +8,13 @@ use axum::response::Response;
 
 use super::lease;
 use crate::http::AppState;
+use crate::http::dto::LockMode;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
 use crate::http::gate::{Caller, forced};
 use crate::http::problem::{ApiError, Problem};
-use crate::lock::{Exclusive, InvalidName};
+use crate::lock::{Exclusive, IdempotencyKey, InvalidName, LockName, Primitive, Shared};
+use futures_util::future::Either;
 
 /// The `{name}` path parameter.
 #[derive(Debug, utoipa::IntoParams)]
@@ -33,6 +35,10 @@ pub struct LockNameParam {
 ///
 /// With an `Idempotency-Key` header, retrying after a lost response returns the same grant
 /// (200, same token and fence) instead of a 409.
+///
+/// With `mode: "shared"`, a reader's grant of a read/write lock: readers share the name, each
+/// with its own token, fence and ttl; none while a writer (an exclusive grant) holds it, and
+/// none new while a writer waits for it. Renew and release it as any grant.
 #[utoipa::path(
     post,
     path = "/locks/{name}",
@@ -59,6 +65,8 @@ pub struct LockNameParam {
             headers(("Retry-After" = u64, description = "Seconds until the current lease ends, rounded up."))),
         (status = 413, description = "`payload-too-large`: the body exceeds the configured limit.",
             body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`: `mode: \"shared\"` in Redlock mode.",
+            body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`backend-unavailable`; `insufficient-replicas` with `require_replicas` (the lock was released); `wait-pool-exhausted` when every connection for replica acknowledgement is busy.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
@@ -71,7 +79,28 @@ pub fn acquire_lock(
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `lease::acquiring`.
-    let acquiring = lease::acquiring(&app, Exclusive, name, key, &body);
+    match body.mode {
+        Some(LockMode::Shared) => {
+            let offered = app.service.check_shared_offered();
+            let granting = granting(&app, Shared, name, key, &body);
+            Either::Left(async move {
+                offered?;
+                granting.await
+            })
+        }
+        _ => Either::Right(granting(&app, Exclusive, name, key, &body)),
+    }
+}
+
+/// Acquires a lease of `primitive` and answers the grant.
+fn granting<P: Primitive>(
+    app: &AppState,
+    primitive: P,
+    name: LockName,
+    key: Option<IdempotencyKey>,
+    body: &AcquireBody,
+) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
+    let acquiring = lease::acquiring(app, primitive, name, key, body);
     async move {
         let acquired = acquiring.await?;
         lease::grant_response("locks", &acquired.name, acquired.grant)
@@ -117,7 +146,14 @@ pub async fn renew_lock(
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Result<Json<LockRenewalBody>, ApiError> {
     let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
-    let renewal = app.service.renew(&name, &token, &request).await?;
+    let renewal = if token.is_shared() {
+        app.service.check_shared_offered()?;
+        app.service
+            .renew_lease(&Shared, &name, &token, &request)
+            .await?
+    } else {
+        app.service.renew(&name, &token, &request).await?
+    };
     Ok(Json(LockRenewalBody::new(&name, &renewal)))
 }
 
@@ -172,14 +208,20 @@ pub async fn release_lock(
         return Ok(StatusCode::NO_CONTENT);
     }
     let LockTokenHeader(token) = LockTokenHeader::from_headers(&headers)?;
-    app.service.release(&name, &token).await?;
+    if token.is_shared() {
+        app.service.check_shared_offered()?;
+        app.service.release_lease(&Shared, &name, &token).await?;
+    } else {
+        app.service.release(&name, &token).await?;
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Inspect a lock.
 ///
 /// Whether the lock is held, the time left on its lease and the current fence. Never the
-/// token. `HEAD` answers the same status without a body.
+/// token. While readers hold it (`mode: "shared"`), each of them is in `shared_holders`.
+/// `HEAD` answers the same status without a body.
 // HEAD is served by the GET route (axum answers HEAD with the GET handler, without the body);
 // documenting it as a second operation would give two operations one operationId.
 #[utoipa::path(

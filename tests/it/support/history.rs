@@ -6,7 +6,8 @@
 //! at each name's operations as a whole:
 //!
 //! * **mutual exclusion**: no two grants whose validity windows overlap (for a semaphore,
-//!   [`History::with_limit`]: never more than `limit` grants valid at once). A grant is valid from
+//!   [`History::with_limit`]: never more than `limit` grants valid at once; for a read/write
+//!   lock, shared grants may overlap each other, never an exclusive one). A grant is valid from
 //!   when its answer was read until invoke time + the `ttl_ms` it returned (a renewal adds
 //!   renew invoke + its `ttl_ms`), and no longer once its holder sent the release. Counting
 //!   from the invoke time is what a careful client does: the gateway's `ttl_ms` is what was
@@ -33,10 +34,23 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "call", rename_all = "snake_case")]
 pub enum Call {
-    Acquire { ttl_ms: u64, wait_ms: u64 },
-    Renew { token: String, ttl_ms: u64 },
-    Release { token: String },
-    Inspect { token: String },
+    /// `shared`: a reader's grant of a read/write lock (readers may hold a name together;
+    /// never with a writer).
+    Acquire {
+        ttl_ms: u64,
+        wait_ms: u64,
+        shared: bool,
+    },
+    Renew {
+        token: String,
+        ttl_ms: u64,
+    },
+    Release {
+        token: String,
+    },
+    Inspect {
+        token: String,
+    },
 }
 
 /// What came back.
@@ -216,6 +230,8 @@ struct Grant {
     windows: Vec<(u64, u64)>,
     /// When the holder sent its release, if it did.
     released_us: Option<u64>,
+    /// A reader's grant.
+    shared: bool,
 }
 
 impl Grant {
@@ -266,7 +282,7 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
     let mut by_token: HashMap<&str, usize> = HashMap::new();
     for op in ops {
         if let (
-            Call::Acquire { .. },
+            Call::Acquire { shared, .. },
             Outcome::Granted {
                 token,
                 fence,
@@ -288,6 +304,7 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
                         complete_us: op.complete_us,
                         windows: vec![window],
                         released_us: None,
+                        shared: *shared,
                     });
                 }
             }
@@ -371,10 +388,11 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
     let mut open: Vec<(u64, usize)> = Vec::new();
     for (from, until, index) in windows {
         open.retain(|(end, _)| *end > from);
+        // Readers do not exclude each other; a writer excludes everyone.
         let mut others: Vec<usize> = open
             .iter()
             .map(|(_, other)| *other)
-            .filter(|other| *other != index)
+            .filter(|other| *other != index && !(grants[*other].shared && grants[index].shared))
             .collect();
         others.sort_unstable();
         others.dedup();
@@ -598,7 +616,28 @@ mod tests {
     const ACQ: Call = Call::Acquire {
         ttl_ms: 10,
         wait_ms: 0,
+        shared: false,
     };
+    const SHARED: Call = Call::Acquire {
+        ttl_ms: 10,
+        wait_ms: 0,
+        shared: true,
+    };
+
+    /// Readers may hold a name together; a writer with a reader is a violation.
+    #[test]
+    fn readers_share_and_writers_exclude() {
+        let ops = [
+            op(0, "a", SHARED, 0, 100, grant("r1", 1, 10)),
+            op(1, "a", SHARED, 50, 200, grant("r2", 2, 10)),
+        ];
+        assert!(check(&ops, 1).is_empty(), "{:?}", check(&ops, 1));
+        let ops = [
+            op(0, "a", SHARED, 0, 100, grant("r1", 1, 10)),
+            op(1, "a", ACQ, 50, 200, grant("w", 2, 10)),
+        ];
+        assert_eq!(check(&ops, 1)[0].kind(), "overlap");
+    }
 
     fn release(token: &str) -> Call {
         Call::Release {

@@ -33,6 +33,9 @@ pub struct Workload {
     pub cycles: Option<usize>,
     /// Take permits of semaphores of this many permits instead of locks.
     pub permits: Option<u32>,
+    /// Read/write locks: one acquire in this many is shared (a reader), the rest exclusive
+    /// (0: all exclusive).
+    pub shared_one_in: u64,
 }
 
 impl Workload {
@@ -47,6 +50,7 @@ impl Workload {
             extras: Vec::new(),
             cycles: None,
             permits: None,
+            shared_one_in: 0,
         }
     }
 
@@ -182,9 +186,15 @@ impl Client {
         if let Some(permits) = w.permits {
             body["permits"] = permits.into();
         }
+        let (ttl_ms, wait_ms, shared_one_in) = (w.ttl_ms, w.wait_ms, w.shared_one_in);
+        let shared = shared_one_in > 0 && self.next(shared_one_in) == 0;
+        if shared {
+            body["mode"] = "shared".into();
+        }
         let call = Call::Acquire {
-            ttl_ms: w.ttl_ms,
-            wait_ms: w.wait_ms,
+            ttl_ms,
+            wait_ms,
+            shared,
         };
         let invoke = self.history.now_us();
         let sent = self.http.post(self.url(name)).json(&body).send().await;
@@ -219,8 +229,8 @@ impl Client {
         let invoke = self.history.now_us();
         let sent = self.http.get(self.url(name)).send().await;
         let outcome = match self.workload.permits {
-            None => read_outcome(sent, Expect::Inspection).await,
-            Some(_) => read_outcome(sent, Expect::Permit(fence)).await,
+            None if !shared => read_outcome(sent, Expect::Inspection).await,
+            _ => read_outcome(sent, Expect::Permit(fence)).await,
         };
         let call = Call::Inspect {
             token: token.clone(),
@@ -261,8 +271,9 @@ pub enum Expect {
     Grant,
     Renewal,
     Inspection,
-    /// A semaphore's inspection, by the holder of the permit with this fence: `Held` with
-    /// it if the permit is among those shown, else `NotHeld`.
+    /// A semaphore's inspection, or a read/write lock's by a reader, by the holder of the
+    /// grant with this fence: `Held` with it if the grant is among those shown (`holders`,
+    /// `shared_holders`), else `NotHeld`.
     Permit(u64),
     Release,
 }
@@ -308,7 +319,8 @@ pub async fn read_outcome(sent: reqwest::Result<reqwest::Response>, expect: Expe
             ttl_ms: body["ttl_ms"].as_u64(),
         },
         (200, Expect::Permit(fence)) => {
-            let holders = body["holders"].as_array().cloned().unwrap_or_default();
+            let listed = |field: &str| body[field].as_array().cloned().unwrap_or_default();
+            let holders = [listed("holders"), listed("shared_holders")].concat();
             match holders.iter().find(|h| h["fence"].as_u64() == Some(fence)) {
                 Some(permit) => Outcome::Held {
                     fence: Some(fence),

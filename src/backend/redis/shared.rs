@@ -1,0 +1,177 @@
+//! Shared grants of read/write locks on Redis: the [`SharedBackend`] contract in scripts
+//! (`shared_*.lua`). Per name, beside the lock key (which holds `~shared` meanwhile):
+//!
+//! * `<prefix>{<name>}:readers`, a sorted set of the readers' tokens scored by expiry;
+//! * `<prefix>{<name>}:readers:info`, a hash of claims and holder records;
+//! * `<prefix>{<name>}:writer-waiting`, present while a writer waits: no new reader.
+//!
+//! All in the name's hash slot; all gone when the last reader goes (the hold-off when its
+//! writer gets the lock or its wait ends).
+
+use std::time::Duration;
+
+use redis::{FromRedisValue, Value};
+
+use super::RedisBackend;
+use super::scripts::{SHARED_ACQUIRE, SHARED_INSPECT, SHARED_RELEASE, SHARED_RENEW};
+use super::semaphore::{ms, permit_views, protocol};
+use super::send::{Request, evalsha};
+use crate::backend::fence::fence_of;
+use crate::backend::semaphore::PermitView;
+use crate::backend::shared::SharedBackend;
+use crate::backend::{
+    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    millis,
+};
+
+fn claim_arg(claim: Option<Claim>) -> String {
+    claim.map(|Claim(id)| id.to_string()).unwrap_or_default()
+}
+
+impl RedisBackend {
+    /// `shared_release.lua` for `token`, or for the grant of `stem` and `claim`.
+    async fn remove_reader(
+        &self,
+        name: &str,
+        token: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(
+            &SHARED_RELEASE,
+            &[keys.lock(), keys.readers(), keys.readers_info()],
+        );
+        call.arg(token)
+            .arg(keys.channel())
+            .arg(stem)
+            .arg(claim_arg(claim));
+        Ok(self.script::<i64>(&SHARED_RELEASE, &call).await? == 1)
+    }
+}
+
+impl SharedBackend for RedisBackend {
+    async fn acquire_shared(
+        &self,
+        name: &str,
+        stem: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
+        holder: Option<&Holder>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(
+            &SHARED_ACQUIRE,
+            &[
+                keys.lock(),
+                keys.readers(),
+                keys.counter(),
+                keys.readers_info(),
+                keys.hold_off(),
+            ],
+        );
+        let holder = holder.filter(|h| !h.is_empty());
+        call.arg(stem)
+            .arg(millis(ttl))
+            .arg(claim_arg(claim))
+            .arg(holder.map(Holder::fields).unwrap_or_default());
+        let (reply, acked) = self
+            .run_lease_script::<Value>(name, &SHARED_ACQUIRE, &call, ack)
+            .await?;
+        let lease = |f: i64, ttl: Duration| -> Result<Lease, BackendError> {
+            Ok(Lease {
+                fence: u64::try_from(f).map_err(|_| protocol("shared_acquire", f))?,
+                ttl,
+                replicas_acked: acked,
+            })
+        };
+        if let Value::Int(f) = reply {
+            return Ok(AcquireOutcome::Granted(lease(f, ttl)?));
+        }
+        let reply: Vec<i64> =
+            FromRedisValue::from_redis_value(reply).map_err(|e| protocol("shared_acquire", e))?;
+        match *reply {
+            [2, f, left] => Ok(AcquireOutcome::AlreadyHeld(lease(f, ms(left))?)),
+            [0, left] => Ok(AcquireOutcome::Held {
+                ttl: (left != -1).then(|| ms(left)),
+            }),
+            _ => Err(protocol("shared_acquire", format!("{reply:?}"))),
+        }
+    }
+
+    async fn renew_shared(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(
+            &SHARED_RENEW,
+            &[keys.lock(), keys.readers(), keys.readers_info()],
+        );
+        call.arg(token).arg(millis(ttl));
+        let (reply, acked) = self
+            .run_lease_script::<i64>(name, &SHARED_RENEW, &call, ack)
+            .await?;
+        match reply {
+            1 => Ok(RenewOutcome::Renewed(Lease {
+                fence: fence_of(token).unwrap_or(0),
+                ttl,
+                replicas_acked: acked,
+            })),
+            0 => Ok(RenewOutcome::NotHeld),
+            other => Err(protocol("shared_renew", other)),
+        }
+    }
+
+    async fn release_shared(
+        &self,
+        name: &str,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        Ok(if self.remove_reader(name, token, "", None).await? {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    async fn withdraw_shared(
+        &self,
+        name: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        self.remove_reader(name, "", stem, claim).await
+    }
+
+    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
+        let keys = self.keys(name);
+        let call = evalsha(&SHARED_INSPECT, &[keys.readers(), keys.readers_info()]);
+        let reply: Vec<String> = self.script(&SHARED_INSPECT, &call).await?;
+        permit_views("shared_inspect", &reply)
+    }
+
+    async fn hold_off_readers(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        let keys = self.keys(name);
+        let mut pipe = redis::pipe();
+        match wait {
+            Some(wait) => pipe
+                .cmd("SET")
+                .arg(keys.hold_off())
+                .arg(1)
+                .arg("PX")
+                .arg(millis(wait).max(1))
+                .ignore(),
+            None => pipe.cmd("DEL").arg(keys.hold_off()).ignore(),
+        };
+        self.run::<()>(Request::Native(&pipe)).await
+    }
+}
