@@ -39,10 +39,10 @@ const FOREIGN_RELEASE_RECHECK: Duration = Duration::from_millis(50);
 /// One try at the backend.
 enum Attempt<P: Primitive> {
     Granted(Grant<P>),
-    /// Held; `held_off`: by readers, which this waiting attempt asked to let no one new in.
+    /// Held; `by_readers`: by a read/write lock's shared grants.
     Held {
         retry_after: Duration,
-        held_off: bool,
+        by_readers: bool,
     },
 }
 
@@ -83,7 +83,11 @@ impl LockService {
                 }
                 Err(err) if request.wait.is_zero() || !err.is_transient() => return Err(err),
                 // Held, or the backend stumbled: wait in line.
-                Ok(Attempt::Held { held_off, .. }) => {
+                Ok(Attempt::Held { by_readers, .. }) => {
+                    if by_readers {
+                        self.hold_off(primitive, name, request).await;
+                    }
+                    let held_off = by_readers;
                     return self
                         .wait_for(primitive, name, derived.as_ref(), request, held_off)
                         .await;
@@ -93,6 +97,19 @@ impl LockService {
         }
         self.wait_for(primitive, name, derived.as_ref(), request, false)
             .await
+    }
+
+    /// A waiting writer found readers: no new reader until it has had its turn, for at most
+    /// its wait. Once per waiting request (the caller lifts it when the writer is granted).
+    async fn hold_off<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+        request: &AcquireRequest,
+    ) {
+        primitive
+            .hold_off_shared(&self.backend, name, request.wait)
+            .await;
     }
 
     /// After a grant to a writer that held off new readers while it waited: they may come.
@@ -168,9 +185,12 @@ impl LockService {
                 }
                 Ok(Attempt::Held {
                     retry_after,
-                    held_off: by_readers,
+                    by_readers,
                 }) => {
-                    held_off |= by_readers;
+                    if by_readers && !held_off {
+                        self.hold_off(primitive, name, request).await;
+                        held_off = true;
+                    }
                     if Instant::now() >= deadline {
                         return Err(LockError::Held { retry_after });
                     }
@@ -271,20 +291,14 @@ impl LockService {
                 guard.disarm();
                 return Ok(Attempt::Held {
                     retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
-                    held_off: false,
+                    by_readers: false,
                 });
             }
             AcquireOutcome::HeldShared { ttl } => {
                 guard.disarm();
-                // A waiting writer: no new reader until it has had its turn.
-                if retry_may_follow {
-                    primitive
-                        .hold_off_shared(&self.backend, name, request.wait)
-                        .await;
-                }
                 return Ok(Attempt::Held {
                     retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
-                    held_off: retry_may_follow,
+                    by_readers: true,
                 });
             }
             AcquireOutcome::LimitDiffers { limit } => {

@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use redis::{FromRedisValue, Value};
+use redis::Value;
 
 use super::RedisBackend;
 use super::features::{Downgradable, ReleaseVia, RenewVia};
 use super::keys::LockKeys;
+use super::replies::{acquire_outcome, pttl, renew_outcome};
 use super::scripts::{
     ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, RENEW_UNFENCED, REVOKE, WITHDRAW,
 };
@@ -114,11 +115,6 @@ impl RedisBackend {
     }
 }
 
-/// A PTTL reply: `None` for "no expiry" (-1); negative values other than -1 count as zero.
-fn pttl(ms: i64) -> Option<Duration> {
-    (ms != -1).then(|| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
-}
-
 fn fence(value: i64) -> Result<u64, BackendError> {
     u64::try_from(value).map_err(|_| BackendError::Protocol(format!("negative fence {value}")))
 }
@@ -159,29 +155,7 @@ impl LockBackend for RedisBackend {
         let (reply, acked) = self
             .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
             .await?;
-        let lease = |f: i64, ttl: Duration| -> Result<Lease, BackendError> {
-            Ok(Lease {
-                fence: fence(f)?,
-                ttl,
-                replicas_acked: acked,
-            })
-        };
-        match reply {
-            Value::Int(f) => Ok(AcquireOutcome::Granted(lease(f, ttl)?)),
-            other => {
-                let reply: Vec<i64> = FromRedisValue::from_redis_value(other)
-                    .map_err(|e| BackendError::Protocol(format!("acquire script: {e}")))?;
-                match *reply {
-                    [2, f, left] => Ok(AcquireOutcome::AlreadyHeld(lease(
-                        f,
-                        pttl(left).unwrap_or(Duration::ZERO),
-                    )?)),
-                    [0, left] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
-                    [0, left, 1] => Ok(AcquireOutcome::HeldShared { ttl: pttl(left) }),
-                    _ => Err(unexpected("acquire", &reply)),
-                }
-            }
-        }
+        acquire_outcome("acquire", reply, ttl, acked)
     }
 
     async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
@@ -302,16 +276,7 @@ impl LockBackend for RedisBackend {
         let (reply, acked) = self
             .run_lease_script::<i64>(name, &RENEW, &call, ack)
             .await?;
-        match reply {
-            1 => Ok(RenewOutcome::Renewed(Lease {
-                fence: carried,
-                ttl,
-                replicas_acked: acked,
-            })),
-            0 => Ok(RenewOutcome::NotHeld),
-            -1 => Ok(RenewOutcome::NotOwner),
-            other => Err(unexpected("renew", &[other])),
-        }
+        renew_outcome("renew", reply, token, ttl, acked)
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
@@ -364,17 +329,5 @@ impl LockBackend for RedisBackend {
         let outcome = self.ping_once().await;
         self.record(RedisCall::Ping, started, &outcome);
         outcome
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pttl_replies_map_to_durations() {
-        assert_eq!(pttl(-1), None);
-        assert_eq!(pttl(-2), Some(Duration::ZERO));
-        assert_eq!(pttl(1500), Some(Duration::from_millis(1500)));
     }
 }

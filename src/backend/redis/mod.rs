@@ -47,6 +47,7 @@ mod listing;
 mod lock;
 mod notify;
 mod pool;
+mod replies;
 mod scripts;
 mod semaphore;
 mod send;

@@ -32,36 +32,37 @@ impl Lua {
     }
 }
 
+/// A script is one file, or several run as one (a prelude of shared functions, then the
+/// script's own file: Lua has no `require` in Redis).
 macro_rules! scripts {
-    ($($name:ident = $file:literal,)+) => {
+    ($($name:ident = [$($file:literal),+],)+) => {
         $(pub static $name: LazyLock<Lua> = LazyLock::new(|| {
-            let source = include_str!(concat!("../scripts/", $file));
+            let source = concat!($(include_str!(concat!("../scripts/", $file))),+);
             Lua { script: Script::new(source), source }
         });)+
 
         /// Every script's source, for loading them all at once.
-        const SOURCES: &[&str] = &[$(include_str!(concat!("../scripts/", $file))),+];
+        const SOURCES: &[&str] = &[$(concat!($(include_str!(concat!("../scripts/", $file))),+)),+];
     };
 }
 
 scripts! {
-    ACQUIRE = "acquire.lua",
-    RELEASE = "release.lua",
-    WITHDRAW = "withdraw.lua",
-    RENEW = "renew.lua",
-    RENEW_UNFENCED = "renew_unfenced.lua",
-    INSPECT = "inspect.lua",
-    FINALIZE = "finalize.lua",
-    REVOKE = "revoke.lua",
-    PERMIT_ACQUIRE = "permit_acquire.lua",
-    PERMIT_RENEW = "permit_renew.lua",
-    PERMIT_RELEASE = "permit_release.lua",
-    PERMIT_WITHDRAW = "permit_withdraw.lua",
-    PERMIT_INSPECT = "permit_inspect.lua",
-    SHARED_ACQUIRE = "shared_acquire.lua",
-    SHARED_RENEW = "shared_renew.lua",
-    SHARED_RELEASE = "shared_release.lua",
-    SHARED_INSPECT = "shared_inspect.lua",
+    ACQUIRE = ["acquire.lua"],
+    RELEASE = ["release.lua"],
+    WITHDRAW = ["withdraw.lua"],
+    RENEW = ["renew.lua"],
+    RENEW_UNFENCED = ["renew_unfenced.lua"],
+    INSPECT = ["inspect.lua"],
+    FINALIZE = ["finalize.lua"],
+    REVOKE = ["revoke.lua"],
+    PERMIT_ACQUIRE = ["lease_set.lua", "permit_acquire.lua"],
+    PERMIT_RENEW = ["lease_set.lua", "permit_renew.lua"],
+    PERMIT_RELEASE = ["lease_set.lua", "permit_release.lua"],
+    PERMIT_INSPECT = ["lease_set.lua", "permit_inspect.lua"],
+    SHARED_ACQUIRE = ["lease_set.lua", "shared_acquire.lua"],
+    SHARED_RENEW = ["lease_set.lua", "shared_renew.lua"],
+    SHARED_RELEASE = ["lease_set.lua", "shared_release.lua"],
+    SHARED_INSPECT = ["lease_set.lua", "shared_inspect.lua"],
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

@@ -12,52 +12,38 @@
 
 use std::time::Duration;
 
-use redis::{FromRedisValue, Value};
+use redis::Value;
 
 use super::RedisBackend;
-use super::scripts::{
-    PERMIT_ACQUIRE, PERMIT_INSPECT, PERMIT_RELEASE, PERMIT_RENEW, PERMIT_WITHDRAW,
-};
+use super::replies::{acquire_outcome, permit_views, protocol, renew_outcome};
+use super::scripts::{PERMIT_ACQUIRE, PERMIT_INSPECT, PERMIT_RELEASE, PERMIT_RENEW};
 use super::send::evalsha;
-use crate::backend::fence::fence_of;
-use crate::backend::semaphore::{PermitView, Permits, SemaphoreBackend};
+use crate::backend::semaphore::{Permits, SemaphoreBackend};
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseFeed, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, BackendError, Claim, Holder, ReleaseFeed, ReleaseOutcome, RenewOutcome,
     ReplicaAck, millis,
 };
 
-/// Leases listed by an inspect script: token, ms left, holder record, for each. The tokens
-/// become fences here and go no further.
-pub(super) fn permit_views(
-    script: &str,
-    listed: &[String],
-) -> Result<Vec<PermitView>, BackendError> {
-    let mut views = Vec::with_capacity(listed.len() / 3);
-    for lease in listed.chunks(3) {
-        let [token, left, record] = lease else {
-            return Err(protocol(script, "a short reply"));
-        };
-        let fence = fence_of(token);
-        let left: i64 = left.parse().map_err(|e| protocol(script, e))?;
-        views.push(PermitView {
-            fence,
-            ttl: ms(left),
-            holder: Holder::of_record(record.as_bytes(), fence),
-        });
+impl RedisBackend {
+    /// `permit_release.lua` for `token`, or for the permit of `stem` and `claim`.
+    async fn remove_permit(
+        &self,
+        name: &str,
+        token: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(&PERMIT_RELEASE, &[keys.permits(), keys.semaphore()]);
+        call.arg(token)
+            .arg(keys.permits_channel())
+            .arg(stem)
+            .arg(claim.map(|Claim(id)| id.to_string()).unwrap_or_default());
+        match self.script::<i64>(&PERMIT_RELEASE, &call).await? {
+            released @ (0 | 1) => Ok(released == 1),
+            other => Err(protocol("permit_release", other)),
+        }
     }
-    Ok(views)
-}
-
-pub(super) fn protocol(script: &str, detail: impl std::fmt::Display) -> BackendError {
-    BackendError::Protocol(format!("{script} script: {detail}"))
-}
-
-pub(super) fn ms(value: i64) -> Duration {
-    Duration::from_millis(u64::try_from(value).unwrap_or(0))
-}
-
-fn fence(value: i64) -> Result<u64, BackendError> {
-    u64::try_from(value).map_err(|_| protocol("permit_acquire", format!("fence {value}")))
 }
 
 impl SemaphoreBackend for RedisBackend {
@@ -85,28 +71,7 @@ impl SemaphoreBackend for RedisBackend {
         let (reply, acked) = self
             .run_lease_script::<Value>(name, &PERMIT_ACQUIRE, &call, ack)
             .await?;
-        let lease = |f: i64, ttl: Duration| -> Result<Lease, BackendError> {
-            Ok(Lease {
-                fence: fence(f)?,
-                ttl,
-                replicas_acked: acked,
-            })
-        };
-        if let Value::Int(f) = reply {
-            return Ok(AcquireOutcome::Granted(lease(f, ttl)?));
-        }
-        let reply: Vec<i64> =
-            FromRedisValue::from_redis_value(reply).map_err(|e| protocol("permit_acquire", e))?;
-        match *reply {
-            [2, f, left] => Ok(AcquireOutcome::AlreadyHeld(lease(f, ms(left))?)),
-            [0, left] => Ok(AcquireOutcome::Held {
-                ttl: Some(ms(left)),
-            }),
-            [3, held] => Ok(AcquireOutcome::LimitDiffers {
-                limit: u32::try_from(held).map_err(|_| protocol("permit_acquire", held))?,
-            }),
-            _ => Err(protocol("permit_acquire", format!("{reply:?}"))),
-        }
+        acquire_outcome("permit_acquire", reply, ttl, acked)
     }
 
     async fn renew_permit(
@@ -122,16 +87,7 @@ impl SemaphoreBackend for RedisBackend {
         let (reply, acked) = self
             .run_lease_script::<i64>(name, &PERMIT_RENEW, &call, ack)
             .await?;
-        match reply {
-            1 => Ok(RenewOutcome::Renewed(Lease {
-                // Every permit's token was issued by the acquire script, with its fence.
-                fence: fence_of(token).unwrap_or(0),
-                ttl,
-                replicas_acked: acked,
-            })),
-            0 => Ok(RenewOutcome::NotHeld),
-            other => Err(protocol("permit_renew", other)),
-        }
+        renew_outcome("permit_renew", reply, token, ttl, acked)
     }
 
     async fn release_permit(
@@ -139,14 +95,11 @@ impl SemaphoreBackend for RedisBackend {
         name: &str,
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
-        let keys = self.keys(name);
-        let mut call = evalsha(&PERMIT_RELEASE, &[keys.permits(), keys.semaphore()]);
-        call.arg(token).arg(keys.permits_channel());
-        match self.script::<i64>(&PERMIT_RELEASE, &call).await? {
-            1 => Ok(ReleaseOutcome::Released),
-            0 => Ok(ReleaseOutcome::NotHeld),
-            other => Err(protocol("permit_release", other)),
-        }
+        Ok(if self.remove_permit(name, token, "", None).await? {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
     }
 
     async fn withdraw_permit(
@@ -155,14 +108,7 @@ impl SemaphoreBackend for RedisBackend {
         stem: &str,
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
-        let keys = self.keys(name);
-        let mut call = evalsha(&PERMIT_WITHDRAW, &[keys.permits(), keys.semaphore()]);
-        call.arg(stem)
-            .arg(keys.permits_channel())
-            .arg(claim.map(|Claim(id)| id.to_string()).unwrap_or_default());
-        self.script::<i64>(&PERMIT_WITHDRAW, &call)
-            .await
-            .map(|withdrawn| withdrawn == 1)
+        self.remove_permit(name, "", stem, claim).await
     }
 
     async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {

@@ -10,18 +10,16 @@
 
 use std::time::Duration;
 
-use redis::{FromRedisValue, Value};
+use redis::Value;
 
 use super::RedisBackend;
+use super::replies::{acquire_outcome, permit_views, renew_outcome};
 use super::scripts::{SHARED_ACQUIRE, SHARED_INSPECT, SHARED_RELEASE, SHARED_RENEW};
-use super::semaphore::{ms, permit_views, protocol};
 use super::send::{Request, evalsha};
-use crate::backend::fence::fence_of;
 use crate::backend::semaphore::PermitView;
 use crate::backend::shared::SharedBackend;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
-    millis,
+    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
 };
 
 fn claim_arg(claim: Option<Claim>) -> String {
@@ -79,25 +77,7 @@ impl SharedBackend for RedisBackend {
         let (reply, acked) = self
             .run_lease_script::<Value>(name, &SHARED_ACQUIRE, &call, ack)
             .await?;
-        let lease = |f: i64, ttl: Duration| -> Result<Lease, BackendError> {
-            Ok(Lease {
-                fence: u64::try_from(f).map_err(|_| protocol("shared_acquire", f))?,
-                ttl,
-                replicas_acked: acked,
-            })
-        };
-        if let Value::Int(f) = reply {
-            return Ok(AcquireOutcome::Granted(lease(f, ttl)?));
-        }
-        let reply: Vec<i64> =
-            FromRedisValue::from_redis_value(reply).map_err(|e| protocol("shared_acquire", e))?;
-        match *reply {
-            [2, f, left] => Ok(AcquireOutcome::AlreadyHeld(lease(f, ms(left))?)),
-            [0, left] => Ok(AcquireOutcome::Held {
-                ttl: (left != -1).then(|| ms(left)),
-            }),
-            _ => Err(protocol("shared_acquire", format!("{reply:?}"))),
-        }
+        acquire_outcome("shared_acquire", reply, ttl, acked)
     }
 
     async fn renew_shared(
@@ -116,15 +96,7 @@ impl SharedBackend for RedisBackend {
         let (reply, acked) = self
             .run_lease_script::<i64>(name, &SHARED_RENEW, &call, ack)
             .await?;
-        match reply {
-            1 => Ok(RenewOutcome::Renewed(Lease {
-                fence: fence_of(token).unwrap_or(0),
-                ttl,
-                replicas_acked: acked,
-            })),
-            0 => Ok(RenewOutcome::NotHeld),
-            other => Err(protocol("shared_renew", other)),
-        }
+        renew_outcome("shared_renew", reply, token, ttl, acked)
     }
 
     async fn release_shared(
