@@ -2,7 +2,9 @@
 -- DELETE /locks/<name> with that token in Lock-Token (204). With the argument `semaphores`
 -- (`wrk ... -s bench/lock_cycle.lua URL -- semaphores`), permit cycles of semaphores of 4
 -- permits instead: POST /semaphores/<unique name> {"permits":4}, then DELETE; with `shared`,
--- readers' grants of read/write locks: POST /locks/<unique name> {"mode":"shared"}.
+-- readers' grants of read/write locks: POST /locks/<unique name> {"mode":"shared"}; with
+-- `multi`, multi-locks of two names: POST /locks {"names":[<name>:a, <name>:b]}, then
+-- DELETE /locks?name=<name>:a&name=<name>:b.
 --
 -- wrk builds requests per thread, not per connection, so a thread keeps a queue of grants
 -- whose release is due: the next request a connection sends is a pending release if there is
@@ -20,11 +22,14 @@ end
 function init(args)
   collection = "/locks/"
   body = nil
+  multi = false
   if args[1] == "semaphores" then
     collection = "/semaphores/"
     body = '{"permits":4}'
   elseif args[1] == "shared" then
     body = '{"mode":"shared"}'
+  elseif args[1] == "multi" then
+    multi = true
   end
   counter = 0
   pending = {}
@@ -40,9 +45,18 @@ function request()
     local grant = pending[head]
     pending[head] = nil
     head = head + 1
+    if multi then
+      local base = string.sub(grant[1], 1, -3)
+      local path = "/locks?name=" .. base .. ":a&name=" .. base .. ":b"
+      return wrk.format("DELETE", path, { ["Lock-Token"] = grant[2] })
+    end
     return wrk.format("DELETE", collection .. grant[1], { ["Lock-Token"] = grant[2] })
   end
   counter = counter + 1
+  if multi then
+    local name = prefix .. counter
+    return wrk.format("POST", "/locks", nil, '{"names":["' .. name .. ':a","' .. name .. ':b"]}')
+  end
   return wrk.format("POST", collection .. prefix .. counter, nil, body)
 end
 

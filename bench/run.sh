@@ -103,7 +103,7 @@ done
 
 # The other primitives, on the same gateway and Redis, next to the lock's figures above.
 declare -A PR_RPS PR_CPU
-PRIMITIVES=(semaphores shared)
+PRIMITIVES=(semaphores shared multi)
 for primitive in "${PRIMITIVES[@]}"; do
     for conns in 16 64; do
         redis-cli -p "$REDIS_PORT" flushall >/dev/null

@@ -146,7 +146,16 @@ writer = acquire_lock.sync("gen:doc", client=client, body=AcquireBody())
 assert isinstance(writer, Problem) and writer.type_.endswith("/lock-held"), writer
 for r in readers:
     assert release_lock.sync_detailed("gen:doc", client=client, lock_token=r.token).status_code == 204
-print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream, event stream, semaphore, read/write lock: ok")
+
+# A multi-lock.
+from lockgate_client.api.locks import acquire_locks, release_locks
+from lockgate_client.models import MultiAcquireBody
+both = acquire_locks.sync(client=client, body=MultiAcquireBody(names=["gen:b", "gen:a"]))
+assert isinstance(both, LockGrantBody) and both.names == ["gen:a", "gen:b"], both
+assert inspect_lock.sync("gen:b", client=client).fence == both.fence
+gone = release_locks.sync_detailed(client=client, name=both.names, lock_token=both.token)
+assert gone.status_code == 204, gone
+print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream, event stream, semaphore, read/write lock, multi-lock: ok")
 PY
 
 echo "openapi-typescript generate, tsc --strict, then use the types against the gateway"

@@ -68,6 +68,8 @@ pub const HOLDER_MARK: char = 'o';
 /// Mark: a shared grant of a read/write lock (see `super::shared`), kept among the name's
 /// readers rather than as the lock key's value.
 pub const SHARED_MARK: char = 's';
+/// Mark: a multi-lock's grant (see `super::multi`): its token holds several names at once.
+pub const MULTI_MARK: char = 'm';
 /// Mark, last: the grant may be held for at most this many milliseconds, `h<ms>`.
 pub const MAX_HOLD_MARK: char = 'h';
 
@@ -76,6 +78,7 @@ pub const MAX_HOLD_MARK: char = 'h';
 pub struct Marks {
     pub holder: bool,
     pub shared: bool,
+    pub multi: bool,
     pub max_hold_ms: Option<u64>,
 }
 
@@ -99,6 +102,10 @@ impl Marks {
         if shared {
             rest = &rest[1..];
         }
+        let multi = rest.starts_with(MULTI_MARK);
+        if multi {
+            rest = &rest[1..];
+        }
         let max_hold_ms = rest
             .strip_prefix(MAX_HOLD_MARK)
             .filter(|ms| !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()))
@@ -106,6 +113,7 @@ impl Marks {
         Self {
             holder,
             shared,
+            multi,
             max_hold_ms,
         }
     }
@@ -118,6 +126,9 @@ impl Marks {
         }
         if self.shared {
             stem.push(SHARED_MARK);
+        }
+        if self.multi {
+            stem.push(MULTI_MARK);
         }
         if let Some(ms) = self.max_hold_ms {
             stem.push(MAX_HOLD_MARK);
@@ -221,6 +232,12 @@ mod tests {
                 holder: true,
                 shared: true,
                 max_hold_ms: Some(1),
+                ..Marks::default()
+            },
+            Marks {
+                holder: true,
+                multi: true,
+                ..Marks::default()
             },
             Marks {
                 shared: true,

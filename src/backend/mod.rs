@@ -22,6 +22,7 @@ pub mod fence;
 pub mod holder;
 pub mod listing;
 pub mod memory;
+pub mod multi;
 pub mod redis;
 pub mod redlock;
 pub mod semaphore;

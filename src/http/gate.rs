@@ -248,6 +248,10 @@ pub fn classify(method: &Method, route: Option<&str>) -> Operation {
         (Some("/locks/{name}/hold"), &Method::POST) => Operation::Hold,
         (Some("/locks/{name}/events"), &Method::GET) => Operation::Watch,
         (Some("/locks"), &Method::GET | &Method::HEAD) => Operation::List,
+        // A multi-lock: the names are in the body or the query (see `handlers::multi`).
+        (Some("/locks"), &Method::POST) => Operation::Acquire,
+        (Some("/locks"), &Method::PATCH) => Operation::Renew,
+        (Some("/locks"), &Method::DELETE) => Operation::Release,
         // A semaphore's permit is a lease like a lock's: the same operations and scopes.
         (Some("/semaphores/{name}"), &Method::POST) => Operation::Acquire,
         (Some("/semaphores/{name}"), &Method::PATCH) => Operation::Renew,
@@ -375,11 +379,13 @@ where
             return refuse(ApiError::Forbidden, &req, slot);
         }
         let mut req = req;
-        if matches!(operation, Operation::List | Operation::Revoke)
+        if (matches!(operation, Operation::List | Operation::Revoke)
+            || req.uri().path() == "/locks")
             && let Some(key) = &caller
         {
-            // A listing shows only the names the key may inspect, and a revoke is logged with
-            // the key's name: their handlers need the key.
+            // A listing shows only the names the key may inspect, a multi-lock's names are
+            // checked by its handlers, and a revoke is logged with the key's name: their
+            // handlers need the key.
             req.extensions_mut().insert(Caller(key.clone()));
         }
         let log = LogContext {

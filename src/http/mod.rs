@@ -26,7 +26,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::gate::{Gate, GateLayer, GateOptions};
-use self::handlers::{events, health, hold, listing, locks, metrics, semaphores};
+use self::handlers::{events, health, hold, listing, locks, metrics, multi, semaphores};
 use self::problem::ApiError;
 use crate::lock::{Limits, LockService};
 use crate::telemetry::metrics::Metrics;
@@ -58,7 +58,12 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             locks::release_lock,
             locks::inspect_lock
         ))
-        .routes(routes!(listing::list_locks))
+        .routes(routes!(
+            listing::list_locks,
+            multi::acquire_locks,
+            multi::renew_locks,
+            multi::release_locks
+        ))
         .routes(routes!(hold::hold_lock))
         .routes(routes!(events::watch_lock))
         .routes(routes!(

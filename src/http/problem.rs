@@ -37,6 +37,7 @@ pub enum ProblemKind {
     LockNotHeld,
     PermitsMismatch,
     NotOffered,
+    CrossSlot,
     NotOwner,
     LockRevoked,
     MaxHoldReached,
@@ -61,13 +62,14 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for tests that check a table covers them all.
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 26] = [
         Self::InvalidName,
         Self::InvalidRequest,
         Self::LockHeld,
         Self::LockNotHeld,
         Self::PermitsMismatch,
         Self::NotOffered,
+        Self::CrossSlot,
         Self::NotOwner,
         Self::LockRevoked,
         Self::MaxHoldReached,
@@ -98,6 +100,7 @@ impl ProblemKind {
             Self::LockNotHeld => "lock-not-held",
             Self::PermitsMismatch => "permits-mismatch",
             Self::NotOffered => "not-offered",
+            Self::CrossSlot => "cross-slot",
             Self::NotOwner => "not-owner",
             Self::LockRevoked => "lock-revoked",
             Self::MaxHoldReached => "max-hold-reached",
@@ -128,6 +131,7 @@ impl ProblemKind {
             Self::LockNotHeld => "Lock is not held",
             Self::PermitsMismatch => "Permit limit differs",
             Self::NotOffered => "Not offered in this mode",
+            Self::CrossSlot => "Names in different hash slots",
             Self::NotOwner => "Not the lock owner",
             Self::LockRevoked => "Lock was revoked",
             Self::MaxHoldReached => "Maximum hold reached",
@@ -152,7 +156,7 @@ impl ProblemKind {
 
     pub fn status(self) -> StatusCode {
         match self {
-            Self::InvalidName | Self::InvalidRequest => StatusCode::BAD_REQUEST,
+            Self::InvalidName | Self::InvalidRequest | Self::CrossSlot => StatusCode::BAD_REQUEST,
             Self::LockHeld | Self::NotOwner | Self::MaxHoldReached | Self::PermitsMismatch => {
                 StatusCode::CONFLICT
             }
@@ -443,6 +447,16 @@ fn render_lock_error(err: LockError) -> Rendered {
                 cause: None,
             }
         }
+        LockError::CrossSlot => Rendered {
+            problem: Problem::new(
+                ProblemKind::CrossSlot,
+                "in a Redis Cluster the names of a multi-lock must map to one hash slot (one \
+                 atomic step reaches one slot): choose names whose CRC16 slot is the same, or \
+                 take the locks one by one",
+            ),
+            retry_after: None,
+            cause: None,
+        },
         LockError::NotOffered { kind, mode } => Rendered {
             problem: Problem::new(
                 ProblemKind::NotOffered,

@@ -240,6 +240,7 @@ impl LockService {
         let marks = Marks {
             holder: request.holder.is_some(),
             shared: P::SHARED,
+            multi: P::MULTI,
             max_hold_ms: request.max_hold.map(millis),
         };
         let stem = if marks == Marks::default() {

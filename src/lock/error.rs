@@ -15,6 +15,9 @@ pub enum LockError {
     /// A semaphore's current permits were granted under another limit (`held`).
     #[error("the semaphore's permits are held with a limit of {held}")]
     LimitDiffers { held: u32 },
+    /// A multi-lock's names are in different Redis Cluster hash slots.
+    #[error("the names of a multi-lock must share a Redis Cluster hash slot")]
+    CrossSlot,
     /// The configured backend does not offer this kind of lease.
     #[error("{kind}s are not offered with the {mode} backend")]
     NotOffered {

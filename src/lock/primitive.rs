@@ -34,6 +34,10 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     /// so, and renewals and releases of `/locks/{name}` find their way by it).
     const SHARED: bool = false;
 
+    /// Whether its grants hold several names at once (a multi-lock: its tokens are marked so,
+    /// and `/locks/{name}` refuses them, which would leave the set half-held).
+    const MULTI: bool = false;
+
     /// Takes a grant for `stem` if one is free, naming `holder` (see `LockBackend::acquire`).
     #[allow(clippy::too_many_arguments)] // The backend contract's, plus the backend.
     fn acquire(

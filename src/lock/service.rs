@@ -315,8 +315,9 @@ impl LockService {
             use crate::backend::shared::SharedBackend;
             state.shared = self.backend.inspect_shared(name.as_str()).await?;
         }
-        // Waiting readers too: every request waiting for the name.
-        state.waiting += self.waiters.waiting_for(super::Shared::KIND, name.as_str());
+        // Waiting readers and sets (those whose first name this is) too.
+        state.waiting += self.waiters.waiting_for(super::Shared::KIND, name.as_str())
+            + self.waiters.waiting_for(super::Multi::KIND, name.as_str());
         Ok(state)
     }
 

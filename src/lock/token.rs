@@ -104,6 +104,11 @@ impl LockToken {
         fence::fence_of(&self.0)
     }
 
+    /// Whether this is the token of a multi-lock (several names at once).
+    pub fn is_multi(&self) -> bool {
+        fence::Marks::of(&self.0).multi
+    }
+
     /// Whether this is the token of a shared grant of a read/write lock.
     pub fn is_shared(&self) -> bool {
         fence::Marks::of(&self.0).shared

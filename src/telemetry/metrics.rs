@@ -15,7 +15,7 @@ pub use crate::telemetry::{LeaseKind, Operation};
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 35] = [
+pub const OUTCOMES: [&str; 36] = [
     "acquired",
     "replayed",
     "renewed",
@@ -30,6 +30,7 @@ pub const OUTCOMES: [&str; 35] = [
     "not-owner",
     "permits-mismatch",
     "not-offered",
+    "cross-slot",
     "lock-revoked",
     "max-hold-reached",
     "too-many-watchers",

@@ -109,3 +109,28 @@ async fn metrics_can_require_a_key() {
     assert!(body.contains("lockgate_requests_total"), "{body}");
     assert_eq!(call(&app, Method::GET, "/healthz", None, &[]).await.0, 200);
 }
+
+/// A multi-lock's names are checked one by one against the key's prefixes: a set with one
+/// name outside them is refused (403) whole; the reader may not take or release sets.
+#[tokio::test]
+async fn every_name_of_a_multi_lock_needs_the_scope() {
+    let app = app_with_keys(MetricsAuth::Open);
+    let token = [("lock-token", "AAAAAAAAAAAAAAAAAAAAAA")];
+    let outside = "/locks?name=deploy:web&name=jobs:1";
+    let inside = "/locks?name=deploy:web&name=deploy:db";
+    for method in [Method::PATCH, Method::DELETE] {
+        let (status, _, body) =
+            call(&app, method.clone(), outside, Some(DEPLOYER_KEY), &token).await;
+        assert_eq!(status, 403, "{method} {outside}: {body}");
+        let (status, _, body) =
+            call(&app, method.clone(), inside, Some(DEPLOYER_KEY), &token).await;
+        assert!(
+            ![401, 403].contains(&status),
+            "{method} {inside}: {status} {body}"
+        );
+        let (status, _, body) = call(&app, method.clone(), inside, Some(READER_KEY), &token).await;
+        assert_eq!(status, 403, "{method} {inside} as reader: {body}");
+        let (status, _, body) = call(&app, method.clone(), inside, None, &token).await;
+        assert_eq!(status, 401, "{method} {inside} without a key: {body}");
+    }
+}

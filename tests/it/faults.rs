@@ -282,6 +282,33 @@ async fn rwlocks_under_partitions() {
     }
 }
 
+/// Multi-locks of 2 names (of 4) under the partitions: no name ever held by two sets at once,
+/// fences in order, every name of a set held while the set is (never half-held).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multilocks_under_partitions() {
+    let redis = RedisServer::start();
+    let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
+    let gw = Gateway::start(redis_config(&proxy.url())).await;
+    let mut workload = workload();
+    workload.set_size = 2;
+    for (partition, scenario) in [
+        (
+            Partition::RepliesLost,
+            "multi-locks, partition, replies lost (one way)",
+        ),
+        (Partition::Both, "multi-locks, partition, both ways"),
+    ] {
+        let measured = run(&[gw.url("")], &workload, |_| async {
+            proxy.partition(partition);
+            tokio::time::sleep(FAULT).await;
+            proxy.partition(Partition::Healed);
+        })
+        .await;
+        measured.print(scenario);
+        assert_clean(&measured);
+    }
+}
+
 /// Semaphores of 2 permits on a paused Redis (SIGSTOP).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphores_on_a_paused_redis() {

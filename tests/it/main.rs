@@ -34,6 +34,7 @@ mod holders;
 mod limits;
 mod max_hold;
 mod metrics;
+mod multilocks;
 mod openapi;
 mod operations;
 mod redis_e2e;

@@ -11,6 +11,7 @@
 //! Over 400 lines only because of its tests (the code is ~260 lines): they pin the semantics
 //! the Redis backend's end-to-end tests check, in-process.
 
+mod multi;
 mod semaphore;
 mod shared;
 

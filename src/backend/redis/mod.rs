@@ -45,6 +45,7 @@ mod features;
 mod keys;
 mod listing;
 mod lock;
+mod multi;
 mod notify;
 mod pool;
 mod replies;

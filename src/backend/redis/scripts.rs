@@ -63,6 +63,9 @@ scripts! {
     SHARED_RENEW = ["lease_set.lua", "shared_renew.lua"],
     SHARED_RELEASE = ["lease_set.lua", "shared_release.lua"],
     SHARED_INSPECT = ["lease_set.lua", "shared_inspect.lua"],
+    MULTI_ACQUIRE = ["multi_acquire.lua"],
+    MULTI_RENEW = ["multi_renew.lua"],
+    MULTI_RELEASE = ["multi_release.lua"],
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

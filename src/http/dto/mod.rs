@@ -4,8 +4,10 @@
 //! request bodies instead of shared through `#[serde(flatten)]`: serde cannot refuse unknown
 //! fields of a flattened struct.
 
+mod multi;
 mod semaphore;
 
+pub use multi::MultiAcquireBody;
 pub use semaphore::{PermitBody, SemaphoreAcquireBody, SemaphoreInfoBody};
 
 use std::time::{Duration, SystemTime};
@@ -225,6 +227,10 @@ pub struct LockGrantBody {
     /// the lock ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_hold_left_ms: Option<u64>,
+    /// A multi-lock's names (`POST /locks`), sorted; `name` is the first. Renew and release
+    /// the set with them: `PATCH /locks?name=…&name=…`, `DELETE /locks?name=…&name=…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
 }
 
 /// A renewed lease.
@@ -395,6 +401,7 @@ impl LockGrantBody {
             expires_at,
             replicas_acked: grant.replicas_acked,
             max_hold_left_ms: grant.token.hold_deadline().map(left_ms),
+            names: None,
         }
     }
 }

@@ -72,7 +72,19 @@ pub fn grant_response<P: Primitive>(
     name: &LockName,
     grant: Grant<P>,
 ) -> Result<Response, ApiError> {
-    let json = crate::http::json::to_body(&LockGrantBody::new(name, &grant))
+    grant_response_with(collection, name, grant, |_| {})
+}
+
+/// [`grant_response`], with the body completed by `complete`.
+pub fn grant_response_with<P: Primitive>(
+    collection: &str,
+    name: &LockName,
+    grant: Grant<P>,
+    complete: impl FnOnce(&mut LockGrantBody),
+) -> Result<Response, ApiError> {
+    let mut body = LockGrantBody::new(name, &grant);
+    complete(&mut body);
+    let json = crate::http::json::to_body(&body)
         .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
     let status = if grant.replayed {
         StatusCode::OK

@@ -13,7 +13,7 @@ use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
 use crate::http::gate::{Caller, forced};
 use crate::http::problem::{ApiError, Problem};
-use crate::lock::{Exclusive, IdempotencyKey, InvalidName, LockName, Primitive, Shared};
+use crate::lock::{Exclusive, IdempotencyKey, InvalidName, LockName, LockToken, Primitive, Shared};
 use futures_util::future::Either;
 
 /// The `{name}` path parameter.
@@ -145,6 +145,7 @@ pub async fn renew_lock(
     LockTokenHeader(token): LockTokenHeader,
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Result<Json<LockRenewalBody>, ApiError> {
+    refuse_multi(&token)?;
     let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
     let renewal = if token.is_shared() {
         app.service.check_shared_offered()?;
@@ -208,6 +209,7 @@ pub async fn release_lock(
         return Ok(StatusCode::NO_CONTENT);
     }
     let LockTokenHeader(token) = LockTokenHeader::from_headers(&headers)?;
+    refuse_multi(&token)?;
     if token.is_shared() {
         app.service.check_shared_offered()?;
         app.service.release_lease(&Shared, &name, &token).await?;
@@ -215,6 +217,18 @@ pub async fn release_lock(
         app.service.release(&name, &token).await?;
     }
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A multi-lock's token acts on its whole set only: one name of it alone would leave the set
+/// half-held.
+fn refuse_multi(token: &LockToken) -> Result<(), ApiError> {
+    if token.is_multi() {
+        return Err(ApiError::header(
+            "Lock-Token",
+            "this token holds a multi-lock: renew or release the whole set with PATCH or DELETE /locks?name=…&name=…",
+        ));
+    }
+    Ok(())
 }
 
 /// Inspect a lock.

@@ -9,4 +9,5 @@ pub mod lease;
 pub mod listing;
 pub mod locks;
 pub mod metrics;
+pub mod multi;
 pub mod semaphores;

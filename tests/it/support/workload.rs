@@ -36,6 +36,9 @@ pub struct Workload {
     /// Read/write locks: one acquire in this many is shared (a reader), the rest exclusive
     /// (0: all exclusive).
     pub shared_one_in: u64,
+    /// Multi-locks: each acquire takes this many names at once (`POST /locks`), recorded as a
+    /// grant of each (0 or 1: one lock at a time).
+    pub set_size: usize,
 }
 
 impl Workload {
@@ -51,6 +54,7 @@ impl Workload {
             cycles: None,
             permits: None,
             shared_one_in: 0,
+            set_size: 0,
         }
     }
 
@@ -154,6 +158,14 @@ impl Client {
                 return;
             }
             let index = self.next(self.workload.names.len() as u64) as usize;
+            if self.workload.set_size > 1 {
+                let names = &self.workload.names;
+                let set: Vec<String> = (0..self.workload.set_size)
+                    .map(|i| names[(index + i) % names.len()].clone())
+                    .collect();
+                self.set_cycle(&set).await;
+                continue;
+            }
             let name = self.workload.names[index].clone();
             self.cycle(&name).await;
         }
@@ -258,6 +270,78 @@ impl Client {
                 Outcome::Refused { status: 503, .. } | Outcome::NoAnswer { .. }
             );
             self.history.record(self.id, name, call, invoke, outcome);
+            if settled {
+                return;
+            }
+        }
+    }
+}
+
+impl Client {
+    /// One multi-lock cycle: take `names` at once, look at each, release the set (repeated
+    /// while the answer says nothing). Every operation is recorded once per name.
+    async fn set_cycle(&mut self, names: &[String]) {
+        let w = &self.workload;
+        let (ttl_ms, wait_ms) = (w.ttl_ms, w.wait_ms);
+        let body = json!({"names": names, "ttl_ms": ttl_ms, "wait_ms": wait_ms});
+        let invoke = self.history.now_us();
+        let sent = self
+            .http
+            .post(format!("{}/locks", self.base))
+            .json(&body)
+            .send()
+            .await;
+        let outcome = read_outcome(sent, Expect::Grant).await;
+        let call = Call::Acquire {
+            ttl_ms,
+            wait_ms,
+            shared: false,
+        };
+        for name in names {
+            self.history
+                .record(self.id, name, call.clone(), invoke, outcome.clone());
+        }
+        let Outcome::Granted { token, .. } = outcome else {
+            return;
+        };
+        let hold = self.next(self.workload.max_hold_ms + 1);
+        if hold > 0 {
+            tokio::time::sleep(Duration::from_millis(hold)).await;
+        }
+        for name in names {
+            let invoke = self.history.now_us();
+            let sent = self.http.get(self.url(name)).send().await;
+            let outcome = read_outcome(sent, Expect::Inspection).await;
+            let call = Call::Inspect {
+                token: token.clone(),
+            };
+            self.history.record(self.id, name, call, invoke, outcome);
+        }
+        let query: Vec<String> = names.iter().map(|n| format!("name={n}")).collect();
+        let url = format!("{}/locks?{}", self.base, query.join("&"));
+        for attempt in 0..RELEASE_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let invoke = self.history.now_us();
+            let sent = self
+                .http
+                .delete(&url)
+                .header("Lock-Token", &token)
+                .send()
+                .await;
+            let outcome = read_outcome(sent, Expect::Release).await;
+            let settled = !matches!(
+                outcome,
+                Outcome::Refused { status: 503, .. } | Outcome::NoAnswer { .. }
+            );
+            for name in names {
+                let call = Call::Release {
+                    token: token.clone(),
+                };
+                self.history
+                    .record(self.id, name, call, invoke, outcome.clone());
+            }
             if settled {
                 return;
             }

@@ -1,0 +1,176 @@
+//! Multi-locks in memory: every name an ordinary lock entry holding the set's token, taken,
+//! renewed and released under the store's one mutex.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Held, MemoryBackend, acked, announce, wall_clock_micros};
+use crate::backend::fence::{fence_of, has_stem, next_fence, token};
+use crate::backend::multi::MultiBackend;
+use crate::backend::{
+    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
+};
+
+impl MultiBackend for MemoryBackend {
+    async fn acquire_all(
+        &self,
+        names: &[&str],
+        stem: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+        claim: Option<Claim>,
+        holder: Option<&Holder>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let mut mine = Vec::new();
+        for name in names {
+            if let Some(held) = state.live_lock(name, now) {
+                if !has_stem(&held.token, stem) {
+                    return Ok(AcquireOutcome::Held {
+                        ttl: Some(held.expires - now),
+                    });
+                }
+                mine.push((held.token.clone(), held.expires));
+            }
+        }
+        if let Some((token, expires)) = mine.first().cloned() {
+            if mine.len() < names.len() {
+                return Ok(AcquireOutcome::Held {
+                    ttl: Some(expires - now),
+                });
+            }
+            if claim.is_some()
+                && let Some(held) = state.locks.get_mut(names[0])
+            {
+                held.claim = claim;
+            }
+            return Ok(AcquireOutcome::AlreadyHeld(Lease {
+                fence: fence_of(&token).unwrap_or(0),
+                ttl: expires - now,
+                replicas_acked: acked(ack),
+            }));
+        }
+        let fence = next_fence(state.last_fence, wall_clock_micros());
+        state.last_fence = fence;
+        let holder = holder
+            .filter(|h| !h.is_empty())
+            .map(|h| Arc::new(h.clone()));
+        for (i, name) in names.iter().enumerate() {
+            state.locks.insert(
+                (*name).to_owned(),
+                Held {
+                    token: token(stem, fence),
+                    expires: now + ttl,
+                    claim: if i == 0 { claim } else { None },
+                    holder: holder.clone(),
+                },
+            );
+        }
+        state.note_write(now);
+        drop(state);
+        for name in names {
+            announce(&self.granted, name);
+        }
+        Ok(AcquireOutcome::Granted(Lease {
+            fence,
+            ttl,
+            replicas_acked: acked(ack),
+        }))
+    }
+
+    async fn renew_all(
+        &self,
+        names: &[&str],
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        for name in names {
+            match state.live_lock(name, now) {
+                None => return Ok(RenewOutcome::NotHeld),
+                Some(held) if held.token != token => return Ok(RenewOutcome::NotOwner),
+                Some(_) => {}
+            }
+        }
+        for name in names {
+            if let Some(held) = state.locks.get_mut(*name) {
+                held.expires = now + ttl;
+            }
+        }
+        Ok(RenewOutcome::Renewed(Lease {
+            fence: fence_of(token).unwrap_or(0),
+            ttl,
+            replicas_acked: acked(ack),
+        }))
+    }
+
+    async fn release_all(
+        &self,
+        names: &[&str],
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let mut mine = Vec::new();
+        for name in names {
+            if let Some(held) = state.live_lock(name, now) {
+                if held.token != token {
+                    return Ok(ReleaseOutcome::NotOwner);
+                }
+                mine.push(*name);
+            }
+        }
+        for name in &mine {
+            state.locks.remove(*name);
+        }
+        drop(state);
+        for name in &mine {
+            self.announce_release(name);
+        }
+        Ok(if mine.len() == names.len() {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    async fn withdraw_all(
+        &self,
+        names: &[&str],
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let first = names.first().copied().unwrap_or_default();
+        let claimed = claim.is_none()
+            || state
+                .live_lock(first, now)
+                .is_some_and(|held| held.claim == claim);
+        if !claimed {
+            return Ok(false);
+        }
+        let mine: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|name| {
+                state
+                    .live_lock(name, now)
+                    .is_some_and(|held| has_stem(&held.token, stem))
+            })
+            .collect();
+        for name in &mine {
+            state.locks.remove(*name);
+        }
+        drop(state);
+        for name in &mine {
+            self.announce_release(name);
+        }
+        Ok(!mine.is_empty())
+    }
+}

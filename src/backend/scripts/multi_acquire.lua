@@ -1,0 +1,58 @@
+-- Multi-lock acquire: every lock of a set for one token, or none (see src/backend/multi.rs).
+--
+-- KEYS[1]  the fence counter every name of the set shares (the server's, or their slot's)
+-- KEYS[2]  the claim key of the set's first name (idempotent acquires)
+-- KEYS[3], KEYS[4], ...  per name: its lock key, then its holder key
+-- ARGV[1]  the token stem
+-- ARGV[2]  ttl in milliseconds
+-- ARGV[3]  the claim id, or '' for none
+-- ARGV[4]  the holder record after its fence field (`"owner":"pod-a"}`), or '' for none
+--
+-- Each grant is announced on `<lock key>:acquired`, as acquire.lua's.
+--
+-- Returns fence                granted now: every lock key holds `<stem>.<fence>`
+--         {2, fence, pttl_ms}  a token of this stem holds every name (an idempotent retry)
+--         {0, pttl_ms}         a name is held by another token (or by this set in part)
+local prefix = ARGV[1] .. '.'
+local mine, found = 0, nil
+for i = 3, #KEYS, 2 do
+  local value = redis.call('GET', KEYS[i])
+  if value then
+    if string.sub(value, 1, #prefix) ~= prefix then
+      return {0, redis.call('PTTL', KEYS[i])}
+    end
+    mine, found = mine + 1, KEYS[i]
+  end
+end
+if found then
+  if mine * 2 < #KEYS - 2 then
+    -- Part of this set, running out: held until it has.
+    return {0, redis.call('PTTL', found)}
+  end
+  if ARGV[3] ~= '' then
+    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+  end
+  local value = redis.call('GET', found)
+  return {2, tonumber(string.sub(value, #prefix + 1)) or -1, redis.call('PTTL', found)}
+end
+local now = redis.call('TIME')
+local text = now[1] .. string.sub('00000' .. now[2], -6)
+local fence = tonumber(text)
+local previous = tonumber(redis.call('SET', KEYS[1], text, 'GET'))
+if previous and previous >= fence then
+  fence = previous + 1
+  text = string.format('%.0f', fence)
+  redis.call('SET', KEYS[1], text)
+end
+local token = ARGV[1] .. '.' .. text
+for i = 3, #KEYS, 2 do
+  redis.call('SET', KEYS[i], token, 'PX', ARGV[2])
+  if ARGV[4] ~= '' then
+    redis.call('SET', KEYS[i + 1], '{"fence":' .. text .. ',' .. ARGV[4], 'PX', ARGV[2])
+  end
+  redis.call('PUBLISH', KEYS[i] .. ':acquired', '')
+end
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+end
+return fence

@@ -1,0 +1,212 @@
+//! Handlers of multi-locks on `/locks`: take several locks at once (`POST`), renew
+//! (`PATCH ?name=…&name=…`) and release (`DELETE ?name=…&name=…`) the whole set.
+//!
+//! The gate cannot see a set's names (they are in the body or the query), so with API keys
+//! it hands the key to these handlers, which check every name against the key's scopes.
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
+
+use super::lease;
+use crate::http::AppState;
+use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
+use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader};
+use crate::http::gate::Caller;
+use crate::http::json::Json;
+use crate::http::problem::{ApiError, Problem};
+use crate::lock::{LockName, Multi};
+use crate::telemetry::Operation;
+
+/// The set `names`, checked: valid names, 2 to 64 of them, allowed to the caller for
+/// `operation`, reachable in one step.
+fn multi(
+    app: &AppState,
+    names: impl IntoIterator<Item = String>,
+    caller: Option<&Extension<Caller>>,
+    operation: Operation,
+) -> Result<Multi, ApiError> {
+    let names = names
+        .into_iter()
+        .map(LockName::from_string)
+        .collect::<Result<Vec<_>, _>>()?;
+    let multi = Multi::new(names)?;
+    if let Some(Extension(Caller(key))) = caller
+        && !multi
+            .names()
+            .iter()
+            .all(|name| key.allows(operation, Some(name.as_str())))
+    {
+        return Err(ApiError::Forbidden);
+    }
+    app.service.check_multi(&multi)?;
+    Ok(multi)
+}
+
+/// The `name` parameters of a query.
+fn query_names(uri: &Uri) -> Vec<String> {
+    form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .filter(|(key, _)| key == "name")
+        .map(|(_, value)| value.into_owned())
+        .collect()
+}
+
+/// The `name` query parameters of renew and release.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Documentation only: the handlers read the query with `query_names`.
+pub struct SetParams {
+    /// Every name of the set, as granted (repeat the parameter: `?name=a&name=b`).
+    #[param(min_items = 2, max_items = 64)]
+    name: Vec<String>,
+}
+
+/// Acquire several locks at once.
+///
+/// Takes every lock of `names` under one token, fence and ttl, or none: no partial grant is
+/// ever left behind, and two clients taking overlapping sets in any order cannot deadlock
+/// (neither holds part of its set while waiting for the rest). Each name then reads as an
+/// ordinary held lock. With `wait_ms`, waits until every name is free at once.
+#[utoipa::path(
+    post,
+    path = "/locks",
+    tag = "locks",
+    operation_id = "acquire_locks",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
+            description = "As for a lock: a retry with the same key and names gets the same grant back while it is held.")
+    ),
+    request_body(content = MultiAcquireBody, description = "`names`, and the lock's lease settings.",
+        content_type = "application/json"),
+    responses(
+        (status = 201, description = "Every lock was granted; `names` lists them.", body = LockGrantBody),
+        (status = 200, description = "Retry of an idempotent acquire: the grant this `Idempotency-Key` already holds.",
+            body = LockGrantBody),
+        (status = 400, description = "`invalid-name`, `invalid-request` (fewer than 2 or more than 64 names), or `cross-slot` (Redis Cluster: the names are in different hash slots).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`lock-held`: a name is held by another client (after `wait_ms`, if given); nothing was taken.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds until that name's lease ends, rounded up."))),
+        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`: multi-locks in Redlock mode.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`, `insufficient-replicas`, `too-many-waiters`, `wait-pool-exhausted` or `shutting-down`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub fn acquire_locks(
+    State(app): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    JsonBody(body): JsonBody<MultiAcquireBody>,
+) -> impl Future<Output = Result<Response, ApiError>> + Send {
+    // Not an `async fn`: see `lease::acquiring`.
+    let acquiring = multi(
+        &app,
+        body.names.clone(),
+        caller.as_ref(),
+        Operation::Acquire,
+    )
+    .map(|multi| {
+        let names: Vec<String> = multi.names().iter().map(LockName::to_string).collect();
+        let first = multi.first().clone();
+        (
+            names,
+            lease::acquiring(&app, multi, first, key, &body.lease()),
+        )
+    });
+    async move {
+        let (names, acquiring) = acquiring?;
+        let acquired = acquiring.await?;
+        lease::grant_response_with("locks", &acquired.name, acquired.grant, |body| {
+            body.names = Some(names);
+        })
+    }
+}
+
+/// Renew a multi-lock.
+///
+/// Sets a new ttl on every lock of the set, if the `Lock-Token` header holds them all.
+#[utoipa::path(
+    patch,
+    path = "/locks",
+    tag = "locks",
+    operation_id = "renew_locks",
+    params(
+        SetParams,
+        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+            description = "The token returned when the set was acquired.")
+    ),
+    request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
+        content_type = "application/json"),
+    responses(
+        (status = 200, description = "Every lock of the set was renewed.", body = LockRenewalBody),
+        (status = 400, description = "`invalid-name`, `invalid-request` or `cross-slot`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`lock-not-held`: a name of the set is no longer held (nothing was renewed).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not-owner`: a name is held with another token; `max-hold-reached`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable`, `outcome-unknown`, `insufficient-replicas` or `wait-pool-exhausted`.",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn renew_locks(
+    State(app): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+    LockTokenHeader(token): LockTokenHeader,
+    JsonBody(body): JsonBody<RenewBody>,
+) -> Result<Json<LockRenewalBody>, ApiError> {
+    let multi = multi(&app, query_names(&uri), caller.as_ref(), Operation::Renew)?;
+    let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
+    let first = multi.first().clone();
+    let renewal = app
+        .service
+        .renew_lease(&multi, &first, &token, &request)
+        .await?;
+    Ok(Json(LockRenewalBody::new(&first, &renewal)))
+}
+
+/// Release a multi-lock.
+///
+/// Deletes every lock of the set the `Lock-Token` header holds.
+#[utoipa::path(
+    delete,
+    path = "/locks",
+    tag = "locks",
+    operation_id = "release_locks",
+    params(
+        SetParams,
+        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+            description = "The token returned when the set was acquired.")
+    ),
+    responses(
+        (status = 204, description = "Every lock of the set was released."),
+        (status = 400, description = "`invalid-name`, `invalid-request` or `cross-slot`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`lock-not-held`: the set was no longer held (whatever was left of it is released).",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not-owner`: a name is held with another token; nothing was released.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`backend-unavailable` or `outcome-unknown` (repeating the release is safe).",
+            body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
+    )
+)]
+pub async fn release_locks(
+    State(app): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+    LockTokenHeader(token): LockTokenHeader,
+) -> Result<StatusCode, ApiError> {
+    let multi = multi(&app, query_names(&uri), caller.as_ref(), Operation::Release)?;
+    let first = multi.first().clone();
+    app.service.release_lease(&multi, &first, &token).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

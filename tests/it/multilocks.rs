@@ -1,0 +1,298 @@
+//! Multi-locks (`POST /locks` with `names`): every name under one token and ttl, or none;
+//! renewed and released as a set; never half-held. On the memory backend, standalone Redis,
+//! Sentinel and Cluster (names in one hash slot, else 400 `cross-slot`); Redlock answers 501.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::gateway::{
+    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
+};
+use crate::support::history::{Call, History, Outcome};
+use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
+use crate::support::workload::{Expect, read_outcome};
+use crate::support::{assert_problem, eventually, status_json, test_name, token};
+
+async fn acquire_set(gw: &Gateway, body: Value) -> (u16, Value) {
+    let response = gw.http.post(gw.url("/locks")).json(&body).send().await;
+    status_json(response.expect("acquire request")).await
+}
+
+fn set_url(gw: &Gateway, names: &[&str]) -> String {
+    let query: Vec<String> = names.iter().map(|n| format!("name={n}")).collect();
+    gw.url(&format!("/locks?{}", query.join("&")))
+}
+
+async fn release_set(gw: &Gateway, names: &[&str], token: &str) -> (u16, Value) {
+    let response = gw
+        .http
+        .delete(set_url(gw, names))
+        .header("Lock-Token", token)
+        .send()
+        .await;
+    status_json(response.expect("release request")).await
+}
+
+async fn renew_set(gw: &Gateway, names: &[&str], token: &str) -> (u16, Value) {
+    let response = gw
+        .http
+        .patch(set_url(gw, names))
+        .header("Lock-Token", token)
+        .json(&json!({"ttl_ms": 30_000}))
+        .send()
+        .await;
+    status_json(response.expect("renew request")).await
+}
+
+async fn fence_of(gw: &Gateway, name: &str) -> Option<u64> {
+    let (status, seen) = status_json(gw.inspect(name).await).await;
+    (status == 200).then(|| seen["fence"].as_u64()).flatten()
+}
+
+/// The walk every backend must pass, on names `a`, `b`, `c` (in one Cluster slot).
+async fn sets_of_locks(gw: &Gateway, [a, b, c]: [&str; 3]) {
+    let (status, set) = acquire_set(
+        gw,
+        json!({"names": [b, a], "ttl_ms": 20_000, "owner": "mover"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{set}");
+    let mut sorted = [a, b];
+    sorted.sort_unstable();
+    assert_eq!(set["names"], json!(sorted), "{set}");
+    let fence = set["fence"].as_u64().expect("fence");
+    assert_eq!(fence_of(gw, a).await, Some(fence));
+    assert_eq!(fence_of(gw, b).await, Some(fence));
+    let (_, seen) = status_json(gw.inspect(a).await).await;
+    assert_eq!(seen["owner"], "mover", "{seen}");
+
+    // An overlapping set is refused whole: `c` stays free.
+    let (status, refused) = acquire_set(gw, json!({"names": [c, b]})).await;
+    assert_problem(status, &refused, 409, "lock-held");
+    assert_eq!(
+        fence_of(gw, c).await,
+        None,
+        "nothing of a refused set is taken"
+    );
+    // A single name of the set cannot be released alone.
+    let response = gw.release(a, &token(&set)).await;
+    let (status, problem) = status_json(response).await;
+    assert_problem(status, &problem, 400, "invalid-request");
+    assert_eq!(fence_of(gw, a).await, Some(fence));
+
+    let (status, renewed) = renew_set(gw, &[a, b], &token(&set)).await;
+    assert_eq!(status, 200, "{renewed}");
+    assert_eq!(renewed["fence"], set["fence"]);
+
+    // A waiter on the overlapping set gets it when the first set is released.
+    let waiter = {
+        let http = gw.http.clone();
+        let url = gw.url("/locks");
+        let body = json!({"names": [b, c], "wait_ms": 10_000});
+        tokio::spawn(async move {
+            let response = http.post(url).json(&body).send().await.expect("waiter");
+            (Instant::now(), status_json(response).await)
+        })
+    };
+    // A set waits in the line of its first name.
+    let first = b.min(c);
+    eventually(Duration::from_secs(5), "the set waits", || async {
+        let (_, seen) = status_json(gw.inspect(first).await).await;
+        (seen["waiting"] == 1).then_some(())
+    })
+    .await;
+    let released = Instant::now();
+    let (status, _) = release_set(gw, &[a, b], &token(&set)).await;
+    assert_eq!(status, 204);
+    let (granted, (status, second)) = waiter.await.expect("waiter task");
+    assert_eq!(status, 201, "{second}");
+    assert!(
+        granted - released < Duration::from_secs(2),
+        "{:?}",
+        granted - released
+    );
+    assert!(second["fence"].as_u64() > Some(fence));
+    assert_eq!(fence_of(gw, a).await, None, "the released set is free");
+    // Released twice: `b` belongs to the second set now, which stays whole.
+    let (status, problem) = release_set(gw, &[a, b], &token(&set)).await;
+    assert_problem(status, &problem, 409, "not-owner");
+    assert_eq!(fence_of(gw, b).await, second["fence"].as_u64());
+    assert_eq!(fence_of(gw, c).await, second["fence"].as_u64());
+
+    let (status, _) = release_set(gw, &[b, c], &token(&second)).await;
+    assert_eq!(status, 204);
+}
+
+/// Idempotent retry of a set (names `a`, `b` in one slot).
+async fn idempotent_set(gw: &Gateway, [a, b]: [&str; 2]) {
+    let send = || {
+        gw.http
+            .post(gw.url("/locks"))
+            .header("Idempotency-Key", "a4e1c9f0-multi-retry-0000001")
+            .json(&json!({"names": [a, b], "ttl_ms": 20_000}))
+            .send()
+    };
+    let (status, first) = status_json(send().await.expect("acquire")).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, again) = status_json(send().await.expect("acquire")).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["token"], first["token"]);
+    let (status, _) = release_set(gw, &[a, b], &token(&first)).await;
+    assert_eq!(status, 204);
+}
+
+/// Three names in one Redis Cluster hash slot (any three names elsewhere).
+fn names_in_one_slot() -> [String; 3] {
+    let slot = |name: &str| crc16::State::<crc16::XMODEM>::calculate(name.as_bytes()) % 16384;
+    let target = slot("set:0");
+    let mut found = vec!["set:0".to_owned()];
+    let mut i = 1;
+    while found.len() < 3 {
+        let name = format!("set:{i}");
+        if slot(&name) == target {
+            found.push(name);
+        }
+        i += 1;
+    }
+    [found[0].clone(), found[1].clone(), found[2].clone()]
+}
+
+async fn every_walk(gw: &Gateway) {
+    let [a, b, c] = names_in_one_slot();
+    sets_of_locks(gw, [&a, &b, &c]).await;
+    idempotent_set(gw, [&a, &c]).await;
+}
+
+#[tokio::test]
+async fn multilocks_on_the_dev_backend() {
+    every_walk(&Gateway::dev().await).await;
+}
+
+#[tokio::test]
+async fn multilocks_on_redis() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    every_walk(&gw).await;
+    // Standalone Redis takes any names together.
+    let (status, set) = acquire_set(&gw, json!({"names": ["x:1", "y:2", "z:3"]})).await;
+    assert_eq!(status, 201, "{set}");
+    let (status, _) = release_set(&gw, &["x:1", "y:2", "z:3"], &token(&set)).await;
+    assert_eq!(status, 204);
+}
+
+#[tokio::test]
+async fn multilocks_on_sentinel() {
+    let group = SentinelGroup::start();
+    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
+    every_walk(&gw).await;
+}
+
+#[tokio::test]
+async fn multilocks_on_a_cluster_need_one_slot() {
+    let cluster = RedisCluster::start(3, 0);
+    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    every_walk(&gw).await;
+    let (status, body) = acquire_set(&gw, json!({"names": ["x:1", "y:2"]})).await;
+    assert_problem(status, &body, 400, "cross-slot");
+    assert_eq!(fence_of(&gw, "x:1").await, None);
+}
+
+#[tokio::test]
+async fn redlock_does_not_offer_multilocks() {
+    let nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (status, body) = acquire_set(&gw, json!({"names": ["a", "b"]})).await;
+    assert_problem(status, &body, 501, "not-offered");
+}
+
+#[tokio::test]
+async fn bad_sets_name_the_field() {
+    let gw = Gateway::dev().await;
+    for (body, field) in [
+        (json!({}), Some("names")),
+        (json!({"names": ["a"]}), Some("names")),
+        (json!({"names": ["a", "a"]}), Some("names")),
+        (json!({"names": ["a", "b"], "bogus": 1}), Some("bogus")),
+    ] {
+        let (status, problem) = acquire_set(&gw, body.clone()).await;
+        assert_problem(status, &problem, 400, "invalid-request");
+        assert_eq!(problem["field"].as_str(), field, "{body}: {problem}");
+    }
+    let (status, problem) = acquire_set(&gw, json!({"names": ["a", "b/c"]})).await;
+    assert_problem(status, &problem, 400, "invalid-name");
+}
+
+/// 32 clients take random sets of 2 or 3 of 5 names, waiting for them: every name's history
+/// has no overlap and fences in order, and every set is seen whole (each of its names held
+/// with the set's fence) while it is held — never half-held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_half_held_and_never_overlapping() {
+    let redis = RedisServer::start();
+    let gw = Arc::new(Gateway::start(redis_config(&redis.url())).await);
+    let history = Arc::new(History::new());
+    const NAMES: [&str; 5] = ["m:a", "m:b", "m:c", "m:d", "m:e"];
+    let clients: Vec<_> = (0..32usize)
+        .map(|client| {
+            let (gw, history) = (gw.clone(), history.clone());
+            tokio::spawn(async move {
+                for cycle in 0..8usize {
+                    let pick = (client * 7 + cycle * 3) % NAMES.len();
+                    let size = 2 + (client + cycle) % 2;
+                    let names: Vec<&str> = (0..size)
+                        .map(|i| NAMES[(pick + i * 2) % NAMES.len()])
+                        .collect();
+                    let invoke = history.now_us();
+                    let body = json!({"names": names, "ttl_ms": 10_000, "wait_ms": 30_000});
+                    let sent = gw.http.post(gw.url("/locks")).json(&body).send().await;
+                    let outcome = read_outcome(sent, Expect::Grant).await;
+                    let call = Call::Acquire {
+                        ttl_ms: 10_000,
+                        wait_ms: 30_000,
+                        shared: false,
+                    };
+                    for name in &names {
+                        history.record(client, name, call.clone(), invoke, outcome.clone());
+                    }
+                    let Outcome::Granted { token, .. } = outcome else {
+                        panic!("client {client}: {outcome:?}");
+                    };
+                    for name in &names {
+                        let invoke = history.now_us();
+                        let sent = gw.http.get(gw.url(&format!("/locks/{name}"))).send().await;
+                        let seen = read_outcome(sent, Expect::Inspection).await;
+                        let call = Call::Inspect {
+                            token: token.clone(),
+                        };
+                        history.record(client, name, call, invoke, seen);
+                    }
+                    let invoke = history.now_us();
+                    let sent = gw
+                        .http
+                        .delete(set_url(&gw, &names))
+                        .header("Lock-Token", &token)
+                        .send()
+                        .await;
+                    let outcome = read_outcome(sent, Expect::Release).await;
+                    for name in &names {
+                        let call = Call::Release {
+                            token: token.clone(),
+                        };
+                        history.record(client, name, call, invoke, outcome.clone());
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.expect("client");
+    }
+    let report = history.check();
+    report.assert_clean(&test_name());
+}
