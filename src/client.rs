@@ -75,6 +75,8 @@ pub struct Client {
     base: String,
     /// Where leases are: `locks`, or `semaphores` (see [`Client::semaphores`]).
     collection: &'static str,
+    /// A multi-lock's names, in the query of every lease request (see [`Client::set`]).
+    set: Option<String>,
 }
 
 impl Client {
@@ -109,6 +111,7 @@ impl Client {
             http,
             base: base.trim_end_matches('/').to_owned(),
             collection: "locks",
+            set: None,
         }
     }
 
@@ -120,9 +123,24 @@ impl Client {
         self
     }
 
-    /// The URL of the lease `name` (`/locks/{name}`, or `/semaphores/{name}`).
+    /// This client for the multi-lock of `names`: acquire (whose body must also list them in
+    /// `names`), renew and release act on the set, `name` arguments are only labels.
+    #[must_use]
+    pub fn set(mut self, names: &[String]) -> Self {
+        let query = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(names.iter().map(|name| ("name", name)))
+            .finish();
+        self.set = Some(query);
+        self
+    }
+
+    /// The URL of the lease `name` (`/locks/{name}`, or `/semaphores/{name}`), or of the set
+    /// (`/locks?name=…&name=…`).
     pub fn lease_url(&self, name: &str) -> String {
-        format!("{}/{}/{name}", self.base, self.collection)
+        match &self.set {
+            Some(query) => format!("{}/locks?{query}", self.base),
+            None => format!("{}/{}/{name}", self.base, self.collection),
+        }
     }
 
     /// `POST /locks/{name}`: 201 (or 200 for an idempotent replay) with the grant. `body` is
@@ -174,7 +192,7 @@ impl Client {
     /// `GET /locks/{name}/events` as NDJSON, read a line at a time; `None` if the gateway
     /// would not stream (no `inspect` scope, an older gateway).
     pub async fn watch(&self, name: &str) -> Option<EventLines> {
-        if self.collection != "locks" {
+        if self.collection != "locks" || self.set.is_some() {
             return None;
         }
         let response = self

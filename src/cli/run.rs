@@ -211,6 +211,8 @@ struct Runner {
     permits: Option<u32>,
     /// Under a shared (read) grant of the lock `name`.
     shared: bool,
+    /// Under a multi-lock of these names (`name` is the first).
+    set: Option<Vec<String>>,
 }
 
 enum RenewOutcome {
@@ -224,17 +226,36 @@ enum RenewOutcome {
 }
 
 impl Runner {
+    /// What `LOCKGATE_LOCK` says: the name, or a set's names joined by commas.
+    fn label(&self) -> String {
+        self.set
+            .as_ref()
+            .map_or_else(|| self.name.to_string(), |set| set.join(","))
+    }
+
     fn new(args: &RunArgs) -> Result<Self, Failure> {
-        let name = LockName::parse(&args.name).map_err(|e| fail(EXIT_USAGE, format!("{e}")))?;
+        let names = args
+            .names
+            .iter()
+            .map(|name| LockName::parse(name).map_err(|e| fail(EXIT_USAGE, format!("{e}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let set = (names.len() > 1).then(|| args.names.clone());
+        if set.is_some() && (args.permits.is_some() || args.shared) {
+            return Err(fail(
+                EXIT_USAGE,
+                "several names (a multi-lock) cannot go with --permits or --shared",
+            ));
+        }
+        let name = names[0].clone();
         if args.ttl < Duration::from_millis(1) {
             return Err(fail(EXIT_USAGE, "--ttl must be at least 1ms"));
         }
         let client = Client::new(&args.gateway, args.api_key.as_ref().map(|k| k.expose()))
             .map_err(|e| fail(EXIT_USAGE, format!("--gateway or --api-key: {e}")))?;
-        let client = if args.permits.is_some() {
-            client.semaphores()
-        } else {
-            client
+        let client = match (&set, args.permits) {
+            (Some(set), _) => client.set(set),
+            (None, Some(_)) => client.semaphores(),
+            (None, None) => client,
         };
         Ok(Self {
             client,
@@ -249,6 +270,7 @@ impl Runner {
                 .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?,
             permits: args.permits,
             shared: args.shared,
+            set,
         })
     }
 
@@ -266,6 +288,9 @@ impl Runner {
         let mut body = serde_json::to_value(lease).unwrap_or_default();
         if let Some(permits) = self.permits {
             body["permits"] = permits.into();
+        }
+        if let Some(set) = &self.set {
+            body["names"] = set.clone().into();
         }
         body
     }
@@ -384,7 +409,7 @@ impl Runner {
         };
         let spawned = Command::new(program)
             .args(args)
-            .env("LOCKGATE_LOCK", self.name.as_str())
+            .env("LOCKGATE_LOCK", self.label())
             .env("LOCKGATE_FENCE", grant.fence.to_string())
             .env("LOCKGATE_TOKEN", &grant.token)
             .spawn();
@@ -416,8 +441,9 @@ impl Runner {
             .map(|left| sent + Duration::from_millis(left));
         // The lock's events, so that a revoke (or a release by someone else) stops the command
         // at once rather than at the next renewal; renewals alone still decide without them.
-        // A shared grant has no events of its own (the stream follows the writer's lock).
-        let mut events = if self.shared {
+        // A shared grant has no events of its own (the stream follows the writer's lock), nor
+        // has a set.
+        let mut events = if self.shared || self.set.is_some() {
             None
         } else {
             self.client.watch(self.name.as_str()).await

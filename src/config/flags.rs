@@ -112,8 +112,10 @@ pub struct RunArgs {
     #[arg(long, env = "LOCKGATE_PERMITS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub permits: Option<u32>,
 
-    /// The lock's name (with --permits, the semaphore's).
-    pub name: String,
+    /// The lock's name (with --permits, the semaphore's). Several names: a multi-lock, all of
+    /// them held together while the command runs.
+    #[arg(value_name = "NAME", required = true, num_args = 1..)]
+    pub names: Vec<String>,
 
     /// The command to run and its arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]

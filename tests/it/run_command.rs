@@ -251,6 +251,79 @@ async fn shared_runs_run_together_and_writers_alone() {
     assert!(most_readers >= 2, "readers ran together: {text}");
 }
 
+/// `lockgate run a b -- …` holds both locks while the command runs: runs of overlapping sets
+/// never overlap, and the command sees the set's names in `LOCKGATE_LOCK`.
+#[tokio::test]
+async fn runs_of_overlapping_sets_never_overlap() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("log");
+    let script = format!(
+        "echo \"start $(date +%s%N) $LOCKGATE_LOCK\" >> {log}; sleep 0.2; echo \"end $(date +%s%N) $LOCKGATE_LOCK\" >> {log}",
+        log = log.display()
+    );
+    let sets: [&[&str]; 3] = [
+        &["acct:1", "acct:2"],
+        &["acct:2", "acct:3"],
+        &["acct:3", "acct:1"],
+    ];
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        for set in sets {
+            let mut args = vec!["--wait", "30s", "--ttl", "2s"];
+            args.extend(set);
+            args.extend(["--", "sh", "-c", &script]);
+            runs.push(tokio::spawn(status(run(&gw, &args))));
+        }
+    }
+    for handle in runs {
+        let (exit, stderr) = handle.await.expect("task");
+        assert_eq!(exit, Some(0), "{stderr}");
+    }
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("acct:1,acct:2"),
+        "LOCKGATE_LOCK names the set: {text}"
+    );
+    // Every two sets overlap, so no two commands ran at once.
+    let intervals = read_intervals_of_first_two_fields(&text);
+    assert_eq!(intervals.len(), 6, "{text}");
+    for pair in intervals.windows(2) {
+        assert!(
+            pair[0].1 <= pair[1].0,
+            "overlapping sets ran together: {text}"
+        );
+    }
+    for name in ["acct:1", "acct:2", "acct:3"] {
+        assert_eq!(gw.inspect(name).await.status(), 404, "{name} released");
+    }
+}
+
+/// (start, end) pairs from lines `start|end <ns> …`, in order of start.
+fn read_intervals_of_first_two_fields(text: &str) -> Vec<(u128, u128)> {
+    let mut events: Vec<(u128, bool)> = text
+        .lines()
+        .map(|line| {
+            let mut parts = line.split(' ');
+            let kind = parts.next().expect("kind");
+            let at = parts.next().expect("time").parse().expect("nanoseconds");
+            (at, kind == "start")
+        })
+        .collect();
+    events.sort_unstable();
+    events
+        .chunks(2)
+        .map(|pair| {
+            assert!(
+                pair.len() == 2 && pair[0].1 && !pair[1].1,
+                "events do not alternate: {events:?}"
+            );
+            (pair[0].0, pair[1].0)
+        })
+        .collect()
+}
+
 /// (start, end) pairs from the log, in order of start.
 fn read_intervals(log: &Path) -> Vec<(u128, u128)> {
     let text = std::fs::read_to_string(log).expect("log");

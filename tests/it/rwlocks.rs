@@ -274,21 +274,6 @@ async fn never_a_writer_with_anyone_else() {
     );
 }
 
-/// Round trips to Redis the gateway has made so far, scripts and native commands (from its
-/// metrics).
-async fn round_trips(gw: &Gateway) -> f64 {
-    let text = gw.metrics_text().await;
-    ["script", "command"]
-        .iter()
-        .filter_map(|call| {
-            let series = format!("lockgate_redis_roundtrip_seconds_count{{call=\"{call}\"}} ");
-            text.lines()
-                .find_map(|line| line.strip_prefix(series.as_str()))
-                .and_then(|n| n.parse::<f64>().ok())
-        })
-        .sum()
-}
-
 /// Contended read/write locking costs at most 4 round trips to Redis per acquisition,
 /// releases and the writers' hold-offs included: 8 readers and 8 writers on one name, each
 /// waiting for its turn, never polling.
@@ -296,7 +281,7 @@ async fn round_trips(gw: &Gateway) -> f64 {
 async fn contended_acquisitions_cost_at_most_4_round_trips() {
     let redis = RedisServer::start();
     let gw = Arc::new(Gateway::start(redis_config(&redis.url())).await);
-    let before = round_trips(&gw).await;
+    let before = gw.redis_round_trips().await;
     const CYCLES: usize = 6;
     let clients: Vec<_> = (0..16)
         .map(|client| {
@@ -318,7 +303,7 @@ async fn contended_acquisitions_cost_at_most_4_round_trips() {
     for client in clients {
         client.await.expect("client");
     }
-    let per_acquisition = (round_trips(&gw).await - before) / (16 * CYCLES) as f64;
+    let per_acquisition = (gw.redis_round_trips().await - before) / (16 * CYCLES) as f64;
     eprintln!("{per_acquisition:.2} round trips per contended read/write acquisition");
     assert!(
         per_acquisition <= 4.0,

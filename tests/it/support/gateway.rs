@@ -157,6 +157,21 @@ impl Gateway {
             .expect("renew request")
     }
 
+    /// Round trips to Redis this gateway has made so far, scripts and native commands (from
+    /// its metrics).
+    pub async fn redis_round_trips(&self) -> f64 {
+        let text = self.metrics_text().await;
+        ["script", "command"]
+            .iter()
+            .filter_map(|call| {
+                let series = format!("lockgate_redis_roundtrip_seconds_count{{call=\"{call}\"}} ");
+                text.lines()
+                    .find_map(|line| line.strip_prefix(series.as_str()))
+                    .and_then(|n| n.parse::<f64>().ok())
+            })
+            .sum()
+    }
+
     /// `GET /locks/{name}`.
     /// The `/metrics` exposition as text.
     pub async fn metrics_text(&self) -> String {
