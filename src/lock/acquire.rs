@@ -2,6 +2,7 @@
 //! for what a waiting request does and costs). Split from `service.rs` so that the engine's
 //! struct, renew, release and inspect read on one screen, apart from the waiting loop.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -17,7 +18,7 @@ use super::service::{Grant, LockService, check_replicas, validity};
 use super::token::{IdempotencyKey, LockToken, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
 use crate::backend::fence::Marks;
-use crate::backend::{AcquireOutcome, BackendError, Claim, millis};
+use crate::backend::{AcquireOutcome, Backend, BackendError, Claim, millis};
 
 /// When the holder's lease has no expiry (a key written by another client), tell waiters to come
 /// back after this long.
@@ -112,14 +113,14 @@ impl LockService {
             .await;
     }
 
-    /// After a grant to a writer that held off new readers while it waited: they may come.
-    /// In the background: the client need not wait for it (the hold-off also ends by itself
-    /// when the writer's wait would have).
-    fn stop_holding_off<P: Primitive>(&self, primitive: &P, name: &LockName) {
-        let (primitive, name, backend) = (primitive.clone(), name.clone(), self.backend.clone());
-        tokio::spawn(async move {
-            primitive.stop_holding_off_shared(&backend, &name).await;
-        });
+    /// What lifts the hold-off of `name` when dropped: when the writer that asked for it is
+    /// granted, gives up, or goes away.
+    fn lift_on_drop<P: Primitive>(&self, primitive: &P, name: &LockName) -> LiftHoldOff<P> {
+        LiftHoldOff(Some(Box::new((
+            primitive.clone(),
+            name.clone(),
+            self.backend.clone(),
+        ))))
     }
 
     /// Waits in line for `name` until the lock is granted or `request.wait` has passed.
@@ -130,8 +131,13 @@ impl LockService {
         name: &LockName,
         derived: Option<&TokenStem>,
         request: &AcquireRequest,
-        mut held_off: bool,
+        held_off: bool,
     ) -> Result<Grant<P>, LockError> {
+        // Built only for a writer that held readers off (no allocation for other waiters).
+        let mut lift = LiftHoldOff(None);
+        if held_off {
+            lift = self.lift_on_drop(primitive, name);
+        }
         let deadline = Instant::now() + request.wait;
         let ticket = self
             .waiters
@@ -174,9 +180,7 @@ impl LockService {
             releases.borrow_and_update();
             match Box::pin(self.attempt(primitive, name, derived, request, true)).await {
                 Ok(Attempt::Granted(grant)) => {
-                    if held_off {
-                        self.stop_holding_off(primitive, name);
-                    }
+                    drop(lift);
                     ticket.hand_off(Handoff {
                         releases,
                         held_until: grant.validity.until(),
@@ -187,9 +191,9 @@ impl LockService {
                     retry_after,
                     by_readers,
                 }) => {
-                    if by_readers && !held_off {
+                    if by_readers && lift.0.is_none() {
                         self.hold_off(primitive, name, request).await;
-                        held_off = true;
+                        lift = self.lift_on_drop(primitive, name);
                     }
                     if Instant::now() >= deadline {
                         return Err(LockError::Held { retry_after });
@@ -324,6 +328,23 @@ impl LockService {
                 }
                 Err(err)
             }
+        }
+    }
+}
+
+/// A writer's hold-off of new readers, lifted when dropped if armed (in the background: the
+/// client need not wait for it, and it also ends by itself when the writer's wait would have).
+struct LiftHoldOff<P: Primitive>(Option<Box<(P, LockName, Arc<Backend>)>>);
+
+impl<P: Primitive> Drop for LiftHoldOff<P> {
+    fn drop(&mut self) {
+        if let Some(armed) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let (primitive, name, backend) = *armed;
+                primitive.stop_holding_off_shared(&backend, &name).await;
+            });
         }
     }
 }

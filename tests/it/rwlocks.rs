@@ -335,3 +335,36 @@ async fn an_expired_reader_lets_the_writer_in() {
     assert_problem(status, &refused, 404, "lock-not-held");
     assert_eq!(gw.release("lapse", &token(&w)).await.status(), 204);
 }
+
+/// A waiting writer that goes away (its client hung up) stops holding readers off at once,
+/// not when its `wait_ms` would have ended.
+#[tokio::test]
+async fn a_writer_that_goes_away_lets_readers_in() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let (status, r) = status_json(gw.acquire("gone", Some(shared(20_000))).await).await;
+    assert_eq!(status, 201, "{r}");
+    let writer = {
+        let http = gw.http.clone();
+        let url = gw.url("/locks/gone");
+        tokio::spawn(async move {
+            let body = json!({"wait_ms": 30_000});
+            http.post(url).json(&body).send().await
+        })
+    };
+    eventually(Duration::from_secs(5), "the writer waits", || async {
+        let (_, seen) = inspect(&gw, "gone").await;
+        (seen["waiting"] == 1).then_some(())
+    })
+    .await;
+    let (status, held_off) = status_json(gw.acquire("gone", Some(shared(20_000))).await).await;
+    assert_problem(status, &held_off, 409, "lock-held");
+    writer.abort();
+    let reader = eventually(Duration::from_secs(3), "a reader gets in again", || async {
+        let (status, grant) = status_json(gw.acquire("gone", Some(shared(20_000))).await).await;
+        (status == 201).then_some(grant)
+    })
+    .await;
+    assert_eq!(gw.release("gone", &token(&reader)).await.status(), 204);
+    assert_eq!(gw.release("gone", &token(&r)).await.status(), 204);
+}
