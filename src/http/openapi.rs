@@ -32,21 +32,16 @@ use crate::lock::Limits;
 #[derive(Debug)]
 pub struct ApiDoc;
 
-/// Every request body of this API but a semaphore's acquire (which names `permits`) may be
-/// omitted (an empty body means defaults). utoipa can only say so by making the schema
-/// nullable (`Option<T>`), which client generators turn into a body of `null`; the accurate
-/// description is `required: false` with the plain schema.
+/// Every request body of this API but those naming what to acquire (a semaphore's `permits`,
+/// a multi-lock's `names`: `POST /semaphores/…` and `POST /locks`) may be omitted (an empty
+/// body means defaults). utoipa can only say so by making the schema nullable (`Option<T>`),
+/// which client generators turn into a body of `null`; the accurate description is
+/// `required: false` with the plain schema.
 pub fn make_request_bodies_optional(doc: &mut utoipa::openapi::OpenApi) {
     for (path, item) in doc.paths.paths.iter_mut() {
-        if path.starts_with("/semaphores/") {
-            if let Some(operation) = item.patch.as_mut()
-                && let Some(utoipa::openapi::RefOr::T(body)) = operation.request_body.as_mut()
-            {
-                body.required = Some(utoipa::openapi::Required::False);
-            }
-            continue;
-        }
-        for operation in [&mut item.post, &mut item.patch, &mut item.put]
+        let names_what = path.starts_with("/semaphores/") || path == "/locks";
+        let post = if names_what { None } else { item.post.as_mut() };
+        for operation in [post, item.patch.as_mut(), item.put.as_mut()]
             .into_iter()
             .flatten()
         {
