@@ -167,7 +167,12 @@ async fn every_walk(gw: &Gateway) {
 
 #[tokio::test]
 async fn multilocks_on_the_dev_backend() {
-    every_walk(&Gateway::dev().await).await;
+    let gw = Gateway::dev().await;
+    every_walk(&gw).await;
+    let text = gw.metrics_text().await;
+    let series =
+        "lockgate_requests_total{operation=\"acquire\",kind=\"multi\",outcome=\"acquired\"}";
+    assert!(text.contains(series), "{series} missing from {text}");
 }
 
 #[tokio::test]

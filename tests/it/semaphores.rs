@@ -228,7 +228,17 @@ async fn every_walk(gw: &Gateway) {
 
 #[tokio::test]
 async fn semaphores_on_the_dev_backend() {
-    every_walk(&Gateway::dev().await).await;
+    let gw = Gateway::dev().await;
+    every_walk(&gw).await;
+    // Metrics tell semaphores from locks.
+    let text = gw.metrics_text().await;
+    for series in [
+        "lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"acquired\"}",
+        "lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"permits-mismatch\"}",
+        "lockgate_requests_total{operation=\"release\",kind=\"semaphore\",outcome=\"released\"}",
+    ] {
+        assert!(text.contains(series), "{series} missing from {text}");
+    }
 }
 
 #[tokio::test]
