@@ -319,6 +319,12 @@ where
         );
         let operation = match operation {
             Operation::Release if forced(req.uri()) => Operation::Revoke,
+            // `POST /locks?hold=true`: a multi-lock's hold stream.
+            Operation::Acquire
+                if req.uri().path() == "/locks" && super::handlers::multi::held(req.uri()) =>
+            {
+                Operation::Hold
+            }
             operation => operation,
         };
         let request_id = gate.request_id(&req);

@@ -13,7 +13,7 @@ use crate::support::gateway::{
 use crate::support::history::{Call, History, Outcome};
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
 use crate::support::workload::{Expect, read_outcome};
-use crate::support::{assert_problem, eventually, status_json, test_name, token};
+use crate::support::{Lines, assert_problem, eventually, status_json, test_name, token};
 
 async fn acquire_set(gw: &Gateway, body: Value) -> (u16, Value) {
     let response = gw.http.post(gw.url("/locks")).json(&body).send().await;
@@ -159,10 +159,60 @@ fn names_in_one_slot() -> [String; 3] {
     [found[0].clone(), found[1].clone(), found[2].clone()]
 }
 
+/// A set held by a hold stream (`POST /locks?hold=true`) is renewed, and released as soon as
+/// the stream is closed.
+async fn hold_stream_holds_a_set(gw: &Gateway, [a, b]: [&str; 2]) {
+    let response = gw
+        .http
+        .post(gw.url("/locks?hold=true"))
+        .json(&json!({"names": [a, b], "ttl_ms": 600}))
+        .send()
+        .await
+        .expect("hold request");
+    assert_eq!(response.status(), 200);
+    let mut lines = Lines::new(response);
+    let acquired = lines.next().await.expect("acquired");
+    assert_eq!(acquired["event"], "acquired", "{acquired}");
+    let renewed = lines.next().await.expect("renewed");
+    assert_eq!(renewed["event"], "renewed", "{renewed}");
+    let fence = acquired["fence"].as_u64();
+    assert_eq!(fence_of(gw, a).await, fence);
+    assert_eq!(fence_of(gw, b).await, fence);
+    drop(lines);
+    eventually(Duration::from_secs(2), "the set is released", || async {
+        (fence_of(gw, a).await.is_none() && fence_of(gw, b).await.is_none()).then_some(())
+    })
+    .await;
+}
+
+/// A set that is not renewed expires whole: an overlapping set gets in after its ttl.
+async fn a_set_expires_whole(gw: &Gateway, [a, b, c]: [&str; 3]) {
+    let (status, set) = acquire_set(gw, json!({"names": [a, b], "ttl_ms": 300})).await;
+    assert_eq!(status, 201, "{set}");
+    let started = Instant::now();
+    let (status, next) = acquire_set(gw, json!({"names": [b, c], "wait_ms": 5_000})).await;
+    assert_eq!(status, 201, "{next}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(2),
+        "the overlapping set got in after {waited:?}"
+    );
+    assert_eq!(fence_of(gw, a).await, None, "{a} expired with its set");
+    let (status, refused) = renew_set(gw, &[a, b], &token(&set)).await;
+    assert!(
+        [404, 409].contains(&status),
+        "an expired set cannot be renewed: {refused}"
+    );
+    let (status, _) = release_set(gw, &[b, c], &token(&next)).await;
+    assert_eq!(status, 204);
+}
+
 async fn every_walk(gw: &Gateway) {
     let [a, b, c] = names_in_one_slot();
     sets_of_locks(gw, [&a, &b, &c]).await;
     idempotent_set(gw, [&a, &c]).await;
+    hold_stream_holds_a_set(gw, [&a, &b]).await;
+    a_set_expires_whole(gw, [&a, &b, &c]).await;
 }
 
 #[tokio::test]

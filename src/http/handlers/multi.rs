@@ -9,7 +9,9 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 
-use super::lease;
+use futures_util::future::Either;
+
+use super::{hold, lease};
 use crate::http::AppState;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader};
@@ -68,6 +70,10 @@ pub struct SetParams {
 /// ever left behind, and two clients taking overlapping sets in any order cannot deadlock
 /// (neither holds part of its set while waiting for the rest). Each name then reads as an
 /// ordinary held lock. With `wait_ms`, waits until every name is free at once.
+///
+/// With `?hold=true`, holds the set for as long as the response is open: 200 and the NDJSON
+/// events of a lock's hold stream (`acquired`, `renewed` every third of the ttl, a final
+/// `lost`, `max-hold-reached` or `released`); closing it releases the set.
 #[utoipa::path(
     post,
     path = "/locks",
@@ -75,14 +81,20 @@ pub struct SetParams {
     operation_id = "acquire_locks",
     params(
         ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
-            description = "As for a lock: a retry with the same key and names gets the same grant back while it is held.")
+            description = "As for a lock: a retry with the same key and names gets the same grant back while it is held."),
+        ("hold" = Option<bool>, Query, nullable = false,
+            description = "`true`: hold the set while the response is open (a hold stream, as `POST /locks/{name}/hold`).")
     ),
     request_body(content = MultiAcquireBody, description = "`names`, and the lock's lease settings.",
         content_type = "application/json"),
     responses(
         (status = 201, description = "Every lock was granted; `names` lists them.", body = LockGrantBody),
-        (status = 200, description = "Retry of an idempotent acquire: the grant this `Idempotency-Key` already holds.",
-            body = LockGrantBody),
+        (status = 200, description = "With `hold=true`: the set is held for as long as this stream is open, one `HoldEvent` per line (`application/x-ndjson`). \
+            Without it: a retry of an idempotent acquire, the grant this `Idempotency-Key` already holds (`LockGrantBody`).",
+            content(
+                (LockGrantBody = "application/json"),
+                (super::hold::HoldEventSchema = "application/x-ndjson")
+            )),
         (status = 400, description = "`invalid-name`, `invalid-request` (fewer than 2 or more than 64 names), or `cross-slot` (Redis Cluster: the names are in different hash slots).",
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`lock-held`: a name is held by another client (after `wait_ms`, if given); nothing was taken.",
@@ -99,31 +111,39 @@ pub struct SetParams {
 pub fn acquire_locks(
     State(app): State<AppState>,
     caller: Option<Extension<Caller>>,
+    uri: Uri,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<MultiAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `lease::acquiring`.
-    let acquiring = multi(
-        &app,
-        body.names.clone(),
-        caller.as_ref(),
-        Operation::Acquire,
-    )
-    .map(|multi| {
-        let names: Vec<String> = multi.names().iter().map(LockName::to_string).collect();
+    let hold = held(&uri);
+    let operation = if hold {
+        Operation::Hold
+    } else {
+        Operation::Acquire
+    };
+    let checked = multi(&app, body.names.clone(), caller.as_ref(), operation);
+    let checked = checked.map(|multi| {
         let first = multi.first().clone();
-        (
-            names,
-            lease::acquiring(&app, multi, first, key, &body.lease()),
-        )
-    });
-    async move {
-        let (names, acquiring) = acquiring?;
-        let acquired = acquiring.await?;
-        lease::grant_response_with("locks", &acquired.name, acquired.grant, |body| {
-            body.names = Some(names);
+        if hold {
+            return Either::Left(hold::holding(&app, multi, first, key, &body.lease()));
+        }
+        let names: Vec<String> = multi.names().iter().map(LockName::to_string).collect();
+        let acquiring = lease::acquiring(&app, multi, first, key, &body.lease());
+        Either::Right(async move {
+            let acquired = acquiring.await?;
+            lease::grant_response_with("locks", &acquired.name, acquired.grant, |body| {
+                body.names = Some(names);
+            })
         })
-    }
+    });
+    async move { checked?.await }
+}
+
+/// Whether a query asks for a hold stream (`hold=true`).
+pub fn held(uri: &Uri) -> bool {
+    form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .any(|(key, value)| key == "hold" && value == "true")
 }
 
 /// Renew a multi-lock.
