@@ -172,6 +172,7 @@ async fn reader_waits_for_the_writer(gw: &Gateway) {
 async fn every_walk(gw: &Gateway) {
     readers_and_writers(gw).await;
     reader_waits_for_the_writer(gw).await;
+    an_expired_reader_lets_the_writer_in(gw).await;
 }
 
 #[tokio::test]
@@ -313,10 +314,7 @@ async fn contended_acquisitions_cost_at_most_4_round_trips() {
 
 /// A reader that stops renewing lets a waiting writer in when its lease ends (the marker
 /// expires with the longest reader), and the expired reader's token is refused after.
-#[tokio::test]
-async fn an_expired_reader_lets_the_writer_in() {
-    let redis = RedisServer::start();
-    let gw = Gateway::start(redis_config(&redis.url())).await;
+async fn an_expired_reader_lets_the_writer_in(gw: &Gateway) {
     let (status, r) = status_json(gw.acquire("lapse", Some(shared(400))).await).await;
     assert_eq!(status, 201, "{r}");
     let started = Instant::now();

@@ -224,6 +224,7 @@ async fn every_walk(gw: &Gateway) {
     idempotent_retry(gw).await;
     waiter_gets_the_released_permit(gw).await;
     hold_stream_holds_a_permit(gw).await;
+    expired_permits_are_reclaimed_by_the_next_acquire(gw).await;
 }
 
 #[tokio::test]
@@ -293,25 +294,22 @@ async fn redlock_does_not_offer_semaphores() {
 }
 
 /// Expired permits are reclaimed by the next acquire, with nothing else running.
-#[tokio::test]
-async fn expired_permits_are_reclaimed_by_the_next_acquire() {
-    let redis = RedisServer::start();
-    let gw = Gateway::start(redis_config(&redis.url())).await;
+async fn expired_permits_are_reclaimed_by_the_next_acquire(gw: &Gateway) {
     let short = json!({"permits": 2, "ttl_ms": 300});
     for _ in 0..2 {
-        let (status, grant) = acquire(&gw, "short", short.clone()).await;
+        let (status, grant) = acquire(gw, "short", short.clone()).await;
         assert_eq!(status, 201, "{grant}");
     }
-    let (status, full) = acquire(&gw, "short", short.clone()).await;
+    let (status, full) = acquire(gw, "short", short.clone()).await;
     assert_problem(status, &full, 409, "lock-held");
     let started = Instant::now();
     let grant = eventually(Duration::from_secs(3), "a permit after expiry", || async {
-        let (status, grant) = acquire(&gw, "short", short.clone()).await;
+        let (status, grant) = acquire(gw, "short", short.clone()).await;
         (status == 201).then_some(grant)
     })
     .await;
     assert!(started.elapsed() < Duration::from_secs(1), "{grant}");
-    let seen = inspect(&gw, "short", &[]).await;
+    let seen = inspect(gw, "short", &[]).await;
     assert_eq!(seen["in_use"], 1, "the two expired ones are gone: {seen}");
 }
 
