@@ -227,22 +227,15 @@ async fn partition_replies_lost() {
     assert_clean(&measured);
 }
 
-/// Semaphores of 2 permits under the partitions: never more than 2 permits valid at once,
-/// permit fences in order, no permit refused or gone while valid; an acquire whose answer was
-/// lost is withdrawn by its own attempt only.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphores_under_partitions() {
+/// `workload` through a partition that loses the replies, then one both ways, each checked
+/// clean; `what` names it in the report.
+async fn under_partitions(workload: Workload, what: &str) {
     let redis = RedisServer::start();
     let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
     let gw = Gateway::start(redis_config(&proxy.url())).await;
-    let mut workload = workload();
-    workload.permits = Some(2);
-    for (partition, scenario) in [
-        (
-            Partition::RepliesLost,
-            "semaphores, partition, replies lost (one way)",
-        ),
-        (Partition::Both, "semaphores, partition, both ways"),
+    for (partition, how) in [
+        (Partition::RepliesLost, "partition, replies lost (one way)"),
+        (Partition::Both, "partition, both ways"),
     ] {
         let measured = run(&[gw.url("")], &workload, |_| async {
             proxy.partition(partition);
@@ -250,63 +243,37 @@ async fn semaphores_under_partitions() {
             proxy.partition(Partition::Healed);
         })
         .await;
-        measured.print(scenario);
+        measured.print(&format!("{what}, {how}"));
         assert_clean(&measured);
     }
+}
+
+/// Semaphores of 2 permits under the partitions: never more than 2 permits valid at once,
+/// permit fences in order, no permit refused or gone while valid; an acquire whose answer was
+/// lost is withdrawn by its own attempt only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_under_partitions() {
+    let mut workload = workload();
+    workload.permits = Some(2);
+    under_partitions(workload, "semaphores").await;
 }
 
 /// Read/write locks (a third of the acquires shared) under the partitions: never a writer with
 /// a reader or another writer, fences in order, no grant refused or gone while valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rwlocks_under_partitions() {
-    let redis = RedisServer::start();
-    let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
-    let gw = Gateway::start(redis_config(&proxy.url())).await;
     let mut workload = workload();
     workload.shared_one_in = 3;
-    for (partition, scenario) in [
-        (
-            Partition::RepliesLost,
-            "rwlocks, partition, replies lost (one way)",
-        ),
-        (Partition::Both, "rwlocks, partition, both ways"),
-    ] {
-        let measured = run(&[gw.url("")], &workload, |_| async {
-            proxy.partition(partition);
-            tokio::time::sleep(FAULT).await;
-            proxy.partition(Partition::Healed);
-        })
-        .await;
-        measured.print(scenario);
-        assert_clean(&measured);
-    }
+    under_partitions(workload, "rwlocks").await;
 }
 
 /// Multi-locks of 2 names (of 4) under the partitions: no name ever held by two sets at once,
 /// fences in order, every name of a set held while the set is (never half-held).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multilocks_under_partitions() {
-    let redis = RedisServer::start();
-    let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
-    let gw = Gateway::start(redis_config(&proxy.url())).await;
     let mut workload = workload();
     workload.set_size = 2;
-    for (partition, scenario) in [
-        (
-            Partition::RepliesLost,
-            "multi-locks, partition, replies lost (one way)",
-        ),
-        (Partition::Both, "multi-locks, partition, both ways"),
-    ] {
-        let measured = run(&[gw.url("")], &workload, |_| async {
-            proxy.partition(partition);
-            tokio::time::sleep(FAULT).await;
-            proxy.partition(Partition::Healed);
-        })
-        .await;
-        measured.print(scenario);
-        assert_clean(&measured);
-    }
+    under_partitions(workload, "multi-locks").await;
 }
 
 /// Semaphores of 2 permits on a paused Redis (SIGSTOP).

@@ -326,26 +326,7 @@ fn read_intervals_of_first_two_fields(text: &str) -> Vec<(u128, u128)> {
 
 /// (start, end) pairs from the log, in order of start.
 fn read_intervals(log: &Path) -> Vec<(u128, u128)> {
-    let text = std::fs::read_to_string(log).expect("log");
-    let mut events: Vec<(u128, bool)> = text
-        .lines()
-        .map(|line| {
-            let (kind, at) = line.split_once(' ').expect("kind and time");
-            (at.parse().expect("nanoseconds"), kind == "start")
-        })
-        .collect();
-    events.sort_unstable();
-    // With no overlap, sorted events alternate start, end, start, end...
-    events
-        .chunks(2)
-        .map(|pair| {
-            assert!(
-                pair.len() == 2 && pair[0].1 && !pair[1].1,
-                "events do not alternate: {events:?}"
-            );
-            (pair[0].0, pair[1].0)
-        })
-        .collect()
+    read_intervals_of_first_two_fields(&std::fs::read_to_string(log).expect("log"))
 }
 
 /// A lock lost while the command runs terminates the command (SIGTERM) and exits 76.
