@@ -539,6 +539,9 @@ fn outcome(operation: Operation, status: u16, problem: Option<ProblemKind>) -> &
 #[cfg(test)]
 mod tests {
     use axum::body::Body;
+    use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    use super::*;
 
     #[test]
     fn every_outcome_has_its_own_label_value() {
@@ -561,9 +564,6 @@ mod tests {
             assert!(OUTCOMES.contains(label), "{label} is counted as `other`");
         }
     }
-    use tower::{ServiceBuilder, ServiceExt, service_fn};
-
-    use super::*;
 
     fn gate() -> Arc<Gate> {
         Arc::new(Gate::new(
