@@ -294,23 +294,45 @@ async fn redlock_does_not_offer_semaphores() {
 }
 
 /// Expired permits are reclaimed by the next acquire, with nothing else running.
+///
+/// The two short grants may be made far apart on a loaded machine, so each is
+/// waited out on its own: the first reclaim frees the earlier one, the second
+/// the later one, and then neither shows.
 async fn expired_permits_are_reclaimed_by_the_next_acquire(gw: &Gateway) {
     let short = json!({"permits": 2, "ttl_ms": 300});
+    let mut expired = Vec::new();
     for _ in 0..2 {
         let (status, grant) = acquire(gw, "short", short.clone()).await;
         assert_eq!(status, 201, "{grant}");
+        expired.push(fence(&grant));
     }
     let (status, full) = acquire(gw, "short", short.clone()).await;
     assert_problem(status, &full, 409, "lock-held");
     let started = Instant::now();
-    let grant = eventually(Duration::from_secs(3), "a permit after expiry", || async {
-        let (status, grant) = acquire(gw, "short", short.clone()).await;
-        (status == 201).then_some(grant)
-    })
-    .await;
-    assert!(started.elapsed() < Duration::from_secs(1), "{grant}");
+    let long = json!({"permits": 2, "ttl_ms": 20_000});
+    let mut reclaimed = Vec::new();
+    for _ in 0..2 {
+        let grant = eventually(Duration::from_secs(3), "a permit after expiry", || async {
+            let (status, grant) = acquire(gw, "short", long.clone()).await;
+            (status == 201).then_some(grant)
+        })
+        .await;
+        reclaimed.push(fence(&grant));
+    }
+    assert!(started.elapsed() < Duration::from_secs(1), "{reclaimed:?}");
     let seen = inspect(gw, "short", &[]).await;
-    assert_eq!(seen["in_use"], 1, "the two expired ones are gone: {seen}");
+    assert_eq!(seen["in_use"], 2, "{seen}");
+    let mut shown: Vec<u64> = seen["holders"]
+        .as_array()
+        .expect("holders")
+        .iter()
+        .map(fence)
+        .collect();
+    shown.sort_unstable();
+    assert_eq!(
+        shown, reclaimed,
+        "the two expired ones {expired:?} are gone"
+    );
 }
 
 /// Bad bodies answer 400 with the field at fault; nothing is granted.
