@@ -61,6 +61,10 @@ impl Primitive for Multi {
     const SINGLE_HOLDER: bool = true;
     const MULTI: bool = true;
 
+    fn held_names(&self) -> Option<&[LockName]> {
+        Some(&self.names)
+    }
+
     async fn acquire(
         &self,
         backend: &Backend,

@@ -38,6 +38,12 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     /// and `/locks/{name}` refuses them, which would leave the set half-held).
     const MULTI: bool = false;
 
+    /// The names a grant holds when there are several (a multi-lock), for the responses
+    /// that list them; `None` for a grant of one name.
+    fn held_names(&self) -> Option<&[LockName]> {
+        None
+    }
+
     /// Takes a grant for `stem` if one is free, naming `holder` (see `LockBackend::acquire`).
     #[allow(clippy::too_many_arguments)] // The backend contract's, plus the backend.
     fn acquire(

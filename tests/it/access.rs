@@ -134,3 +134,22 @@ async fn every_name_of_a_multi_lock_needs_the_scope() {
         assert_eq!(status, 401, "{method} {inside} without a key: {body}");
     }
 }
+
+/// `GET /locks?name=…` (a multi-lock's `Location`) reads every name it is given: each needs
+/// the key's inspect scope.
+#[tokio::test]
+async fn every_name_read_by_a_set_listing_needs_the_scope() {
+    let app = app_with_keys(MetricsAuth::Open);
+    let outside = "/locks?name=deploy:web&name=jobs:1";
+    let inside = "/locks?name=deploy:web&name=deploy:db";
+    let (status, _, body) = call(&app, Method::GET, outside, Some(DEPLOYER_KEY), &[]).await;
+    assert_eq!(status, 403, "{outside}: {body}");
+    for key in [DEPLOYER_KEY, READER_KEY] {
+        let (status, _, body) = call(&app, Method::GET, inside, Some(key), &[]).await;
+        assert_eq!(status, 200, "{inside}: {body}");
+    }
+    let (status, _, body) = call(&app, Method::GET, outside, Some(READER_KEY), &[]).await;
+    assert_eq!(status, 200, "the reader may inspect every name: {body}");
+    let (status, _, body) = call(&app, Method::GET, inside, None, &[]).await;
+    assert_eq!(status, 401, "without a key: {body}");
+}

@@ -173,6 +173,9 @@ async fn hold_stream_holds_a_set(gw: &Gateway, [a, b]: [&str; 2]) {
     let mut lines = Lines::new(response);
     let acquired = lines.next().await.expect("acquired");
     assert_eq!(acquired["event"], "acquired", "{acquired}");
+    let mut names = [a, b];
+    names.sort_unstable();
+    assert_eq!(acquired["names"], json!(names), "{acquired}");
     let renewed = lines.next().await.expect("renewed");
     assert_eq!(renewed["event"], "renewed", "{renewed}");
     let fence = acquired["fence"].as_u64();
@@ -183,6 +186,56 @@ async fn hold_stream_holds_a_set(gw: &Gateway, [a, b]: [&str; 2]) {
         (fence_of(gw, a).await.is_none() && fence_of(gw, b).await.is_none()).then_some(())
     })
     .await;
+}
+
+/// A new set's `Location` is where its renew and release go, and reading it shows the set:
+/// `GET /locks?name=…&name=…` lists those of the names that are held.
+async fn a_set_is_found_at_its_location(gw: &Gateway, [a, b, c]: [&str; 3]) {
+    let response = gw
+        .http
+        .post(gw.url("/locks"))
+        .json(&json!({"names": [b, a], "ttl_ms": 20_000}))
+        .send()
+        .await
+        .expect("acquire request");
+    let location = response.headers()["location"]
+        .to_str()
+        .expect("a text Location")
+        .to_owned();
+    let (status, set) = status_json(response).await;
+    assert_eq!(status, 201, "{set}");
+    let mut sorted = [a, b];
+    sorted.sort_unstable();
+    assert_eq!(
+        location,
+        format!("/locks?name={}&name={}", sorted[0], sorted[1])
+    );
+
+    let fence = &set["fence"];
+    let token = token(&set);
+    assert_eq!(listed(gw, &location, fence, &token).await, sorted);
+    let some = format!("/locks?name={c}&name={a}");
+    assert_eq!(listed(gw, &some, fence, &token).await, [a]);
+    let (status, _) = release_set(gw, &[a, b], &token).await;
+    assert_eq!(status, 204);
+    assert!(listed(gw, &location, fence, &token).await.is_empty());
+}
+
+/// The names `GET path` lists, each checked to carry `fence` and no token.
+async fn listed(gw: &Gateway, path: &str, fence: &Value, token: &str) -> Vec<String> {
+    let response = gw.http.get(gw.url(path)).send().await.expect("GET");
+    let (status, body) = status_json(response).await;
+    assert_eq!(status, 200, "{path}: {body}");
+    assert!(!body.to_string().contains(token), "{body}");
+    body["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|lock| {
+            assert_eq!(&lock["fence"], fence, "{path}: {body}");
+            lock["name"].as_str().expect("name").to_owned()
+        })
+        .collect()
 }
 
 /// A set that is not renewed expires whole: an overlapping set gets in after its ttl.
@@ -214,6 +267,7 @@ async fn every_walk(gw: &Gateway) {
     sets_of_locks(gw, [&a, &b, &c]).await;
     idempotent_set(gw, [&a, &c]).await;
     hold_stream_holds_a_set(gw, [&a, &b]).await;
+    a_set_is_found_at_its_location(gw, [&a, &b, &c]).await;
     a_set_expires_whole(gw, [&a, &b, &c]).await;
 }
 

@@ -404,6 +404,12 @@ impl LockGrantBody {
             names: None,
         }
     }
+
+    /// Lists a multi-lock's names (`held`, from [`Primitive::held_names`]).
+    pub fn holding(mut self, held: Option<&[LockName]>) -> Self {
+        self.names = held.map(|names| names.iter().map(LockName::to_string).collect());
+        self
+    }
 }
 
 impl LockRenewalBody {

@@ -79,6 +79,8 @@ pub struct HoldEventSchema {
     name: String,
     /// `acquired`: the lock token, as in the acquire response.
     token: Option<String>,
+    /// `acquired` of a multi-lock (`POST /locks?hold=true`): every name of the set, sorted.
+    names: Option<Vec<String>>,
     /// `acquired`, `renewed`: the fence of the grant.
     fence: Option<u64>,
     /// `acquired`, `renewed`: milliseconds of validity left.
@@ -238,7 +240,8 @@ fn hold_events<P: Primitive>(
             let (line, next) = match phase {
                 Phase::Done => return None,
                 Phase::Start(grant, primitive) => {
-                    let line = HoldEvent::Acquired(LockGrantBody::new(&name, &grant));
+                    let body = LockGrantBody::new(&name, &grant).holding(primitive.held_names());
+                    let line = HoldEvent::Acquired(body);
                     let hold = Hold::new(service.clone(), primitive, name.clone(), grant, renewals);
                     (line, Phase::Holding(hold))
                 }

@@ -65,25 +65,16 @@ pub fn acquiring<P: Primitive>(
     }
 }
 
-/// 201 (or 200 for a replay) with the grant; a new grant's `Location` is
-/// `/<collection>/<name>`.
+/// 201 (or 200 for a replay) with the grant. A new grant's `Location` is
+/// `/<collection>/<name>`; a multi-lock's (`held` names) is `/locks?name=a&name=b`, where
+/// its renew and release go, and its body lists the names.
 pub fn grant_response<P: Primitive>(
     collection: &str,
     name: &LockName,
     grant: Grant<P>,
+    held: Option<&[LockName]>,
 ) -> Result<Response, ApiError> {
-    grant_response_with(collection, name, grant, |_| {})
-}
-
-/// [`grant_response`], with the body completed by `complete`.
-pub fn grant_response_with<P: Primitive>(
-    collection: &str,
-    name: &LockName,
-    grant: Grant<P>,
-    complete: impl FnOnce(&mut LockGrantBody),
-) -> Result<Response, ApiError> {
-    let mut body = LockGrantBody::new(name, &grant);
-    complete(&mut body);
+    let body = LockGrantBody::new(name, &grant).holding(held);
     let json = crate::http::json::to_body(&body)
         .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
     let status = if grant.replayed {
@@ -101,13 +92,20 @@ pub fn grant_response_with<P: Primitive>(
         HeaderValue::from_static("application/json"),
     );
     if !grant.replayed {
-        headers.insert(header::LOCATION, location(collection, name));
+        headers.insert(header::LOCATION, location(collection, name, held));
     }
     Ok(response)
 }
 
-fn location(collection: &str, name: &LockName) -> HeaderValue {
-    // The name alphabet is a subset of what a header value and a URL path may hold as is.
-    HeaderValue::try_from(format!("/{collection}/{name}"))
-        .unwrap_or_else(|_| HeaderValue::from_static("/locks"))
+fn location(collection: &str, name: &LockName, held: Option<&[LockName]>) -> HeaderValue {
+    // The name alphabet is a subset of what a header value, a URL path and a query value
+    // may hold as is.
+    let location = match held {
+        Some(names) => {
+            let query: Vec<String> = names.iter().map(|name| format!("name={name}")).collect();
+            format!("/{collection}?{}", query.join("&"))
+        }
+        None => format!("/{collection}/{name}"),
+    };
+    HeaderValue::try_from(location).unwrap_or_else(|_| HeaderValue::from_static("/locks"))
 }

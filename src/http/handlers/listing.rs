@@ -1,4 +1,5 @@
-//! `GET /locks`: held locks under a name prefix, a page at a time.
+//! `GET /locks`: held locks under a name prefix, a page at a time; or, with `name`
+//! parameters, those of the named locks that are held (a multi-lock's `Location`).
 
 use axum::Extension;
 use axum::extract::State;
@@ -10,7 +11,8 @@ use crate::http::dto::{LockInfoBody, LockListBody};
 use crate::http::gate::Caller;
 use crate::http::json::Json;
 use crate::http::problem::{ApiError, Problem};
-use crate::lock::LockName;
+use crate::lock::multi::MAX_NAMES;
+use crate::lock::{LockError, LockName};
 use crate::telemetry::Operation;
 
 /// Default `limit`.
@@ -34,6 +36,11 @@ pub struct ListParams {
     limit: Option<u64>,
     /// The `next_cursor` of the previous page; absent for the first page.
     cursor: Option<String>,
+    /// Instead of a prefix: these locks (repeat the parameter, up to 64: `?name=a&name=b`,
+    /// a multi-lock's `Location`), those of them that are held, in one page. Not with
+    /// `prefix`, `limit` or `cursor`.
+    #[param(max_items = 64)]
+    name: Option<Vec<String>>,
 }
 
 /// A listing request, checked.
@@ -42,6 +49,8 @@ struct ListQuery {
     prefix: String,
     limit: usize,
     cursor: ListCursor,
+    /// `name` parameters: the named locks rather than a prefix's.
+    names: Vec<String>,
 }
 
 impl ListQuery {
@@ -50,12 +59,19 @@ impl ListQuery {
             prefix: String::new(),
             limit: DEFAULT_LIMIT,
             cursor: ListCursor::default(),
+            names: Vec::new(),
         };
+        let mut paged = false;
         let invalid = |field: &str, message: &str| {
             ApiError::body(Some(field.to_owned()), format!("{field}: {message}"))
         };
         for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            paged |= key != "name";
             match &*key {
+                "name" if parsed.names.len() == MAX_NAMES => {
+                    return Err(invalid("name", &format!("at most {MAX_NAMES} names")));
+                }
+                "name" => parsed.names.push(value.into_owned()),
                 "prefix" if value.is_empty() => parsed.prefix.clear(),
                 "prefix" => {
                     LockName::parse(&value).map_err(|_| {
@@ -83,10 +99,16 @@ impl ListQuery {
                 _ => {
                     return Err(ApiError::body(
                         None,
-                        "unknown query parameter (expected prefix, limit or cursor)",
+                        "unknown query parameter (expected prefix, limit and cursor, or name)",
                     ));
                 }
             }
+        }
+        if paged && !parsed.names.is_empty() {
+            return Err(invalid(
+                "name",
+                "cannot be combined with prefix, limit or cursor",
+            ));
         }
         Ok(parsed)
     }
@@ -99,6 +121,10 @@ impl ListQuery {
 /// fewer than `limit` locks, even none, before the end. With API keys, only the names the key
 /// may inspect are listed. Costs a walk of Redis's keyspace (`SCAN`; every master in a
 /// Cluster, every node in Redlock) over the whole listing: see the docs.
+///
+/// With `name` parameters instead (`?name=a&name=b`, the `Location` of a multi-lock): those
+/// of the named locks that are held, in one page, each read as `GET /locks/{name}` reads it;
+/// a name the API key may not inspect answers 403.
 #[utoipa::path(
     get,
     path = "/locks",
@@ -107,7 +133,10 @@ impl ListQuery {
     params(ListParams),
     responses(
         (status = 200, description = "A page of held locks.", body = LockListBody),
-        (status = 400, description = "`invalid-request`: a bad `prefix`, `limit` or `cursor`, or an unknown parameter.",
+        (status = 400, description = "`invalid-request`: a bad `prefix`, `limit` or `cursor`, `name` with any of them, or an unknown parameter; \
+            `invalid-name`: a bad `name`.",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`forbidden`: the API key may not inspect a `name`.",
             body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`backend-unavailable`.",
             body = Problem, content_type = "application/problem+json",
@@ -120,6 +149,9 @@ pub async fn list_locks(
     uri: Uri,
 ) -> Result<Json<LockListBody>, ApiError> {
     let query = ListQuery::parse(uri.query())?;
+    if !query.names.is_empty() {
+        return named_locks(&app, caller.as_ref(), query.names).await;
+    }
     let (locks, next) = app
         .service
         .list(&query.prefix, query.cursor, query.limit)
@@ -139,9 +171,51 @@ pub async fn list_locks(
     }))
 }
 
+/// Those of `names` that are held, in the order given (each once).
+async fn named_locks(
+    app: &AppState,
+    caller: Option<&Extension<Caller>>,
+    names: Vec<String>,
+) -> Result<Json<LockListBody>, ApiError> {
+    let mut checked: Vec<LockName> = Vec::with_capacity(names.len());
+    for name in names {
+        let name = LockName::from_string(name)?;
+        if let Some(Extension(Caller(key))) = caller
+            && !key.allows(Operation::Inspect, Some(name.as_str()))
+        {
+            return Err(ApiError::Forbidden);
+        }
+        if !checked.contains(&name) {
+            checked.push(name);
+        }
+    }
+    let states =
+        futures_util::future::join_all(checked.iter().map(|name| app.service.inspect(name))).await;
+    let mut locks = Vec::with_capacity(checked.len());
+    for (name, state) in checked.iter().zip(states) {
+        match state {
+            Ok(state) => locks.push(LockInfoBody::new(name, state)),
+            Err(LockError::NotHeld) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(Json(LockListBody {
+        locks,
+        next_cursor: None,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_read_in_order() {
+        let named = ListQuery::parse(Some("name=b&name=a")).expect("valid");
+        assert_eq!(named.names, ["b", "a"]);
+        let many = vec!["name=x"; MAX_NAMES + 1].join("&");
+        assert!(ListQuery::parse(Some(&many)).is_err());
+    }
 
     #[test]
     fn queries_are_checked() {
@@ -166,6 +240,9 @@ mod tests {
             "limit=x",
             "cursor=abc",
             "other=1",
+            "name=a&prefix=a",
+            "limit=5&name=a",
+            "name=a&cursor=1~80",
         ] {
             assert!(ListQuery::parse(Some(bad)).is_err(), "{bad}");
         }

@@ -103,7 +103,7 @@ fn granting<P: Primitive>(
     let acquiring = lease::acquiring(app, primitive, name, key, body);
     async move {
         let acquired = acquiring.await?;
-        lease::grant_response("locks", &acquired.name, acquired.grant)
+        lease::grant_response("locks", &acquired.name, acquired.grant, None)
     }
 }
 

@@ -128,13 +128,11 @@ pub fn acquire_locks(
         if hold {
             return Either::Left(hold::holding(&app, multi, first, key, &body.lease()));
         }
-        let names: Vec<String> = multi.names().iter().map(LockName::to_string).collect();
+        let names = multi.names().to_vec();
         let acquiring = lease::acquiring(&app, multi, first, key, &body.lease());
         Either::Right(async move {
             let acquired = acquiring.await?;
-            lease::grant_response_with("locks", &acquired.name, acquired.grant, |body| {
-                body.names = Some(names);
-            })
+            lease::grant_response("locks", &acquired.name, acquired.grant, Some(&names))
         })
     });
     async move { checked?.await }

@@ -97,7 +97,7 @@ pub fn acquire_permit(
         .map(|semaphore| lease::acquiring(&app, semaphore, name, key, &body.lease()));
     async move {
         let acquired = acquiring?.await?;
-        lease::grant_response("semaphores", &acquired.name, acquired.grant)
+        lease::grant_response("semaphores", &acquired.name, acquired.grant, None)
     }
 }
 
