@@ -108,9 +108,9 @@ impl LockService {
         name: &LockName,
         request: &AcquireRequest,
     ) {
-        primitive
-            .hold_off_shared(&self.backend, name, request.wait)
-            .await;
+        // Boxed: a round trip, and inline it would be the largest part of the future every
+        // waiting request keeps (the attempts are boxed for the same reason).
+        Box::pin(primitive.hold_off_shared(&self.backend, name, request.wait)).await;
     }
 
     /// What lifts the hold-off of `name` when dropped: when the writer that asked for it is

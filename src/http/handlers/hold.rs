@@ -16,8 +16,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
-use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
+use futures_util::{FutureExt, StreamExt};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -146,14 +146,12 @@ pub fn hold_lock(
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     match body.mode {
-        Some(LockMode::Shared) => {
-            let offered = app.service.check_shared_offered();
-            let holding = holding(&app, Shared, name, key, &body);
-            Either::Left(async move {
-                offered?;
-                holding.await
-            })
-        }
+        Some(LockMode::Shared) => Either::Left(lease::checked(
+            app.service
+                .check_shared_offered()
+                .map_err(ApiError::from)
+                .map(|()| holding(&app, Shared, name, key, &body)),
+        )),
         _ => Either::Right(holding(&app, Exclusive, name, key, &body)),
     }
 }
@@ -169,13 +167,14 @@ pub fn holding<P: Primitive>(
     // Not an `async fn`: see `lease::acquiring`.
     let acquiring = lease::acquiring(app, primitive.clone(), name, key, body);
     let metrics = app.gate.metrics.clone();
-    async move {
+    // A combinator, not an `async move` block: see `lease::checked`.
+    FutureExt::map(acquiring, move |acquired| {
         let Acquired {
             grant,
             request,
             name,
             service,
-        } = acquiring.await?;
+        } = acquired?;
         let renewals = RenewRequest {
             ttl: request.ttl,
             replicas: ReplicaPolicy {
@@ -198,7 +197,7 @@ pub fn holding<P: Primitive>(
         // Tell buffering proxies (nginx) to pass each line on as it comes.
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
         Ok(response)
-    }
+    })
 }
 
 /// Counts a hold stream in the `lockgate_hold_streams` gauge while it lives.

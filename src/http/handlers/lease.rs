@@ -7,6 +7,8 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
+use futures_util::FutureExt;
+use futures_util::future::{Either, Ready, ready};
 
 use crate::http::AppState;
 use crate::http::delivery::DeliveredOnRead;
@@ -62,6 +64,41 @@ pub fn acquiring<P: Primitive>(
             name,
             service,
         })
+    }
+}
+
+/// Acquires a lease of `primitive` and answers the grant ([`grant_response`]): what every
+/// acquire route does.
+pub fn granting<P: Primitive>(
+    app: &AppState,
+    collection: &'static str,
+    primitive: P,
+    name: LockName,
+    key: Option<IdempotencyKey>,
+    body: &AcquireBody,
+) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
+    let held = primitive.held_names().map(<[LockName]>::to_vec);
+    // A combinator, not an `async move` block: a block would keep `acquiring` twice, as the
+    // value it captured and again as the future it awaits (see `checked`).
+    acquiring(app, primitive, name, key, body).map(move |acquired| {
+        let acquired = acquired?;
+        grant_response(collection, &acquired.name, acquired.grant, held.as_deref())
+    })
+}
+
+/// The future a handler made once its input was checked, or at once the error that kept it
+/// from making one.
+///
+/// What `async move { checked?.await }` would do, at half the size: an `async` block keeps
+/// what it captured for its whole life, and the future it awaits beside it, so a waiting
+/// request would pay for its wait twice.
+pub fn checked<T, F>(checked: Result<F, ApiError>) -> Either<Ready<Result<T, ApiError>>, F>
+where
+    F: Future<Output = Result<T, ApiError>>,
+{
+    match checked {
+        Ok(future) => Either::Right(future),
+        Err(error) => Either::Left(ready(Err(error))),
     }
 }
 

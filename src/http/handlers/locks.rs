@@ -13,7 +13,7 @@ use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
 use crate::http::gate::{Caller, forced};
 use crate::http::problem::{ApiError, Problem};
-use crate::lock::{Exclusive, IdempotencyKey, InvalidName, LockName, LockToken, Primitive, Shared};
+use crate::lock::{Exclusive, InvalidName, LockToken, Shared};
 use futures_util::future::Either;
 
 /// The `{name}` path parameter.
@@ -80,30 +80,13 @@ pub fn acquire_lock(
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `lease::acquiring`.
     match body.mode {
-        Some(LockMode::Shared) => {
-            let offered = app.service.check_shared_offered();
-            let granting = granting(&app, Shared, name, key, &body);
-            Either::Left(async move {
-                offered?;
-                granting.await
-            })
-        }
-        _ => Either::Right(granting(&app, Exclusive, name, key, &body)),
-    }
-}
-
-/// Acquires a lease of `primitive` and answers the grant.
-fn granting<P: Primitive>(
-    app: &AppState,
-    primitive: P,
-    name: LockName,
-    key: Option<IdempotencyKey>,
-    body: &AcquireBody,
-) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
-    let acquiring = lease::acquiring(app, primitive, name, key, body);
-    async move {
-        let acquired = acquiring.await?;
-        lease::grant_response("locks", &acquired.name, acquired.grant, None)
+        Some(LockMode::Shared) => Either::Left(lease::checked(
+            app.service
+                .check_shared_offered()
+                .map_err(ApiError::from)
+                .map(|()| lease::granting(&app, "locks", Shared, name, key, &body)),
+        )),
+        _ => Either::Right(lease::granting(&app, "locks", Exclusive, name, key, &body)),
     }
 }
 

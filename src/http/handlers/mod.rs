@@ -3,6 +3,8 @@
 //! `super::dto` or a problem document (`super::problem`).
 
 pub mod events;
+#[cfg(test)]
+mod future_sizes;
 pub mod health;
 pub mod hold;
 pub mod lease;

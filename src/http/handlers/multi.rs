@@ -123,19 +123,21 @@ pub fn acquire_locks(
         Operation::Acquire
     };
     let checked = multi(&app, body.names.clone(), caller.as_ref(), operation);
-    let checked = checked.map(|multi| {
+    lease::checked(checked.map(|multi| {
         let first = multi.first().clone();
         if hold {
-            return Either::Left(hold::holding(&app, multi, first, key, &body.lease()));
+            Either::Left(hold::holding(&app, multi, first, key, &body.lease()))
+        } else {
+            Either::Right(lease::granting(
+                &app,
+                "locks",
+                multi,
+                first,
+                key,
+                &body.lease(),
+            ))
         }
-        let names = multi.names().to_vec();
-        let acquiring = lease::acquiring(&app, multi, first, key, &body.lease());
-        Either::Right(async move {
-            let acquired = acquiring.await?;
-            lease::grant_response("locks", &acquired.name, acquired.grant, Some(&names))
-        })
-    });
-    async move { checked?.await }
+    }))
 }
 
 /// Whether a query asks for a hold stream (`hold=true`).

@@ -93,12 +93,11 @@ pub fn acquire_permit(
     JsonBody(body): JsonBody<SemaphoreAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `lease::acquiring`.
-    let acquiring = semaphore(&app, &body)
-        .map(|semaphore| lease::acquiring(&app, semaphore, name, key, &body.lease()));
-    async move {
-        let acquired = acquiring?.await?;
-        lease::grant_response("semaphores", &acquired.name, acquired.grant, None)
-    }
+    lease::checked(
+        semaphore(&app, &body).map(|semaphore| {
+            lease::granting(&app, "semaphores", semaphore, name, key, &body.lease())
+        }),
+    )
 }
 
 /// Renew a permit.
@@ -249,7 +248,8 @@ pub fn hold_permit(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<SemaphoreAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    let holding = semaphore(&app, &body)
-        .map(|semaphore| hold::holding(&app, semaphore, name, key, &body.lease()));
-    async move { holding?.await }
+    lease::checked(
+        semaphore(&app, &body)
+            .map(|semaphore| hold::holding(&app, semaphore, name, key, &body.lease())),
+    )
 }

@@ -1,0 +1,114 @@
+//! How big the futures of the acquire routes are. A waiting request keeps its handler's
+//! future for the whole wait, so with 10,000 waiters every kilobyte here is 10 MB of
+//! memory (bench/README.md, "Waiting"). Two regressions of this kind went unnoticed until a
+//! benchmark: a backend round trip inlined into the wait (the writers' hold-off), and
+//! `async move { checked?.await }` wrappers that kept the wait's future twice. The budgets
+//! leave some room over today's sizes (about 1.2–1.3 KiB), none for another such slip.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::Uri;
+
+use super::{hold, locks, multi, semaphores};
+use crate::access::MetricsAuth;
+use crate::backend::Backend;
+use crate::backend::memory::MemoryBackend;
+use crate::http::AppState;
+use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
+use crate::http::gate::{Caller, Gate, GateOptions};
+use crate::lock::token::TokenSecret;
+use crate::lock::{Limits, LockName, LockService};
+use crate::telemetry::metrics::Metrics;
+
+/// The most a waiting acquire's handler future may take, in bytes.
+const BUDGET: usize = 1536;
+
+fn state() -> AppState {
+    let limits = Limits {
+        default_ttl: Duration::from_secs(30),
+        min_ttl: Duration::from_millis(100),
+        max_ttl: Duration::from_secs(3600),
+        max_wait: Duration::from_secs(60),
+        max_waiters: 10,
+        max_hold: None,
+        max_watchers: 10,
+    };
+    let backend = Backend::Memory(Box::new(MemoryBackend::new()));
+    let secret = TokenSecret::random().expect("random");
+    let gate = GateOptions {
+        keys: None,
+        metrics_auth: MetricsAuth::Open,
+        max_concurrent_requests: 10,
+        request_timeout: Duration::from_secs(1),
+        max_wait: limits.max_wait,
+        max_header_bytes: 8192,
+    };
+    AppState {
+        service: Arc::new(LockService::new(backend, limits, secret)),
+        gate: Arc::new(Gate::new(gate, Arc::new(Metrics::new()))),
+        max_body_bytes: 4096,
+        openapi_json: Bytes::new(),
+    }
+}
+
+fn name() -> LockPath {
+    LockPath(LockName::parse("orders:42").expect("valid"))
+}
+
+fn body<T: serde::de::DeserializeOwned>(json: &str) -> JsonBody<T> {
+    JsonBody(serde_json::from_str(json).expect("a valid body"))
+}
+
+fn within_budget(route: &str, size: usize) {
+    assert!(
+        size <= BUDGET,
+        "{route}: a waiting request's future takes {size} bytes (budget {BUDGET})"
+    );
+}
+
+#[tokio::test]
+async fn waiting_acquires_keep_small_futures() {
+    let app = state();
+    let no_key = || IdempotencyKeyHeader(None);
+    for mode in ["exclusive", "shared"] {
+        let acquire = locks::acquire_lock(
+            State(app.clone()),
+            name(),
+            no_key(),
+            body(&format!(r#"{{"mode": "{mode}", "wait_ms": 1000}}"#)),
+        );
+        within_budget(
+            &format!("POST /locks/{{name}} ({mode})"),
+            size_of_val(&acquire),
+        );
+        let hold = hold::hold_lock(
+            State(app.clone()),
+            name(),
+            no_key(),
+            body(&format!(r#"{{"mode": "{mode}", "wait_ms": 1000}}"#)),
+        );
+        within_budget(
+            &format!("POST /locks/{{name}}/hold ({mode})"),
+            size_of_val(&hold),
+        );
+    }
+    let permits = r#"{"permits": 2, "wait_ms": 1000}"#;
+    let acquire = semaphores::acquire_permit(State(app.clone()), name(), no_key(), body(permits));
+    within_budget("POST /semaphores/{name}", size_of_val(&acquire));
+    let hold = semaphores::hold_permit(State(app.clone()), name(), no_key(), body(permits));
+    within_budget("POST /semaphores/{name}/hold", size_of_val(&hold));
+    for uri in ["/locks", "/locks?hold=true"] {
+        let acquire = multi::acquire_locks(
+            State(app.clone()),
+            None::<Extension<Caller>>,
+            Uri::from_static(uri),
+            no_key(),
+            body(r#"{"names": ["a", "b"], "wait_ms": 1000}"#),
+        );
+        within_budget(&format!("POST {uri}"), size_of_val(&acquire));
+    }
+}
