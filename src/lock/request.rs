@@ -235,19 +235,23 @@ fn bounded(
     Ok(value)
 }
 
+/// Limits for unit tests: the defaults of the flags, and room for 10 waiters and watchers.
+#[cfg(test)]
+pub(crate) const TEST_LIMITS: Limits = Limits {
+    default_ttl: Duration::from_secs(30),
+    min_ttl: Duration::from_millis(100),
+    max_ttl: Duration::from_secs(3600),
+    max_wait: Duration::from_secs(60),
+    max_waiters: 10,
+    max_hold: None,
+    max_watchers: 10,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits {
-        default_ttl: Duration::from_secs(30),
-        min_ttl: Duration::from_millis(100),
-        max_ttl: Duration::from_secs(3600),
-        max_wait: Duration::from_secs(60),
-        max_waiters: 10,
-        max_hold: None,
-        max_watchers: 10,
-    };
+    const LIMITS: Limits = TEST_LIMITS;
 
     #[test]
     fn an_empty_request_gets_the_documented_defaults() {

@@ -20,23 +20,16 @@ use crate::backend::memory::MemoryBackend;
 use crate::http::AppState;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::http::gate::{Caller, Gate, GateOptions};
+use crate::lock::request::TEST_LIMITS;
 use crate::lock::token::TokenSecret;
-use crate::lock::{Limits, LockName, LockService};
+use crate::lock::{LockName, LockService};
 use crate::telemetry::metrics::Metrics;
 
 /// The most a waiting acquire's handler future may take, in bytes.
 const BUDGET: usize = 1536;
 
 fn state() -> AppState {
-    let limits = Limits {
-        default_ttl: Duration::from_secs(30),
-        min_ttl: Duration::from_millis(100),
-        max_ttl: Duration::from_secs(3600),
-        max_wait: Duration::from_secs(60),
-        max_waiters: 10,
-        max_hold: None,
-        max_watchers: 10,
-    };
+    let limits = TEST_LIMITS;
     let backend = Backend::Memory(Box::new(MemoryBackend::new()));
     let secret = TokenSecret::random().expect("random");
     let gate = GateOptions {
