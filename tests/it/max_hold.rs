@@ -15,12 +15,13 @@ use crate::support::{Lines, assert_problem, eventually, status_json, token};
 /// Renewals extend a bounded lease up to its bound and no further; past it they answer 409
 /// `max-hold-reached`, and the lock is gone.
 async fn renewals_stop_at_the_bound(gw: &Gateway) {
+    // Taken before the request: the bound cannot start earlier, however late the response.
+    let granted = Instant::now();
     let (status, grant) = status_json(
         gw.acquire("bounded", Some(json!({"ttl_ms": 600, "max_hold_ms": 1200})))
             .await,
     )
     .await;
-    let granted = Instant::now();
     assert_eq!(status, 201, "{grant}");
     let left = grant["max_hold_left_ms"]
         .as_u64()
