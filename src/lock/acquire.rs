@@ -72,31 +72,29 @@ impl LockService {
         let derived =
             idempotency_key.map(|key| TokenStem::derive(&self.secret, name.as_str(), key));
         // Requests already waiting here go first: a newcomer does not overtake them.
+        let mut held_off = false;
         if request.wait.is_zero() || !self.waiters.has_line(P::KIND, name.as_str()) {
             // Boxed here and below: a waiting request keeps its future alive for the whole wait,
             // and the attempt (a backend round trip) is most of its size.
             let then_wait = !request.wait.is_zero();
             let attempt = self.attempt(primitive, name, derived.as_ref(), request, then_wait);
-            match Box::pin(attempt).await {
+            // The outcome is settled before anything else is awaited: a match kept open
+            // across the wait would keep the outcome in the future for the whole wait too.
+            held_off = match Box::pin(attempt).await {
                 Ok(Attempt::Granted(grant)) => return Ok(grant),
                 Ok(Attempt::Held { retry_after, .. }) if request.wait.is_zero() => {
                     return Err(LockError::Held { retry_after });
                 }
                 Err(err) if request.wait.is_zero() || !err.is_transient() => return Err(err),
                 // Held, or the backend stumbled: wait in line.
-                Ok(Attempt::Held { by_readers, .. }) => {
-                    if by_readers {
-                        self.hold_off(primitive, name, request).await;
-                    }
-                    let held_off = by_readers;
-                    return self
-                        .wait_for(primitive, name, derived.as_ref(), request, held_off)
-                        .await;
-                }
-                Err(_) => {}
+                Ok(Attempt::Held { by_readers, .. }) => by_readers,
+                Err(_) => false,
+            };
+            if held_off {
+                self.hold_off(primitive, name, request).await;
             }
         }
-        self.wait_for(primitive, name, derived.as_ref(), request, false)
+        self.wait_for(primitive, name, derived.as_ref(), request, held_off)
             .await
     }
 
