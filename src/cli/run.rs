@@ -29,6 +29,11 @@
 //! The acquire carries an `Idempotency-Key`, so retrying after a lost response finds the same
 //! grant; and if `lockgate run` dies while its acquire is in flight, the gateway releases the
 //! grant it could not deliver.
+//!
+//! One piece, over 400 lines: the runner is one state machine (acquire, start the command,
+//! renew, watch the events, stop the command, release) whose every step reads and changes the
+//! same child process and lease; split across modules, that state would be passed back and forth
+//! (the last ~12 lines are tests).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;

@@ -5,6 +5,9 @@
 //! never from a lock name or token, so the number of series is bounded. Recording is a couple
 //! of relaxed atomic additions: nothing on the request path allocates, hashes a label set or
 //! takes a lock (the reason for not using the `metrics` crate's registry here).
+//!
+//! Over 400 lines only because of its test (the code is just under 400): it checks the
+//! rendered exposition text, which is best read beside the rendering.
 
 use std::fmt::Write as _;
 use std::sync::Mutex;

@@ -1,0 +1,79 @@
+//! What the backend's operations answer: leases, outcomes, what inspect sees, and the
+//! settings an operation carries (replica acknowledgement, an idempotent grant's claim).
+
+use std::time::Duration;
+
+use super::Holder;
+
+/// Ask the store to confirm that `replicas` replicas have the write before answering
+/// (Redis `WAIT`), waiting at most `timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaAck {
+    pub replicas: u32,
+    pub timeout: Duration,
+}
+
+/// Marks the attempt that last claimed an idempotent grant (one whose stem is derived from an
+/// idempotency key, so that several attempts share it). Withdrawing with a claim removes the
+/// grant only while that attempt is still its last claimant: a later attempt that found the
+/// grant (an idempotent replay) takes the claim over, and a withdrawal of the earlier attempt
+/// arriving after it changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim(pub u64);
+
+/// A lease as the store saw it when it executed the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The fence of this grant (see [`fence`](super::fence)); the token is `<stem>.<fence>`.
+    pub fence: u64,
+    /// Time to live the store set or reported, measured at the store. The caller subtracts
+    /// the time it spent waiting for the answer.
+    pub ttl: Duration,
+    /// Replicas that acknowledged the write, when asked.
+    pub replicas_acked: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    /// The lock was free and is now held with the token `<stem>.<fence>`.
+    Granted(Lease),
+    /// The lock was already held with a token of the given stem: a retry of an idempotent
+    /// acquire. The lease is that grant's.
+    AlreadyHeld(Lease),
+    /// Another token holds the lock. `ttl` is its remaining time to live, `None` when the key
+    /// has no expiry (written by something other than lockgate).
+    Held { ttl: Option<Duration> },
+    /// A semaphore's permits are held under another limit than the one asked for (see
+    /// [`semaphore`](super::semaphore)).
+    LimitDiffers { limit: u32 },
+    /// The name is held by shared grants (readers, see [`shared`](super::shared)); the longest ends in `ttl`.
+    HeldShared { ttl: Option<Duration> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    Released,
+    NotHeld,
+    NotOwner,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenewOutcome {
+    Renewed(Lease),
+    NotHeld,
+    NotOwner,
+}
+
+/// What inspect sees of a held lock. Never the token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inspection {
+    /// Remaining time to live; `None` when the key has no expiry.
+    pub ttl: Option<Duration>,
+    /// The fence of the current grant (carried by its token); `None` for a token that
+    /// carries none (a lock taken by another Redis client).
+    pub fence: Option<u64>,
+    /// Who holds it, when the grant named a holder (see [`holder`](super::holder)).
+    pub holder: Option<Holder>,
+    /// Held by the shared grants of a read/write lock (see [`shared`](super::shared)), not one holder.
+    pub shared: bool,
+}

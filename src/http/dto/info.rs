@@ -1,0 +1,120 @@
+//! What inspect and listing answer about a held lock (`GET /locks/{name}`, `GET /locks`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::{LockMode, PermitBody, expires_at, whole_number};
+use crate::lock::{LockName, LockState, millis};
+
+/// What anyone may see of a held lock. Never the token.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "name": "orders:42",
+    "held": true,
+    "ttl_ms": 21034,
+    "expires_at": "2026-11-21T08:00:30.123Z",
+    "fence": 1763712000123456u64,
+    "acquired_at": "2026-11-21T08:00:00.123456Z",
+    "owner": "worker-7f9c:4242",
+    "metadata": {"addr": "10.0.0.7:8080"},
+    "waiting": 0
+}))]
+pub struct LockInfoBody {
+    pub name: String,
+    /// Always true: a lock that is not held answers 404 `lock-not-held`.
+    pub held: bool,
+    /// Milliseconds left on the current lease; absent when the key has no expiry (written by
+    /// a client other than lockgate).
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ttl_ms: Option<u64>,
+    /// When the current lease ends, RFC 3339 (informative).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// The fence of the current grant; absent for a lock taken by another Redis client
+    /// (its token carries none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+    /// When the current grant was made, RFC 3339 to the microsecond, by Redis's clock (read
+    /// from the fence, which is that time unless grants came faster than one per
+    /// microsecond). Absent when the fence is not a timestamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquired_at: Option<String>,
+    /// The `owner` the holder gave on acquire; absent when it gave none (or took the lock
+    /// with another Redis client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The `metadata` the holder gave on acquire; absent when it gave none.
+    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    /// Requests waiting for this lock in this gateway (others may wait in other gateways).
+    #[serde(default)]
+    pub waiting: u64,
+    /// `exclusive` (one holder: the fields above are its) or `shared` (readers hold it: each
+    /// is in `shared_holders`, and `ttl_ms` is the longest's).
+    #[serde(default = "exclusive")]
+    pub mode: LockMode,
+    /// While readers hold the lock: each of them, the first to end first. Never a token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_holders: Vec<PermitBody>,
+}
+
+fn exclusive() -> LockMode {
+    LockMode::Exclusive
+}
+
+/// A page of held locks (`GET /locks`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "locks": [{
+        "name": "orders:42",
+        "held": true,
+        "ttl_ms": 21034,
+        "expires_at": "2026-11-21T08:00:30.123Z",
+        "fence": 1763712000123456u64,
+        "acquired_at": "2026-11-21T08:00:00.123456Z",
+        "owner": "worker-7f9c:4242",
+        "waiting": 0
+    }],
+    "next_cursor": "0~1792"
+}))]
+pub struct LockListBody {
+    /// Held locks, as `GET /locks/{name}` shows each.
+    pub locks: Vec<LockInfoBody>,
+    /// Pass as `cursor` for the next page; absent when the listing is complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+impl LockInfoBody {
+    pub fn new(name: &LockName, state: LockState) -> Self {
+        let mode = if state.is_shared() {
+            LockMode::Shared
+        } else {
+            LockMode::Exclusive
+        };
+        let (owner, metadata) = state
+            .holder
+            .map_or((None, None), |holder| (holder.owner, holder.metadata));
+        Self {
+            name: name.to_string(),
+            held: true,
+            ttl_ms: state.ttl.map(millis),
+            expires_at: state.ttl.map(expires_at),
+            fence: state.fence,
+            acquired_at: state
+                .granted_at
+                .map(|at| humantime::format_rfc3339_micros(at).to_string()),
+            owner,
+            metadata,
+            waiting: u64::try_from(state.waiting).unwrap_or(u64::MAX),
+            mode,
+            shared_holders: state.shared.into_iter().map(PermitBody::new).collect(),
+        }
+    }
+}
