@@ -572,6 +572,30 @@ async fn the_index_links_to_the_api() {
     assert_eq!(reply.body["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(reply.body["links"]["openapi"], "/openapi.json");
     assert_eq!(reply.body["links"]["lock"], "/locks/{name}");
+    assert_eq!(reply.body["links"]["events"], "/locks/{name}/events");
+    assert_eq!(reply.body["links"]["semaphore"], "/semaphores/{name}");
+    assert_eq!(
+        reply.body["links"]["lock_set"],
+        "/locks?name={name}&name={name}"
+    );
+    // Every link is a route: read with a name filled in, none is the catch-all 404.
+    for (link, path) in reply.body["links"].as_object().expect("links") {
+        let path = path.as_str().expect("a path").replace("{name}", "doc");
+        if link == "events" {
+            continue; // A stream that stays open; its route is tested in events.rs.
+        }
+        let read = send(
+            &app,
+            request(Method::GET, &path).body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert!(
+            !read.raw.is_empty() && read.body["type"] != "https://lockgate.dev/problems/not-found",
+            "{link} = {path}: {} {}",
+            read.status,
+            read.body
+        );
+    }
 }
 
 /// Every JSON answer ends with a newline, so `curl` output does not run into the prompt: lock

@@ -103,6 +103,13 @@ pub struct IndexLinks {
     pub locks: &'static str,
     /// A hold stream: the lock is held while the response is open.
     pub hold: &'static str,
+    /// A lock's events (`acquired`, `released`, `expired`, `revoked`), SSE or NDJSON.
+    pub events: &'static str,
+    /// A multi-lock: `POST /locks` with `names` takes them all; renew, release and inspect
+    /// the set at `/locks?name=a&name=b`.
+    pub lock_set: &'static str,
+    /// A counting semaphore: the same operations as a lock, plus `permits`.
+    pub semaphore: &'static str,
     /// Liveness.
     pub healthz: &'static str,
     /// Readiness.
@@ -133,6 +140,9 @@ pub async fn index(State(app): State<AppState>) -> Json<IndexBody> {
             lock: "/locks/{name}",
             locks: "/locks?prefix=",
             hold: "/locks/{name}/hold",
+            events: "/locks/{name}/events",
+            lock_set: "/locks?name={name}&name={name}",
+            semaphore: "/semaphores/{name}",
             healthz: "/healthz",
             readyz: "/readyz",
             metrics: "/metrics",
