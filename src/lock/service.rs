@@ -311,14 +311,25 @@ impl LockService {
     /// it, each of them.
     pub async fn inspect(&self, name: &LockName) -> Result<LockState, LockError> {
         let mut state = self.inspect_lease(&Exclusive, name).await?;
+        self.complete_lock_state(name, &mut state).await?;
+        Ok(state)
+    }
+
+    /// What a lock's state needs beyond its key, for inspect and listings alike: while
+    /// readers hold it, each of them (one more script); and the readers and sets waiting on
+    /// it here besides the writers (a set waits on its first name).
+    async fn complete_lock_state(
+        &self,
+        name: &LockName,
+        state: &mut LockState,
+    ) -> Result<(), LockError> {
         if state.is_shared() {
             use crate::backend::shared::SharedBackend;
             state.shared = self.backend.inspect_shared(name.as_str()).await?;
         }
-        // Waiting readers and sets (those whose first name this is) too.
         state.waiting += self.waiters.waiting_for(super::Shared::KIND, name.as_str())
             + self.waiters.waiting_for(super::Multi::KIND, name.as_str());
-        Ok(state)
+        Ok(())
     }
 
     /// What anyone may see of the grant of `primitive` on `name`.
@@ -342,7 +353,7 @@ impl LockService {
         limit: usize,
     ) -> Result<(Vec<(LockName, LockState)>, Option<ListCursor>), LockError> {
         let page = self.backend.list(prefix, cursor, limit).await?;
-        let locks = page
+        let mut locks: Vec<(LockName, LockState)> = page
             .locks
             .into_iter()
             // A key of another program can look like a lock key; its name may not be one.
@@ -352,6 +363,14 @@ impl LockService {
                 Some((name, state))
             })
             .collect();
+        // As inspect shows each (read-locked names' readers fetched side by side).
+        let completed = futures_util::future::join_all(
+            locks
+                .iter_mut()
+                .map(|(name, state)| self.complete_lock_state(name, state)),
+        )
+        .await;
+        completed.into_iter().collect::<Result<(), _>>()?;
         Ok((locks, page.next))
     }
 

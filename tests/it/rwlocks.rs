@@ -60,6 +60,33 @@ async fn readers_and_writers(gw: &Gateway) {
         !raw.contains(&token(&r1)) && !raw.contains(&token(&r2)),
         "{raw}"
     );
+    // A listing shows the name as inspect does, readers included.
+    let listed = gw
+        .http
+        .get(gw.url(&format!("/locks?prefix={name}")))
+        .send()
+        .await;
+    let (status, page) = status_json(listed.expect("list")).await;
+    assert_eq!(status, 200, "{page}");
+    let entry = page["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .find(|lock| lock["name"] == name)
+        .unwrap_or_else(|| panic!("{name} is not listed: {page}"));
+    assert_eq!(entry["mode"], "shared", "{page}");
+    let fences_and_owners = |holders: &Value| -> Vec<(Value, Value)> {
+        let holders = holders.as_array().expect("shared holders");
+        holders
+            .iter()
+            .map(|h| (h["fence"].clone(), h["owner"].clone()))
+            .collect()
+    };
+    assert_eq!(
+        fences_and_owners(&entry["shared_holders"]),
+        fences_and_owners(&seen["shared_holders"]),
+        "{page}"
+    );
 
     // A writer that does not wait is refused; one that waits holds off new readers.
     let (status, refused) = status_json(gw.acquire(name, None).await).await;
