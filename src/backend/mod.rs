@@ -243,6 +243,15 @@ impl Backend {
             Self::Redlock(_) => "redlock",
         }
     }
+
+    /// Whether this store offers the primitives beyond the exclusive lock: semaphores
+    /// ([`semaphore`]), shared grants ([`shared`]) and multi-locks ([`multi`]). Redlock does
+    /// not: each needs a quorum design of its own on independent masters (a permit count, a
+    /// set of readers or a set of names kept per node falls short after a node restarts
+    /// empty), and none is built.
+    pub fn offers_beyond_locks(&self) -> bool {
+        !matches!(self, Self::Redlock(_))
+    }
 }
 
 macro_rules! dispatch {
@@ -254,6 +263,22 @@ macro_rules! dispatch {
         }
     };
 }
+
+/// Dispatches a call of a primitive Redlock does not offer ([`Backend::offers_beyond_locks`]):
+/// in Redlock mode it answers an error naming `$what` (never reached through the API, which
+/// checks first).
+macro_rules! dispatch_without_redlock {
+    ($what:literal, $self:ident, $b:ident => $call:expr) => {
+        match $self {
+            Backend::Memory($b) => $call.await,
+            Backend::Redis($b) => $call.await,
+            Backend::Redlock(_) => Err(BackendError::Config(
+                concat!($what, " are not offered in Redlock mode").to_owned(),
+            )),
+        }
+    };
+}
+pub(crate) use dispatch_without_redlock;
 
 impl LockBackend for Backend {
     async fn acquire(

@@ -12,6 +12,7 @@
 //! In a Cluster one step can only touch one hash slot: every name of a set must map to the
 //! same slot ([`Backend::same_slot`]). Redlock does not offer multi-locks.
 
+use super::dispatch_without_redlock;
 use std::future::Future;
 use std::time::Duration;
 
@@ -63,12 +64,6 @@ pub trait MultiBackend: Send + Sync {
 }
 
 impl Backend {
-    /// Whether this store offers multi-locks (not Redlock: a set on a majority of independent
-    /// masters needs a quorum design of its own, not built).
-    pub fn offers_multi(&self) -> bool {
-        !matches!(self, Self::Redlock(_))
-    }
-
     /// Whether one atomic step can take all of `names`: always, but in a Cluster, where they
     /// must share a hash slot.
     pub fn same_slot(&self, names: &[&str]) -> bool {
@@ -77,20 +72,6 @@ impl Backend {
             _ => true,
         }
     }
-}
-
-fn not_offered() -> BackendError {
-    BackendError::Config("multi-locks are not offered in Redlock mode".to_owned())
-}
-
-macro_rules! dispatch {
-    ($self:ident, $b:ident => $call:expr) => {
-        match $self {
-            Backend::Memory($b) => $call.await,
-            Backend::Redis($b) => $call.await,
-            Backend::Redlock(_) => Err(not_offered()),
-        }
-    };
 }
 
 impl MultiBackend for Backend {
@@ -103,7 +84,7 @@ impl MultiBackend for Backend {
         claim: Option<Claim>,
         holder: Option<&Holder>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch!(self, b => b.acquire_all(names, stem, ttl, ack, claim, holder))
+        dispatch_without_redlock!("multi-locks", self, b => b.acquire_all(names, stem, ttl, ack, claim, holder))
     }
 
     async fn renew_all(
@@ -113,7 +94,7 @@ impl MultiBackend for Backend {
         ttl: Duration,
         ack: Option<ReplicaAck>,
     ) -> Result<RenewOutcome, BackendError> {
-        dispatch!(self, b => b.renew_all(names, token, ttl, ack))
+        dispatch_without_redlock!("multi-locks", self, b => b.renew_all(names, token, ttl, ack))
     }
 
     async fn release_all(
@@ -121,7 +102,7 @@ impl MultiBackend for Backend {
         names: &[&str],
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
-        dispatch!(self, b => b.release_all(names, token))
+        dispatch_without_redlock!("multi-locks", self, b => b.release_all(names, token))
     }
 
     async fn withdraw_all(
@@ -130,6 +111,6 @@ impl MultiBackend for Backend {
         stem: &str,
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.withdraw_all(names, stem, claim))
+        dispatch_without_redlock!("multi-locks", self, b => b.withdraw_all(names, stem, claim))
     }
 }

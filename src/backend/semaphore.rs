@@ -15,13 +15,14 @@
 //!
 //! How each store keeps a semaphore: [`super::redis`] in a sorted set of tokens scored by
 //! expiry and a hash beside it (see `docs/api.md`, "Semaphores"); [`super::memory`] in a map.
-//! Redlock does not offer semaphores (see [`Backend::offers_semaphores`]).
+//! Redlock does not offer semaphores (see [`Backend::offers_beyond_locks`]).
 
+use super::dispatch_without_redlock;
 use std::future::Future;
 use std::time::Duration;
 
 use super::{
-    AcquireOutcome, Backend, BackendError, Claim, Holder, ReleaseFeed, ReleaseOutcome,
+    AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, ReleaseFeed, ReleaseOutcome,
     RenewOutcome, ReplicaAck,
 };
 
@@ -31,6 +32,19 @@ pub struct PermitView {
     pub fence: Option<u64>,
     pub ttl: Duration,
     pub holder: Option<Holder>,
+}
+
+impl PermitView {
+    /// This permit (or reader) as the engine's one-lease view of its name: `shared` for a
+    /// read/write lock's readers.
+    pub fn into_inspection(self, shared: bool) -> Inspection {
+        Inspection {
+            ttl: Some(self.ttl),
+            fence: self.fence,
+            holder: self.holder,
+            shared,
+        }
+    }
 }
 
 /// What inspect sees of a semaphore: its limit while permits are held, and the live permits
@@ -95,31 +109,6 @@ pub trait SemaphoreBackend: Send + Sync {
     fn watch_permits(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
 }
 
-impl Backend {
-    /// Whether this store offers semaphores. Redlock does not: a permit count kept on a
-    /// majority of independent masters needs more than a majority of per-node counts to stay
-    /// within the limit after a node restarts empty, and that design is not built.
-    pub fn offers_semaphores(&self) -> bool {
-        !matches!(self, Self::Redlock(_))
-    }
-}
-
-/// What a store that does not offer semaphores answers (never reached through the API, which
-/// checks [`Backend::offers_semaphores`] first).
-fn not_offered() -> BackendError {
-    BackendError::Config("semaphores are not offered in Redlock mode".to_owned())
-}
-
-macro_rules! dispatch {
-    ($self:ident, $b:ident => $call:expr) => {
-        match $self {
-            Backend::Memory($b) => $call.await,
-            Backend::Redis($b) => $call.await,
-            Backend::Redlock(_) => Err(not_offered()),
-        }
-    };
-}
-
 impl SemaphoreBackend for Backend {
     async fn acquire_permit(
         &self,
@@ -131,7 +120,7 @@ impl SemaphoreBackend for Backend {
         claim: Option<Claim>,
         holder: Option<&Holder>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch!(self, b => b.acquire_permit(name, limit, stem, ttl, ack, claim, holder))
+        dispatch_without_redlock!("semaphores", self, b => b.acquire_permit(name, limit, stem, ttl, ack, claim, holder))
     }
 
     async fn renew_permit(
@@ -141,7 +130,7 @@ impl SemaphoreBackend for Backend {
         ttl: Duration,
         ack: Option<ReplicaAck>,
     ) -> Result<RenewOutcome, BackendError> {
-        dispatch!(self, b => b.renew_permit(name, token, ttl, ack))
+        dispatch_without_redlock!("semaphores", self, b => b.renew_permit(name, token, ttl, ack))
     }
 
     async fn release_permit(
@@ -149,7 +138,7 @@ impl SemaphoreBackend for Backend {
         name: &str,
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
-        dispatch!(self, b => b.release_permit(name, token))
+        dispatch_without_redlock!("semaphores", self, b => b.release_permit(name, token))
     }
 
     async fn withdraw_permit(
@@ -158,11 +147,11 @@ impl SemaphoreBackend for Backend {
         stem: &str,
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.withdraw_permit(name, stem, claim))
+        dispatch_without_redlock!("semaphores", self, b => b.withdraw_permit(name, stem, claim))
     }
 
     async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
-        dispatch!(self, b => b.inspect_permits(name))
+        dispatch_without_redlock!("semaphores", self, b => b.inspect_permits(name))
     }
 
     async fn watch_permits(&self, name: &str) -> ReleaseFeed {

@@ -16,8 +16,9 @@
 //! resource that remembers the greatest fence it has seen refuses a reader whose lease ended
 //! before a writer took over (its fence is smaller than the writer's).
 //!
-//! Redlock does not offer shared grants ([`Backend::offers_shared`]).
+//! Redlock does not offer shared grants ([`Backend::offers_beyond_locks`]).
 
+use super::dispatch_without_redlock;
 use std::future::Future;
 use std::time::Duration;
 
@@ -85,28 +86,6 @@ pub trait SharedBackend: Send + Sync {
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 }
 
-impl Backend {
-    /// Whether this store offers shared grants. Redlock does not: readers counted on a
-    /// majority of independent masters need a quorum design of their own, not built.
-    pub fn offers_shared(&self) -> bool {
-        !matches!(self, Self::Redlock(_))
-    }
-}
-
-fn not_offered() -> BackendError {
-    BackendError::Config("shared locks are not offered in Redlock mode".to_owned())
-}
-
-macro_rules! dispatch {
-    ($self:ident, $b:ident => $call:expr) => {
-        match $self {
-            Backend::Memory($b) => $call.await,
-            Backend::Redis($b) => $call.await,
-            Backend::Redlock(_) => Err(not_offered()),
-        }
-    };
-}
-
 impl SharedBackend for Backend {
     async fn acquire_shared(
         &self,
@@ -117,7 +96,7 @@ impl SharedBackend for Backend {
         claim: Option<Claim>,
         holder: Option<&Holder>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch!(self, b => b.acquire_shared(name, stem, ttl, ack, claim, holder))
+        dispatch_without_redlock!("shared locks", self, b => b.acquire_shared(name, stem, ttl, ack, claim, holder))
     }
 
     async fn renew_shared(
@@ -127,7 +106,7 @@ impl SharedBackend for Backend {
         ttl: Duration,
         ack: Option<ReplicaAck>,
     ) -> Result<RenewOutcome, BackendError> {
-        dispatch!(self, b => b.renew_shared(name, token, ttl, ack))
+        dispatch_without_redlock!("shared locks", self, b => b.renew_shared(name, token, ttl, ack))
     }
 
     async fn release_shared(
@@ -135,7 +114,7 @@ impl SharedBackend for Backend {
         name: &str,
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
-        dispatch!(self, b => b.release_shared(name, token))
+        dispatch_without_redlock!("shared locks", self, b => b.release_shared(name, token))
     }
 
     async fn withdraw_shared(
@@ -144,11 +123,11 @@ impl SharedBackend for Backend {
         stem: &str,
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.withdraw_shared(name, stem, claim))
+        dispatch_without_redlock!("shared locks", self, b => b.withdraw_shared(name, stem, claim))
     }
 
     async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
-        dispatch!(self, b => b.inspect_shared(name))
+        dispatch_without_redlock!("shared locks", self, b => b.inspect_shared(name))
     }
 
     async fn hold_off_readers(
@@ -156,6 +135,6 @@ impl SharedBackend for Backend {
         name: &str,
         wait: Option<Duration>,
     ) -> Result<(), BackendError> {
-        dispatch!(self, b => b.hold_off_readers(name, wait))
+        dispatch_without_redlock!("shared locks", self, b => b.hold_off_readers(name, wait))
     }
 }

@@ -97,7 +97,7 @@ impl Primitive for Exclusive {
     /// A writer waiting behind readers: no new reader for as long as it waits (no writer
     /// starvation). Best effort: without it, readers may keep the writer out longer.
     async fn hold_off_shared(&self, backend: &Backend, name: &LockName, wait: Duration) {
-        if backend.offers_shared()
+        if backend.offers_beyond_locks()
             && let Err(err) = backend.hold_off_readers(name.as_str(), Some(wait)).await
         {
             tracing::debug!(lock = %name, error = %err, "could not hold off new readers");
@@ -105,7 +105,7 @@ impl Primitive for Exclusive {
     }
 
     async fn stop_holding_off_shared(&self, backend: &Backend, name: &LockName) {
-        if backend.offers_shared()
+        if backend.offers_beyond_locks()
             && let Err(err) = backend.hold_off_readers(name.as_str(), None).await
         {
             tracing::debug!(lock = %name, error = %err, "could not lift a hold-off of readers; it ends with the writer's wait");

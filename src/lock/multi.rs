@@ -100,11 +100,6 @@ impl Primitive for Multi {
         backend.release_all(&self.strs(), token).await
     }
 
-    /// Each name of a set can be revoked as a lock (`DELETE /locks/{name}?force=true`).
-    async fn revoke(&self, _: &Backend, _: &LockName) -> Result<bool, BackendError> {
-        Ok(false)
-    }
-
     async fn was_revoked(
         &self,
         backend: &Backend,
@@ -166,7 +161,7 @@ impl Primitive for Multi {
 impl LockService {
     /// Whether the configured backend can take the set `multi` in one step.
     pub fn check_multi(&self, multi: &Multi) -> Result<(), LockError> {
-        if !self.backend.offers_multi() {
+        if !self.backend.offers_beyond_locks() {
             return Err(LockError::NotOffered {
                 kind: "multi-lock",
                 mode: self.backend.kind(),

@@ -76,20 +76,25 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     ) -> impl Future<Output = Result<ReleaseOutcome, BackendError>> + Send;
 
     /// Ends the grant on `name` whoever holds it, remembering the revoked token (an operator's
-    /// force release). True if something was held.
+    /// force release). True if something was held. By default nothing is revocable through
+    /// the primitive (only the lock is; its readers and sets end with it).
     fn revoke(
         &self,
-        backend: &Backend,
-        name: &LockName,
-    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+        _backend: &Backend,
+        _name: &LockName,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send {
+        std::future::ready(Ok(false))
+    }
 
-    /// Whether `token`'s grant on `name` was revoked.
+    /// Whether `token`'s grant on `name` was revoked. By default never (see `revoke`).
     fn was_revoked(
         &self,
-        backend: &Backend,
-        name: &LockName,
-        token: &str,
-    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+        _backend: &Backend,
+        _name: &LockName,
+        _token: &str,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send {
+        std::future::ready(Ok(false))
+    }
 
     /// Ends the grant of `stem` (and `claim`) that may have been made but was not delivered.
     fn withdraw(

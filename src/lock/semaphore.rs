@@ -85,14 +85,6 @@ impl Primitive for Semaphore {
         backend.release_permit(name.as_str(), token).await
     }
 
-    async fn revoke(&self, _: &Backend, _: &LockName) -> Result<bool, BackendError> {
-        Ok(false)
-    }
-
-    async fn was_revoked(&self, _: &Backend, _: &LockName, _: &str) -> Result<bool, BackendError> {
-        Ok(false)
-    }
-
     async fn withdraw(
         &self,
         backend: &Backend,
@@ -111,12 +103,8 @@ impl Primitive for Semaphore {
         name: &LockName,
     ) -> Result<Option<Inspection>, BackendError> {
         let seen = backend.inspect_permits(name.as_str()).await?;
-        Ok(seen.permits.into_iter().last().map(|permit| Inspection {
-            ttl: Some(permit.ttl),
-            fence: permit.fence,
-            holder: permit.holder,
-            shared: false,
-        }))
+        let longest = seen.permits.into_iter().last();
+        Ok(longest.map(|permit| permit.into_inspection(false)))
     }
 
     async fn watch_releases(&self, backend: &Backend, name: &LockName) -> ReleaseFeed {
@@ -144,7 +132,7 @@ pub struct SemaphoreState {
 impl LockService {
     /// Whether the configured backend offers semaphores.
     pub fn check_semaphores_offered(&self) -> Result<(), LockError> {
-        if self.backend.offers_semaphores() {
+        if self.backend.offers_beyond_locks() {
             Ok(())
         } else {
             Err(LockError::NotOffered {

@@ -61,16 +61,6 @@ impl Primitive for Shared {
         backend.release_shared(name.as_str(), token).await
     }
 
-    /// Readers are revoked with the lock (`DELETE /locks/{name}?force=true` ends them all);
-    /// nothing is revoked through here.
-    async fn revoke(&self, _: &Backend, _: &LockName) -> Result<bool, BackendError> {
-        Ok(false)
-    }
-
-    async fn was_revoked(&self, _: &Backend, _: &LockName, _: &str) -> Result<bool, BackendError> {
-        Ok(false)
-    }
-
     async fn withdraw(
         &self,
         backend: &Backend,
@@ -89,12 +79,10 @@ impl Primitive for Shared {
         name: &LockName,
     ) -> Result<Option<Inspection>, BackendError> {
         let readers = backend.inspect_shared(name.as_str()).await?;
-        Ok(readers.into_iter().last().map(|reader| Inspection {
-            ttl: Some(reader.ttl),
-            fence: reader.fence,
-            holder: reader.holder,
-            shared: true,
-        }))
+        Ok(readers
+            .into_iter()
+            .last()
+            .map(|reader| reader.into_inspection(true)))
     }
 
     /// The lock's release feed: a writer's release, or the last reader's.
@@ -110,7 +98,7 @@ impl Primitive for Shared {
 impl LockService {
     /// Whether the configured backend offers shared grants.
     pub fn check_shared_offered(&self) -> Result<(), LockError> {
-        if self.backend.offers_shared() {
+        if self.backend.offers_beyond_locks() {
             Ok(())
         } else {
             Err(LockError::NotOffered {
