@@ -174,6 +174,44 @@ impl ApiKey {
     }
 }
 
+impl ApiKey {
+    /// The prefixes under `prefix` whose names this key may `operation` on, none covering
+    /// another, in order: a listing of `prefix` walks these and nothing else, so that what it
+    /// answers (its locks, whether a page is full, its cursors) depends only on names the key
+    /// may see. Empty when the key may see nothing under `prefix`.
+    pub fn prefixes_within(&self, operation: Operation, prefix: &str) -> Vec<String> {
+        if !self.operations.contains(&operation.authorized_as()) {
+            return Vec::new();
+        }
+        let mut within: Vec<String> = self
+            .prefixes
+            .iter()
+            .filter_map(|own| {
+                if own.starts_with(prefix) {
+                    Some(own.clone())
+                } else if prefix.starts_with(own.as_str()) {
+                    Some(prefix.to_owned())
+                } else {
+                    None
+                }
+            })
+            .collect();
+        within.sort_unstable();
+        within.dedup();
+        // Sorted, a prefix comes right before the prefixes it covers.
+        let mut kept: Vec<String> = Vec::with_capacity(within.len());
+        for p in within {
+            if !kept
+                .last()
+                .is_some_and(|shorter| p.starts_with(shorter.as_str()))
+            {
+                kept.push(p);
+            }
+        }
+        kept
+    }
+}
+
 fn parse_digest(hex: &str) -> Option<[u8; 32]> {
     let bytes = hex.as_bytes();
     if bytes.len() != 64 {
@@ -235,6 +273,26 @@ mod tests {
         let scraper = keys.authenticate(b"scraper-key-0123456789").expect("known");
         assert!(scraper.allows(Operation::Metrics, None));
         assert!(!scraper.allows(Operation::Inspect, Some("x")));
+    }
+
+    #[test]
+    fn a_listing_walks_only_what_the_key_may_see() {
+        let keys = ApiKeys::from_json(
+            r#"[{"name": "t", "key": "team-key-0123456789", "prefixes": ["jobs:", "reports:q", "reports:", "app:x1"],
+                 "operations": ["inspect"]},
+                {"name": "w", "key": "write-key-0123456789", "prefixes": [""], "operations": ["acquire"]}]"#,
+        )
+        .expect("valid");
+        let team = keys.authenticate(b"team-key-0123456789").expect("known");
+        let within = |prefix| team.prefixes_within(Operation::Inspect, prefix);
+        assert_eq!(within(""), ["app:x1", "jobs:", "reports:"]);
+        assert_eq!(within("jobs:1"), ["jobs:1"]);
+        assert_eq!(within("reports:q3"), ["reports:q3"]);
+        assert_eq!(within("app:"), ["app:x1"]);
+        assert!(within("other:").is_empty());
+        assert!(within("app:y").is_empty());
+        let writer = keys.authenticate(b"write-key-0123456789").expect("known");
+        assert!(writer.prefixes_within(Operation::Inspect, "").is_empty());
     }
 
     #[test]

@@ -165,6 +165,24 @@ pub fn fence_of(token: &str) -> Option<u64> {
     }
 }
 
+/// Whether `token` has the shape of a token lockgate issues: [`STEM_ENTROPY_CHARS`] URL-safe
+/// base64 characters, marks exactly as [`Marks::stem`] writes them, the separator, and a
+/// fence. Internal markers (the readers' marker `~shared`), tokens of other clients and any
+/// other text are not: they never move a lock through the gateway.
+pub fn is_issued(token: &str) -> bool {
+    let Some((stem, _)) = token.rsplit_once(SEPARATOR) else {
+        return false;
+    };
+    let Some(entropy) = stem.get(..STEM_ENTROPY_CHARS) else {
+        return false;
+    };
+    fence_of(token).is_some()
+        && entropy
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && Marks::of(stem).stem(entropy) == stem
+}
+
 /// Whether `token` was issued for `stem` (by any grant: the fence is not compared).
 pub fn has_stem(token: &str, stem: &str) -> bool {
     token
@@ -176,6 +194,46 @@ pub fn has_stem(token: &str, stem: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_issued_shape_is_a_token() {
+        let entropy = "AAAAAAAAAAAAAAAAAAAAA-";
+        let fence = 1_763_712_000_123_456;
+        for marks in [
+            Marks::default(),
+            Marks {
+                holder: true,
+                shared: true,
+                multi: true,
+                max_hold_ms: Some(90_000),
+            },
+            Marks {
+                shared: true,
+                ..Marks::default()
+            },
+        ] {
+            assert!(is_issued(&token(&marks.stem(entropy), fence)), "{marks:?}");
+        }
+        for not in [
+            "~shared",
+            "~shared.1",
+            "",
+            ".1",
+            entropy,
+            &format!("{entropy}.")[..],
+            &format!("{entropy}.x1")[..],
+            &format!("{entropy}x.1")[..],
+            &format!("{entropy}so.1")[..],
+            &format!("{entropy}h.1")[..],
+            &format!("{entropy}h01.1")[..],
+            &format!("{}.1", &entropy[1..])[..],
+            "AAAAAAAAAAAAAAAAAAAAA~.1",
+            "6f1c1a9e7d4b4c1e9a572b0f8a3e5d11",
+            &format!("{entropy}.123456789012345678901")[..],
+        ] {
+            assert!(!is_issued(not), "{not:?}");
+        }
+    }
 
     #[test]
     fn a_grant_follows_the_clock_when_the_counter_is_behind() {

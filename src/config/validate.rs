@@ -175,7 +175,7 @@ impl Config {
             }
             (None, None) => None,
         };
-        if api_keys.is_none() && !args.listen.ip().is_loopback() && !args.allow_unauthenticated {
+        if api_keys.is_none() && !is_loopback(args.listen.ip()) && !args.allow_unauthenticated {
             return Err(ConfigError::Unauthenticated(args.listen));
         }
         if api_keys.is_none() && args.metrics_auth == MetricsAuth::Required {
@@ -300,6 +300,17 @@ fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Whether `ip` reaches this host only: `127.0.0.0/8`, `::1`, and IPv4 loopback written as
+/// an IPv4-mapped IPv6 address (`::ffff:127.0.0.1`), which the kernel serves as loopback too.
+fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
@@ -360,6 +371,9 @@ mod tests {
         let config = parse(&["--dev", "--listen", "[::]:7380", "--api-keys", keys]).expect("valid");
         assert!(config.api_keys.is_some());
         assert!(parse(&["--dev", "--listen", "[::1]:7380"]).is_ok());
+        // IPv4 loopback written as an IPv4-mapped IPv6 address is loopback too.
+        assert!(parse(&["--dev", "--listen", "[::ffff:127.0.0.1]:7380"]).is_ok());
+        assert!(parse(&["--dev", "--listen", "[::ffff:10.0.0.1]:7380"]).is_err());
         assert_eq!(
             parse(&["--dev", "--metrics-auth", "required"]).unwrap_err(),
             ConfigError::MetricsAuthWithoutKeys

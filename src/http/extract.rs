@@ -1,8 +1,8 @@
 //! Request extractors that answer with problem documents instead of axum's plain-text
 //! rejections.
 //!
-//! * [`LockPath`]: the `{name}` path segment, validated as a [`LockName`] (the gate has
-//!   already checked the caller's scope over it).
+//! * [`LockPath`]: the `{name}` path segment as a [`LockName`], decoded and validated once by
+//!   the gate ([`ResolvedName`]), which checked the caller's scope on that very value.
 //! * [`LockTokenHeader`]: the required `Lock-Token` header. Tokens travel in a header, never in
 //!   the URL, where proxies and access logs keep them.
 //! * [`IdempotencyKeyHeader`]: the optional `Idempotency-Key` header.
@@ -11,32 +11,63 @@
 //!   `application/x-www-form-urlencoded`) works as typed. Messages never repeat a string value
 //!   from the body, in case a client put a secret there.
 
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
 use super::problem::ApiError;
-use crate::lock::{IdempotencyKey, LockName, LockToken};
+use crate::lock::{IdempotencyKey, InvalidName, LockName, LockToken};
 
 pub const LOCK_TOKEN: &str = "lock-token";
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
-/// The validated lock name from the path.
+/// The lock name a request's path names, decoded and validated once, by the gate, before
+/// anything is authorized: the gate checks the caller's scope on this value and the handler
+/// acts on the same value (taken from the request's extensions), so no spelling of a name
+/// (percent-encoded characters, either case of hex digits, an absolute-form request line) can
+/// be authorized as one name and acted on as another.
 #[derive(Debug)]
 pub struct LockPath(pub LockName);
+
+/// The API key a request was made with (put there by the gate), for handlers that answer per
+/// name (a listing, a multi-lock), bind something to the key (idempotency keys, listing
+/// cursors) or log it (a revoke).
+#[derive(Debug, Clone)]
+pub struct Caller(pub std::sync::Arc<crate::access::ApiKey>);
+
+/// What the gate resolved from a `{name}` route: the name, or why the segment is none.
+#[derive(Debug, Clone)]
+pub struct ResolvedName(pub Result<LockName, InvalidName>);
+
+impl ResolvedName {
+    /// The name in `path` at the `{name}` segment of `route` (the router's matched path);
+    /// `None` for a route without one.
+    pub fn of(route: &str, path: &str) -> Option<Self> {
+        let index = route.split('/').position(|segment| segment == "{name}")?;
+        // The router matched `route`, so the path has that segment; a missing one is no name.
+        let segment = path.split('/').nth(index).unwrap_or("");
+        let decoded = percent_encoding::percent_decode_str(segment)
+            .decode_utf8()
+            .map_err(|_| InvalidName::BadCharacter);
+        Some(Self(
+            decoded.and_then(|name| LockName::from_string(name.into_owned())),
+        ))
+    }
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for LockPath {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        // The only way this rejects is a segment that does not percent-decode to UTF-8,
-        // which is outside the name alphabet anyway.
-        let Path(name) = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiError::InvalidName(crate::lock::InvalidName::BadCharacter))?;
-        Ok(Self(LockName::from_string(name)?))
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        match parts.extensions.remove::<ResolvedName>() {
+            Some(ResolvedName(name)) => Ok(Self(name?)),
+            // Every router is built with the gate; a handler never decodes the path itself.
+            None => Err(ApiError::Internal(
+                "the lock name was not resolved by the gate".into(),
+            )),
+        }
     }
 }
 
@@ -63,7 +94,10 @@ impl LockTokenHeader {
             .and_then(LockToken::presented)
             .map(Self)
             .ok_or_else(|| {
-                ApiError::header("Lock-Token", "the Lock-Token header is not a valid token")
+                ApiError::header(
+                    "Lock-Token",
+                    "the Lock-Token header is not a token lockgate issued",
+                )
             })
     }
 }
@@ -79,7 +113,13 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
         let Some(value) = parts.headers.get(IDEMPOTENCY_KEY) else {
             return Ok(Self(None));
         };
-        value.to_str().ok().and_then(IdempotencyKey::parse).map(|key| Self(Some(key))).ok_or_else(|| {
+        // Bound to the API key it comes with (see `IdempotencyKey`).
+        let caller = parts.extensions.get::<Caller>();
+        let bind = |key: IdempotencyKey| match caller {
+            Some(Caller(api_key)) => key.bound_to(&api_key.name),
+            None => key,
+        };
+        value.to_str().ok().and_then(IdempotencyKey::parse).map(|key| Self(Some(bind(key)))).ok_or_else(|| {
             ApiError::header(
                 "Idempotency-Key",
                 "the Idempotency-Key header must be 16 to 255 visible ASCII characters (a UUID works)",

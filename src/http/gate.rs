@@ -5,9 +5,10 @@
 //! 2. classifies the request as one [`Operation`], and refuses a head (request line and
 //!    headers) over `--max-header-bytes` (431 `headers-too-large`, closing the connection);
 //! 3. enforces the global concurrency limit (503 `overloaded`; probes and metrics exempt);
-//! 4. authenticates the bearer key when API keys are configured (401 `unauthorized`) and
-//!    checks, once, that its scopes allow the operation on the lock the path names (403
-//!    `forbidden`);
+//! 4. decodes and validates the lock name the path names, once ([`ResolvedName`]: the handler
+//!    acts on that same value), authenticates the bearer key when API keys are configured (401
+//!    `unauthorized`; two `Authorization` headers are 400) and checks, once, that its scopes
+//!    allow the operation on that name (403 `forbidden`);
 //! 5. bounds the time to answer (503 `timeout`): `--request-timeout`, plus `--max-wait` for
 //!    an acquire or hold stream, which may wait that long for its lock, plus the longest
 //!    replica wait a request may ask for (`replica_timeout_ms`) for the operations that can ask
@@ -47,11 +48,12 @@ use axum::response::{IntoResponse, Response};
 use tokio::time::Sleep;
 use tower::{Layer, Service};
 
+use super::extract::{Caller, ResolvedName};
 use super::problem::{ApiError, ProblemKind, ServerErrorCause};
 use crate::access::MetricsAuth;
 use crate::access::{ApiKey, ApiKeys};
+use crate::lock::LockError;
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
-use crate::lock::{LockError, LockName};
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::{LeaseKind, Operation};
 
@@ -156,6 +158,14 @@ impl Gate {
         if open {
             return Ok(None);
         }
+        let mut presented = req.headers().get_all(header::AUTHORIZATION).iter();
+        if presented.nth(1).is_some() {
+            // Which one would count is a guess: a proxy that adds its own would be bypassed.
+            return Err(ApiError::header(
+                "Authorization",
+                "send one Authorization header, not several",
+            ));
+        }
         let key = bearer(req)
             .and_then(|presented| keys.authenticate(presented))
             .ok_or(ApiError::Unauthorized)?;
@@ -165,10 +175,6 @@ impl Gate {
         Ok(Some(key))
     }
 }
-
-/// The API key a request was made with, for handlers that answer per name (a listing).
-#[derive(Debug, Clone)]
-pub struct Caller(pub Arc<ApiKey>);
 
 /// A request's id: the client's, or a number rendered (after this process's random prefix)
 /// only when the answer is written, so that a waiting request holds no string for it.
@@ -191,20 +197,15 @@ impl RequestId {
     }
 }
 
-/// Whether `key` may do `operation` on the lock the request names. A name that is not valid
-/// passes here: the handler's extractor answers it 400 `invalid-name`, and nothing reaches
-/// the lock service.
-fn in_scope(key: &ApiKey, operation: Operation, req: &Request) -> bool {
+/// Whether `key` may do `operation` on the lock `name` (decoded and validated, as the handler
+/// will act on it). A name that is not valid passes here: the handler's extractor answers it
+/// 400 `invalid-name`, and nothing reaches the lock service.
+fn in_scope(key: &ApiKey, operation: Operation, name: Option<&ResolvedName>) -> bool {
     if !operation.is_lock_operation() {
         return true;
     }
-    let path = req.uri().path();
-    let segment = path
-        .strip_prefix("/locks/")
-        .or_else(|| path.strip_prefix("/semaphores/"))
-        .map(|rest| rest.split('/').next().unwrap_or(rest));
-    match segment.map(LockName::parse) {
-        Some(Ok(name)) => key.allows(operation, Some(name.as_str())),
+    match name {
+        Some(ResolvedName(Ok(name))) => key.allows(operation, Some(name.as_str())),
         _ => true,
     }
 }
@@ -311,12 +312,13 @@ where
     fn call(&mut self, req: Request) -> Self::Future {
         let started = Instant::now();
         let gate = &self.gate;
-        let operation = classify(
-            req.method(),
-            req.extensions()
-                .get::<MatchedPath>()
-                .map(MatchedPath::as_str),
-        );
+        let route = req
+            .extensions()
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str);
+        let operation = classify(req.method(), route);
+        // The one decoding of the path's lock name: authorized below, acted on by the handler.
+        let name = route.and_then(|route| ResolvedName::of(route, req.uri().path()));
         let operation = match operation {
             Operation::Release if forced(req.uri()) => Operation::Revoke,
             // `POST /locks?hold=true`: a multi-lock's hold stream.
@@ -380,18 +382,18 @@ where
             Err(refusal) => return refuse(refusal, &req, slot),
         };
         if let Some(key) = &caller
-            && !in_scope(key, operation, &req)
+            && !in_scope(key, operation, name.as_ref())
         {
             return refuse(ApiError::Forbidden, &req, slot);
         }
         let mut req = req;
-        if (matches!(operation, Operation::List | Operation::Revoke)
-            || req.uri().path() == "/locks")
-            && let Some(key) = &caller
-        {
-            // A listing shows only the names the key may inspect, a multi-lock's names are
-            // checked by its handlers, and a revoke is logged with the key's name: their
-            // handlers need the key.
+        if let Some(name) = name {
+            req.extensions_mut().insert(name);
+        }
+        if let Some(key) = &caller {
+            // A listing shows only the names the key may inspect and binds its cursors to the
+            // key, a multi-lock's names are checked by its handlers, an idempotency key is
+            // bound to the API key, and a revoke is logged with the key's name.
             req.extensions_mut().insert(Caller(key.clone()));
         }
         let log = LogContext {

@@ -3,6 +3,7 @@
 //! to `backend`).
 
 pub mod acquire;
+pub mod cursor;
 pub mod error;
 pub mod events;
 pub mod exclusive;
@@ -19,6 +20,7 @@ pub mod token;
 pub mod validity;
 pub mod wait;
 
+pub use cursor::{CursorScope, CursorSeal, ListPosition};
 pub use error::{InvalidRequest, LockError};
 pub use exclusive::Exclusive;
 pub use guard::GrantGuard;

@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::LockName;
+use super::cursor::{CursorScope, CursorSeal, ListPosition};
 use super::error::LockError;
 use super::events::{Watcher, Watches};
 use super::exclusive::Exclusive;
@@ -102,6 +103,7 @@ pub struct LockService {
     pub(super) backend: Arc<Backend>,
     pub(super) limits: Limits,
     pub(super) secret: TokenSecret,
+    cursors: CursorSeal,
     pub(super) waiters: Waiters,
     watches: Watches,
     pub(super) shutdown: CancellationToken,
@@ -116,6 +118,7 @@ impl LockService {
             waiters: Waiters::new(limits.max_waiters),
             watches: Watches::new(limits.max_watchers),
             limits,
+            cursors: CursorSeal::new(&secret),
             secret,
             shutdown: CancellationToken::new(),
             draining: AtomicBool::new(false),
@@ -372,6 +375,41 @@ impl LockService {
         .await;
         completed.into_iter().collect::<Result<(), _>>()?;
         Ok((locks, page.next))
+    }
+
+    /// One page of held locks under `prefixes` (walked one after the other: the prefixes a
+    /// caller may see under the one it asked for), from `position` on, and where the next
+    /// page starts.
+    pub async fn list_prefixes(
+        &self,
+        prefixes: &[String],
+        position: ListPosition,
+        limit: usize,
+    ) -> Result<(Vec<(LockName, LockState)>, Option<ListPosition>), LockError> {
+        let part = position.part;
+        let Some(prefix) = prefixes.get(part) else {
+            return Ok((Vec::new(), None));
+        };
+        let (locks, next) = self.list(prefix, position.at, limit).await?;
+        let next = match next {
+            Some(at) => Some(ListPosition { part, at }),
+            None if part + 1 < prefixes.len() => Some(ListPosition {
+                part: part + 1,
+                at: ListCursor::default(),
+            }),
+            None => None,
+        };
+        Ok((locks, next))
+    }
+
+    /// `position` as an opaque cursor for `scope` (see [`super::cursor`]).
+    pub fn seal_cursor(&self, position: &ListPosition, scope: CursorScope<'_>) -> String {
+        self.cursors.seal(position, scope)
+    }
+
+    /// The position in a cursor sealed for this very `scope`; `None` for any other text.
+    pub fn open_cursor(&self, text: &str, scope: CursorScope<'_>) -> Option<ListPosition> {
+        self.cursors.open(text, scope)
     }
 
     fn state_of<P: Primitive>(&self, name: &LockName, seen: Inspection) -> LockState {

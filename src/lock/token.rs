@@ -35,8 +35,7 @@ use crate::backend::fence;
 
 /// Bytes of entropy in a token (128 bits).
 const TOKEN_BYTES: usize = 16;
-/// Longest token accepted from a client. Ours are under 60 characters; the margin lets a token
-/// written by another client of the same keys be presented too.
+/// Longest token accepted from a client. Ours are under 70 characters.
 pub const MAX_PRESENTED_TOKEN_LEN: usize = 256;
 /// Shortest accepted `LOCKGATE_TOKEN_SECRET`, in bytes.
 pub const MIN_SECRET_LEN: usize = 32;
@@ -67,7 +66,13 @@ impl TokenStem {
         // from one to the other.
         mac.update(&(name.len() as u32).to_be_bytes());
         mac.update(name.as_bytes());
-        mac.update(key.0.as_bytes());
+        mac.update(key.key.as_bytes());
+        if let Some(principal) = &key.principal {
+            // A key is visible ASCII: the NUL ends it unambiguously.
+            mac.update(&[0]);
+            mac.update(&(principal.len() as u32).to_be_bytes());
+            mac.update(principal.as_bytes());
+        }
         let digest = mac.finalize().into_bytes();
         Self(URL_SAFE_NO_PAD.encode(&digest[..TOKEN_BYTES]))
     }
@@ -121,13 +126,12 @@ impl LockToken {
         fence::granted_at(self.fence()?)?.checked_add(Duration::from_millis(bound))
     }
 
-    /// Accepts a token presented in a `Lock-Token` header: visible ASCII, bounded length.
-    /// The check keeps junk away from the backend; whether the token is right is the
-    /// backend's atomic compare.
+    /// Accepts a token presented in a `Lock-Token` header if it has the shape of a token
+    /// lockgate issues (see `fence::is_issued`): a lock is moved only by a token lockgate
+    /// issued for it, never by an internal marker (`~shared`) or another client's value.
+    /// Whether the token is the holder's is the backend's atomic compare.
     pub fn presented(text: &str) -> Option<Self> {
-        let ok = !text.is_empty()
-            && text.len() <= MAX_PRESENTED_TOKEN_LEN
-            && text.bytes().all(|b| b.is_ascii_graphic());
+        let ok = text.len() <= MAX_PRESENTED_TOKEN_LEN && fence::is_issued(text);
         ok.then(|| Self(text.to_owned()))
     }
 
@@ -157,6 +161,15 @@ impl TokenSecret {
         Ok(Self(bytes))
     }
 
+    /// A 256-bit key for `context`, derived from this secret (HMAC-SHA256): other uses of the
+    /// secret (sealing listing cursors) never share the key that derives tokens.
+    pub fn derive_key(&self, context: &[u8]) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+        mac.update(context);
+        mac.finalize().into_bytes().into()
+    }
+
     /// A configured secret; `None` when it is shorter than [`MIN_SECRET_LEN`].
     pub fn from_configured(secret: &str) -> Option<Self> {
         (secret.len() >= MIN_SECRET_LEN).then(|| Self(secret.as_bytes().to_vec()))
@@ -169,16 +182,36 @@ impl fmt::Debug for TokenSecret {
     }
 }
 
-/// A validated `Idempotency-Key` header value.
+/// A validated `Idempotency-Key` header value, and the API key it was presented with.
+///
+/// The derived stem depends on both, so an idempotency key is bound to the API key that first
+/// used it: another API key presenting the same idempotency key derives another stem, finds
+/// the lock held by a token that is not its own, and is answered as any other contender
+/// (409 `lock-held`), never with the first caller's token.
 #[derive(Clone)]
-pub struct IdempotencyKey(String);
+pub struct IdempotencyKey {
+    key: String,
+    /// The name of the API key it came with; `None` without API keys.
+    principal: Option<String>,
+}
 
 impl IdempotencyKey {
     /// Accepts visible ASCII within [`IDEMPOTENCY_KEY_LEN`].
     pub fn parse(text: &str) -> Option<Self> {
         let ok =
             IDEMPOTENCY_KEY_LEN.contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic());
-        ok.then(|| Self(text.to_owned()))
+        ok.then(|| Self {
+            key: text.to_owned(),
+            principal: None,
+        })
+    }
+
+    /// This key, as presented with the API key named `principal`.
+    pub fn bound_to(self, principal: &str) -> Self {
+        Self {
+            principal: Some(principal.to_owned()),
+            ..self
+        }
     }
 }
 
@@ -239,10 +272,7 @@ mod tests {
             format!("{}.1795449363840090", stem.expose())
         );
         assert_eq!(token.fence(), Some(1_795_449_363_840_090));
-        assert_eq!(
-            LockToken::presented("foreign-token").and_then(|t| t.fence()),
-            None
-        );
+        assert!(LockToken::presented("foreign-token").is_none());
     }
 
     #[test]
@@ -262,6 +292,17 @@ mod tests {
     }
 
     #[test]
+    fn derived_stems_are_bound_to_the_api_key() {
+        let secret = TokenSecret::random().expect("rng");
+        let derive = |k: IdempotencyKey| TokenStem::derive(&secret, "orders:1", &k);
+        let plain = derive(key("0123456789abcdef"));
+        let team_a = derive(key("0123456789abcdef").bound_to("team-a"));
+        assert_ne!(plain, team_a);
+        assert_ne!(team_a, derive(key("0123456789abcdef").bound_to("team-b")));
+        assert_eq!(team_a, derive(key("0123456789abcdef").bound_to("team-a")));
+    }
+
+    #[test]
     fn name_and_key_cannot_trade_bytes() {
         let secret = TokenSecret::random().expect("rng");
         let a = TokenStem::derive(&secret, "ab", &key("cdefghijklmnopqrs"));
@@ -270,8 +311,10 @@ mod tests {
     }
 
     #[test]
-    fn presented_tokens_are_bounded_visible_ascii() {
-        assert!(LockToken::presented("abc-_DEF123").is_some());
+    fn presented_tokens_are_issued_shaped_bounded_visible_ascii() {
+        assert!(LockToken::presented("abc-_DEF123abc-_DEF123.1").is_some());
+        assert!(LockToken::presented("abc-_DEF123").is_none());
+        assert!(LockToken::presented("~shared").is_none());
         assert!(LockToken::presented("").is_none());
         assert!(LockToken::presented("a b").is_none());
         assert!(LockToken::presented("a\r\nb").is_none());

@@ -14,7 +14,7 @@ type Headers<'a> = [(&'a str, &'a str)];
 #[tokio::test]
 async fn every_route_needs_a_key_and_a_scope() {
     let app = app_with_keys(MetricsAuth::Open);
-    let token_header = [("lock-token", "AAAAAAAAAAAAAAAAAAAAAA")];
+    let token_header = [("lock-token", "AAAAAAAAAAAAAAAAAAAAAA.1")];
     let routes: [(Method, &str, &Headers); 11] = [
         (Method::POST, "/locks/deploy:web", &[]),
         (Method::PATCH, "/locks/deploy:web", &token_header),
@@ -115,7 +115,7 @@ async fn metrics_can_require_a_key() {
 #[tokio::test]
 async fn every_name_of_a_multi_lock_needs_the_scope() {
     let app = app_with_keys(MetricsAuth::Open);
-    let token = [("lock-token", "AAAAAAAAAAAAAAAAAAAAAA")];
+    let token = [("lock-token", "AAAAAAAAAAAAAAAAAAAAAA.1")];
     let outside = "/locks?name=deploy:web&name=jobs:1";
     let inside = "/locks?name=deploy:web&name=deploy:db";
     for method in [Method::PATCH, Method::DELETE] {

@@ -141,8 +141,8 @@ async fn a_held_lock_answers_409_with_retry_after() {
     assert_eq!(reply.headers[header::RETRY_AFTER], "2");
 }
 
-/// Only the holder releases: a wrong token is 409 not-owner and the lock stays; the right one
-/// is 204; a second release is 404.
+/// Only the holder releases: another holder's token is 409 not-owner, a value lockgate never
+/// issues is 400, and the lock stays; the right one is 204; a second release is 404.
 #[tokio::test(start_paused = true)]
 async fn release_is_for_the_holder_only() {
     let app = app();
@@ -150,7 +150,14 @@ async fn release_is_for_the_holder_only() {
         .as_str()
         .expect("token")
         .to_owned();
-    problem(&release(&app, "x", "not-the-token").await, 409, "not-owner");
+    let other = acquire(&app, "y", "").await.body["token"].clone();
+    let other = other.as_str().expect("token");
+    problem(&release(&app, "x", other).await, 409, "not-owner");
+    problem(
+        &release(&app, "x", "not-the-token").await,
+        400,
+        "invalid-request",
+    );
     assert_eq!(inspect(&app, "x").await.status, 200);
     let released = release(&app, "x", &token).await;
     assert_eq!(released.status, 204);
@@ -173,10 +180,16 @@ async fn renew_extends_the_lease_for_the_holder_only() {
     assert!(renewed.body.get("token").is_none());
     tokio::time::advance(Duration::from_millis(4000)).await;
     assert_eq!(inspect(&app, "x").await.body["ttl_ms"], 1000);
+    let other = acquire(&app, "y", "").await.body["token"].clone();
     problem(
-        &renew(&app, "x", "someone-else", "").await,
+        &renew(&app, "x", other.as_str().expect("token"), "").await,
         409,
         "not-owner",
+    );
+    problem(
+        &renew(&app, "x", "someone-else", "").await,
+        400,
+        "invalid-request",
     );
     problem(
         &renew(&app, "nobody", token, "").await,

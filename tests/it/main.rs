@@ -14,6 +14,7 @@
 //! * `faults`: the fault suite: a checked workload while processes are paused, restarted,
 //!   partitioned or failed over.
 //! * `access`: API keys and scopes.
+//! * `security`: the attacker's view: name spellings × scopes, forged tokens, cursors.
 //! * `metrics`: the Prometheus metrics.
 //! * `limits`: the concurrency limit, the request timeout, large requests.
 //! * `max_hold`: bounded holds (`max_hold_ms`, `--max-hold`).
@@ -41,6 +42,7 @@ mod redis_e2e;
 mod revoke;
 mod run_command;
 mod rwlocks;
+mod security;
 mod semaphores;
 mod shutdown;
 mod waiting;

@@ -66,7 +66,11 @@ async fn acquire_conflict_and_release_against_redis() {
     );
     assert_eq!(retry_after, 10);
 
-    let (status, problem) = status_json(gw.release("orders:42", "wrong-token").await).await;
+    let (status, problem) = status_json(
+        gw.release("orders:42", "AAAAAAAAAAAAAAAAAAAAAA.1763712000123456")
+            .await,
+    )
+    .await;
     assert_problem(status, &problem, 409, "not-owner");
     let still: Option<String> = conn.get("lockgate:{orders:42}").await.expect("GET");
     assert_eq!(
@@ -111,7 +115,11 @@ async fn renew_extends_the_pttl_and_inspect_hides_the_token() {
         "{seen}"
     );
 
-    let (status, problem) = status_json(gw.renew("r", "other", json!({})).await).await;
+    let (status, problem) = status_json(
+        gw.renew("r", "AAAAAAAAAAAAAAAAAAAAAA.1763712000123456", json!({}))
+            .await,
+    )
+    .await;
     assert_problem(status, &problem, 409, "not-owner");
     gw.release("r", &token).await;
     let (status, problem) = status_json(gw.renew("r", &token, json!({})).await).await;
@@ -158,8 +166,9 @@ async fn fences_strictly_increase_even_after_the_counter_is_deleted() {
 
 /// Upgrading from a lockgate that kept one fence counter per name does not lower a fence: the
 /// name's next grant reads that counter (even one far ahead of the clock), issues a larger
-/// fence, and deletes it. A lock taken by the old version is still renewed (with the fence its
-/// counter says), inspected and released.
+/// fence, and deletes it. A lock taken by the old version is still inspected (with the fence
+/// its counter says), but its token, not of the shape lockgate issues now, moves nothing
+/// through the gateway (400): it runs out at its ttl.
 #[tokio::test]
 async fn fences_continue_above_a_counter_left_by_an_older_lockgate() {
     let redis = RedisServer::start();
@@ -195,17 +204,15 @@ async fn fences_continue_above_a_counter_left_by_an_older_lockgate() {
     let (status, seen) = status_json(gw.inspect("old").await).await;
     assert_eq!(status, 200, "{seen}");
     assert_eq!(seen["fence"], 1234);
-    let (status, renewed) = status_json(
+    let (status, refused) = status_json(
         gw.renew("old", "Yq3v7M1b0nqzT0m6k9xW2A", json!({"ttl_ms": 5000}))
             .await,
     )
     .await;
-    assert_eq!(status, 200, "{renewed}");
-    assert_eq!(renewed["fence"], 1234);
-    assert_eq!(
-        gw.release("old", "Yq3v7M1b0nqzT0m6k9xW2A").await.status(),
-        204
-    );
+    assert_problem(status, &refused, 400, "invalid-request");
+    let (status, refused) = status_json(gw.release("old", "Yq3v7M1b0nqzT0m6k9xW2A").await).await;
+    assert_problem(status, &refused, 400, "invalid-request");
+    assert_eq!(gw.inspect("old").await.status(), 200, "still held");
 }
 
 /// 2,000 acquire/release cycles on 2,000 distinct names leave one key behind (the fence
@@ -510,6 +517,7 @@ async fn scripts_are_reloaded_after_the_cache_is_flushed() {
 
 /// Locks taken through the gateway obey the classic Redis lock protocol and vice versa: a
 /// plain client releases with compare-and-delete, and a plain SET NX PX lock is seen as held.
+/// Only the plain client moves its own lock: its value is no token lockgate issued (400).
 #[tokio::test]
 async fn locks_interoperate_with_plain_redis_clients() {
     let redis = RedisServer::start();
@@ -541,7 +549,16 @@ async fn locks_interoperate_with_plain_redis_clients() {
     assert_eq!(set.as_deref(), Some("OK"));
     let (status, problem) = status_json(gw.acquire("ext", None).await).await;
     assert_problem(status, &problem, 409, "lock-held");
-    assert_eq!(gw.release("ext", "external-token").await.status(), 204);
+    let (status, refused) = status_json(gw.release("ext", "external-token").await).await;
+    assert_problem(status, &refused, 400, "invalid-request");
+    assert_eq!(gw.inspect("ext").await.status(), 200, "still held");
+    let released: i64 = compare_and_delete
+        .key("lockgate:{ext}")
+        .arg("external-token")
+        .invoke_async(&mut conn)
+        .await
+        .expect("CAD");
+    assert_eq!(released, 1);
 }
 
 /// Many clients racing for one free lock: exactly one wins.
@@ -682,12 +699,20 @@ async fn release_and_renew_use_native_commands_where_the_server_has_them() {
         assert_eq!(status, 200, "{renewed}");
         assert_eq!(renewed["fence"], grant["fence"]);
         let (status, problem) = status_json(
-            gw.renew("native", "other.1", json!({"ttl_ms": 20000}))
-                .await,
+            gw.renew(
+                "native",
+                "AAAAAAAAAAAAAAAAAAAAAA.1763712000123456",
+                json!({"ttl_ms": 20000}),
+            )
+            .await,
         )
         .await;
         assert_problem(status, &problem, 409, "not-owner");
-        let (status, problem) = status_json(gw.release("native", "other.1").await).await;
+        let (status, problem) = status_json(
+            gw.release("native", "AAAAAAAAAAAAAAAAAAAAAA.1763712000123456")
+                .await,
+        )
+        .await;
         assert_problem(status, &problem, 409, "not-owner");
         assert_eq!(gw.release("native", &token).await.status(), 204);
         let (status, problem) = status_json(gw.release("native", &token).await).await;

@@ -9,9 +9,7 @@ use super::RedisBackend;
 use super::features::{Downgradable, ReleaseVia, RenewVia};
 use super::keys::LockKeys;
 use super::replies::{acquire_outcome, pttl, renew_outcome};
-use super::scripts::{
-    ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, RENEW_UNFENCED, REVOKE, WITHDRAW,
-};
+use super::scripts::{ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, REVOKE, WITHDRAW};
 use super::send::{Request, evalsha};
 use crate::backend::fence::{Marks, fence_of};
 use crate::backend::listing;
@@ -113,10 +111,6 @@ impl RedisBackend {
             Some(_) => RenewOutcome::NotOwner,
         }))
     }
-}
-
-fn fence(value: i64) -> Result<u64, BackendError> {
-    u64::try_from(value).map_err(|_| BackendError::Protocol(format!("negative fence {value}")))
 }
 
 fn unexpected(script: &str, reply: &[i64]) -> BackendError {
@@ -241,25 +235,9 @@ impl LockBackend for RedisBackend {
     ) -> Result<RenewOutcome, BackendError> {
         let keys = self.keys(name);
         let Some(carried) = fence_of(token) else {
-            // A token without a fence: the store tells the fence.
-            let mut call = evalsha(
-                &RENEW_UNFENCED,
-                &[keys.lock(), keys.counter(), keys.legacy_counter()],
-            );
-            call.arg(token).arg(millis(ttl));
-            let (reply, acked) = self
-                .run_lease_script::<Vec<i64>>(name, &RENEW_UNFENCED, &call, ack)
-                .await?;
-            return match *reply {
-                [1, f] => Ok(RenewOutcome::Renewed(Lease {
-                    fence: fence(f)?,
-                    ttl,
-                    replicas_acked: acked,
-                })),
-                [0] => Ok(RenewOutcome::NotHeld),
-                [-1] => Ok(RenewOutcome::NotOwner),
-                _ => Err(unexpected("renew", &reply)),
-            };
+            // Tokens are checked to be of the issued shape where they enter (`LockToken`): one
+            // without a fence holds nothing here.
+            return Ok(RenewOutcome::NotOwner);
         };
         if ack.is_none()
             && self.features().renew == RenewVia::SetIfEq

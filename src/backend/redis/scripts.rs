@@ -48,10 +48,9 @@ macro_rules! scripts {
 
 scripts! {
     ACQUIRE = ["acquire.lua"],
-    RELEASE = ["release.lua"],
+    RELEASE = ["presented_token.lua", "release.lua"],
     WITHDRAW = ["withdraw.lua"],
-    RENEW = ["renew.lua"],
-    RENEW_UNFENCED = ["renew_unfenced.lua"],
+    RENEW = ["presented_token.lua", "renew.lua"],
     INSPECT = ["inspect.lua"],
     FINALIZE = ["finalize.lua"],
     REVOKE = ["revoke.lua"],
@@ -64,8 +63,8 @@ scripts! {
     SHARED_RELEASE = ["lease_set.lua", "shared_release.lua"],
     SHARED_INSPECT = ["lease_set.lua", "shared_inspect.lua"],
     MULTI_ACQUIRE = ["multi_acquire.lua"],
-    MULTI_RENEW = ["multi_renew.lua"],
-    MULTI_RELEASE = ["multi_release.lua"],
+    MULTI_RENEW = ["presented_token.lua", "multi_renew.lua"],
+    MULTI_RELEASE = ["presented_token.lua", "multi_release.lua"],
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

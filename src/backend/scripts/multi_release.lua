@@ -24,7 +24,7 @@ for i = 2, #KEYS, 2 do
     if withdraw then
       ours = string.sub(value, 1, #prefix) == prefix
     else
-      ours = value == ARGV[1]
+      ours = value == ARGV[1] and not is_marker(ARGV[1])
     end
     if ours then
       mine = mine + 1

@@ -10,7 +10,7 @@ for i = 1, #KEYS, 2 do
   if not value then
     return 0
   end
-  if value ~= ARGV[1] then
+  if value ~= ARGV[1] or is_marker(ARGV[1]) then
     return -1
   end
 end

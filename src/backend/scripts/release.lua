@@ -7,12 +7,12 @@
 -- ARGV[1]  token
 -- ARGV[2]  the name's release channel (gateways with waiters for the name subscribe to it)
 --
--- Returns 1 released, 0 not held, -1 held by another token.
+-- Returns 1 released, 0 not held, -1 held by another token (or ARGV[1] is a marker).
 local holder = redis.call('GET', KEYS[1])
 if not holder then
   return 0
 end
-if holder ~= ARGV[1] then
+if holder ~= ARGV[1] or is_marker(ARGV[1]) then
   return -1
 end
 if KEYS[2] then

@@ -81,12 +81,13 @@ fn exclusive() -> LockMode {
         "owner": "worker-7f9c:4242",
         "waiting": 0
     }],
-    "next_cursor": "0~1792"
+    "next_cursor": "q8Zk3J0uV1fT7cYw2nB5xR9mA4LhE6sPdGiKoWjUyXeN0bQvC-tF_aM1zH3lD8rS"
 }))]
 pub struct LockListBody {
     /// Held locks, as `GET /locks/{name}` shows each.
     pub locks: Vec<LockInfoBody>,
-    /// Pass as `cursor` for the next page; absent when the listing is complete.
+    /// Pass as `cursor` for the next page of the same listing (same `prefix`, same API key);
+    /// absent when the listing is complete. Opaque: it says nothing about names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }

@@ -5,14 +5,13 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::Uri;
 
-use crate::backend::ListCursor;
 use crate::http::AppState;
 use crate::http::dto::{LockInfoBody, LockListBody};
-use crate::http::gate::Caller;
+use crate::http::extract::Caller;
 use crate::http::json::Json;
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::multi::MAX_NAMES;
-use crate::lock::{LockError, LockName};
+use crate::lock::{CursorScope, ListPosition, LockError, LockName};
 use crate::telemetry::Operation;
 
 /// Default `limit`.
@@ -48,7 +47,8 @@ pub struct ListParams {
 struct ListQuery {
     prefix: String,
     limit: usize,
-    cursor: ListCursor,
+    /// The sealed `cursor` as given; opened against the caller's scope by the handler.
+    cursor: Option<String>,
     /// `name` parameters: the named locks rather than a prefix's.
     names: Vec<String>,
 }
@@ -58,7 +58,7 @@ impl ListQuery {
         let mut parsed = Self {
             prefix: String::new(),
             limit: DEFAULT_LIMIT,
-            cursor: ListCursor::default(),
+            cursor: None,
             names: Vec::new(),
         };
         let mut paged = false;
@@ -91,11 +91,7 @@ impl ListQuery {
                             )
                         })?;
                 }
-                "cursor" => {
-                    parsed.cursor = ListCursor::decode(&value).ok_or_else(|| {
-                        invalid("cursor", "must be a next_cursor from a previous page")
-                    })?;
-                }
+                "cursor" => parsed.cursor = Some(value.into_owned()),
                 _ => {
                     return Err(ApiError::body(
                         None,
@@ -119,8 +115,10 @@ impl ListQuery {
 /// Held locks whose names start with `prefix`, with what inspect shows of each (never a
 /// token), a page at a time: follow `next_cursor` until a page has none. A page may hold
 /// fewer than `limit` locks, even none, before the end. With API keys, only the names the key
-/// may inspect are listed. Costs a walk of Redis's keyspace (`SCAN`; every master in a
-/// Cluster, every node in Redlock) over the whole listing: see the docs.
+/// may inspect are listed (under a prefix where it may inspect nothing, an empty page).
+/// A cursor is opaque: it says nothing of names, and serves only the same prefix and API key.
+/// Costs a walk of Redis's keyspace (`SCAN`; every master in a Cluster, every node in
+/// Redlock) over the whole listing: see the docs.
 ///
 /// With `name` parameters instead (`?name=a&name=b`, the `Location` of a multi-lock): those
 /// of the named locks that are held, in one page, each read as `GET /locks/{name}` reads it;
@@ -152,9 +150,46 @@ pub async fn list_locks(
     if !query.names.is_empty() {
         return named_locks(&app, caller.as_ref(), query.names).await;
     }
+    let key = caller.as_ref().map(|Extension(Caller(key))| key);
+    // What the caller may see under the prefix, and nothing else, is walked: a page's locks,
+    // whether it is full and its cursor then tell nothing of names outside the key's scope.
+    let prefixes: Vec<String> = match key {
+        None => vec![query.prefix.clone()],
+        Some(key) => key
+            .prefixes_within(Operation::Inspect, &query.prefix)
+            .into_iter()
+            // A key prefix outside the name alphabet covers no name; it never reaches SCAN.
+            .filter(|p| p.is_empty() || LockName::parse(p).is_ok())
+            .collect(),
+    };
+    let scope = CursorScope {
+        key: key.map_or("", |key| key.name.as_str()),
+        prefix: &query.prefix,
+    };
+    let position = match &query.cursor {
+        None => ListPosition::default(),
+        Some(text) => app
+            .service
+            .open_cursor(text, scope)
+            .filter(|position| position.part < prefixes.len().max(1))
+            .ok_or_else(|| {
+                ApiError::body(
+                    Some("cursor".into()),
+                    "cursor: must be the next_cursor of a previous page of this listing (same prefix, same API key)",
+                )
+            })?,
+    };
+    if prefixes.is_empty() {
+        // Nothing the key may see is under the prefix: an empty page, whatever the store
+        // holds there, without looking.
+        return Ok(Json(LockListBody {
+            locks: Vec::new(),
+            next_cursor: None,
+        }));
+    }
     let (locks, next) = app
         .service
-        .list(&query.prefix, query.cursor, query.limit)
+        .list_prefixes(&prefixes, position, query.limit)
         .await?;
     let visible = |name: &LockName| {
         caller.as_ref().is_none_or(|Extension(Caller(key))| {
@@ -167,7 +202,7 @@ pub async fn list_locks(
             .filter(|(name, _)| visible(name))
             .map(|(name, state)| LockInfoBody::new(&name, state))
             .collect(),
-        next_cursor: next.map(|cursor| cursor.encode()),
+        next_cursor: next.map(|position| app.service.seal_cursor(&position, scope)),
     }))
 }
 
@@ -221,24 +256,16 @@ mod tests {
     fn queries_are_checked() {
         let all = ListQuery::parse(None).expect("defaults");
         assert_eq!((all.prefix.as_str(), all.limit), ("", DEFAULT_LIMIT));
-        let page = ListQuery::parse(Some("prefix=orders%3A&limit=5&cursor=1~80")).expect("valid");
+        let page = ListQuery::parse(Some("prefix=orders%3A&limit=5&cursor=c-_1")).expect("valid");
         assert_eq!(page.prefix, "orders:");
         assert_eq!(page.limit, 5);
-        assert_eq!(
-            page.cursor,
-            ListCursor {
-                node: 1,
-                scan: 80,
-                after: None
-            }
-        );
+        assert_eq!(page.cursor.as_deref(), Some("c-_1"));
         for bad in [
             "prefix=a*",
             "prefix=%7Bx",
             "limit=0",
             "limit=1001",
             "limit=x",
-            "cursor=abc",
             "other=1",
             "name=a&prefix=a",
             "limit=5&name=a",

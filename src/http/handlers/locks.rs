@@ -10,8 +10,9 @@ use super::lease;
 use crate::http::AppState;
 use crate::http::dto::LockMode;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
+use crate::http::extract::Caller;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
-use crate::http::gate::{Caller, forced};
+use crate::http::gate::forced;
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::{Exclusive, InvalidName, LockToken, Shared};
 use futures_util::future::Either;
@@ -100,14 +101,14 @@ pub fn acquire_lock(
     operation_id = "renew_lock",
     params(
         LockNameParam,
-        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
             description = "The token returned when the lock was acquired.")
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
         content_type = "application/json"),
     responses(
         (status = 200, description = "The lease was renewed.", body = LockRenewalBody),
-        (status = 400, description = "`invalid-name` or `invalid-request` (missing `Lock-Token`, bad JSON, value out of range).",
+        (status = 400, description = "`invalid-name` or `invalid-request` (a `Lock-Token` missing or not a token lockgate issued, bad JSON, value out of range).",
             body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`lock-not-held`: nobody holds the lock (it expired or was released).",
             body = Problem, content_type = "application/problem+json"),
@@ -156,14 +157,14 @@ pub async fn renew_lock(
     operation_id = "release_lock",
     params(
         LockNameParam,
-        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = "^[!-~]{1,256}$",
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
             description = "The token returned when the lock was acquired. Required unless `force=true`."),
         ("force" = Option<bool>, Query, nullable = false,
             description = "`true`: revoke the lock whoever holds it (needs the `revoke` operation).")
     ),
     responses(
         (status = 204, description = "The lock was released (or revoked)."),
-        (status = 400, description = "`invalid-name` or `invalid-request` (missing or malformed `Lock-Token`).",
+        (status = 400, description = "`invalid-name` or `invalid-request` (a `Lock-Token` missing, or not a token lockgate issued, such as an internal marker).",
             body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`lock-not-held`: nobody holds the lock (it expired or was released).",
             body = Problem, content_type = "application/problem+json"),

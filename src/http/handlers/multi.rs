@@ -14,8 +14,8 @@ use futures_util::future::Either;
 use super::{hold, lease};
 use crate::http::AppState;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
+use crate::http::extract::Caller;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader};
-use crate::http::gate::Caller;
 use crate::http::json::Json;
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::{LockName, Multi};
@@ -156,7 +156,7 @@ pub fn held(uri: &Uri) -> bool {
     operation_id = "renew_locks",
     params(
         SetParams,
-        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
             description = "The token returned when the set was acquired.")
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
@@ -202,7 +202,7 @@ pub async fn renew_locks(
     operation_id = "release_locks",
     params(
         SetParams,
-        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
             description = "The token returned when the set was acquired.")
     ),
     responses(

@@ -110,7 +110,7 @@ pub fn acquire_permit(
     operation_id = "renew_permit",
     params(
         SemaphoreNameParam,
-        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
             description = "The token returned when the permit was acquired.")
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
@@ -155,12 +155,12 @@ pub async fn renew_permit(
     operation_id = "release_permit",
     params(
         SemaphoreNameParam,
-        ("Lock-Token" = String, Header, pattern = "^[!-~]{1,256}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
             description = "The token returned when the permit was acquired.")
     ),
     responses(
         (status = 204, description = "The permit was released."),
-        (status = 400, description = "`invalid-name` or `invalid-request` (missing or malformed `Lock-Token`).",
+        (status = 400, description = "`invalid-name` or `invalid-request` (a `Lock-Token` missing, or not a token lockgate issued, such as an internal marker).",
             body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`lock-not-held`: this token holds no permit (it expired or was released).",
             body = Problem, content_type = "application/problem+json"),
