@@ -120,6 +120,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         native_commands: native,
         ca_certificates: None,
         metrics: Arc::default(),
+        reconnected: Arc::default(),
     })?);
     let client = redis::Client::open(url.as_str())?;
     let mut conn = client.get_multiplexed_async_connection().await?;

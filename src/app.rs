@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 
+use crate::backend::guards::{self, GuardOptions};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisOptions, RedisTarget};
 use crate::backend::redlock::RedlockBackend;
@@ -38,7 +40,11 @@ pub enum StartupError {
 
 /// Builds the lock service the configuration describes. Connecting to Redis happens on first
 /// use, so this succeeds while Redis is still starting; readiness tells when it is reachable.
-pub fn build_service(config: &Config, metrics: &Arc<Metrics>) -> Result<LockService, StartupError> {
+pub fn build_service(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+    reconnected: &Arc<Notify>,
+) -> Result<LockService, StartupError> {
     let redis = |target: RedisTarget, timeout: Duration| {
         crate::tls::install_crypto_provider();
         let options = RedisOptions {
@@ -49,6 +55,7 @@ pub fn build_service(config: &Config, metrics: &Arc<Metrics>) -> Result<LockServ
             native_commands: config.native_commands,
             ca_certificates: config.redis_ca.clone(),
             metrics: metrics.clone(),
+            reconnected: reconnected.clone(),
         };
         RedisBackend::new(options).map_err(|e| match e {
             BackendError::Config(message) => StartupError::Config(message),
@@ -112,6 +119,8 @@ pub fn build_service(config: &Config, metrics: &Arc<Metrics>) -> Result<LockServ
 pub struct Assembled {
     /// The lock service, for shutting down waiting requests and hold streams.
     pub service: Arc<LockService>,
+    /// The guards of the store, to be started once the server may serve (see [`Guards::watch`]).
+    pub guards: Guards,
     pub router: axum::Router,
     pub serve_options: ServeOptions,
 }
@@ -119,7 +128,14 @@ pub struct Assembled {
 /// Assembles the service, the router and the serving options a configuration describes.
 pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
     let metrics = Arc::new(Metrics::new());
-    let service = Arc::new(build_service(config, &metrics)?);
+    let reconnected = Arc::new(Notify::new());
+    let service = Arc::new(build_service(config, &metrics, &reconnected)?);
+    let guards = Guards {
+        backend: service.backend().clone(),
+        options: guard_options(config),
+        reconnected,
+        metrics: metrics.clone(),
+    };
     let options = HttpOptions {
         max_body_bytes: config.max_body_bytes,
         gate: GateOptions {
@@ -134,6 +150,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
     let router = crate::http::router(service.clone(), options, metrics);
     Ok(Assembled {
         service,
+        guards,
         router,
         serve_options: ServeOptions {
             header_read_timeout: config.header_read_timeout,
@@ -141,6 +158,40 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
             max_header_bytes: config.max_header_bytes,
         },
     })
+}
+
+/// The guards against a store losing locks silently (see `backend::guards`).
+#[derive(Debug)]
+pub struct Guards {
+    backend: Arc<Backend>,
+    options: GuardOptions,
+    reconnected: Arc<Notify>,
+    metrics: Arc<Metrics>,
+}
+
+impl Guards {
+    /// Refuses a store that can lose locks without an error: `Err` with the one line to print
+    /// (exit 64). A store that does not answer within a few timeouts passes: it is watched
+    /// once it answers.
+    pub async fn refuse_unsafe_store(&self, timeout: Duration) -> Result<(), StartupError> {
+        let look = guards::refuse_evicting_nodes(&self.backend, self.options);
+        match tokio::time::timeout(timeout * 3 + Duration::from_secs(1), look).await {
+            Ok(Err(refusal)) => Err(StartupError::Config(refusal)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts watching the store while it serves.
+    pub fn watch(self) {
+        guards::watch(&self.backend, self.options, self.reconnected, self.metrics);
+    }
+}
+
+fn guard_options(config: &Config) -> GuardOptions {
+    GuardOptions {
+        allow_eviction: config.allow_eviction,
+        interval: config.redis_check_interval,
+    }
 }
 
 /// Builds the router for a configuration.
@@ -163,12 +214,20 @@ pub async fn serve(
 /// readiness answers 503 at once; requests are still served for `--shutdown-delay` (so load
 /// balancers notice); then the listener closes, waiting requests answer 503 `shutting-down`,
 /// hold streams release their locks, and in-flight requests have `--shutdown-grace` to finish.
-pub async fn run(config: Config) -> Result<(), StartupError> {
+///
+/// `start_logging` is called once the store has passed the startup guards, so that a refused
+/// start prints its one line and nothing else; what it returns is kept while serving.
+pub async fn run<L>(config: Config, start_logging: impl FnOnce() -> L) -> Result<(), StartupError> {
     let Assembled {
         service,
+        guards,
         router,
         serve_options,
     } = assemble(&config)?;
+    // A store that can lose locks without an error is refused before anything is served.
+    guards.refuse_unsafe_store(config.redis_timeout).await?;
+    let _logging = start_logging();
+    guards.watch();
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartupError::Bind {

@@ -47,8 +47,6 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(err) => return config_error(&name_variables(&format!("error: {err}"))),
     };
-    let _logs =
-        lockgate::telemetry::logging::init(config.log_format, std::io::stderr().is_terminal());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,7 +57,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(lockgate::app::run(config)) {
+    let log_format = config.log_format;
+    let start_logging =
+        move || lockgate::telemetry::logging::init(log_format, std::io::stderr().is_terminal());
+    match runtime.block_on(lockgate::app::run(config, start_logging)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(StartupError::Config(message)) => {
             config_error(&name_variables(&format!("error: {message}")))

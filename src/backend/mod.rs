@@ -19,6 +19,7 @@
 //! request.
 
 pub mod fence;
+pub mod guards;
 pub mod holder;
 pub mod listing;
 pub mod memory;

@@ -98,6 +98,17 @@ enum Answer {
 }
 
 impl RedlockBackend {
+    /// The memory policy of every node (see `backend::guards`).
+    pub(crate) async fn memory_policies(
+        &self,
+    ) -> Vec<super::guards::NodeLook<super::guards::MemoryPolicy>> {
+        join_all(self.nodes.iter().map(RedisBackend::memory_policies))
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     /// `nodes` are the single-node backends, each bounded by the per-node timeout.
     pub fn new(nodes: Vec<RedisBackend>) -> Self {
         Self { nodes }

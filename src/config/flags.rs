@@ -243,6 +243,17 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_REDIS_TIMEOUT", default_value = DEFAULT_REDIS_TIMEOUT, value_parser = duration)]
     pub redis_timeout: Duration,
 
+    /// Start (and keep serving) against a Redis that may evict keys (`maxmemory` set with a
+    /// `maxmemory-policy` other than `noeviction`): lock keys can then vanish under their
+    /// holders. Without it, such a Redis found at startup is refused (exit 64).
+    #[arg(long, env = "LOCKGATE_ALLOW_EVICTION", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub allow_eviction: bool,
+
+    /// How often each Redis node's settings that can lose locks silently (its eviction policy)
+    /// are checked again while serving, besides at every (re)connect.
+    #[arg(long, env = "LOCKGATE_REDIS_CHECK_INTERVAL", default_value = DEFAULT_REDIS_CHECK_INTERVAL, value_parser = duration)]
+    pub redis_check_interval: Duration,
+
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "LOCKGATE_MAX_BODY_BYTES", default_value = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,

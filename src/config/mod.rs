@@ -30,6 +30,7 @@ pub const DEFAULT_MIN_TTL: &str = "100ms";
 pub const DEFAULT_MAX_TTL: &str = "1h";
 pub const DEFAULT_MAX_WAIT: &str = "60s";
 pub const DEFAULT_REDIS_TIMEOUT: &str = "1s";
+pub const DEFAULT_REDIS_CHECK_INTERVAL: &str = "10s";
 pub const DEFAULT_MAX_BODY_BYTES: &str = "16384";
 pub const DEFAULT_MAX_HEADER_BYTES: &str = "32768";
 pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
@@ -93,4 +94,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// PEM certificates of the CAs trusted for `rediss://`.
     pub redis_ca: Option<Vec<u8>>,
+    /// Serve against a Redis that may evict lock keys (see `backend::guards`).
+    pub allow_eviction: bool,
+    /// How often the guards look at every Redis node again.
+    pub redis_check_interval: Duration,
 }

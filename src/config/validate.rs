@@ -135,6 +135,13 @@ impl Config {
         if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&args.redis_timeout) {
             return Err(range("--redis-timeout must be between 10ms and 60s".into()));
         }
+        if !(Duration::from_millis(100)..=Duration::from_secs(600))
+            .contains(&args.redis_check_interval)
+        {
+            return Err(range(
+                "--redis-check-interval must be between 100ms and 10m".into(),
+            ));
+        }
         if !(64..=1 << 20).contains(&args.max_body_bytes) {
             return Err(range(
                 "--max-body-bytes must be between 64 and 1048576".into(),
@@ -247,6 +254,8 @@ impl Config {
             shutdown_delay: args.shutdown_delay,
             shutdown_grace: args.shutdown_grace,
             redis_ca,
+            allow_eviction: args.allow_eviction,
+            redis_check_interval: args.redis_check_interval,
         })
     }
 }

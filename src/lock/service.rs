@@ -125,6 +125,11 @@ impl LockService {
         }
     }
 
+    /// The store, for the guards that watch it (see `backend::guards`).
+    pub fn backend(&self) -> &Arc<Backend> {
+        &self.backend
+    }
+
     pub fn limits(&self) -> &Limits {
         &self.limits
     }

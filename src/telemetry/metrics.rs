@@ -201,6 +201,8 @@ pub struct Metrics {
     /// Label sets of `lockgate_redis_server_info`: the servers connected to, with the
     /// commands chosen for them. Written at connect, read at scrape.
     servers: Mutex<Vec<String>>,
+    /// `lockgate_redis_eviction_possible`: per node address, whether it may evict lock keys.
+    eviction: Mutex<Vec<(String, bool)>>,
 }
 
 impl Default for Metrics {
@@ -233,6 +235,7 @@ impl Metrics {
             hold_streams: AtomicI64::new(0),
             hold_lost: [const { AtomicU64::new(0) }; HOLD_LOST_REASONS.len()],
             servers: Mutex::new(Vec::new()),
+            eviction: Mutex::new(Vec::new()),
         }
     }
 
@@ -256,6 +259,26 @@ impl Metrics {
                 servers.remove(0);
             }
             servers.push(labels);
+        }
+    }
+
+    /// Records whether the node at `node` (`host:port`) may evict lock keys (see
+    /// `backend::guards`). At most [`MAX_SERVERS`] nodes are kept, the oldest dropped first.
+    pub fn redis_eviction_possible(&self, node: &str, possible: bool) {
+        let node: String = node
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']'))
+            .take(64)
+            .collect();
+        let mut nodes = self.eviction.lock().unwrap_or_else(|p| p.into_inner());
+        match nodes.iter_mut().find(|(known, _)| *known == node) {
+            Some((_, flag)) => *flag = possible,
+            None => {
+                if nodes.len() >= MAX_SERVERS {
+                    nodes.remove(0);
+                }
+                nodes.push((node, possible));
+            }
         }
     }
 
@@ -363,6 +386,22 @@ impl Metrics {
             .iter()
         {
             let _ = writeln!(out, "lockgate_redis_server_info{{{labels}}} 1");
+        }
+        out.push_str(
+            "# HELP lockgate_redis_eviction_possible 1 while a Redis node holding locks may evict keys when full (maxmemory set, maxmemory-policy not noeviction): lock keys can vanish under their holders.\n\
+             # TYPE lockgate_redis_eviction_possible gauge\n",
+        );
+        for (node, possible) in self
+            .eviction
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "lockgate_redis_eviction_possible{{node=\"{node}\"}} {}",
+                u8::from(*possible)
+            );
         }
         let _ = write!(
             out,

@@ -13,6 +13,7 @@
 //! * `ha`: Sentinel failover, Redis Cluster and Redlock against real processes.
 //! * `faults`: the fault suite: a checked workload while processes are paused, restarted,
 //!   partitioned or failed over.
+//! * `guards`: Redis settings that lose locks silently (eviction), refused or reported.
 //! * `access`: API keys and scopes.
 //! * `security`: the attacker's view: name spellings × scopes, forged tokens, cursors.
 //! * `metrics`: the Prometheus metrics.
@@ -29,6 +30,7 @@ mod api;
 mod cli;
 mod events;
 mod faults;
+mod guards;
 mod ha;
 mod hold;
 mod holders;

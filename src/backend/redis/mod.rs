@@ -42,6 +42,7 @@ mod connection;
 mod connectors;
 mod errors;
 mod features;
+mod guards;
 mod keys;
 mod listing;
 mod lock;

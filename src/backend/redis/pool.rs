@@ -45,6 +45,14 @@ pub struct Checkout<'a> {
 }
 
 impl DedicatedPool {
+    /// The address (`host:port`) of the node the pool's connections go to now.
+    pub async fn address(&self) -> String {
+        match self.source.client().await {
+            Ok(client) => client.get_connection_info().addr().to_string(),
+            Err(_) => "unknown".into(),
+        }
+    }
+
     /// At most `size` connections to the node `source` names, made with `config`.
     pub fn new(source: Arc<NodeSource>, config: AsyncConnectionConfig, size: usize) -> Self {
         Self {

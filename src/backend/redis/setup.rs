@@ -53,6 +53,9 @@ pub struct RedisOptions {
     pub ca_certificates: Option<Vec<u8>>,
     /// Where Redis round trips and errors are counted.
     pub metrics: Arc<Metrics>,
+    /// Told whenever a connection is (re)made, so that the guards look at the node again
+    /// (a restarted or failed-over server may have other settings).
+    pub reconnected: Arc<tokio::sync::Notify>,
 }
 
 impl RedisBackend {
@@ -75,7 +78,9 @@ impl RedisBackend {
         };
         let on_connect: OnConnect = {
             let metrics = options.metrics.clone();
+            let reconnected = options.reconnected.clone();
             Box::new(move |server, features: Features| {
+                reconnected.notify_one();
                 metrics.redis_server(
                     &server.name,
                     &server.version,
@@ -259,6 +264,7 @@ mod tests {
             native_commands: NativeCommands::Auto,
             ca_certificates: None,
             metrics: Arc::default(),
+            reconnected: Arc::default(),
         };
         assert!(RedisBackend::new(options).is_err());
     }

@@ -56,6 +56,8 @@ pub fn config(backend: BackendChoice) -> Config {
         shutdown_delay: Duration::ZERO,
         shutdown_grace: Duration::from_secs(20),
         redis_ca: None,
+        allow_eviction: false,
+        redis_check_interval: Duration::from_millis(200),
     }
 }
 
@@ -86,9 +88,11 @@ impl Gateway {
         trace_if_asked();
         let lockgate::app::Assembled {
             service,
+            guards,
             router: app,
             serve_options,
         } = lockgate::app::assemble(&config).expect("valid test config");
+        guards.watch();
         let listener = TcpListener::bind(config.listen).await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = oneshot::channel::<()>();

@@ -1,0 +1,84 @@
+//! What the guards ask each Redis node: its memory policy (`INFO memory`), on the one server
+//! (the master the Sentinels name) or on every master of a Cluster. `INFO` is allowed where
+//! managed services disable `CONFIG`. See `backend::guards` for what is made of the answers.
+
+use std::time::Instant;
+
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+
+use super::errors::classify;
+use super::send::Request;
+use super::{Commands, RedisBackend, Waits};
+use crate::backend::BackendError;
+use crate::backend::guards::{MemoryPolicy, NodeLook};
+use crate::telemetry::metrics::RedisCall;
+
+impl RedisBackend {
+    /// The memory policy of every node that holds locks, each with its address.
+    pub(crate) async fn memory_policies(&self) -> Vec<NodeLook<MemoryPolicy>> {
+        let read = |reply: redis::Value| -> Result<MemoryPolicy, BackendError> {
+            let text: String = redis::from_redis_value(reply)
+                .map_err(|e| BackendError::Protocol(format!("INFO memory: {e}")))?;
+            MemoryPolicy::read(&text)
+                .ok_or_else(|| BackendError::Protocol("INFO memory lacks maxmemory".into()))
+        };
+        match (&self.commands, &self.waits) {
+            (Commands::Node(_), Waits::Node(pool)) => {
+                let node = pool.address().await;
+                let mut pipe = redis::pipe();
+                pipe.cmd("INFO").arg("memory");
+                let answer = self
+                    .run::<(redis::Value,)>(Request::Native(&pipe))
+                    .await
+                    .and_then(|(reply,)| read(reply));
+                vec![NodeLook { node, answer }]
+            }
+            (Commands::Cluster(shared), Waits::Cluster(masters)) => {
+                let started = Instant::now();
+                let addresses = async {
+                    let mut conn = shared.get().await?.conn;
+                    let addresses = masters.addresses(&mut conn).await?;
+                    Ok::<_, BackendError>((conn, addresses))
+                }
+                .await;
+                self.record(RedisCall::Command, started, &addresses);
+                let (mut conn, addresses) = match addresses {
+                    Ok(found) => found,
+                    Err(error) => {
+                        return vec![NodeLook {
+                            node: "cluster".into(),
+                            answer: Err(error),
+                        }];
+                    }
+                };
+                let mut looks = Vec::with_capacity(addresses.len());
+                for (host, port) in addresses {
+                    let started = Instant::now();
+                    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                        host: host.clone(),
+                        port,
+                    });
+                    let mut info = redis::cmd("INFO");
+                    info.arg("memory");
+                    let answer =
+                        tokio::time::timeout(self.timeout, conn.route_command(info, routing))
+                            .await
+                            .map_err(|_| BackendError::Timeout(self.timeout))
+                            .and_then(|reply| reply.map_err(|e| classify(&e)));
+                    self.record(RedisCall::Command, started, &answer);
+                    looks.push(NodeLook {
+                        node: format!("{host}:{port}"),
+                        answer: answer.and_then(read),
+                    });
+                }
+                looks
+            }
+            (Commands::Cluster(_), Waits::Node(_)) | (Commands::Node(_), Waits::Cluster(_)) => {
+                vec![NodeLook {
+                    node: "-".into(),
+                    answer: Err(BackendError::Config("inconsistent redis backend".into())),
+                }]
+            }
+        }
+    }
+}

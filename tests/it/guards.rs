@@ -1,0 +1,229 @@
+//! Guards against the ways Redis loses locks without an error: a node that may evict keys is
+//! refused at startup (exit 64) unless `--allow-eviction`, and one that turns so while the
+//! gateway serves is logged once and shown by `lockgate_redis_eviction_possible`; on one Redis,
+//! a Cluster master and a Redlock node.
+
+use std::time::Duration;
+
+use crate::support::eventually;
+use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
+use crate::support::process::{ServerProcess, lockgate};
+use crate::support::redis::{RedisCluster, RedisServer};
+
+/// Makes `redis` a server that evicts keys when full (as managed services often default to).
+fn evicting(redis: &RedisServer) {
+    set_policy(redis, "allkeys-lru");
+    let _: () = redis
+        .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("8mb"))
+        .expect("CONFIG SET maxmemory");
+}
+
+fn set_policy(redis: &RedisServer, policy: &str) {
+    let _: () = redis
+        .query(
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory-policy")
+                .arg(policy),
+        )
+        .expect("CONFIG SET maxmemory-policy");
+}
+
+/// The gauge's value for the node on `port`, if the exposition has it.
+fn eviction_gauge(exposition: &str, port: u16) -> Option<u8> {
+    let series = format!("lockgate_redis_eviction_possible{{node=\"127.0.0.1:{port}\"}} ");
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+async fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
+    let out = tokio::time::timeout(Duration::from_secs(20), lockgate().args(args).output())
+        .await
+        .expect("lockgate exits")
+        .expect("run lockgate");
+    (
+        out.status.code(),
+        String::from_utf8(out.stderr).expect("utf-8"),
+    )
+}
+
+/// The refusal: exit 64, one line naming the node, its policy and the fix.
+fn assert_refused(code: Option<i32>, stderr: &str, port: u16) {
+    assert_eq!(code, Some(64), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    for needed in [
+        &format!("127.0.0.1:{port}")[..],
+        "maxmemory-policy allkeys-lru",
+        "noeviction",
+        "--allow-eviction",
+    ] {
+        assert!(stderr.contains(needed), "{needed}: {stderr}");
+    }
+}
+
+/// A Redis with `maxmemory` and `allkeys-lru` is refused at startup; with `--allow-eviction`
+/// the gateway starts, warns, and its gauge says 1.
+#[tokio::test]
+async fn an_evicting_redis_is_refused_at_startup() {
+    let redis = RedisServer::start();
+    evicting(&redis);
+    let url = redis.url();
+    let (code, stderr) = run_to_exit(&["--redis-url", &url, "--listen", "127.0.0.1:0"]).await;
+    assert_refused(code, &stderr, redis.port());
+
+    let server = ServerProcess::start(&["--redis-url", &url, "--allow-eviction"], &[]).await;
+    let http = crate::support::http_client();
+    eventually(Duration::from_secs(5), "the gauge says 1", || async {
+        let text = http
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        (eviction_gauge(&text, redis.port()) == Some(1)).then_some(())
+    })
+    .await;
+    let logs = server.logs();
+    assert!(
+        logs.contains("WARN") && logs.contains("may evict lock keys"),
+        "{logs}"
+    );
+}
+
+/// The startup refusal covers every Cluster master and every Redlock node.
+#[tokio::test]
+async fn an_evicting_cluster_master_or_redlock_node_is_refused_at_startup() {
+    let cluster = RedisCluster::start(3, 0);
+    let master = cluster.masters()[1];
+    evicting(master);
+    let seeds = cluster.seed_urls().join(",");
+    let (code, stderr) = run_to_exit(&["--cluster", &seeds, "--listen", "127.0.0.1:0"]).await;
+    assert_refused(code, &stderr, master.port());
+
+    let nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    evicting(&nodes[2]);
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let (code, stderr) =
+        run_to_exit(&["--redlock", &urls.join(","), "--listen", "127.0.0.1:0"]).await;
+    assert_refused(code, &stderr, nodes[2].port());
+}
+
+/// A policy set to `allkeys-lru` while the gateway serves is logged once at error level and
+/// shown by the gauge within the check interval (200 ms here, `--redis-check-interval`); set
+/// back to `noeviction`, the gauge goes back to 0.
+#[tokio::test]
+async fn an_eviction_policy_set_at_runtime_is_reported() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let server = ServerProcess::start(
+        &["--redis-url", &url, "--redis-check-interval", "200ms"],
+        &[],
+    )
+    .await;
+    let http = crate::support::http_client();
+    let port = redis.port();
+    let metrics_url = server.url("/metrics");
+    let gauge = || {
+        let request = http.get(&metrics_url);
+        async move {
+            let text = request.send().await.ok()?.text().await.ok()?;
+            eviction_gauge(&text, port)
+        }
+    };
+    eventually(Duration::from_secs(5), "the gauge says 0", || async {
+        (gauge().await == Some(0)).then_some(())
+    })
+    .await;
+    evicting(&redis);
+    let turned = std::time::Instant::now();
+    eventually(Duration::from_secs(2), "the gauge says 1", || async {
+        (gauge().await == Some(1)).then_some(())
+    })
+    .await;
+    let errors = || {
+        server
+            .logs()
+            .lines()
+            .filter(|line| line.contains("ERROR") && line.contains("maxmemory-policy allkeys-lru"))
+            .count()
+    };
+    eventually(Duration::from_secs(2), "an error line", || async {
+        (errors() == 1).then_some(())
+    })
+    .await;
+    assert!(
+        turned.elapsed() < Duration::from_secs(2),
+        "seen within the interval: {:?}",
+        turned.elapsed()
+    );
+    // Looked at again and again, it is logged once.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(errors(), 1, "{}", server.logs());
+    set_policy(&redis, "noeviction");
+    eventually(Duration::from_secs(2), "the gauge back at 0", || async {
+        (gauge().await == Some(0)).then_some(())
+    })
+    .await;
+}
+
+/// The gauge of each node on `ports`, if the exposition has them all.
+async fn gauges(gw: &Gateway, ports: Vec<u16>) -> Option<Vec<u8>> {
+    let text = gw.metrics_text().await;
+    ports
+        .iter()
+        .map(|port| eviction_gauge(&text, *port))
+        .collect()
+}
+
+/// At runtime the gauge covers each Cluster master and each Redlock node on its own.
+#[tokio::test]
+async fn each_cluster_master_and_redlock_node_is_watched() {
+    let cluster = RedisCluster::start(3, 0);
+    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    let masters = cluster.masters();
+    let ports: Vec<u16> = masters.iter().map(|m| m.port()).collect();
+    eventually(Duration::from_secs(5), "every master at 0", || async {
+        (gauges(&gw, ports.clone()).await == Some(vec![0, 0, 0])).then_some(())
+    })
+    .await;
+    evicting(masters[1]);
+    eventually(Duration::from_secs(2), "the second master at 1", || async {
+        (gauges(&gw, ports.clone()).await == Some(vec![0, 1, 0])).then_some(())
+    })
+    .await;
+
+    let nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let ports: Vec<u16> = nodes.iter().map(RedisServer::port).collect();
+    eventually(Duration::from_secs(5), "every node at 0", || async {
+        (gauges(&gw, ports.clone()).await == Some(vec![0, 0, 0])).then_some(())
+    })
+    .await;
+    evicting(&nodes[0]);
+    eventually(Duration::from_secs(2), "the first node at 1", || async {
+        (gauges(&gw, ports.clone()).await == Some(vec![1, 0, 0])).then_some(())
+    })
+    .await;
+
+    // One Redis, in-process: the same gauge.
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    evicting(&redis);
+    eventually(Duration::from_secs(2), "the server at 1", || async {
+        (gauges(&gw, vec![redis.port()]).await == Some(vec![1])).then_some(())
+    })
+    .await;
+}
