@@ -262,6 +262,11 @@ pub async fn run<L>(config: Config, start_logging: impl FnOnce() -> L) -> Result
     tokio::spawn(async move {
         match probe.ready().await {
             Ok(()) => tracing::info!(backend, "backend reachable"),
+            Err(err) if err.is_misconfigured() => tracing::error!(
+                backend,
+                error = %err,
+                "the backend refuses this gateway's settings; serving anyway: lock requests answer 503 until the settings are fixed"
+            ),
             Err(err) => tracing::warn!(
                 backend,
                 error = %err,

@@ -97,6 +97,17 @@ enum Answer {
     Failed,
 }
 
+/// A failed acquire: its outcome is unknown (the gateway withdraws it once more) when a node
+/// failed to answer, since its script may have run there and the withdrawal just made may
+/// not have reached it.
+fn may_have_run(answers: &[Answer], message: String) -> BackendError {
+    if answers.iter().any(|a| matches!(a, Answer::Failed)) {
+        BackendError::NoReply(message)
+    } else {
+        BackendError::Unavailable(message)
+    }
+}
+
 impl RedlockBackend {
     /// The memory policy of every node (see `backend::guards`).
     pub(crate) async fn memory_policies(
@@ -294,12 +305,15 @@ impl LockBackend for RedlockBackend {
                 })
                 .collect();
             if held.is_empty() {
-                return Err(BackendError::Unavailable(format!(
-                    "redlock: {} of {} nodes granted, {} needed",
-                    holders.len(),
-                    self.nodes.len(),
-                    self.quorum()
-                )));
+                return Err(may_have_run(
+                    &answers,
+                    format!(
+                        "redlock: {} of {} nodes granted, {} needed",
+                        holders.len(),
+                        self.nodes.len(),
+                        self.quorum()
+                    ),
+                ));
             }
             return Ok(AcquireOutcome::Held {
                 ttl: retry_after(held, holders.len(), self.quorum()),
@@ -322,7 +336,7 @@ impl LockBackend for RedlockBackend {
         .unwrap_or(0);
         if self.finalize(name, stem, fence, &holders).await < self.quorum() {
             self.withdraw_on(maybe_ours(), name, stem, claim).await;
-            return Err(BackendError::Unavailable(
+            return Err(BackendError::NoReply(
                 "redlock: could not give a majority of nodes the grant's fence".into(),
             ));
         }

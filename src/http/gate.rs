@@ -18,7 +18,8 @@
 //!    [`super::extract::JsonBody`];
 //! 6. turns a handler panic into a 500 problem document instead of a dropped connection;
 //! 7. records the request in the metrics and writes one log line: info, or warn with the
-//!    cause for server errors (the client only got a generic detail).
+//!    cause for server errors (the client only got a generic detail), once per outcome per
+//!    window (`telemetry::throttle`; the rest at info, with a count on the next warn line).
 //!
 //! Never logged: tokens, keys, the Authorization header, query strings, bodies.
 //!
@@ -55,6 +56,7 @@ use crate::access::{ApiKey, ApiKeys};
 use crate::lock::LockError;
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
 use crate::telemetry::metrics::Metrics;
+use crate::telemetry::throttle::{self, Throttle};
 use crate::telemetry::{LeaseKind, Operation};
 
 pub const REQUEST_ID: &str = "x-request-id";
@@ -75,6 +77,8 @@ pub struct Gate {
     max_header_bytes: usize,
     id_prefix: u32,
     next_id: AtomicU64,
+    /// Server errors are logged with their cause once per outcome per window.
+    failures: Throttle,
 }
 
 /// Settings of the [`Gate`].
@@ -105,6 +109,7 @@ impl Gate {
             max_header_bytes: options.max_header_bytes,
             id_prefix: u32::from_ne_bytes(seed),
             next_id: AtomicU64::new(0),
+            failures: Throttle::new(throttle::WINDOW),
         }
     }
 
@@ -506,8 +511,12 @@ fn finish(log: &LogContext, mut response: Response) -> Response {
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
     let request_id = log.request_id.header(log.gate.id_prefix);
     let request_id_text = request_id.to_str().unwrap_or("-");
-    if let Some(ServerErrorCause(cause)) = response.extensions().get::<ServerErrorCause>() {
-        tracing::warn!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, cause = %cause, "request failed");
+    let cause = response.extensions().get::<ServerErrorCause>();
+    // A server error's cause once per outcome per window, with how many were left out: while
+    // Redis is down every request fails the same way. The others are plain access lines.
+    let left_out = cause.and_then(|_| log.gate.failures.admit(outcome));
+    if let (Some(ServerErrorCause(cause)), Some(left_out)) = (cause, left_out) {
+        tracing::warn!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, cause = %cause, left_out, "request failed");
     } else {
         tracing::info!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, "request");
     }

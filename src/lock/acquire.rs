@@ -273,8 +273,9 @@ impl LockService {
             .await;
         let outcome = match sent {
             Ok(outcome) => outcome,
-            Err(err @ (BackendError::WaitPoolExhausted(_) | BackendError::Config(_))) => {
-                // Nothing was sent.
+            Err(err) if !err.outcome_unknown() => {
+                // Nothing ran: never sent (no connection, no free WAIT connection), or the
+                // store answered that it did not run it. Nothing to withdraw.
                 guard.disarm();
                 return Err(err.into());
             }

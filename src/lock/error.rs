@@ -68,6 +68,12 @@ impl From<BackendError> for LockError {
 }
 
 impl LockError {
+    /// Whether the store refused this gateway's settings (credentials, permissions): waiting
+    /// does not help, an operator must fix them.
+    pub fn is_misconfigured(&self) -> bool {
+        matches!(self, Self::BackendUnavailable(BackendError::Refused(_)))
+    }
+
     /// Whether trying again shortly may succeed: the backend was unreachable or too slow.
     pub fn is_transient(&self) -> bool {
         matches!(

@@ -1,6 +1,6 @@
 //! Telemetry: Prometheus metrics with typed labels ([`metrics`]), the operations they count
-//! ([`operation`]), the build and process metrics every exporter has ([`process`]), and log
-//! output ([`logging`]).
+//! ([`operation`]), the build and process metrics every exporter has ([`process`]), log
+//! output ([`logging`]) and the throttle of repeated log lines ([`throttle`]).
 //!
 //! Below everything else: `lock` and `backend` record through [`Metrics`] without knowing the
 //! exposition format, and `http` renders it at `/metrics`. Nothing here knows about locks,
@@ -10,6 +10,7 @@ pub mod logging;
 pub mod metrics;
 pub mod operation;
 pub mod process;
+pub mod throttle;
 
 pub use self::metrics::{BackendErrorKind, Gauges, Metrics, RedisCall};
 pub use self::operation::{LeaseKind, Operation};

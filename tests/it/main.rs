@@ -40,6 +40,7 @@ mod metrics;
 mod multilocks;
 mod openapi;
 mod operations;
+mod quiet_logs;
 mod redis_e2e;
 mod revoke;
 mod run_command;

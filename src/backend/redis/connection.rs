@@ -39,6 +39,8 @@ use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
 
+use crate::telemetry::throttle::{self, Throttle};
+
 use super::errors::{breaks_connection, classify, classify_connect};
 use super::features::{Downgradable, Features, Server};
 use crate::backend::BackendError;
@@ -63,14 +65,48 @@ pub struct ConnectFailure {
     pub error: BackendError,
     /// The server refused the connection: it is down, and will be quick to answer once up.
     pub refused: bool,
+    /// The server refused a setting (credentials, permissions, database): what to fix.
+    /// Retrying will not help.
+    pub permanent: Option<&'static str>,
 }
+
+/// Throttle causes of failed connects.
+const CONNECT_FAILED: &str = "connect";
+const REFUSED: &str = "refused-settings";
 
 impl ConnectFailure {
     pub fn of(err: &RedisError) -> Self {
+        let permanent = permanent_mistake(err);
         Self {
-            error: classify_connect(err),
+            // A refused setting is no outage: requests say so, and so does readiness.
+            error: match permanent {
+                Some(setting) => BackendError::Refused(format!("{err}: {setting}")),
+                None => classify_connect(err),
+            },
             refused: err.is_connection_refusal(),
+            permanent,
         }
+    }
+}
+
+/// What to fix when the server refused a connection's settings rather than being unreachable.
+fn permanent_mistake(err: &RedisError) -> Option<&'static str> {
+    let text = err.to_string();
+    if err.kind() == ErrorKind::AuthenticationFailed
+        || text.contains("WRONGPASS")
+        || text.contains("NOAUTH")
+    {
+        Some(
+            "the user or password is wrong: fix the credentials in the Redis URL (--redis-url, --sentinel, --cluster, --redlock) or --sentinel-username/--sentinel-password",
+        )
+    } else if err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) || text.contains("NOPERM") {
+        Some(
+            "the ACL user may not run a command lockgate needs: see the ACL rule in docs/operations.md (TLS to Redis)",
+        )
+    } else if text.contains("DB index") {
+        Some("the database in the Redis URL does not exist: fix the /DB number in the URL")
+    } else {
+        None
     }
 }
 
@@ -127,6 +163,8 @@ struct Inner<C: Connect> {
     current: RwLock<Option<Epoch<C::Conn>>>,
     attempts: Mutex<Attempts<C::Conn>>,
     on_connect: Option<OnConnect>,
+    /// Failed connects are logged once per window (see `telemetry::throttle`).
+    failures: Throttle,
 }
 
 #[derive(Debug, Clone)]
@@ -186,6 +224,7 @@ impl<C: Connect> SharedConnection<C> {
                 connecting: None,
             }),
             on_connect,
+            failures: Throttle::new(throttle::WINDOW),
         };
         Self {
             inner: Arc::new(inner),
@@ -355,6 +394,7 @@ impl<C: Connect> Inner<C> {
             match tokio::time::timeout(self.timeouts.connect, self.connector.connect()).await {
                 Ok(connected) => connected,
                 Err(_) => Err(ConnectFailure {
+                    permanent: None,
                     error: BackendError::Unavailable(format!(
                         "connecting took longer than {:?}",
                         self.timeouts.connect
@@ -378,8 +418,10 @@ impl<C: Connect> Inner<C> {
                     probing: Arc::default(),
                 };
                 *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(epoch.clone());
+                let failed = self.failures.clear(CONNECT_FAILED) + self.failures.clear(REFUSED);
                 tracing::info!(
                     epoch = epoch.number,
+                    unlogged_failures = failed,
                     server = %opened.server.name,
                     version = %opened.server.version,
                     release = opened.features.release.label(),
@@ -392,7 +434,19 @@ impl<C: Connect> Inner<C> {
                 Ok(epoch.link())
             }
             Err(failure) => {
-                tracing::warn!(error = %failure.error, "cannot connect to redis");
+                match failure.permanent {
+                    // A setting is wrong: waiting will not fix it; say which, loudly.
+                    Some(setting) => {
+                        if let Some(left_out) = self.failures.admit(REFUSED) {
+                            tracing::error!(error = %failure.error, left_out, "redis refused the connection's settings: {setting}");
+                        }
+                    }
+                    None => {
+                        if let Some(left_out) = self.failures.admit(CONNECT_FAILED) {
+                            tracing::warn!(error = %failure.error, left_out, "cannot connect to redis (one line per {}s while it lasts)", throttle::WINDOW.as_secs());
+                        }
+                    }
+                }
                 if !failure.refused && started.elapsed() > SLOW_FAILURE {
                     let pause = attempts.backoff;
                     attempts.retry_at = Instant::now() + pause;

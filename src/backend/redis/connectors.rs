@@ -74,6 +74,7 @@ impl Connect for NodeConnector {
 
     async fn connect(&self) -> Result<Opened<MultiplexedConnection>, ConnectFailure> {
         let client = self.source.client().await.map_err(|error| ConnectFailure {
+            permanent: None,
             error,
             refused: false,
         })?;

@@ -49,6 +49,7 @@ use super::errors::classify_connect;
 use super::source::NodeSource;
 use crate::backend::AbortOnDrop;
 use crate::backend::ReleaseFeed;
+use crate::telemetry::throttle::{self, Throttle};
 
 /// How often the subscription connection is checked with PING.
 const PING_EVERY: Duration = Duration::from_secs(5);
@@ -83,6 +84,8 @@ struct Shared {
     commands: mpsc::UnboundedSender<Command>,
     /// The connection listens to keyspace notifications (else to the release channels).
     keyspace: AtomicBool,
+    /// Repeated failures are logged once per window (see `telemetry::throttle`).
+    failures: Throttle,
 }
 
 #[derive(Debug)]
@@ -175,6 +178,7 @@ impl Notifier {
                 feeds: Mutex::default(),
                 commands,
                 keyspace: AtomicBool::new(false),
+                failures: Throttle::new(throttle::WINDOW),
             }),
             source,
             timeout,
@@ -215,8 +219,10 @@ impl Notifier {
         if !matches!(
             tokio::time::timeout(self.timeout, confirmation).await,
             Ok(Ok(()))
-        ) {
+        ) && let Some(left_out) = self.shared.failures.admit("unconfirmed")
+        {
             tracing::warn!(
+                left_out,
                 "release subscription not confirmed; waiters fall back to the holder's ttl"
             );
         }
@@ -282,8 +288,10 @@ impl Connection {
             let (pubsub, mode) = match tokio::time::timeout(self.timeout, self.open()).await {
                 Ok(Ok(opened)) => opened,
                 failure => {
-                    if let Ok(Err(err)) = failure {
-                        tracing::warn!(error = %err, "cannot open the redis pub/sub connection");
+                    if let Ok(Err(err)) = failure
+                        && let Some(left_out) = self.shared.failures.admit("open")
+                    {
+                        tracing::warn!(error = %err, left_out, "cannot open the redis pub/sub connection");
                     }
                     // Nobody can be confirmed meanwhile; their names stay wanted and are
                     // subscribed once connected.
