@@ -75,6 +75,16 @@ const EXIT_NOT_FOUND: u8 = 127;
 const WAIT_CHUNK: Duration = Duration::from_secs(30);
 /// Time allowed for a request on top of the wait it asks for.
 const REQUEST_SLACK: Duration = Duration::from_secs(10);
+/// The least time between two acquires, whatever the answer (plus up to as much again of
+/// jitter): a gateway that answers at once, again and again, is never hammered.
+const RETRY_FLOOR: Duration = Duration::from_millis(100);
+
+/// Up to `RETRY_FLOOR` of jitter, so that runs refused together do not retry together.
+fn jitter() -> Duration {
+    let mut byte = [0u8; 1];
+    let _ = getrandom::fill(&mut byte);
+    RETRY_FLOOR * u32::from(byte[0]) / 255
+}
 /// After a renewal that did not get through, try again this often (sooner for short ttls).
 const RETRY_RENEWAL_EVERY: Duration = Duration::from_secs(1);
 
@@ -322,12 +332,18 @@ impl Runner {
         let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
         let key = &self.key;
         let mut chunk = WAIT_CHUNK;
+        let mut last_sent: Option<Instant> = None;
         loop {
+            if let Some(last) = last_sent {
+                let pause = (RETRY_FLOOR + jitter()).saturating_sub(last.elapsed());
+                tokio::time::sleep(pause).await;
+            }
             let wait = deadline.map_or(chunk, |d| {
                 d.saturating_duration_since(Instant::now()).min(chunk)
             });
             let body = self.acquire_body(wait);
             let sent = Instant::now();
+            last_sent = Some(sent);
             let answer = self
                 .client
                 .acquire(
@@ -353,8 +369,11 @@ impl Runner {
                     eprintln!("lockgate run: acquire did not complete ({err}); retrying");
                 }
                 Err(err) => return Err(fail(EXIT_GATEWAY, format!("acquire failed: {err}"))),
-                Ok(Answer::Refused { status, .. })
-                    if status == StatusCode::CONFLICT && passed(deadline) =>
+                Ok(Answer::Refused {
+                    status, problem, ..
+                }) if status == StatusCode::CONFLICT
+                    && problem.type_uri.ends_with("/lock-held")
+                    && passed(deadline) =>
                 {
                     let within = self.wait.map_or_else(String::new, |w| {
                         format!(" within {}", humantime::format_duration(w))
@@ -367,7 +386,11 @@ impl Runner {
                         ),
                     ));
                 }
-                Ok(Answer::Refused { status, .. }) if status == StatusCode::CONFLICT => {}
+                // Held: the gateway waited its chunk (or the lock's holder renewed); again.
+                Ok(Answer::Refused {
+                    status, problem, ..
+                }) if status == StatusCode::CONFLICT
+                    && problem.type_uri.ends_with("/lock-held") => {}
                 Ok(Answer::Refused {
                     status,
                     retry_after,
@@ -389,10 +412,13 @@ impl Runner {
                         chunk /= 2;
                         continue;
                     }
+                    // Any other refusal is final: retrying cannot change it.
+                    let kind = problem.type_uri.rsplit('/').next().unwrap_or("");
                     return Err(fail(
                         EXIT_GATEWAY,
                         format!(
-                            "the gateway refused the acquire ({status}): {}",
+                            "the gateway refused the acquire ({} {kind}): {}",
+                            status.as_u16(),
                             problem.detail
                         ),
                     ));

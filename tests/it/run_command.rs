@@ -485,3 +485,45 @@ async fn the_lock_names_who_runs_the_command() {
         assert_eq!(out.status.code(), Some(128 + 15));
     }
 }
+
+/// `lockgate run --permits 3` on a semaphore held with a limit of 5 stops at once, naming
+/// `permits-mismatch` (exit 69), after one request: a refusal retrying cannot change ends the
+/// wait, with or without `--wait`.
+#[tokio::test]
+async fn a_permits_mismatch_ends_the_run_at_once() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let taken = gw
+        .http
+        .post(gw.url("/semaphores/pm"))
+        .json(&serde_json::json!({"permits": 5, "ttl_ms": 60_000}))
+        .send()
+        .await
+        .expect("take a permit");
+    assert_eq!(taken.status(), 201);
+    for wait in [None, Some("1s")] {
+        let mut args = vec!["--permits", "3"];
+        if let Some(wait) = wait {
+            args.extend(["--wait", wait]);
+        }
+        args.extend(["pm", "--", "true"]);
+        let started = Instant::now();
+        let (exit, stderr) = status(run(&gw, &args)).await;
+        assert_eq!(exit, Some(69), "{wait:?}: {stderr}");
+        assert!(stderr.contains("permits-mismatch"), "{wait:?}: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{wait:?}: {:?}",
+            started.elapsed()
+        );
+    }
+    let metrics = gw.metrics_text().await;
+    let refused = metrics
+        .lines()
+        .find(|line| {
+            line.starts_with("lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"permits-mismatch\"}")
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert_eq!(refused, Some(2), "one request per run:\n{metrics}");
+}
