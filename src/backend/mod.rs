@@ -60,6 +60,10 @@ pub enum BackendError {
     /// The store refused the command (an ACL does not allow it).
     #[error("backend refused the command: {0}")]
     Refused(String),
+    /// The store is full and refuses writes (Redis `OOM`, `maxmemory` reached with
+    /// `noeviction`): nothing was written.
+    #[error("backend is out of memory: {0}")]
+    Full(String),
     #[error("backend sent an unexpected reply: {0}")]
     Protocol(String),
     /// Only at construction: the backend's settings cannot work.
@@ -90,6 +94,7 @@ impl BackendError {
             Self::Timeout(_) | Self::NoReply(_) => BackendErrorKind::Timeout,
             Self::WaitPoolExhausted(_) => BackendErrorKind::WaitPoolExhausted,
             Self::Protocol(_) | Self::Refused(_) => BackendErrorKind::Protocol,
+            Self::Full(_) => BackendErrorKind::Full,
             Self::Config(_) => BackendErrorKind::Config,
         }
     }

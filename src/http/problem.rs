@@ -43,6 +43,7 @@ pub enum ProblemKind {
     MaxHoldReached,
     InsufficientReplicas,
     BackendUnavailable,
+    BackendFull,
     OutcomeUnknown,
     WaitPoolExhausted,
     TooManyWaiters,
@@ -62,7 +63,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for tests that check a table covers them all.
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 27] = [
         Self::InvalidName,
         Self::InvalidRequest,
         Self::LockHeld,
@@ -75,6 +76,7 @@ impl ProblemKind {
         Self::MaxHoldReached,
         Self::InsufficientReplicas,
         Self::BackendUnavailable,
+        Self::BackendFull,
         Self::OutcomeUnknown,
         Self::WaitPoolExhausted,
         Self::TooManyWaiters,
@@ -106,6 +108,7 @@ impl ProblemKind {
             Self::MaxHoldReached => "max-hold-reached",
             Self::InsufficientReplicas => "insufficient-replicas",
             Self::BackendUnavailable => "backend-unavailable",
+            Self::BackendFull => "backend-full",
             Self::OutcomeUnknown => "outcome-unknown",
             Self::WaitPoolExhausted => "wait-pool-exhausted",
             Self::TooManyWaiters => "too-many-waiters",
@@ -137,6 +140,7 @@ impl ProblemKind {
             Self::MaxHoldReached => "Maximum hold reached",
             Self::InsufficientReplicas => "Insufficient replicas",
             Self::BackendUnavailable => "Backend unavailable",
+            Self::BackendFull => "Backend out of memory",
             Self::OutcomeUnknown => "Outcome unknown",
             Self::WaitPoolExhausted => "Replica acknowledgement pool exhausted",
             Self::TooManyWaiters => "Too many waiters",
@@ -165,6 +169,7 @@ impl ProblemKind {
             Self::LockRevoked => StatusCode::GONE,
             Self::InsufficientReplicas
             | Self::BackendUnavailable
+            | Self::BackendFull
             | Self::OutcomeUnknown
             | Self::WaitPoolExhausted
             | Self::TooManyWaiters
@@ -538,6 +543,15 @@ fn render_lock_error(err: LockError) -> Rendered {
                 ProblemKind::WaitPoolExhausted,
                 "every connection for replica acknowledgement is busy waiting for slow replicas; \
                  retry later, or raise --wait-pool-size",
+            ),
+            retry_after: Some(BACKEND_RETRY_AFTER),
+            cause,
+        },
+        LockError::BackendFull(_) => Rendered {
+            problem: Problem::new(
+                ProblemKind::BackendFull,
+                "the lock store is out of memory (Redis maxmemory reached) and refuses writes; \
+                 nothing was written; retry later (an operator must free memory or raise maxmemory)",
             ),
             retry_after: Some(BACKEND_RETRY_AFTER),
             cause,

@@ -56,12 +56,16 @@ pub enum LockError {
     OutcomeUnknown(BackendError),
     #[error(transparent)]
     BackendUnavailable(BackendError),
+    /// The store is out of memory and refuses writes; nothing was written.
+    #[error(transparent)]
+    BackendFull(BackendError),
 }
 
 impl From<BackendError> for LockError {
     fn from(err: BackendError) -> Self {
         match err {
             BackendError::WaitPoolExhausted(_) => Self::WaitPoolExhausted(err),
+            BackendError::Full(_) => Self::BackendFull(err),
             err => Self::BackendUnavailable(err),
         }
     }
@@ -79,6 +83,7 @@ impl LockError {
         matches!(
             self,
             Self::BackendUnavailable(_)
+                | Self::BackendFull(_)
                 | Self::LeaseExpired
                 | Self::OutcomeUnknown(_)
                 | Self::WaitPoolExhausted(_)

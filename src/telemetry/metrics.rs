@@ -18,7 +18,7 @@ pub use crate::telemetry::{LeaseKind, Operation};
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 36] = [
+pub const OUTCOMES: [&str; 37] = [
     "acquired",
     "replayed",
     "renewed",
@@ -47,6 +47,7 @@ pub const OUTCOMES: [&str; 36] = [
     "method-not-allowed",
     "insufficient-replicas",
     "backend-unavailable",
+    "backend-full",
     "outcome-unknown",
     "wait-pool-exhausted",
     "too-many-waiters",
@@ -109,15 +110,18 @@ pub enum BackendErrorKind {
     Protocol,
     /// Settings that cannot work.
     Config,
+    /// The store is out of memory and refuses writes (`OOM`).
+    Full,
 }
 
 impl BackendErrorKind {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 6] = [
         Self::Unavailable,
         Self::Timeout,
         Self::WaitPoolExhausted,
         Self::Protocol,
         Self::Config,
+        Self::Full,
     ];
 
     fn label(self) -> &'static str {
@@ -127,6 +131,7 @@ impl BackendErrorKind {
             Self::WaitPoolExhausted => "wait_pool_exhausted",
             Self::Protocol => "protocol",
             Self::Config => "config",
+            Self::Full => "full",
         }
     }
 }

@@ -227,3 +227,56 @@ async fn each_cluster_master_and_redlock_node_is_watched() {
     })
     .await;
 }
+
+/// A full Redis (`maxmemory` reached under `noeviction`) refuses writes: acquires answer 503
+/// `backend-full` at once (no waiting out a timeout, nothing to withdraw), the cause is logged
+/// once however many fail on it, and the first acquire after memory frees succeeds.
+#[tokio::test]
+async fn a_full_redis_is_answered_as_such_and_recovered_from_at_once() {
+    let redis = RedisServer::start();
+    let server = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
+    let http = crate::support::http_client();
+    let acquire = |name: &str| http.post(server.url(&format!("/locks/{name}"))).send();
+    assert_eq!(acquire("warm").await.expect("acquire").status(), 201);
+    let _: () = redis
+        .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(1))
+        .expect("CONFIG SET maxmemory");
+    let mut slowest = Duration::ZERO;
+    for i in 0..50 {
+        let started = std::time::Instant::now();
+        let answer = acquire(&format!("full:{i}")).await.expect("acquire");
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(answer.status(), 503);
+        assert!(answer.headers().contains_key("retry-after"));
+        let body: serde_json::Value = answer.json().await.expect("problem");
+        assert_eq!(
+            body["type"], "https://lockgate.dev/problems/backend-full",
+            "{body}"
+        );
+    }
+    eprintln!("slowest backend-full answer: {slowest:?}");
+    assert!(slowest < Duration::from_millis(100), "{slowest:?}");
+    let logs = server.logs();
+    let warned = logs
+        .lines()
+        .filter(|line| line.contains(" WARN ") && line.contains("backend-full"))
+        .count();
+    assert_eq!(warned, 1, "{logs}");
+    assert!(!logs.contains("could not withdraw"), "{logs}");
+    let metrics = http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("lockgate_backend_errors_total{kind=\"full\"} 50"),
+        "{metrics}"
+    );
+    let _: () = redis
+        .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(0))
+        .expect("CONFIG SET maxmemory");
+    assert_eq!(acquire("full:after").await.expect("acquire").status(), 201);
+}

@@ -34,6 +34,14 @@ pub fn classify(err: &RedisError) -> BackendError {
     if err.is_timeout() || err.is_connection_dropped() {
         return BackendError::NoReply(err.to_string());
     }
+    // `maxmemory` reached under `noeviction`: the write was refused, so nothing ran.
+    if err.code() == Some("OOM") || err.to_string().contains("OOM command not allowed") {
+        return BackendError::Full(err.to_string());
+    }
+    // A script already running: this one did not start.
+    if err.code() == Some("BUSY") {
+        return BackendError::Unavailable(err.to_string());
+    }
     if err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) {
         return BackendError::Refused(err.to_string());
     }
