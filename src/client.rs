@@ -238,10 +238,26 @@ fn with_timeout(
 
 fn transport(err: reqwest::Error) -> ClientError {
     if err.is_connect() {
-        ClientError::Connect(err.to_string())
+        ClientError::Connect(with_causes(&err))
     } else {
-        ClientError::NoAnswer(err.to_string())
+        ClientError::NoAnswer(with_causes(&err))
     }
+}
+
+/// An error with the causes beneath it (`connection refused`, a DNS failure), which reqwest's
+/// own message leaves out.
+fn with_causes(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Reads a success body of type `T` (an empty body for `()`), or the problem document.

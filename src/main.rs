@@ -16,10 +16,32 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
+            let args: Vec<String> = std::env::args().skip(1).collect();
             return match err.kind() {
                 ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
                     let _ = err.print();
                     ExitCode::SUCCESS
+                }
+                // `lockgate help --help`: help about help is the help.
+                ErrorKind::InvalidSubcommand
+                    if args.first().is_some_and(|a| a == "help")
+                        && args.iter().skip(1).all(|a| a == "--help" || a == "-h") =>
+                {
+                    use clap::CommandFactory as _;
+                    let _ = Cli::command().print_help();
+                    ExitCode::SUCCESS
+                }
+                // An unknown flag names no setting: no variable to point at.
+                ErrorKind::UnknownArgument => config_error(err.render().to_string().trim_end()),
+                ErrorKind::MissingRequiredArgument
+                    if args.first().is_some_and(|a| a == "run")
+                        && !args.iter().any(|a| a == "--")
+                        && err.to_string().contains("<COMMAND>") =>
+                {
+                    config_error(&format!(
+                        "{}\n\nhint: put `--` between the lock names and the command: lockgate run NAME -- COMMAND [ARGS...]",
+                        err.render().to_string().trim_end()
+                    ))
                 }
                 // clap's whole message: the error, its hints and the usage line.
                 _ => config_error(&name_variables(err.render().to_string().trim_end())),
@@ -28,9 +50,17 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Openapi) => {
+            use std::io::Write as _;
             let limits = lockgate::config::default_limits();
-            println!("{}", lockgate::http::openapi_document(&limits));
-            return ExitCode::SUCCESS;
+            let document = lockgate::http::openapi_document(&limits);
+            // A reader that stops early (`| head`) is no error of ours.
+            return match writeln!(std::io::stdout().lock(), "{document}") {
+                Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: cannot write the document: {err}");
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            };
         }
         Some(Command::Run(args)) => {
             return client_command("lockgate run", lockgate::cli::run::run(args));

@@ -265,8 +265,17 @@ impl Runner {
         if args.ttl < Duration::from_millis(1) {
             return Err(fail(EXIT_USAGE, "--ttl must be at least 1ms"));
         }
+        if !(args.gateway.starts_with("http://") || args.gateway.starts_with("https://")) {
+            return Err(fail(
+                EXIT_USAGE,
+                format!(
+                    "--gateway (LOCKGATE_GATEWAY) must be a URL such as http://{}",
+                    args.gateway.trim_start_matches('/')
+                ),
+            ));
+        }
         let client = Client::new(&args.gateway, args.api_key.as_ref().map(|k| k.expose()))
-            .map_err(|e| fail(EXIT_USAGE, format!("--gateway or --api-key: {e}")))?;
+            .map_err(|e| fail(EXIT_USAGE, format!("--api-key (LOCKGATE_API_KEY): {e}")))?;
         let client = match (&set, args.permits) {
             (Some(set), _) => client.set(set),
             (None, Some(_)) => client.semaphores(),
@@ -414,10 +423,19 @@ impl Runner {
                     }
                     // Any other refusal is final: retrying cannot change it.
                     let kind = problem.type_uri.rsplit('/').next().unwrap_or("");
+                    let hint = match status {
+                        StatusCode::UNAUTHORIZED => {
+                            "; set LOCKGATE_API_KEY (or --api-key) to a key the gateway knows"
+                        }
+                        StatusCode::FORBIDDEN => {
+                            "; the key in LOCKGATE_API_KEY needs the acquire operation on this name"
+                        }
+                        _ => "",
+                    };
                     return Err(fail(
                         EXIT_GATEWAY,
                         format!(
-                            "the gateway refused the acquire ({} {kind}): {}",
+                            "the gateway refused the acquire ({} {kind}): {}{hint}",
                             status.as_u16(),
                             problem.detail
                         ),

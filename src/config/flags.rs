@@ -126,7 +126,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address and port to listen on. The default, loopback only, suits a sidecar.
-    #[arg(long, env = "LOCKGATE_LISTEN", default_value = DEFAULT_LISTEN)]
+    #[arg(long, env = "LOCKGATE_LISTEN", default_value = DEFAULT_LISTEN, value_parser = listen_address)]
     pub listen: SocketAddr,
 
     /// One Redis server: redis://[[user]:password@]host[:port][/db], or rediss://… for TLS.
@@ -333,15 +333,18 @@ pub enum NativeCommandsArg {
     Off,
 }
 
-/// `message` with each `--flag` it names followed by the environment variable that sets the
-/// same option, so that a value that came from the environment is found: `--max-body-bytes`
-/// becomes `--max-body-bytes (LOCKGATE_MAX_BODY_BYTES)`. Each flag is annotated once.
+/// `message` with each `--flag` its first line names followed by the environment variable
+/// that sets the same option, so that a value that came from the environment is found:
+/// `--max-body-bytes` becomes `--max-body-bytes (LOCKGATE_MAX_BODY_BYTES)`, and a quoted
+/// `'--listen <LISTEN>'` becomes `'--listen <LISTEN>' (LOCKGATE_LISTEN)`. Each flag is
+/// annotated once; hints and usage lines below the first are left as clap wrote them.
 pub fn name_variables(message: &str) -> String {
     use clap::CommandFactory;
     let command = Cli::command();
     let mut commands = vec![&command];
     commands.extend(command.get_subcommands());
-    let mut out = message.to_owned();
+    let (first, rest) = message.split_once('\n').unwrap_or((message, ""));
+    let mut out = first.to_owned();
     for arg in commands.iter().flat_map(|c| c.get_arguments()) {
         let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
             continue;
@@ -358,13 +361,45 @@ pub fn name_variables(message: &str) -> String {
             let end = at + flag.len();
             let whole = !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-');
             if whole {
-                out.insert_str(end, &format!(" ({env})"));
+                // Inside a quoted argument syntax, after its closing quote.
+                let quoted = out[..at].matches('\'').count() % 2 == 1;
+                let at = match out[end..].find('\'') {
+                    Some(close) if quoted => end + close + 1,
+                    _ => end,
+                };
+                out.insert_str(at, &format!(" ({env})"));
                 break;
             }
             from = end;
         }
     }
+    if !rest.is_empty() {
+        out.push('\n');
+        out.push_str(rest);
+    }
     out
+}
+
+/// An IP address and port to listen on, with a hint for the usual near misses (a bare port,
+/// a host name).
+fn listen_address(value: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = value.parse() {
+        return Ok(addr);
+    }
+    if let Ok(port) = value.parse::<u16>() {
+        return Err(format!(
+            "expected an IP address and a port, such as 127.0.0.1:{port} (loopback) or 0.0.0.0:{port} (every interface)"
+        ));
+    }
+    if let Some((host, port)) = value.rsplit_once(':')
+        && port.parse::<u16>().is_ok()
+        && !host.is_empty()
+    {
+        return Err(format!(
+            "expected an IP address, not a host name: 127.0.0.1:{port} for loopback, 0.0.0.0:{port} for every interface, [::1]:{port} for IPv6 loopback"
+        ));
+    }
+    Err("expected an IP address and a port, such as 127.0.0.1:7380".into())
 }
 
 /// A duration such as `30s`, `500ms` or `2m` (humantime's syntax), with an error that says so.

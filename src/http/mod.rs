@@ -98,7 +98,8 @@ fn render_openapi(mut doc: utoipa::openapi::OpenApi, limits: &Limits) -> String 
 /// The whole application. `metrics` are the server's, shared with the backend.
 pub fn router(service: Arc<LockService>, options: HttpOptions, metrics: Arc<Metrics>) -> Router {
     let (routes, doc) = api();
-    let openapi_json = Bytes::from(render_openapi(doc, service.limits()));
+    // With a final newline, as every other answer and `lockgate openapi` have.
+    let openapi_json = Bytes::from(render_openapi(doc, service.limits()) + "\n");
     let gate = Arc::new(Gate::new(options.gate, metrics));
     let state = AppState {
         service,

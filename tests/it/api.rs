@@ -479,6 +479,10 @@ async fn health_and_openapi_answer() {
         doc.body["openapi"]
     );
     assert!(doc.body["paths"]["/locks/{name}"]["post"].is_object());
+    assert!(
+        doc.raw.ends_with(b"}\n"),
+        "ends with a newline, as every answer"
+    );
 }
 
 /// The served OpenAPI document shows the bounds this server enforces, not the defaults.

@@ -241,3 +241,103 @@ async fn startup_says_whether_the_store_answers() {
         );
     }
 }
+
+/// The edges a user meets first, each as it should be: a closed pipe is no panic, help about
+/// help is help, usage lines are clap's own (no variable inside a syntax), the usual
+/// near-miss `--listen` values get a hint, and a forgotten `--` before `lockgate run`'s command
+/// is pointed out.
+#[tokio::test]
+async fn command_line_edges() {
+    // `lockgate openapi | head -c 100`: the reader stops early, the writer exits quietly.
+    let mut child = lockgate()
+        .arg("openapi")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 100];
+    tokio::io::AsyncReadExt::read_exact(&mut stdout, &mut first)
+        .await
+        .expect("the document starts");
+    drop(stdout);
+    let out = child.wait_with_output().await.expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+
+    for args in [&["help", "--help"][..], &["help", "-h"], &["help"]] {
+        let (code, stdout, stderr) = run(args).await;
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        assert!(stdout.contains("Usage: lockgate"), "{args:?}: {stdout}");
+    }
+
+    // A variable is named for the flag in the error, after its quoted syntax, never inside a
+    // usage line; an unknown flag names none.
+    let (code, _, stderr) = run(&["--dev", "--listen", "nonsense"]).await;
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(
+        stderr.contains("'--listen <LISTEN>' (LOCKGATE_LISTEN)"),
+        "{stderr}"
+    );
+    let (_, _, stderr) = run(&["--dev", "--gateway", "x"]).await;
+    assert!(stderr.contains("'--gateway'"), "{stderr}");
+    assert!(!stderr.contains("(LOCKGATE_GATEWAY)"), "{stderr}");
+    let (_, _, stderr) = run(&["--dev", "--default-ttl", "soon"]).await;
+    for line in stderr.lines().filter(|l| l.contains("Usage:")) {
+        assert!(!line.contains("(LOCKGATE_"), "{line}");
+    }
+
+    for (listen, hint) in [
+        ("7381", "127.0.0.1:7381"),
+        ("localhost:7381", "not a host name"),
+    ] {
+        let (code, _, stderr) = run(&["--dev", "--listen", listen]).await;
+        assert_eq!(code, Some(64), "{listen}: {stderr}");
+        assert!(stderr.contains(hint), "{listen}: {stderr}");
+    }
+
+    let (code, _, stderr) = run(&["run", "f1", "true"]).await;
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(
+        stderr.contains("put `--` between the lock names and the command"),
+        "{stderr}"
+    );
+}
+
+/// `lockgate run`'s messages name what to fix: a `--gateway` without a scheme (not the API
+/// key), the cause of an unreachable gateway, and the variable of the API key on a 401.
+#[tokio::test]
+async fn lockgate_run_names_what_to_fix() {
+    let (code, _, stderr) = run(&["run", "--gateway", "localhost:7380", "f1", "--", "true"]).await;
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(
+        stderr.contains("--gateway (LOCKGATE_GATEWAY) must be a URL such as http://localhost:7380"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("api-key"), "{stderr}");
+
+    let port = free_port();
+    let gateway = format!("http://127.0.0.1:{port}");
+    let (code, _, stderr) = run(&["run", "--gateway", &gateway, "f1", "--", "true"]).await;
+    assert_eq!(code, Some(69), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("connection refused"),
+        "{stderr}"
+    );
+
+    let server = crate::support::process::ServerProcess::start(
+        &["--dev"],
+        &[(
+            "LOCKGATE_API_KEYS",
+            r#"[{"name": "a", "key": "a-key-0123456789abcdef", "prefixes": [""]}]"#,
+        )],
+    )
+    .await;
+    let (code, _, stderr) = run(&["run", "--gateway", &server.url(""), "f1", "--", "true"]).await;
+    assert_eq!(code, Some(69), "{stderr}");
+    assert!(
+        stderr.contains("401") && stderr.contains("LOCKGATE_API_KEY"),
+        "{stderr}"
+    );
+}
