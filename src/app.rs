@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use crate::backend::guards::{self, GuardOptions};
+use crate::backend::guards::{self, GuardOptions, HoldBack};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisOptions, RedisTarget};
 use crate::backend::redlock::RedlockBackend;
@@ -134,6 +134,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
         backend: service.backend().clone(),
         options: guard_options(config),
         reconnected,
+        hold_back: service.hold_back().clone(),
         metrics: metrics.clone(),
     };
     let options = HttpOptions {
@@ -166,6 +167,7 @@ pub struct Guards {
     backend: Arc<Backend>,
     options: GuardOptions,
     reconnected: Arc<Notify>,
+    hold_back: Arc<HoldBack>,
     metrics: Arc<Metrics>,
 }
 
@@ -183,7 +185,13 @@ impl Guards {
 
     /// Starts watching the store while it serves.
     pub fn watch(self) {
-        guards::watch(&self.backend, self.options, self.reconnected, self.metrics);
+        guards::watch(
+            &self.backend,
+            self.options,
+            self.reconnected,
+            self.hold_back,
+            self.metrics,
+        );
     }
 }
 
@@ -191,6 +199,8 @@ fn guard_options(config: &Config) -> GuardOptions {
     GuardOptions {
         allow_eviction: config.allow_eviction,
         interval: config.redis_check_interval,
+        hold_back: config.clock_step_hold_back,
+        max_ttl: config.limits.max_ttl,
     }
 }
 

@@ -120,6 +120,15 @@ impl RedlockBackend {
             .collect()
     }
 
+    /// The clock of every node (see `backend::guards`).
+    pub(crate) async fn clocks(&self) -> Vec<super::guards::NodeLook<(u64, std::time::Instant)>> {
+        join_all(self.nodes.iter().map(RedisBackend::clocks))
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     /// `nodes` are the single-node backends, each bounded by the per-node timeout.
     pub fn new(nodes: Vec<RedisBackend>) -> Self {
         Self { nodes }

@@ -249,6 +249,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_ALLOW_EVICTION", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub allow_eviction: bool,
 
+    /// After a Redis node's clock steps forward (which ends leases early), hold new grants back
+    /// for the step (at most --max-ttl), so that none overlaps a lease the step cut short.
+    #[arg(long, env = "LOCKGATE_CLOCK_STEP_HOLD_BACK", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new())]
+    pub clock_step_hold_back: bool,
+
     /// How often each Redis node's settings that can lose locks silently (its eviction policy)
     /// are checked again while serving, besides at every (re)connect.
     #[arg(long, env = "LOCKGATE_REDIS_CHECK_INTERVAL", default_value = DEFAULT_REDIS_CHECK_INTERVAL, value_parser = duration)]

@@ -98,4 +98,6 @@ pub struct Config {
     pub allow_eviction: bool,
     /// How often the guards look at every Redis node again.
     pub redis_check_interval: Duration,
+    /// Hold grants back after a Redis node's clock stepped forward.
+    pub clock_step_hold_back: bool,
 }

@@ -256,6 +256,7 @@ impl Config {
             redis_ca,
             allow_eviction: args.allow_eviction,
             redis_check_interval: args.redis_check_interval,
+            clock_step_hold_back: args.clock_step_hold_back,
         })
     }
 }

@@ -44,6 +44,7 @@ pub enum ProblemKind {
     InsufficientReplicas,
     BackendUnavailable,
     BackendFull,
+    GrantsHeldBack,
     OutcomeUnknown,
     WaitPoolExhausted,
     TooManyWaiters,
@@ -63,7 +64,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for tests that check a table covers them all.
-    pub const ALL: [Self; 27] = [
+    pub const ALL: [Self; 28] = [
         Self::InvalidName,
         Self::InvalidRequest,
         Self::LockHeld,
@@ -77,6 +78,7 @@ impl ProblemKind {
         Self::InsufficientReplicas,
         Self::BackendUnavailable,
         Self::BackendFull,
+        Self::GrantsHeldBack,
         Self::OutcomeUnknown,
         Self::WaitPoolExhausted,
         Self::TooManyWaiters,
@@ -109,6 +111,7 @@ impl ProblemKind {
             Self::InsufficientReplicas => "insufficient-replicas",
             Self::BackendUnavailable => "backend-unavailable",
             Self::BackendFull => "backend-full",
+            Self::GrantsHeldBack => "grants-held-back",
             Self::OutcomeUnknown => "outcome-unknown",
             Self::WaitPoolExhausted => "wait-pool-exhausted",
             Self::TooManyWaiters => "too-many-waiters",
@@ -141,6 +144,7 @@ impl ProblemKind {
             Self::InsufficientReplicas => "Insufficient replicas",
             Self::BackendUnavailable => "Backend unavailable",
             Self::BackendFull => "Backend out of memory",
+            Self::GrantsHeldBack => "Grants held back after a clock step",
             Self::OutcomeUnknown => "Outcome unknown",
             Self::WaitPoolExhausted => "Replica acknowledgement pool exhausted",
             Self::TooManyWaiters => "Too many waiters",
@@ -170,6 +174,7 @@ impl ProblemKind {
             Self::InsufficientReplicas
             | Self::BackendUnavailable
             | Self::BackendFull
+            | Self::GrantsHeldBack
             | Self::OutcomeUnknown
             | Self::WaitPoolExhausted
             | Self::TooManyWaiters
@@ -545,6 +550,15 @@ fn render_lock_error(err: LockError) -> Rendered {
                  retry later, or raise --wait-pool-size",
             ),
             retry_after: Some(BACKEND_RETRY_AFTER),
+            cause,
+        },
+        LockError::HeldBack { retry_after } => Rendered {
+            problem: Problem::new(
+                ProblemKind::GrantsHeldBack,
+                "Redis's clock stepped forward, which may have ended leases before their holders \
+                 stopped relying on them; no lock is granted until those leases have run out",
+            ),
+            retry_after: Some(retry_after),
             cause,
         },
         LockError::BackendFull(_) => Rendered {

@@ -238,6 +238,7 @@ impl LockService {
         request: &AcquireRequest,
         retry_may_follow: bool,
     ) -> Result<Attempt<P>, LockError> {
+        self.check_hold_back()?;
         let (stem, claim) = Self::attempt_stem(derived)?;
         let marks = Marks {
             holder: request.holder.is_some(),

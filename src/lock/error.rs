@@ -56,6 +56,10 @@ pub enum LockError {
     OutcomeUnknown(BackendError),
     #[error(transparent)]
     BackendUnavailable(BackendError),
+    /// New grants are held back for `retry_after` after the store's clock stepped forward
+    /// (leases it may have cut short have not ended for their holders yet).
+    #[error("grants are held back after the store's clock stepped forward")]
+    HeldBack { retry_after: Duration },
     /// The store is out of memory and refuses writes; nothing was written.
     #[error(transparent)]
     BackendFull(BackendError),
@@ -84,6 +88,7 @@ impl LockError {
             self,
             Self::BackendUnavailable(_)
                 | Self::BackendFull(_)
+                | Self::HeldBack { .. }
                 | Self::LeaseExpired
                 | Self::OutcomeUnknown(_)
                 | Self::WaitPoolExhausted(_)

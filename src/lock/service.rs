@@ -42,6 +42,7 @@ use super::token::{LockToken, TokenSecret};
 use super::validity::Validity;
 use super::wait::Waiters;
 use crate::backend::fence::granted_at;
+use crate::backend::guards::HoldBack;
 use crate::backend::{
     Backend, Holder, Inspection, Lease, ListCursor, LockBackend, ReleaseOutcome, RenewOutcome,
 };
@@ -104,6 +105,8 @@ pub struct LockService {
     pub(super) limits: Limits,
     pub(super) secret: TokenSecret,
     cursors: CursorSeal,
+    /// Set by the guards after a store's clock stepped forward: no grant until it passes.
+    hold_back: Arc<HoldBack>,
     pub(super) waiters: Waiters,
     watches: Watches,
     pub(super) shutdown: CancellationToken,
@@ -119,9 +122,23 @@ impl LockService {
             watches: Watches::new(limits.max_watchers),
             limits,
             cursors: CursorSeal::new(&secret),
+            hold_back: Arc::default(),
             secret,
             shutdown: CancellationToken::new(),
             draining: AtomicBool::new(false),
+        }
+    }
+
+    /// Where the guards hold grants back (see `backend::guards`).
+    pub fn hold_back(&self) -> &Arc<HoldBack> {
+        &self.hold_back
+    }
+
+    /// Refuses a new grant while grants are held back after a clock step.
+    pub(super) fn check_hold_back(&self) -> Result<(), LockError> {
+        match self.hold_back.left() {
+            Some(left) => Err(LockError::HeldBack { retry_after: left }),
+            None => Ok(()),
         }
     }
 

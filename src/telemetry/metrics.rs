@@ -18,7 +18,7 @@ pub use crate::telemetry::{LeaseKind, Operation};
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 37] = [
+pub const OUTCOMES: [&str; 38] = [
     "acquired",
     "replayed",
     "renewed",
@@ -48,6 +48,7 @@ pub const OUTCOMES: [&str; 37] = [
     "insufficient-replicas",
     "backend-unavailable",
     "backend-full",
+    "grants-held-back",
     "outcome-unknown",
     "wait-pool-exhausted",
     "too-many-waiters",
@@ -208,6 +209,8 @@ pub struct Metrics {
     servers: Mutex<Vec<String>>,
     /// `lockgate_redis_eviction_possible`: per node address, whether it may evict lock keys.
     eviction: Mutex<Vec<(String, bool)>>,
+    /// `lockgate_redis_clock_steps_total`: forward, backward.
+    clock_steps: [AtomicU64; 2],
 }
 
 impl Default for Metrics {
@@ -241,6 +244,7 @@ impl Metrics {
             hold_lost: [const { AtomicU64::new(0) }; HOLD_LOST_REASONS.len()],
             servers: Mutex::new(Vec::new()),
             eviction: Mutex::new(Vec::new()),
+            clock_steps: [const { AtomicU64::new(0) }; 2],
         }
     }
 
@@ -285,6 +289,11 @@ impl Metrics {
                 nodes.push((node, possible));
             }
         }
+    }
+
+    /// Records a step of a Redis node's clock (see `backend::guards`).
+    pub fn redis_clock_step(&self, forward: bool) {
+        self.clock_steps[usize::from(!forward)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records one answered request.
@@ -392,6 +401,15 @@ impl Metrics {
         {
             let _ = writeln!(out, "lockgate_redis_server_info{{{labels}}} 1");
         }
+        let _ = write!(
+            out,
+            "# HELP lockgate_redis_clock_steps_total Steps of a Redis node's clock against the gateway's monotonic clock (over 1 s between two reads), by direction: forward steps end leases early.\n\
+             # TYPE lockgate_redis_clock_steps_total counter\n\
+             lockgate_redis_clock_steps_total{{direction=\"forward\"}} {}\n\
+             lockgate_redis_clock_steps_total{{direction=\"backward\"}} {}\n",
+            self.clock_steps[0].load(Ordering::Relaxed),
+            self.clock_steps[1].load(Ordering::Relaxed),
+        );
         out.push_str(
             "# HELP lockgate_redis_eviction_possible 1 while a Redis node holding locks may evict keys when full (maxmemory set, maxmemory-policy not noeviction): lock keys can vanish under their holders.\n\
              # TYPE lockgate_redis_eviction_possible gauge\n",

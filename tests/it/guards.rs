@@ -9,6 +9,7 @@ use crate::support::eventually;
 use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
 use crate::support::process::{ServerProcess, lockgate};
 use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::workload::{self, Workload};
 
 /// Makes `redis` a server that evicts keys when full (as managed services often default to).
 fn evicting(redis: &RedisServer) {
@@ -74,16 +75,8 @@ async fn an_evicting_redis_is_refused_at_startup() {
     assert_refused(code, &stderr, redis.port());
 
     let server = ServerProcess::start(&["--redis-url", &url, "--allow-eviction"], &[]).await;
-    let http = crate::support::http_client();
     eventually(Duration::from_secs(5), "the gauge says 1", || async {
-        let text = http
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
+        let text = server.metrics().await?;
         (eviction_gauge(&text, redis.port()) == Some(1)).then_some(())
     })
     .await;
@@ -128,16 +121,7 @@ async fn an_eviction_policy_set_at_runtime_is_reported() {
         &[],
     )
     .await;
-    let http = crate::support::http_client();
-    let port = redis.port();
-    let metrics_url = server.url("/metrics");
-    let gauge = || {
-        let request = http.get(&metrics_url);
-        async move {
-            let text = request.send().await.ok()?.text().await.ok()?;
-            eviction_gauge(&text, port)
-        }
-    };
+    let gauge = || async { eviction_gauge(&server.metrics().await?, redis.port()) };
     eventually(Duration::from_secs(5), "the gauge says 0", || async {
         (gauge().await == Some(0)).then_some(())
     })
@@ -263,14 +247,7 @@ async fn a_full_redis_is_answered_as_such_and_recovered_from_at_once() {
         .count();
     assert_eq!(warned, 1, "{logs}");
     assert!(!logs.contains("could not withdraw"), "{logs}");
-    let metrics = http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("text");
+    let metrics = server.metrics().await.expect("scrape");
     assert!(
         metrics.contains("lockgate_backend_errors_total{kind=\"full\"} 50"),
         "{metrics}"
@@ -279,4 +256,106 @@ async fn a_full_redis_is_answered_as_such_and_recovered_from_at_once() {
         .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(0))
         .expect("CONFIG SET maxmemory");
     assert_eq!(acquire("full:after").await.expect("acquire").status(), 201);
+}
+
+/// The count of forward clock steps in an exposition.
+fn forward_steps(exposition: &str) -> Option<u64> {
+    exposition
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("lockgate_redis_clock_steps_total{direction=\"forward\"} ")
+        })
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Redis's wall clock stepped 10 s forward under a locking workload (a clock shim preloaded
+/// into redis-server): the step is logged and counted within 2 s; grants are held back for
+/// the step, so no grant made after the detection overlaps another (grants before it can:
+/// the step ended their leases early, which is what the guard reports); fences never regress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_step_is_reported_and_grants_are_held_back() {
+    let (offset, env) = match crate::support::clock::ClockOffset::new() {
+        Ok(made) => made,
+        Err(why) => {
+            eprintln!("skipped: no clock shim can be built here: {why}");
+            return;
+        }
+    };
+    let redis = RedisServer::start_with_env(env);
+    let server = ServerProcess::start(
+        &[
+            "--redis-url",
+            &redis.url(),
+            "--redis-check-interval",
+            "200ms",
+        ],
+        &[],
+    )
+    .await;
+    let steps = || async { forward_steps(&server.metrics().await?) };
+    let names: Vec<String> = (0..16).map(|i| format!("clk:{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut load = Workload::new(48, &names);
+    load.ttl_ms = 3_000;
+    load.wait_ms = 15_000;
+    // Holders keep their locks long enough to still be working when the step ends their leases.
+    load.max_hold_ms = 2_500;
+    let running = workload::start(&[server.url("")], &load);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(steps().await, Some(0), "{}", server.logs());
+    let history = running.history.clone();
+    let stepped = history.now_us();
+    offset.set(10_000_000);
+    let detected = eventually(Duration::from_secs(2), "the step counted", || async {
+        (steps().await == Some(1)).then(|| history.now_us())
+    })
+    .await;
+    eprintln!("step detected after {} ms", (detected - stepped) / 1000);
+    assert!(
+        server
+            .logs()
+            .lines()
+            .any(|l| l.contains(" ERROR ") && l.contains("clock stepped forward")),
+        "{}",
+        server.logs()
+    );
+    // The hold-back (10 s) and the grants after it.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let history = running.finish().await;
+    let report = history.check();
+    let after: Vec<_> = report
+        .violations
+        .iter()
+        .filter_map(|v| match *v {
+            crate::support::history::Violation::Overlap { first, second } => Some((first, second)),
+            _ => None,
+        })
+        .collect();
+    // A grant made after the detection: answered after it (with a margin for an answer
+    // already on its way when the test saw the counter).
+    let made_after = |op: usize| report.ops[op].complete_us > detected + 100_000;
+    let (after, before): (Vec<_>, Vec<_>) = after
+        .into_iter()
+        .partition(|(a, b)| made_after(*a) || made_after(*b));
+    eprintln!(
+        "overlaps the step caused before its detection: {}; after: {}",
+        before.len(),
+        after.len()
+    );
+    assert!(
+        after.is_empty(),
+        "overlaps with a grant after the detection: {after:?}\n{report}"
+    );
+    report.assert_none(
+        &crate::support::test_name(),
+        &["fence-order", "server-error"],
+    );
+    let granted_after = report.count_ops(|op| {
+        op.invoke_us > detected
+            && matches!(op.outcome, crate::support::history::Outcome::Granted { .. })
+    });
+    assert!(
+        granted_after > 0,
+        "grants resumed after the hold-back: {report}"
+    );
 }

@@ -1,6 +1,7 @@
-//! What the guards ask each Redis node: its memory policy (`INFO memory`), on the one server
-//! (the master the Sentinels name) or on every master of a Cluster. `INFO` is allowed where
-//! managed services disable `CONFIG`. See `backend::guards` for what is made of the answers.
+//! What the guards ask each Redis node: its memory policy (`INFO memory`) and its clock
+//! (`TIME`), on the one server (the master the Sentinels name) or on every master of a Cluster.
+//! `INFO` is allowed where managed services disable `CONFIG`. See `backend::guards` for what
+//! is made of the answers.
 
 use std::time::Instant;
 
@@ -16,17 +17,39 @@ use crate::telemetry::metrics::RedisCall;
 impl RedisBackend {
     /// The memory policy of every node that holds locks, each with its address.
     pub(crate) async fn memory_policies(&self) -> Vec<NodeLook<MemoryPolicy>> {
-        let read = |reply: redis::Value| -> Result<MemoryPolicy, BackendError> {
+        let mut info = redis::cmd("INFO");
+        info.arg("memory");
+        self.ask_each_node(info, |reply| {
             let text: String = redis::from_redis_value(reply)
                 .map_err(|e| BackendError::Protocol(format!("INFO memory: {e}")))?;
             MemoryPolicy::read(&text)
                 .ok_or_else(|| BackendError::Protocol("INFO memory lacks maxmemory".into()))
-        };
+        })
+        .await
+    }
+
+    /// The clock of every node that holds locks (`TIME`, in microseconds since the epoch),
+    /// with the gateway's monotonic instant its answer came back at.
+    pub(crate) async fn clocks(&self) -> Vec<NodeLook<(u64, Instant)>> {
+        self.ask_each_node(redis::cmd("TIME"), |reply| {
+            let (seconds, micros): (u64, u64) = redis::from_redis_value(reply)
+                .map_err(|e| BackendError::Protocol(format!("TIME: {e}")))?;
+            Ok((seconds * 1_000_000 + micros, Instant::now()))
+        })
+        .await
+    }
+
+    /// `cmd` on every node that holds locks, each answer read by `read`.
+    async fn ask_each_node<T>(
+        &self,
+        cmd: redis::Cmd,
+        read: impl Fn(redis::Value) -> Result<T, BackendError>,
+    ) -> Vec<NodeLook<T>> {
         match (&self.commands, &self.waits) {
             (Commands::Node(_), Waits::Node(pool)) => {
                 let node = pool.address().await;
                 let mut pipe = redis::pipe();
-                pipe.cmd("INFO").arg("memory");
+                pipe.add_command(cmd);
                 let answer = self
                     .run::<(redis::Value,)>(Request::Native(&pipe))
                     .await
@@ -58,17 +81,17 @@ impl RedisBackend {
                         host: host.clone(),
                         port,
                     });
-                    let mut info = redis::cmd("INFO");
-                    info.arg("memory");
-                    let answer =
-                        tokio::time::timeout(self.timeout, conn.route_command(info, routing))
-                            .await
-                            .map_err(|_| BackendError::Timeout(self.timeout))
-                            .and_then(|reply| reply.map_err(|e| classify(&e)));
+                    let answer = tokio::time::timeout(
+                        self.timeout,
+                        conn.route_command(cmd.clone(), routing),
+                    )
+                    .await
+                    .map_err(|_| BackendError::Timeout(self.timeout))
+                    .and_then(|reply| reply.map_err(|e| classify(&e)));
                     self.record(RedisCall::Command, started, &answer);
                     looks.push(NodeLook {
                         node: format!("{host}:{port}"),
-                        answer: answer.and_then(read),
+                        answer: answer.and_then(&read),
                     });
                 }
                 looks

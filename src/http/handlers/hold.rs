@@ -134,7 +134,7 @@ pub struct EndOfHold {
         (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "`not-offered`: `mode: \"shared\"` in Redlock mode.",
             body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `insufficient-replicas`, `too-many-waiters` or `shutting-down`.",
+        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock), `insufficient-replicas`, `too-many-waiters` or `shutting-down`.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )

@@ -68,7 +68,7 @@ pub struct LockNameParam {
             body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "`not-offered`: `mode: \"shared\"` in Redlock mode.",
             body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused); `insufficient-replicas` with `require_replicas` (the lock was released); `wait-pool-exhausted` when every connection for replica acknowledgement is busy.",
+        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock); `insufficient-replicas` with `require_replicas` (the lock was released); `wait-pool-exhausted` when every connection for replica acknowledgement is busy.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )

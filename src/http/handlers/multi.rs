@@ -103,7 +103,7 @@ pub struct SetParams {
         (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "`not-offered`: multi-locks in Redlock mode.",
             body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `insufficient-replicas`, `too-many-waiters`, `wait-pool-exhausted` or `shutting-down`.",
+        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock), `insufficient-replicas`, `too-many-waiters`, `wait-pool-exhausted` or `shutting-down`.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )

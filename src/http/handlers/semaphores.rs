@@ -81,7 +81,7 @@ fn semaphore(app: &AppState, body: &SemaphoreAcquireBody) -> Result<Semaphore, A
         (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "`not-offered`: semaphores are not offered in Redlock mode.",
             body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `insufficient-replicas`, `too-many-waiters`, `wait-pool-exhausted` or `shutting-down`.",
+        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock), `insufficient-replicas`, `too-many-waiters`, `wait-pool-exhausted` or `shutting-down`.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
@@ -237,7 +237,7 @@ pub async fn inspect_semaphore(
             headers(("Retry-After" = u64, description = "Seconds until the first permit held ends, rounded up."))),
         (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `insufficient-replicas`, `too-many-waiters` or `shutting-down`.",
+        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock), `insufficient-replicas`, `too-many-waiters` or `shutting-down`.",
             body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )

@@ -79,6 +79,18 @@ impl ServerProcess {
         self.dir.path().join("stderr.log")
     }
 
+    /// The `/metrics` exposition, if the server answers.
+    pub async fn metrics(&self) -> Option<String> {
+        super::http_client()
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()
+    }
+
     /// Everything the server logged so far.
     pub fn logs(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()

@@ -50,6 +50,8 @@ pub struct RedisServer {
     dir: TempDir,
     child: Option<Child>,
     role: Role,
+    /// Extra environment of the server process (a preloaded clock shim).
+    env: Vec<(String, String)>,
 }
 
 /// A port nobody listens on right now.
@@ -142,11 +144,21 @@ impl RedisServer {
     }
 
     fn launch_in(role: Role, dir: TempDir) -> Self {
+        Self::launch_with(role, dir, Vec::new())
+    }
+
+    /// A standalone master with extra environment (see `support::clock`).
+    pub fn start_with_env(env: Vec<(String, String)>) -> Self {
+        Self::launch_with(Role::Master, tempfile::tempdir().expect("temp dir"), env)
+    }
+
+    fn launch_with(role: Role, dir: TempDir, env: Vec<(String, String)>) -> Self {
         let mut server = Self {
             port: 0,
             dir,
             child: None,
             role,
+            env,
         };
         // A port can be taken between free_port() and the bind; try a few.
         for _ in 0..5 {
@@ -165,6 +177,7 @@ impl RedisServer {
 
     fn command(&self) -> Command {
         let mut cmd = Command::new(server_binary(&self.role));
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Role::Sentinel { master, name } = &self.role {
             // Sentinel rewrites its configuration file, so it needs one of its own.
             let conf = self.dir.path().join("sentinel.conf");
