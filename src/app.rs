@@ -238,6 +238,8 @@ pub async fn run<L>(config: Config, start_logging: impl FnOnce() -> L) -> Result
     guards.refuse_unsafe_store(config.redis_timeout).await?;
     let _logging = start_logging();
     guards.watch();
+    // What the startup guards connected to, now that it can be logged.
+    service.backend().log_connections();
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartupError::Bind {

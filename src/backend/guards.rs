@@ -120,6 +120,15 @@ impl HoldBack {
 }
 
 impl Backend {
+    /// Logs the connections already made (by the startup guards, before logging started).
+    pub fn log_connections(&self) {
+        match self {
+            Self::Memory(_) => {}
+            Self::Redis(redis) => redis.log_connection(),
+            Self::Redlock(redlock) => redlock.log_connections(),
+        }
+    }
+
     /// The clock of every node that holds locks, in µs since the epoch, with the monotonic
     /// instant its answer came back at (none for the memory backend).
     pub async fn clocks(&self) -> Vec<NodeLook<(u64, Instant)>> {

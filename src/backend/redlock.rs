@@ -120,6 +120,13 @@ impl RedlockBackend {
             .collect()
     }
 
+    /// Logs each node's connection (see `backend::guards`).
+    pub(crate) fn log_connections(&self) {
+        for node in &self.nodes {
+            node.log_connection();
+        }
+    }
+
     /// The clock of every node (see `backend::guards`).
     pub(crate) async fn clocks(&self) -> Vec<super::guards::NodeLook<(u64, std::time::Instant)>> {
         join_all(self.nodes.iter().map(RedisBackend::clocks))

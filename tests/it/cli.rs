@@ -200,12 +200,15 @@ async fn the_healthcheck_subcommand_reports_liveness_and_readiness() {
 async fn startup_says_whether_the_store_answers() {
     use tokio::io::{AsyncBufReadExt, BufReader};
     let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let redis = crate::support::redis::RedisServer::start();
+    let somebody = redis.url();
     for (args, expected) in [
         (
             vec!["--redis-url", nobody.as_str()],
             "cannot reach the backend yet",
         ),
         (vec!["--dev"], "backend reachable"),
+        (vec!["--redis-url", somebody.as_str()], "backend reachable"),
     ] {
         let port = free_port();
         let listen = format!("127.0.0.1:{port}");
@@ -231,6 +234,11 @@ async fn startup_says_whether_the_store_answers() {
         .await;
         let _ = child.kill().await;
         assert_eq!(found, Ok(true), "{args:?}: {seen}");
+        // The startup guards connect before logging starts: the connection is logged all
+        // the same.
+        if args.contains(&somebody.as_str()) {
+            assert!(seen.contains("connected to redis"), "{seen}");
+        }
         let serving = seen
             .lines()
             .find(|line| line.contains("lockgate serving"))

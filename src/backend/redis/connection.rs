@@ -174,6 +174,8 @@ struct Epoch<T> {
     generation: u64,
     conn: T,
     features: Features,
+    /// Which server it reached, for [`SharedConnection::log_current`].
+    server: Arc<super::features::Server>,
     downgrade: Arc<Downgradable>,
     /// A probe of this connection is under way.
     probing: Arc<AtomicBool>,
@@ -280,6 +282,22 @@ impl<C: Connect> SharedConnection<C> {
         self.inner
             .current()
             .map_or_else(Features::default, |e| e.downgrade.apply(e.features))
+    }
+
+    /// Logs the connection in use, as its connect did: for a connect made before logging
+    /// started (the startup guards connect first).
+    pub fn log_current(&self) {
+        if let Some(epoch) = self.inner.current() {
+            let features = epoch.downgrade.apply(epoch.features);
+            tracing::info!(
+                epoch = epoch.number,
+                server = %epoch.server.name,
+                version = %epoch.server.version,
+                release = features.release.label(),
+                renew = features.renew.label(),
+                "connected to redis"
+            );
+        }
     }
 
     /// Lets `f` record a refusal on the current connection.
@@ -414,6 +432,7 @@ impl<C: Connect> Inner<C> {
                     generation,
                     conn: opened.conn,
                     features: opened.features,
+                    server: Arc::new(opened.server.clone()),
                     downgrade: Arc::default(),
                     probing: Arc::default(),
                 };

@@ -15,6 +15,14 @@ use crate::backend::guards::{MemoryPolicy, NodeLook};
 use crate::telemetry::metrics::RedisCall;
 
 impl RedisBackend {
+    /// Logs the connection in use (see `SharedConnection::log_current`).
+    pub(crate) fn log_connection(&self) {
+        match &self.commands {
+            Commands::Node(shared) => shared.log_current(),
+            Commands::Cluster(shared) => shared.log_current(),
+        }
+    }
+
     /// The memory policy of every node that holds locks, each with its address.
     pub(crate) async fn memory_policies(&self) -> Vec<NodeLook<MemoryPolicy>> {
         let mut info = redis::cmd("INFO");
