@@ -29,7 +29,10 @@ pub enum ClientError {
     /// The answer was not what the API describes.
     #[error("unexpected answer from the gateway: {0}")]
     Unexpected(String),
-    /// The client could not be set up (a bad URL or API key).
+    /// The gateway's address is not an `http://` or `https://` URL.
+    #[error("the gateway must be an http:// or https:// URL, such as http://{0}")]
+    GatewayUrl(String),
+    /// The client could not be set up (a bad API key).
     #[error("{0}")]
     Setup(String),
 }
@@ -85,9 +88,7 @@ impl Client {
     pub fn new(base: &str, api_key: Option<&str>) -> Result<Self, ClientError> {
         let base = base.trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ClientError::Setup(
-                "the gateway must be an http:// or https:// URL".into(),
-            ));
+            return Err(ClientError::GatewayUrl(base.trim_start_matches('/').into()));
         }
         crate::tls::install_crypto_provider();
         let mut headers = HeaderMap::new();

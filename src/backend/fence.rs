@@ -91,31 +91,40 @@ impl Marks {
                 .map_or(stem_or_token, |(stem, _)| stem),
             None => stem_or_token,
         };
-        let Some(mut rest) = stem.get(STEM_ENTROPY_CHARS..) else {
-            return Self::default();
+        stem.get(STEM_ENTROPY_CHARS..)
+            .map_or_else(Self::default, |marks| Self::read(marks).0)
+    }
+
+    /// The marks at the start of `text` (what follows a stem's entropy), and what is left
+    /// after them: nothing, in a stem the gateway made.
+    fn read(mut text: &str) -> (Self, &str) {
+        let mut mark = |c: char| {
+            let found = text.starts_with(c);
+            if found {
+                text = &text[c.len_utf8()..];
+            }
+            found
         };
-        let holder = rest.starts_with(HOLDER_MARK);
-        if holder {
-            rest = &rest[1..];
-        }
-        let shared = rest.starts_with(SHARED_MARK);
-        if shared {
-            rest = &rest[1..];
-        }
-        let multi = rest.starts_with(MULTI_MARK);
-        if multi {
-            rest = &rest[1..];
-        }
-        let max_hold_ms = rest
+        let (holder, shared, multi) = (mark(HOLDER_MARK), mark(SHARED_MARK), mark(MULTI_MARK));
+        // `h<ms>` as `stem` writes it: digits, no leading zero.
+        let max_hold_ms = text
             .strip_prefix(MAX_HOLD_MARK)
-            .filter(|ms| !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()))
+            .filter(|ms| {
+                !ms.is_empty()
+                    && ms.bytes().all(|b| b.is_ascii_digit())
+                    && (ms.len() == 1 || !ms.starts_with('0'))
+            })
             .and_then(|ms| ms.parse().ok());
-        Self {
+        if max_hold_ms.is_some() {
+            text = "";
+        }
+        let marks = Self {
             holder,
             shared,
             multi,
             max_hold_ms,
-        }
+        };
+        (marks, text)
     }
 
     /// These marks after `entropy` (the stem's first [`STEM_ENTROPY_CHARS`] characters).
@@ -180,7 +189,7 @@ pub fn is_issued(token: &str) -> bool {
         && entropy
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        && Marks::of(stem).stem(entropy) == stem
+        && Marks::read(&stem[STEM_ENTROPY_CHARS..]).1.is_empty()
 }
 
 /// Whether `token` was issued for `stem` (by any grant: the fence is not compared).

@@ -265,17 +265,14 @@ impl Runner {
         if args.ttl < Duration::from_millis(1) {
             return Err(fail(EXIT_USAGE, "--ttl must be at least 1ms"));
         }
-        if !(args.gateway.starts_with("http://") || args.gateway.starts_with("https://")) {
-            return Err(fail(
-                EXIT_USAGE,
-                format!(
-                    "--gateway (LOCKGATE_GATEWAY) must be a URL such as http://{}",
-                    args.gateway.trim_start_matches('/')
-                ),
-            ));
-        }
         let client = Client::new(&args.gateway, args.api_key.as_ref().map(|k| k.expose()))
-            .map_err(|e| fail(EXIT_USAGE, format!("--api-key (LOCKGATE_API_KEY): {e}")))?;
+            .map_err(|e| {
+                let flag = match e {
+                    ClientError::GatewayUrl(_) => "--gateway (LOCKGATE_GATEWAY)",
+                    _ => "--api-key (LOCKGATE_API_KEY)",
+                };
+                fail(EXIT_USAGE, format!("{flag}: {e}"))
+            })?;
         let client = match (&set, args.permits) {
             (Some(set), _) => client.set(set),
             (None, Some(_)) => client.semaphores(),

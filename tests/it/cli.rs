@@ -320,7 +320,7 @@ async fn lockgate_run_names_what_to_fix() {
     let (code, _, stderr) = run(&["run", "--gateway", "localhost:7380", "f1", "--", "true"]).await;
     assert_eq!(code, Some(64), "{stderr}");
     assert!(
-        stderr.contains("--gateway (LOCKGATE_GATEWAY) must be a URL such as http://localhost:7380"),
+        stderr.contains("--gateway (LOCKGATE_GATEWAY): the gateway must be an http:// or https:// URL, such as http://localhost:7380"),
         "{stderr}"
     );
     assert!(!stderr.contains("api-key"), "{stderr}");
