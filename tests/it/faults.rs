@@ -2,7 +2,7 @@
 //! runs against real gateways and real Redis processes while a fault is injected: a gateway
 //! or Redis paused (SIGSTOP), Redis restarted with and without its AOF, a partition one way
 //! or both (the test proxy), added latency, a Sentinel failover with the old master still
-//! reachable, Redlock nodes paused or restarted empty.
+//! reachable, a Cluster resharded under load, Redlock nodes paused or restarted empty.
 //!
 //! Record first, judge after: the history checker ([`crate::support::history`]) then asserts
 //! what the deployment mode guarantees under that fault (docs/modes.md, "What each fault costs"), and
@@ -21,11 +21,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::json;
 
-use crate::support::gateway::{Gateway, redis_config, redlock_config, sentinel_config};
+use crate::support::gateway::{
+    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
+};
 use crate::support::history::{History, Outcome, Report, Violation};
 use crate::support::process::ServerProcess;
 use crate::support::proxy::{LatencyProxy, Partition};
-use crate::support::redis::{MASTER, RedisServer, SentinelGroup, signal};
+use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup, signal};
 use crate::support::test_name;
 use crate::support::workload::{self, Workload};
 
@@ -453,6 +455,77 @@ async fn sentinel_failover_with_required_replicas() {
 }
 
 /// Three Redlock nodes with the per-node timeout the tests use elsewhere.
+/// Cluster resharding under load: the workload's slots on one master move to another
+/// with their keys moved one by one, so requests meet `ASK` and, for a script whose keys are
+/// split between the two masters, `TRYAGAIN` ("not run, try again"). Those are retried
+/// promptly: no request waits anything near the Redis timeout, p99 of every lock request made
+/// during the moves stays within 100 ms, nothing is taken for an unknown outcome, and mutual
+/// exclusion and fences hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_reshard_moving_keys_one_by_one() {
+    let cluster = Arc::new(RedisCluster::start(3, 0));
+    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    let names: Vec<String> = (0..48).map(|i| format!("rs:{i}")).collect();
+    let mut workload = Workload::new(8, &names.iter().map(String::as_str).collect::<Vec<_>>());
+    workload.ttl_ms = TTL_MS;
+    workload.wait_ms = 0;
+    workload.max_hold_ms = 20;
+    let (from, to) = (0, 1);
+    let mut slots: Vec<u16> = names
+        .iter()
+        .map(|name| cluster.slot_of(&format!("{{{name}}}")))
+        .filter(|slot| RedisCluster::owns(&cluster.nodes[from], *slot))
+        .collect();
+    slots.sort_unstable();
+    slots.dedup();
+    assert!(slots.len() >= 8, "too few slots to move: {slots:?}");
+    let moves = cluster.clone();
+    let measured = run(&[gw.url("")], &workload, |_| async move {
+        tokio::task::spawn_blocking(move || {
+            for slot in slots {
+                let (from, to) = (&moves.nodes[from], &moves.nodes[to]);
+                moves.move_slot(slot, from, to, Duration::from_millis(15));
+                assert!(RedisCluster::owns(to, slot), "slot {slot} did not move");
+            }
+        })
+        .await
+        .expect("moving slots");
+    })
+    .await;
+    measured.print("cluster reshard, keys moved one by one");
+
+    let (began, ended) = measured.fault;
+    let mut during: Vec<u64> = measured
+        .report
+        .ops
+        .iter()
+        .filter(|op| op.invoke_us >= began && op.invoke_us <= ended)
+        .map(|op| op.complete_us - op.invoke_us)
+        .collect();
+    during.sort_unstable();
+    assert!(during.len() > 100, "too few requests during the moves");
+    let p99_us = during[during.len() * 99 / 100];
+    let max_us = *during.last().expect("requests");
+    eprintln!(
+        "{} requests during the moves: p99 {} ms, max {} ms",
+        during.len(),
+        p99_us / 1000,
+        max_us / 1000
+    );
+    assert!(p99_us <= 100_000, "p99 {} ms during the moves", p99_us / 1000);
+    assert!(
+        max_us < 900_000,
+        "a request took {} ms, nearly the 1 s Redis timeout",
+        max_us / 1000
+    );
+    let metrics = gw.metrics_text().await;
+    assert!(
+        metrics.contains("lockgate_backend_errors_total{kind=\"timeout\"} 0"),
+        "requests were taken for unknown outcomes:\n{metrics}"
+    );
+    assert_clean(&measured);
+}
+
 fn redlock_nodes() -> Vec<RedisServer> {
     (0..3).map(|_| RedisServer::start()).collect()
 }

@@ -11,8 +11,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::time::Duration;
 
 use redis::aio::ConnectionLike;
+use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, Value};
 
@@ -20,6 +22,34 @@ use super::errors::classify;
 use super::pool::DedicatedPool;
 use super::source::NodeSource;
 use crate::backend::BackendError;
+
+/// How redis-rs's cluster connection retries the answers that mean "not run, try again"
+/// (`TRYAGAIN` while a slot's keys migrate, `CLUSTERDOWN` and `MASTERDOWN` around a failover,
+/// `LOADING`) and reconnects: promptly, and always giving up before the request's deadline.
+///
+/// redis-rs's defaults wait at least 1.28 s before the first retry, longer than the whole
+/// `--redis-timeout`: a request that met `TRYAGAIN` then timed out and was taken for an unknown
+/// outcome although Redis had said it did nothing. Here the n-th retry waits a random time
+/// between 1 ms and `min(4 ms × 2ⁿ, 40 ms)`, and there are only as many retries as fit in half
+/// the timeout at their longest wait, so the last "not run" answer comes back as such (503
+/// `backend-unavailable`, nothing to withdraw) rather than as a timeout.
+pub fn with_retry_policy(
+    builder: ClusterClientBuilder,
+    timeout: Duration,
+) -> ClusterClientBuilder {
+    const MIN_WAIT_MS: u64 = 1;
+    const FACTOR_MS: u64 = 4;
+    const MAX_WAIT_MS: u64 = 40;
+    let budget_ms = u64::try_from(timeout.as_millis() / 2).unwrap_or(u64::MAX);
+    let retries = u32::try_from(budget_ms / MAX_WAIT_MS)
+        .unwrap_or(u32::MAX)
+        .clamp(2, 64);
+    builder
+        .retries(retries)
+        .min_retry_wait(MIN_WAIT_MS)
+        .max_retry_wait(MAX_WAIT_MS)
+        .retry_wait_formula(FACTOR_MS, 2)
+}
 
 /// Slots in a Redis Cluster.
 const SLOTS: u16 = 16384;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::cluster::ClusterClient;
 use redis::{Client, ConnectionInfo, IntoConnectionInfo, RedisResult};
 
-use super::cluster::SlotMasters;
+use super::cluster::{self, SlotMasters};
 use super::connection::{OnConnect, SharedConnection, Timeouts};
 use super::connectors::{
     ClusterConnector, NodeConnector, Preparation, connect_timeout, node_configs,
@@ -100,9 +100,12 @@ impl RedisBackend {
                     .first()
                     .cloned()
                     .ok_or_else(|| BackendError::Config("no cluster seed".into()))?;
-                let mut builder = ClusterClient::builder(infos.clone())
-                    .connection_timeout(connect_timeout(options.timeout))
-                    .response_timeout(options.timeout);
+                let mut builder = cluster::with_retry_policy(
+                    ClusterClient::builder(infos.clone())
+                        .connection_timeout(connect_timeout(options.timeout))
+                        .response_timeout(options.timeout),
+                    options.timeout,
+                );
                 if let Some(ca) = &options.ca_certificates {
                     builder = builder.certs(tls_certificates(ca));
                 }

@@ -465,6 +465,83 @@ impl RedisCluster {
     pub fn seed_urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
     }
+
+    /// Moves `slot` from master `from` to master `to` the way `redis-cli --cluster reshard`
+    /// does, but slowly: the slot is marked IMPORTING and MIGRATING, its keys are moved one by
+    /// one with `pause` before each (so clients meet `ASK` and `TRYAGAIN` for a while), then
+    /// every master is told the slot's new owner. Blocking: call it from `spawn_blocking`.
+    pub fn move_slot(&self, slot: u16, from: &RedisServer, to: &RedisServer, pause: Duration) {
+        let id = |node: &RedisServer| -> String {
+            node.query(redis::cmd("CLUSTER").arg("MYID"))
+                .expect("CLUSTER MYID")
+        };
+        let (from_id, to_id) = (id(from), id(to));
+        let set_slot = |node: &RedisServer, state: &str, owner: &str| {
+            let _: () = node
+                .query(
+                    redis::cmd("CLUSTER")
+                        .arg("SETSLOT")
+                        .arg(slot)
+                        .arg(state)
+                        .arg(owner),
+                )
+                .unwrap_or_else(|e| panic!("SETSLOT {slot} {state} on {}: {e}", node.port));
+        };
+        set_slot(to, "IMPORTING", &from_id);
+        set_slot(from, "MIGRATING", &to_id);
+        loop {
+            std::thread::sleep(pause);
+            let keys: Vec<String> = from
+                .query(redis::cmd("CLUSTER").arg("GETKEYSINSLOT").arg(slot).arg(1))
+                .expect("GETKEYSINSLOT");
+            let Some(key) = keys.first() else { break };
+            let moved: redis::RedisResult<String> = from.query(
+                redis::cmd("MIGRATE")
+                    .arg("127.0.0.1")
+                    .arg(to.port)
+                    .arg("")
+                    .arg(0)
+                    .arg(5000)
+                    .arg("REPLACE")
+                    .arg("KEYS")
+                    .arg(key),
+            );
+            moved.unwrap_or_else(|e| panic!("MIGRATE {key} of slot {slot}: {e}"));
+        }
+        set_slot(to, "NODE", &to_id);
+        set_slot(from, "NODE", &to_id);
+        for node in self.masters() {
+            if node.port != from.port && node.port != to.port {
+                set_slot(node, "NODE", &to_id);
+            }
+        }
+    }
+
+    /// The hash slot of `key`, as the cluster computes it.
+    pub fn slot_of(&self, key: &str) -> u16 {
+        self.nodes[0]
+            .query(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
+            .expect("CLUSTER KEYSLOT")
+    }
+
+    /// Whether `node` serves `slot` now.
+    pub fn owns(node: &RedisServer, slot: u16) -> bool {
+        let ranges: Vec<Vec<redis::Value>> = node
+            .query(redis::cmd("CLUSTER").arg("SLOTS"))
+            .expect("CLUSTER SLOTS");
+        let int = |value: Option<&redis::Value>| match value {
+            Some(redis::Value::Int(n)) => *n,
+            _ => -1,
+        };
+        ranges.iter().any(|range| {
+            let master_port = match range.get(2) {
+                Some(redis::Value::Array(owner)) => int(owner.get(1)),
+                _ => -1,
+            };
+            (int(range.first())..=int(range.get(1))).contains(&i64::from(slot))
+                && master_port == i64::from(node.port)
+        })
+    }
 }
 
 /// The name Sentinel groups of the tests monitor their master under.
