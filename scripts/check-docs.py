@@ -47,25 +47,45 @@ SKIP = re.compile(r"<!--\s*docs-check:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->")
 STATUS_COMMENT = re.compile(r"#\s*(?P<status>[1-5]\d\d)\b")
 SAMPLE = re.compile(r"^\s*#\s*(?P<illustrative>illustrative:\s*)?(?P<json>[{\[].*)$")
 FIELD = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:')
-MARKER = re.compile(r"^docs-check-status (\d+) (\d{3})$")
 
 PRELUDE = r"""
 LOCKGATE_GATEWAY="http://127.0.0.1:$DOCS_CHECK_PORT"; export LOCKGATE_GATEWAY
-curl() {
-  _docs_line=${DOCS_CHECK_LINE:-0}
-  _docs_stream=
-  _docs_n=$#
-  while [ "$_docs_n" -gt 0 ]; do
-    _docs_arg=$1; shift; _docs_n=$((_docs_n - 1))
-    case $_docs_arg in
-      -N|-[!-]*N*) _docs_stream=1 ;;
-      *localhost:7380*) _docs_arg=$(printf '%s' "$_docs_arg" | sed "s/localhost:7380/127.0.0.1:$DOCS_CHECK_PORT/g") ;;
-    esac
-    set -- "$@" "$_docs_arg"
-  done
-  if [ -n "$_docs_stream" ]; then set -- --max-time "$DOCS_CHECK_STREAM_CUT" "$@"; fi
-  command curl -w "%{stderr}docs-check-status $_docs_line %{http_code}\n" "$@" | tee -a "$DOCS_CHECK_DIR/out.$_docs_line"
-}
+PATH="$DOCS_CHECK_DIR/bin:$PATH"
+"""
+
+# `curl` as the examples see it: the real one, with the address rewritten, a stream cut after a
+# while, and the status (from the response headers, `-D`) and the body kept per example line.
+# A script rather than a shell function so that `curl ... &` then `kill $!` stops curl, as in
+# a reader's shell: the script passes the signal on.
+CURL_SHIM = r"""#!/bin/sh
+line=${DOCS_CHECK_LINE:-0}
+dir=$DOCS_CHECK_DIR
+stream=
+n=$#
+while [ "$n" -gt 0 ]; do
+  arg=$1; shift; n=$((n - 1))
+  case $arg in
+    -N|-[!-]*N*) stream=1 ;;
+    *localhost:7380*) arg=$(printf '%s' "$arg" | sed "s/localhost:7380/127.0.0.1:$DOCS_CHECK_PORT/g") ;;
+  esac
+  set -- "$@" "$arg"
+done
+if [ -n "$stream" ]; then set -- --max-time "$DOCS_CHECK_STREAM_CUT" "$@"; fi
+pipe="$dir/pipe.$$"
+mkfifo "$pipe"
+tee -a "$dir/out.$line" < "$pipe" &
+tee_pid=$!
+"$DOCS_CHECK_CURL" -D "$dir/headers.$line" "$@" > "$pipe" &
+curl_pid=$!
+trap 'kill "$curl_pid" 2>/dev/null' TERM INT HUP
+status=0
+wait "$curl_pid" || status=$?
+if [ "$status" -gt 128 ]; then wait "$curl_pid" || status=$?; fi
+wait "$tee_pid" || true
+rm -f "$pipe"
+sed -n 's/^HTTP\/[0-9.]* \([0-9][0-9][0-9]\).*/\1/p' "$dir/headers.$line" 2>/dev/null | tail -n 1 > "$dir/status.$line"
+if [ -n "$stream" ] && [ "$status" -eq 28 ]; then status=0; fi
+exit "$status"
 """
 
 
@@ -141,7 +161,7 @@ def script_of(block):
     parts = []
     for number, text in logical_lines(block):
         if re.search(r"(^|[\s($|&;])curl\s", text) and not text.strip().startswith("#"):
-            parts.append(f"DOCS_CHECK_LINE={number}")
+            parts.append(f"export DOCS_CHECK_LINE={number}")
         parts.append(text)
     return "\n".join(parts) + "\n"
 
@@ -202,9 +222,14 @@ def check_file(path):
         DOCS_CHECK_PORT=str(port),
         DOCS_CHECK_DIR=str(work),
         DOCS_CHECK_STREAM_CUT=str(STREAM_CUT_S),
+        DOCS_CHECK_CURL=shutil.which("curl"),
     )
     env.pop("LOCKGATE_API_KEY", None)
     # One session per file: the state a reader's shell keeps is carried from block to block.
+    (work / "bin").mkdir()
+    shim = work / "bin" / "curl"
+    shim.write_text(CURL_SHIM)
+    shim.chmod(0o755)
     state = work / "state.sh"
     state.write_text("")
     try:
@@ -228,17 +253,13 @@ def check_file(path):
                 continue
             if (work / "state.sh.next").exists():
                 shutil.move(work / "state.sh.next", state)
-            seen = {}
-            for line in run.stderr.splitlines():
-                m = MARKER.match(line)
-                if m:
-                    seen[int(m.group(1))] = m.group(2)
             if run.returncode != 0:
-                tail = "\n    ".join(l for l in run.stderr.splitlines() if not MARKER.match(l))
+                tail = "\n    ".join(run.stderr.splitlines())
                 failures.append(f"{where}: exited {run.returncode}\n    {tail}")
             for number, want in expected.items():
-                got = seen.get(number)
-                if got is None:
+                status = work / f"status.{number}"
+                got = status.read_text().strip() if status.exists() else None
+                if not got:
                     if run.returncode == 0:
                         failures.append(f"{path.relative_to(ROOT)}:{number}: curl never answered")
                     continue
