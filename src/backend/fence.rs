@@ -62,6 +62,10 @@ pub const SEPARATOR: char = '.';
 /// What follows them are marks saying what else the grant has; a stem of another client, or
 /// a token of another format, has none.
 pub const STEM_ENTROPY_CHARS: usize = 22;
+/// Most digits of a token's fence and of its `h` bound: every 19-digit number fits a u64, and
+/// a microsecond clock needs 17 digits until the year 5138. The OpenAPI document's
+/// `Lock-Token` pattern says the same.
+const MAX_DIGITS: usize = 19;
 /// Mark: the grant has a holder record (see `super::holder`), so release, renew and
 /// withdrawal must touch it; grants without one do not pay for it.
 pub const HOLDER_MARK: char = 'o';
@@ -111,6 +115,7 @@ impl Marks {
             .strip_prefix(MAX_HOLD_MARK)
             .filter(|ms| {
                 !ms.is_empty()
+                    && ms.len() <= MAX_DIGITS
                     && ms.bytes().all(|b| b.is_ascii_digit())
                     && (ms.len() == 1 || !ms.starts_with('0'))
             })
@@ -166,7 +171,7 @@ pub fn fence_of(token: &str) -> Option<u64> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     let digits_ok =
-        !fence.is_empty() && fence.len() <= 20 && fence.bytes().all(|b| b.is_ascii_digit());
+        !fence.is_empty() && fence.len() <= MAX_DIGITS && fence.bytes().all(|b| b.is_ascii_digit());
     if stem_ok && digits_ok {
         fence.parse().ok()
     } else {

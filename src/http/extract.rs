@@ -23,6 +23,27 @@ use crate::lock::{IdempotencyKey, InvalidName, LockName, LockToken};
 pub const LOCK_TOKEN: &str = "lock-token";
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
+/// A boolean query parameter (`?hold=true`, `?force=true`): absent is false; present, it must
+/// be `true` or `false` — anything else (`null`, `1`, `yes`) is a 400, not a silent false.
+pub fn query_flag(uri: &axum::http::Uri, key: &str) -> Result<bool, ApiError> {
+    let mut flag = false;
+    for (k, value) in form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+        if k == key {
+            flag = match &*value {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(ApiError::body(
+                        Some(key.to_owned()),
+                        format!("{key}: must be true or false"),
+                    ));
+                }
+            };
+        }
+    }
+    Ok(flag)
+}
+
 /// The lock name a request's path names, decoded and validated once, by the gate, before
 /// anything is authorized: the gate checks the caller's scope on this value and the handler
 /// acts on the same value (taken from the request's extensions), so no spelling of a name

@@ -81,6 +81,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts();
     openapi::make_request_bodies_optional(&mut doc);
     openapi::describe_gate(&mut doc);
+    openapi::describe_exactly(&mut doc);
     (router, doc)
 }
 

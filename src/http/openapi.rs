@@ -10,6 +10,7 @@ use utoipa::openapi::schema::Schema;
 
 use super::problem::Problem;
 use crate::lock::Limits;
+use crate::lock::request::MAX_HOLD_CEILING;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -58,11 +59,20 @@ pub fn apply_limits(doc: &mut utoipa::openapi::OpenApi, limits: &Limits) {
     let ms = |d: std::time::Duration| usize::try_from(d.as_millis()).unwrap_or(usize::MAX);
     let (min_ttl, max_ttl, max_wait) =
         (ms(limits.min_ttl), ms(limits.max_ttl), ms(limits.max_wait));
-    let bounds = [
-        ("AcquireBody", "ttl_ms", min_ttl, max_ttl),
-        ("AcquireBody", "wait_ms", 0, max_wait),
-        ("RenewBody", "ttl_ms", min_ttl, max_ttl),
+    let max_hold = ms(limits.max_hold.unwrap_or(MAX_HOLD_CEILING));
+    let acquire_bounds = [
+        ("ttl_ms", min_ttl, max_ttl),
+        ("wait_ms", 0, max_wait),
+        ("max_hold_ms", min_ttl, max_hold),
     ];
+    let bounds = ["AcquireBody", "MultiAcquireBody", "SemaphoreAcquireBody"]
+        .into_iter()
+        .flat_map(|schema| {
+            acquire_bounds
+                .into_iter()
+                .map(move |(field, min, max)| (schema, field, min, max))
+        })
+        .chain([("RenewBody", "ttl_ms", min_ttl, max_ttl)]);
     let Some(components) = doc.components.as_mut() else {
         return;
     };
@@ -148,4 +158,102 @@ pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
             }
         }
     }
+}
+
+/// What a lock name looks like (`lock::name`), for the places utoipa cannot be told at the
+/// field: the items of `names` and of the repeated `name` query parameter.
+const NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$";
+/// What a listing cursor looks like: URL-safe base64 of a nonce, the sealed position and its
+/// tag. Its content is opaque; a cursor of this shape that was not issued for this API key and
+/// prefix is still a 400.
+const CURSOR_PATTERN: &str = "^[A-Za-z0-9_-]{54,1024}$";
+
+/// Says what the server enforces where the derived schemas say less: the alphabet and
+/// distinctness of the names of a set and of `?name=`, a semaphore's required `permits`, the
+/// shape of a cursor, and the SSE framing of event streams.
+pub fn describe_exactly(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::schema::ArrayItems;
+
+    use utoipa::openapi::schema::{SchemaType, Type};
+
+    let components = doc.components.get_or_insert_with(Default::default);
+    if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut("MultiAcquireBody")
+        && let Some(RefOr::T(Schema::Array(names))) = object.properties.get_mut("names")
+        && let ArrayItems::RefOrSchema(item) = &mut names.items
+        && let RefOr::T(Schema::Object(item)) = item.as_mut()
+    {
+        item.pattern = Some(NAME_PATTERN.into());
+        names.unique_items = true;
+    }
+    // Required, so never `null` (the Rust field is an `Option` only to say "missing" well).
+    if let Some(RefOr::T(Schema::Object(object))) =
+        components.schemas.get_mut("SemaphoreAcquireBody")
+        && let Some(RefOr::T(Schema::Object(permits))) = object.properties.get_mut("permits")
+    {
+        permits.schema_type = SchemaType::Type(Type::Integer);
+    }
+    for item in doc.paths.paths.values_mut() {
+        // A set's names (renew, release) must be distinct; a listing's may repeat.
+        let operations = [
+            (item.get.as_mut(), false),
+            (item.post.as_mut(), true),
+            (item.patch.as_mut(), true),
+            (item.delete.as_mut(), true),
+        ];
+        for (operation, a_set) in operations {
+            let Some(operation) = operation else {
+                continue;
+            };
+            for parameter in operation.parameters.iter_mut().flatten() {
+                let RefOr::T(parameter) = parameter else {
+                    continue;
+                };
+                match (parameter.name.as_str(), parameter.schema.as_mut()) {
+                    ("name", Some(RefOr::T(Schema::Array(names)))) => {
+                        names.unique_items = a_set;
+                        if let ArrayItems::RefOrSchema(item) = &mut names.items
+                            && let RefOr::T(Schema::Object(item)) = item.as_mut()
+                        {
+                            item.pattern = Some(NAME_PATTERN.into());
+                        }
+                    }
+                    ("cursor", Some(RefOr::T(Schema::Object(cursor)))) => {
+                        cursor.pattern = Some(CURSOR_PATTERN.into());
+                    }
+                    _ => {}
+                }
+            }
+            for response in operation.responses.responses.values_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                if let Some(RefOr::T(sse)) = response.content.get_mut(super::handlers::events::SSE)
+                    && let Some(payload) = sse.schema.take()
+                {
+                    sse.schema = Some(sse_event(payload));
+                }
+            }
+        }
+    }
+}
+
+/// One Server-Sent Event whose `data` is a JSON document of `payload`'s schema (Open API 3.1:
+/// the schema of a `text/event-stream` describes each event).
+fn sse_event(payload: RefOr<Schema>) -> RefOr<Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .description(Some(
+            "One Server-Sent Event: `event:` names the kind (as `event` in `data`), `data:` is \
+             one JSON document; comment lines (`: keep-alive`) carry nothing.",
+        ))
+        .property("event", ObjectBuilder::new().schema_type(Type::String))
+        .property(
+            "data",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .content_media_type("application/json")
+                .content_schema(Some(payload)),
+        )
+        .required("data")
+        .into()
 }

@@ -12,7 +12,7 @@ use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::support::gateway::config;
+use crate::support::gateway::{Gateway, config};
 use crate::support::{assert_problem, eventually, waiters_in};
 
 fn app() -> Router {
@@ -687,4 +687,37 @@ async fn bad_bodies_are_explained_in_plain_words() {
             reply.body
         );
     }
+}
+
+/// A boolean query parameter is `true` or `false`: `?hold=null` or `?force=1` is a 400 naming
+/// the parameter, not a silent "false" (a plain acquire or a release without a token); and a
+/// revoke that sends a `Lock-Token` anyway must send one of the issued shape.
+#[tokio::test]
+async fn flags_and_tokens_sent_with_a_revoke_are_checked() {
+    let gw = Gateway::dev().await;
+    let body = serde_json::json!({"names": ["flag:a", "flag:b"]});
+    let held = gw
+        .http
+        .post(gw.url("/locks?hold=null"))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(held.status(), 400);
+    let problem: serde_json::Value = held.json().await.expect("json");
+    assert_eq!(problem["field"], "hold", "{problem}");
+    assert_eq!(gw.acquire("flag:c", None).await.status(), 201);
+    for (query, header) in [("force=1", None), ("force=true", Some("not-a-token"))] {
+        let mut request = gw.http.delete(gw.url(&format!("/locks/flag:c?{query}")));
+        if let Some(value) = header {
+            request = request.header("Lock-Token", value);
+        }
+        let answer = request.send().await.expect("send");
+        assert_eq!(answer.status(), 400, "{query} {header:?}");
+    }
+    let still: serde_json::Value = gw.inspect("flag:c").await.json().await.expect("json");
+    assert_eq!(
+        still["held"], true,
+        "a refused revoke moved the lock: {still}"
+    );
 }

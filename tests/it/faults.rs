@@ -512,7 +512,11 @@ async fn cluster_reshard_moving_keys_one_by_one() {
         p99_us / 1000,
         max_us / 1000
     );
-    assert!(p99_us <= 100_000, "p99 {} ms during the moves", p99_us / 1000);
+    assert!(
+        p99_us <= 100_000,
+        "p99 {} ms during the moves",
+        p99_us / 1000
+    );
     assert!(
         max_us < 900_000,
         "a request took {} ms, nearly the 1 s Redis timeout",

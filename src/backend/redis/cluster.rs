@@ -33,10 +33,7 @@ use crate::backend::BackendError;
 /// between 1 ms and `min(4 ms × 2ⁿ, 40 ms)`, and there are only as many retries as fit in half
 /// the timeout at their longest wait, so the last "not run" answer comes back as such (503
 /// `backend-unavailable`, nothing to withdraw) rather than as a timeout.
-pub fn with_retry_policy(
-    builder: ClusterClientBuilder,
-    timeout: Duration,
-) -> ClusterClientBuilder {
+pub fn with_retry_policy(builder: ClusterClientBuilder, timeout: Duration) -> ClusterClientBuilder {
     const MIN_WAIT_MS: u64 = 1;
     const FACTOR_MS: u64 = 4;
     const MAX_WAIT_MS: u64 = 40;

@@ -87,12 +87,13 @@ macro_rules! acquire_body {
     pub max_hold_ms: Option<u64>,
     /// Who takes the lock: a short label (1 to 128 characters, no control characters), e.g.
     /// a pod name or `host:pid`. Kept beside the grant and shown by `GET /locks/{name}`.
-    #[schema(min_length = 1, max_length = 128, example = "worker-7f9c:4242")]
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\x00-\x1F\x7F-\x9F]*$", example = "worker-7f9c:4242")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Anything else worth telling whoever inspects the lock (a leader's address), as a JSON
-    /// object of at most 1024 bytes. Kept beside the grant and shown by `GET /locks/{name}`.
-    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false, example = json!({"addr": "10.0.0.7:8080"}))]
+    /// object of at most 1024 bytes (`null` or absent: none). Kept beside the grant and shown
+    /// by `GET /locks/{name}`.
+    #[schema(value_type = Option<std::collections::HashMap<String, serde_json::Value>>, required = false, example = json!({"addr": "10.0.0.7:8080"}))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
         }

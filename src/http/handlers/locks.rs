@@ -11,8 +11,9 @@ use crate::http::AppState;
 use crate::http::dto::LockMode;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use crate::http::extract::Caller;
-use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
-use crate::http::gate::forced;
+use crate::http::extract::{
+    IdempotencyKeyHeader, JsonBody, LOCK_TOKEN, LockPath, LockTokenHeader, query_flag,
+};
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::{Exclusive, InvalidName, LockToken, Shared};
 use futures_util::future::Either;
@@ -101,7 +102,7 @@ pub fn acquire_lock(
     operation_id = "renew_lock",
     params(
         LockNameParam,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the lock was acquired.")
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
@@ -157,7 +158,7 @@ pub async fn renew_lock(
     operation_id = "release_lock",
     params(
         LockNameParam,
-        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the lock was acquired. Required unless `force=true`."),
         ("force" = Option<bool>, Query, nullable = false,
             description = "`true`: revoke the lock whoever holds it (needs the `revoke` operation).")
@@ -184,7 +185,12 @@ pub async fn release_lock(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
-    if forced(&uri) {
+    if query_flag(&uri, "force")? {
+        // A revoke needs no token; one sent anyway must still be one lockgate could have
+        // issued, as everywhere else.
+        if headers.contains_key(LOCK_TOKEN) {
+            LockTokenHeader::from_headers(&headers)?;
+        }
         app.service.revoke(&name).await?;
         let key = caller
             .as_ref()

@@ -15,7 +15,7 @@ use super::{hold, lease};
 use crate::http::AppState;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
 use crate::http::extract::Caller;
-use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader};
+use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader, query_flag};
 use crate::http::json::Json;
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::{LockName, Multi};
@@ -116,14 +116,15 @@ pub fn acquire_locks(
     JsonBody(body): JsonBody<MultiAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `lease::acquiring`.
-    let hold = held(&uri);
-    let operation = if hold {
-        Operation::Hold
-    } else {
-        Operation::Acquire
-    };
-    let checked = multi(&app, body.names.clone(), caller.as_ref(), operation);
-    lease::checked(checked.map(|multi| {
+    let checked = query_flag(&uri, "hold").and_then(|hold| {
+        let operation = if hold {
+            Operation::Hold
+        } else {
+            Operation::Acquire
+        };
+        multi(&app, body.names.clone(), caller.as_ref(), operation).map(|multi| (hold, multi))
+    });
+    lease::checked(checked.map(|(hold, multi)| {
         let first = multi.first().clone();
         if hold {
             Either::Left(hold::holding(&app, multi, first, key, &body.lease()))
@@ -156,7 +157,7 @@ pub fn held(uri: &Uri) -> bool {
     operation_id = "renew_locks",
     params(
         SetParams,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the set was acquired.")
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
@@ -202,7 +203,7 @@ pub async fn renew_locks(
     operation_id = "release_locks",
     params(
         SetParams,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the set was acquired.")
     ),
     responses(

@@ -110,7 +110,7 @@ pub fn acquire_permit(
     operation_id = "renew_permit",
     params(
         SemaphoreNameParam,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the permit was acquired.")
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
@@ -155,7 +155,7 @@ pub async fn renew_permit(
     operation_id = "release_permit",
     params(
         SemaphoreNameParam,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h[0-9]{1,20})?\.[0-9]{1,20}$",
+        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the permit was acquired.")
     ),
     responses(
