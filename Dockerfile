@@ -17,6 +17,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && install -D -m 0755 target/release/lockgate /out/lockgate
 
 FROM gcr.io/distroless/cc-debian12:nonroot
+LABEL org.opencontainers.image.title="lockgate" \
+      org.opencontainers.image.description="An HTTP gateway to distributed locks kept in Redis" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0"
 COPY --from=build /out/lockgate /usr/local/bin/lockgate
 # The distroless "nonroot" user (65532). The root filesystem can be mounted read-only:
 # lockgate writes nothing to disk.
