@@ -204,7 +204,8 @@ fn clock_step(before: ClockRead, now: ClockRead) -> Option<i128> {
     (step.abs() > threshold).then_some(step)
 }
 
-/// Reads every node's clock, reports steps, and holds grants back after a forward one.
+/// Reads every node's clock, reports steps, and holds grants back after a forward one; a node
+/// that answers is up (`lockgate_backend_up`), one that does not is down.
 async fn check_clocks(
     backend: &Backend,
     seen: &mut HashMap<String, ClockRead>,
@@ -213,6 +214,7 @@ async fn check_clocks(
     metrics: &Metrics,
 ) {
     for look in backend.clocks().await {
+        metrics.backend_up(&look.node, look.answer.is_ok());
         let Ok(read) = look.answer else {
             continue;
         };

@@ -208,7 +208,9 @@ pub struct Metrics {
     /// commands chosen for them. Written at connect, read at scrape.
     servers: Mutex<Vec<String>>,
     /// `lockgate_redis_eviction_possible`: per node address, whether it may evict lock keys.
-    eviction: Mutex<Vec<(String, bool)>>,
+    eviction: NodeFlags,
+    /// `lockgate_backend_up`: per node address, whether it answered the last periodic check.
+    backend_up: NodeFlags,
     /// `lockgate_redis_clock_steps_total`: forward, backward.
     clock_steps: [AtomicU64; 2],
 }
@@ -243,7 +245,8 @@ impl Metrics {
             hold_streams: AtomicI64::new(0),
             hold_lost: [const { AtomicU64::new(0) }; HOLD_LOST_REASONS.len()],
             servers: Mutex::new(Vec::new()),
-            eviction: Mutex::new(Vec::new()),
+            eviction: NodeFlags::new(),
+            backend_up: NodeFlags::new(),
             clock_steps: [const { AtomicU64::new(0) }; 2],
         }
     }
@@ -272,23 +275,15 @@ impl Metrics {
     }
 
     /// Records whether the node at `node` (`host:port`) may evict lock keys (see
-    /// `backend::guards`). At most [`MAX_SERVERS`] nodes are kept, the oldest dropped first.
+    /// `backend::guards`).
     pub fn redis_eviction_possible(&self, node: &str, possible: bool) {
-        let node: String = node
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']'))
-            .take(64)
-            .collect();
-        let mut nodes = self.eviction.lock().unwrap_or_else(|p| p.into_inner());
-        match nodes.iter_mut().find(|(known, _)| *known == node) {
-            Some((_, flag)) => *flag = possible,
-            None => {
-                if nodes.len() >= MAX_SERVERS {
-                    nodes.remove(0);
-                }
-                nodes.push((node, possible));
-            }
-        }
+        self.eviction.set(node, possible);
+    }
+
+    /// Records whether the node at `node` answered the periodic check (see `backend::guards`):
+    /// an outage shows with no traffic at all.
+    pub fn backend_up(&self, node: &str, up: bool) {
+        self.backend_up.set(node, up);
     }
 
     /// Records a step of a Redis node's clock (see `backend::guards`).
@@ -410,22 +405,16 @@ impl Metrics {
             self.clock_steps[0].load(Ordering::Relaxed),
             self.clock_steps[1].load(Ordering::Relaxed),
         );
-        out.push_str(
-            "# HELP lockgate_redis_eviction_possible 1 while a Redis node holding locks may evict keys when full (maxmemory set, maxmemory-policy not noeviction): lock keys can vanish under their holders.\n\
-             # TYPE lockgate_redis_eviction_possible gauge\n",
+        self.eviction.render(
+            &mut out,
+            "lockgate_redis_eviction_possible",
+            "1 while a Redis node holding locks may evict keys when full (maxmemory set, maxmemory-policy not noeviction): lock keys can vanish under their holders.",
         );
-        for (node, possible) in self
-            .eviction
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            let _ = writeln!(
-                out,
-                "lockgate_redis_eviction_possible{{node=\"{node}\"}} {}",
-                u8::from(*possible)
-            );
-        }
+        self.backend_up.render(
+            &mut out,
+            "lockgate_backend_up",
+            "1 while a Redis node holding locks answered the last periodic check (every 500 ms), 0 while it does not: kept with or without traffic. Not exported for --dev.",
+        );
         let _ = write!(
             out,
             "# HELP lockgate_waiters Requests waiting for a lock now.\n\
@@ -521,5 +510,41 @@ mod tests {
         assert!(text.contains("lockgate_requests_total{operation=\"healthz\",outcome=\"ok\"} 1\n"));
         assert!(text.contains("lockgate_waiters 3\n"));
         assert!(!text.contains("operation=\"renew\""));
+    }
+}
+
+/// A 0/1 gauge per Redis node (`host:port`), for at most [`MAX_SERVERS`] nodes (the oldest
+/// dropped first). Node addresses are reduced to address characters before they become labels.
+#[derive(Debug)]
+struct NodeFlags(Mutex<Vec<(String, bool)>>);
+
+impl NodeFlags {
+    const fn new() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+
+    fn set(&self, node: &str, flag: bool) {
+        let node: String = node
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']'))
+            .take(64)
+            .collect();
+        let mut nodes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match nodes.iter_mut().find(|(known, _)| *known == node) {
+            Some((_, known)) => *known = flag,
+            None => {
+                if nodes.len() >= MAX_SERVERS {
+                    nodes.remove(0);
+                }
+                nodes.push((node, flag));
+            }
+        }
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n");
+        for (node, flag) in self.0.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = writeln!(out, "{name}{{node=\"{node}\"}} {}", u8::from(*flag));
+        }
     }
 }

@@ -359,3 +359,48 @@ async fn a_clock_step_is_reported_and_grants_are_held_back() {
         "grants resumed after the hold-back: {report}"
     );
 }
+
+/// The node's `lockgate_backend_up` value, if the exposition has it.
+fn up_gauge(exposition: &str, port: u16) -> Option<u8> {
+    let series = format!("lockgate_backend_up{{node=\"127.0.0.1:{port}\"}} ");
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// `lockgate_backend_up` follows Redis with no traffic at all: 1 while it answers, 0 within 2 s
+/// of it stopping (lock calls then answer 503 with Retry-After), 1 again within 2 s of its
+/// return, and locks work again without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_up_follows_redis_without_traffic() {
+    let mut redis = RedisServer::start();
+    let port = redis.port();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let reads = |want: u8| {
+        let gw = &gw;
+        move || async move { (up_gauge(&gw.metrics_text().await, port) == Some(want)).then_some(()) }
+    };
+    eventually(Duration::from_secs(2), "backend_up 1 at start", reads(1)).await;
+    tokio::task::block_in_place(|| redis.stop());
+    eventually(
+        Duration::from_secs(2),
+        "backend_up 0 with Redis stopped",
+        reads(0),
+    )
+    .await;
+    let refused = gw.acquire("up:a", None).await;
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    tokio::task::block_in_place(|| redis.restart());
+    eventually(
+        Duration::from_secs(2),
+        "backend_up 1 with Redis back",
+        reads(1),
+    )
+    .await;
+    eventually(Duration::from_secs(5), "a lock granted again", || async {
+        (gw.acquire("up:a", None).await.status() == 201).then_some(())
+    })
+    .await;
+}
