@@ -100,6 +100,11 @@ cp -r helm/examples/app-with-sidecar "$work/charts/examples/app-with-sidecar"
 "$helm" lint --strict "$work/charts/examples/app-with-sidecar" >/dev/null
 "$helm" template demo "$work/charts/examples/app-with-sidecar" >"$work/app.yaml"
 grep -q 'restartPolicy: Always' "$work/app.yaml"
+echo "the sidecar's readiness is 'serving' (a Redis outage does not take the Pod out of its Services)"
+grep -A2 'readinessProbe:' "$work/app.yaml" | grep -A1 'exec:' >/dev/null
+if grep -A3 'readinessProbe:' "$work/app.yaml" | grep -q -- '--ready'; then
+  echo "error: the sidecar's readiness probe follows Redis by default" >&2; exit 1
+fi
 validate "$work/app.yaml"
 if command -v promtool >/dev/null 2>&1; then
   echo "promtool check rules deploy/prometheus/alerts.yaml"

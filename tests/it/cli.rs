@@ -194,6 +194,48 @@ async fn the_healthcheck_subcommand_reports_liveness_and_readiness() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
+/// The probe the chart renders for a sidecar (`lockgate healthcheck`) passes while Redis is
+/// down, so a Redis outage does not take every application Pod out of its Services; the
+/// backend-following one (`--ready`, `sidecarReadinessFollowsBackend: true`) fails, and passes
+/// again once Redis is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sidecar_probe_passes_while_redis_is_down() {
+    let mut redis = crate::support::redis::RedisServer::start();
+    let url = redis.url();
+    let server =
+        crate::support::process::ServerProcess::start(&["--redis-url", url.as_str()], &[]).await;
+    let gateway = server.url("");
+    tokio::task::block_in_place(|| redis.stop());
+    let probe = |ready: bool| {
+        let gateway = gateway.clone();
+        async move {
+            let mut args = vec!["healthcheck", "--gateway", gateway.as_str()];
+            if ready {
+                args.push("--ready");
+            }
+            run(&args).await.0
+        }
+    };
+    eventually(
+        Duration::from_secs(5),
+        "--ready fails with Redis down",
+        || async { (probe(true).await != Some(0)).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        probe(false).await,
+        Some(0),
+        "the sidecar probe failed with Redis down"
+    );
+    tokio::task::block_in_place(|| redis.restart());
+    eventually(
+        Duration::from_secs(5),
+        "--ready passes with Redis back",
+        || async { (probe(true).await == Some(0)).then_some(()) },
+    )
+    .await;
+}
+
 /// At startup the server says its version, listen address and store, and at once whether the
 /// store answers: a wrong Redis URL shows as a warning, not as the first failed request.
 #[tokio::test]

@@ -173,9 +173,11 @@ livenessProbe:
     command: ["/usr/local/bin/lockgate", "healthcheck"]
   periodSeconds: 10
   timeoutSeconds: 3
+{{- /* Ready while serving: a Redis outage is 503s on lock calls, not the Pod taken out of its
+     Services (unless sidecarReadinessFollowsBackend). */}}
 readinessProbe:
   exec:
-    command: ["/usr/local/bin/lockgate", "healthcheck", "--ready"]
+    command: ["/usr/local/bin/lockgate", "healthcheck"{{ if $v.sidecarReadinessFollowsBackend }}, "--ready"{{ end }}]
   periodSeconds: 5
   timeoutSeconds: 3
 {{- else }}
