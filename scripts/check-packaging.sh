@@ -76,6 +76,18 @@ for values in helm/lockgate/examples/*.yaml; do
   fi
 done
 
+# Every replica of the shared service gets one token secret, from a Secret (idempotent retries
+# that land on another replica must find their grant).
+echo "service mode: LOCKGATE_TOKEN_SECRET from the generated Secret, or from tokenSecret.existingSecret"
+"$helm" template t helm/lockgate -f helm/lockgate/examples/service-values.yaml >"$work/service.yaml"
+grep -q 'name: t-lockgate-token' "$work/service.yaml"
+grep -A3 'name: LOCKGATE_TOKEN_SECRET' "$work/service.yaml" | grep -q 'name: t-lockgate-token'
+"$helm" template t helm/lockgate -f helm/lockgate/examples/service-values.yaml --set tokenSecret.existingSecret=mine >"$work/service.yaml"
+grep -A3 'name: LOCKGATE_TOKEN_SECRET' "$work/service.yaml" | grep -q 'name: mine'
+if grep -q 'name: t-lockgate-token' "$work/service.yaml"; then
+  echo "error: a token Secret was generated although tokenSecret.existingSecret was given" >&2; exit 1
+fi
+
 # The chart's own checks: refusals, and no budget that could block a drain.
 dev=(--set dev=true --set auth.allowUnauthenticated=true)
 echo "helm template refuses a grace period shorter than shutdown.delay + shutdown.grace"

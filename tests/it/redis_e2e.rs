@@ -757,3 +757,36 @@ async fn a_refused_native_command_falls_back_to_lua() {
         );
     }
 }
+
+/// Two replicas configured the way the chart configures the shared service (one Redis, one
+/// token secret from one Secret): a retry with the same Idempotency-Key that lands on the other
+/// replica gets 200 with the first one's token and fence, not 409. With a secret per process it
+/// would be 409: shown by a third gateway with a secret of its own.
+#[tokio::test]
+async fn replicas_sharing_the_token_secret_replay_each_others_grants() {
+    let redis = RedisServer::start();
+    let shared = "a-token-secret-of-at-least-32-bytes-0123456789";
+    let replica = |secret: &str| {
+        let mut config = redis_config(&redis.url());
+        config.token_secret = Some(secret.parse().expect("infallible"));
+        Gateway::start(config)
+    };
+    let (first, second) = (replica(shared).await, replica(shared).await);
+    let other = replica("another-secret-of-at-least-32-bytes-9876543210").await;
+    let key = "retry-0123456789-abcdef";
+    let post = |gw: &Gateway| {
+        gw.http
+            .post(gw.url("/locks/replicated:job"))
+            .header("Idempotency-Key", key)
+            .send()
+    };
+    let granted = post(&first).await.expect("send");
+    assert_eq!(granted.status(), 201);
+    let granted: serde_json::Value = granted.json().await.expect("json");
+    let retried = post(&second).await.expect("send");
+    assert_eq!(retried.status(), 200);
+    let retried: serde_json::Value = retried.json().await.expect("json");
+    assert_eq!(retried["token"], granted["token"]);
+    assert_eq!(retried["fence"], granted["fence"]);
+    assert_eq!(post(&other).await.expect("send").status(), 409);
+}

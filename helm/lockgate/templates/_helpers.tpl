@@ -38,6 +38,14 @@ The Secret holding the API keys: auth.existingSecret, or the one this chart rend
 auth.keys (named after the release only, so that a parent chart including the sidecar finds
 it under the same name). Empty without keys.
 */}}
+{{/*
+The Secret the shared service's token secret is generated into (templates/token-secret.yaml)
+when no existing one is named.
+*/}}
+{{- define "lockgate.tokenSecret" -}}
+{{- printf "%s-lockgate-token" .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "lockgate.keysSecret" -}}
 {{- if .Values.auth.existingSecret }}
 {{- .Values.auth.existingSecret }}
@@ -138,6 +146,17 @@ env:
     value: {{ $v.logLevel | quote }}
   - name: LOCKGATE_GATEWAY
     value: {{ $gateway | quote }}
+  {{- $tokenSecret := $v.tokenSecret.existingSecret }}
+  {{- if and (not $tokenSecret) (not $sidecar) }}
+  {{- $tokenSecret = include "lockgate.tokenSecret" $root }}
+  {{- end }}
+  {{- with $tokenSecret }}
+  - name: LOCKGATE_TOKEN_SECRET
+    valueFrom:
+      secretKeyRef:
+        name: {{ . }}
+        key: {{ $v.tokenSecret.key }}
+  {{- end }}
   {{- with $v.redis.urlSecret }}
   - name: LOCKGATE_REDIS_URL
     valueFrom:
