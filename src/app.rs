@@ -122,6 +122,8 @@ pub struct Assembled {
     /// The guards of the store, to be started once the server may serve (see [`Guards::watch`]).
     pub guards: Guards,
     pub router: axum::Router,
+    /// `GET /metrics` alone, for `--metrics-listen`.
+    pub metrics_router: axum::Router,
     pub serve_options: ServeOptions,
 }
 
@@ -148,11 +150,12 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
             max_header_bytes: config.max_header_bytes,
         },
     };
-    let router = crate::http::router(service.clone(), options, metrics);
+    let (router, metrics_router) = crate::http::routers(service.clone(), options, metrics);
     Ok(Assembled {
         service,
         guards,
         router,
+        metrics_router,
         serve_options: ServeOptions {
             header_read_timeout: config.header_read_timeout,
             grace: config.shutdown_grace,
@@ -232,6 +235,7 @@ pub async fn run<L>(config: Config, start_logging: impl FnOnce() -> L) -> Result
         service,
         guards,
         router,
+        metrics_router,
         serve_options,
     } = assemble(&config)?;
     // A store that can lose locks without an error is refused before anything is served.
@@ -246,6 +250,18 @@ pub async fn run<L>(config: Config, start_logging: impl FnOnce() -> L) -> Result
             addr: config.listen,
             source,
         })?;
+    if let Some(addr) = config.metrics_listen {
+        let metrics_listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartupError::Bind { addr, source })?;
+        tracing::info!(listen = %addr, "serving /metrics alone");
+        // For as long as the process runs: scrapes may go on while the gateway drains.
+        tokio::spawn(async move {
+            if let Err(err) = axum::serve(metrics_listener, metrics_router).await {
+                tracing::error!(error = %err, "the metrics listener stopped");
+            }
+        });
+    }
     let backend = match config.backend {
         BackendChoice::Memory => "memory (--dev: locks live in this process only)",
         BackendChoice::Redis { .. } => "redis",

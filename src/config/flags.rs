@@ -129,6 +129,12 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_LISTEN", default_value = DEFAULT_LISTEN, value_parser = listen_address)]
     pub listen: SocketAddr,
 
+    /// Also serve GET /metrics alone on this address (e.g. 0.0.0.0:9380), with no lock route
+    /// and no API key needed, for scraping every sidecar of a fleet while lock calls stay on
+    /// loopback. Allowed on any address: metrics carry no token, key or lock name.
+    #[arg(long, env = "LOCKGATE_METRICS_LISTEN", value_parser = listen_address)]
+    pub metrics_listen: Option<SocketAddr>,
+
     /// One Redis server: redis://[[user]:password@]host[:port][/db], or rediss://… for TLS.
     #[arg(
         long,

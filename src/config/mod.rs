@@ -72,6 +72,8 @@ pub enum BackendChoice {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// A second address serving `GET /metrics` only (`--metrics-listen`).
+    pub metrics_listen: Option<SocketAddr>,
     pub backend: BackendChoice,
     pub key_prefix: String,
     pub limits: Limits,

@@ -228,6 +228,7 @@ impl Config {
         };
         Ok(Self {
             listen: args.listen,
+            metrics_listen: args.metrics_listen,
             backend,
             key_prefix: args.key_prefix,
             limits,

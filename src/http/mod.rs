@@ -98,6 +98,16 @@ fn render_openapi(mut doc: utoipa::openapi::OpenApi, limits: &Limits) -> String 
 
 /// The whole application. `metrics` are the server's, shared with the backend.
 pub fn router(service: Arc<LockService>, options: HttpOptions, metrics: Arc<Metrics>) -> Router {
+    routers(service, options, metrics).0
+}
+
+/// The whole application, and beside it the metrics alone (`GET /metrics` and nothing else,
+/// outside the gate: no API key, not counted as a request) for `--metrics-listen`.
+pub fn routers(
+    service: Arc<LockService>,
+    options: HttpOptions,
+    metrics: Arc<Metrics>,
+) -> (Router, Router) {
     let (routes, doc) = api();
     // With a final newline, as every other answer and `lockgate openapi` have.
     let openapi_json = Bytes::from(render_openapi(doc, service.limits()) + "\n");
@@ -108,9 +118,15 @@ pub fn router(service: Arc<LockService>, options: HttpOptions, metrics: Arc<Metr
         max_body_bytes: options.max_body_bytes,
         openapi_json,
     };
-    routes
+    let metrics_only = Router::new()
+        .route("/metrics", axum::routing::get(handlers::metrics::metrics))
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .with_state(state.clone());
+    let app = routes
         .fallback(locks::unmatched)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(GateLayer(gate))
-        .with_state(state)
+        .with_state(state);
+    (app, metrics_only)
 }

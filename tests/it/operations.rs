@@ -265,3 +265,85 @@ async fn tls_and_acl_to_redis() {
         assert!(started.elapsed() < Duration::from_secs(3));
     }
 }
+
+/// `--metrics-listen` serves `/metrics` alone on its own address, with no key although the
+/// main listener wants one (`--metrics-auth required`); no lock route answers there; and no
+/// token, API key, idempotency key or Authorization value is in the exposition.
+#[tokio::test]
+async fn a_metrics_listener_serves_metrics_alone() {
+    let port = crate::support::redis::free_port();
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let server = ServerProcess::start(
+        &[
+            "--dev",
+            "--metrics-auth",
+            "required",
+            "--metrics-listen",
+            &metrics_addr,
+        ],
+        &[("LOCKGATE_API_KEYS", KEYS)],
+    )
+    .await;
+    let http = crate::support::http_client();
+    let auth = format!("Bearer {DEPLOYER_KEY}");
+    let idempotency_key = "idem-metrics-0123456789";
+    let grant: Value = http
+        .post(server.url("/locks/deploy:m"))
+        .header("authorization", &auth)
+        .header("idempotency-key", idempotency_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let held = token(&grant);
+    let main = http.get(server.url("/metrics")).send().await.unwrap();
+    assert_eq!(
+        main.status(),
+        401,
+        "the main listener's /metrics wants a key"
+    );
+    let scrape = http
+        .get(format!("http://{metrics_addr}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scrape.status(), 200);
+    let exposition = scrape.text().await.unwrap();
+    assert!(
+        exposition.contains("lockgate_requests_total"),
+        "{exposition}"
+    );
+    for secret in [
+        held.as_str(),
+        DEPLOYER_KEY,
+        READER_KEY,
+        SCRAPER_KEY,
+        idempotency_key,
+        auth.as_str(),
+    ] {
+        assert!(
+            !exposition.contains(secret),
+            "the exposition holds {secret}"
+        );
+    }
+    for (method, path) in [
+        (reqwest::Method::POST, "/locks/deploy:m"),
+        (reqwest::Method::GET, "/locks/deploy:m"),
+        (reqwest::Method::GET, "/locks"),
+        (reqwest::Method::GET, "/healthz"),
+    ] {
+        let answer = http
+            .request(method.clone(), format!("http://{metrics_addr}{path}"))
+            .header("authorization", &auth)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.status(),
+            404,
+            "{method} {path} on the metrics listener"
+        );
+    }
+}

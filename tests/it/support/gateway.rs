@@ -29,6 +29,7 @@ fn trace_if_asked() {
 pub fn config(backend: BackendChoice) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().expect("addr"),
+        metrics_listen: None,
         backend,
         key_prefix: "lockgate:".into(),
         limits: Limits {
@@ -92,6 +93,7 @@ impl Gateway {
             guards,
             router: app,
             serve_options,
+            ..
         } = lockgate::app::assemble(&config).expect("valid test config");
         guards.watch();
         let listener = TcpListener::bind(config.listen).await.expect("bind");
