@@ -76,6 +76,27 @@ for values in helm/lockgate/examples/*.yaml; do
   fi
 done
 
+# Nothing secret in args or in plain env values: every rendered manifest is free of URLs with
+# a password, and the chart refuses such a URL in the values (it names the *Secret values).
+no_passwords() {
+  if grep -nE '://[^/@" ]*:[^/@" ]*@' "$1"; then
+    echo "error: $1 renders a URL with a password (in args or a plain env value)" >&2; exit 1
+  fi
+}
+for values in helm/lockgate/examples/*.yaml; do
+  "$helm" template example helm/lockgate -f "$values" >"$work/rendered.yaml"
+  no_passwords "$work/rendered.yaml"
+done
+echo "helm template refuses a store URL with a password in the values"
+for store in redis.url=redis://:pw@r:6379 "cluster.urls={redis://u:pw@a:7000}" "redlock.urls={redis://:pw@a:6379,redis://b:6379,redis://c:6379}"; do
+  if "$helm" template t helm/lockgate --set auth.allowUnauthenticated=true --set "$store" >/dev/null 2>&1; then
+    echo "error: $store rendered" >&2; exit 1
+  fi
+done
+echo "cluster.urlsSecret renders LOCKGATE_CLUSTER from the Secret"
+"$helm" template t helm/lockgate --set auth.allowUnauthenticated=true --set cluster.urlsSecret.name=c \
+  --set cluster.urlsSecret.key=urls | grep -A3 'name: LOCKGATE_CLUSTER' | grep -q 'secretKeyRef'
+
 # Every replica of the shared service gets one token secret, from a Secret (idempotent retries
 # that land on another replica must find their grant).
 echo "service mode: LOCKGATE_TOKEN_SECRET from the generated Secret, or from tokenSecret.existingSecret"
@@ -112,6 +133,7 @@ cp -r helm/examples/app-with-sidecar "$work/charts/examples/app-with-sidecar"
 "$helm" lint --strict "$work/charts/examples/app-with-sidecar" >/dev/null
 "$helm" template demo "$work/charts/examples/app-with-sidecar" >"$work/app.yaml"
 grep -q 'restartPolicy: Always' "$work/app.yaml"
+no_passwords "$work/app.yaml"
 echo "the sidecar's readiness is 'serving' (a Redis outage does not take the Pod out of its Services)"
 grep -A2 'readinessProbe:' "$work/app.yaml" | grep -A1 'exec:' >/dev/null
 if grep -A3 'readinessProbe:' "$work/app.yaml" | grep -q -- '--ready'; then

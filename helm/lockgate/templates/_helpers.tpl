@@ -61,14 +61,29 @@ Checks that exactly one store is configured.
 {{- $stores := 0 }}
 {{- if .Values.redis.url }}{{ $stores = add1 $stores }}{{ end }}
 {{- if .Values.redis.urlSecret }}{{ $stores = add1 $stores }}{{ end }}
-{{- if .Values.sentinel.urls }}{{ $stores = add1 $stores }}{{ end }}
-{{- if .Values.cluster.urls }}{{ $stores = add1 $stores }}{{ end }}
-{{- if .Values.redlock.urls }}{{ $stores = add1 $stores }}{{ end }}
+{{- if or .Values.sentinel.urls .Values.sentinel.urlsSecret }}{{ $stores = add1 $stores }}{{ end }}
+{{- if or .Values.cluster.urls .Values.cluster.urlsSecret }}{{ $stores = add1 $stores }}{{ end }}
+{{- if or .Values.redlock.urls .Values.redlock.urlsSecret }}{{ $stores = add1 $stores }}{{ end }}
+{{- if and .Values.sentinel.urls .Values.sentinel.urlsSecret }}
+{{- fail "lockgate: give sentinel.urls or sentinel.urlsSecret, not both" }}
+{{- end }}
+{{- if and .Values.cluster.urls .Values.cluster.urlsSecret }}
+{{- fail "lockgate: give cluster.urls or cluster.urlsSecret, not both" }}
+{{- end }}
+{{- if and .Values.redlock.urls .Values.redlock.urlsSecret }}
+{{- fail "lockgate: give redlock.urls or redlock.urlsSecret, not both" }}
+{{- end }}
+{{- /* A URL with a password would be in the pod spec (anyone who can get pods) and in ps. */}}
+{{- range (concat (list .Values.redis.url) .Values.sentinel.urls .Values.cluster.urls .Values.redlock.urls) }}
+{{- if regexMatch "^[a-z]+://[^/@]*:[^/@]*@" . }}
+{{- fail "lockgate: a store URL in the values carries a password; put it in a Secret (redis.urlSecret, sentinel.urlsSecret, cluster.urlsSecret or redlock.urlsSecret)" }}
+{{- end }}
+{{- end }}
 {{- if .Values.dev }}{{ $stores = add1 $stores }}{{ end }}
 {{- if ne $stores 1 }}
-{{- fail "lockgate: configure exactly one store: redis.url, redis.urlSecret, sentinel.urls, cluster.urls, redlock.urls or dev" }}
+{{- fail "lockgate: configure exactly one store: redis.url, redis.urlSecret, sentinel.urls(Secret), cluster.urls(Secret), redlock.urls(Secret) or dev" }}
 {{- end }}
-{{- if and .Values.sentinel.urls (not .Values.sentinel.master) }}
+{{- if and (or .Values.sentinel.urls .Values.sentinel.urlsSecret) (not .Values.sentinel.master) }}
 {{- fail "lockgate: sentinel.urls needs sentinel.master" }}
 {{- end }}
 {{- end }}
@@ -104,6 +119,8 @@ args:
   {{- end }}
   {{- if $v.sentinel.urls }}
   - --sentinel={{ join "," $v.sentinel.urls }}
+  {{- end }}
+  {{- if or $v.sentinel.urls $v.sentinel.urlsSecret }}
   - --sentinel-master={{ $v.sentinel.master }}
   {{- end }}
   {{- if $v.cluster.urls }}
@@ -157,12 +174,14 @@ env:
         name: {{ . }}
         key: {{ $v.tokenSecret.key }}
   {{- end }}
-  {{- with $v.redis.urlSecret }}
-  - name: LOCKGATE_REDIS_URL
+  {{- range $env, $secret := dict "LOCKGATE_REDIS_URL" $v.redis.urlSecret "LOCKGATE_SENTINELS" $v.sentinel.urlsSecret "LOCKGATE_CLUSTER" $v.cluster.urlsSecret "LOCKGATE_REDLOCK" $v.redlock.urlsSecret }}
+  {{- with $secret }}
+  - name: {{ $env }}
     valueFrom:
       secretKeyRef:
         name: {{ .name }}
         key: {{ .key }}
+  {{- end }}
   {{- end }}
   {{- with $v.sentinel.credentialsSecret }}
   - name: LOCKGATE_REDIS_USERNAME
