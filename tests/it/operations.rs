@@ -347,3 +347,47 @@ async fn a_metrics_listener_serves_metrics_alone() {
         );
     }
 }
+
+/// GitHub's anchor for a Markdown heading: lower case, punctuation but `-` and `_` dropped,
+/// spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Every alert has a `runbook_url` into docs/runbook.md, and each names a heading that exists
+/// there; so do the runbook's own links to its sections.
+#[test]
+fn every_alert_points_at_a_runbook_section_that_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let runbook = std::fs::read_to_string(root.join("docs/runbook.md")).expect("runbook");
+    let anchors: Vec<String> = runbook
+        .lines()
+        .filter_map(|line| line.strip_prefix('#'))
+        .map(|heading| anchor(heading.trim_start_matches('#')))
+        .collect();
+    let rules = std::fs::read_to_string(root.join("deploy/prometheus/alerts.yaml")).expect("rules");
+    let alerts = rules.matches("- alert:").count();
+    let urls: Vec<&str> = rules
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("runbook_url:"))
+        .map(|url| url.trim().trim_matches('"'))
+        .collect();
+    assert_eq!(urls.len(), alerts, "every alert needs a runbook_url");
+    let links = runbook
+        .match_indices("](#")
+        .map(|(at, _)| &runbook[at + 2..])
+        .map(|rest| &rest[..rest.find(')').expect("link end")]);
+    for url in urls.iter().copied().chain(links) {
+        let (_, section) = url.split_once('#').expect("an anchor");
+        assert!(
+            anchors.iter().any(|a| a == section),
+            "{url} names no heading of docs/runbook.md"
+        );
+    }
+}
