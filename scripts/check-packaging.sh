@@ -97,6 +97,13 @@ echo "cluster.urlsSecret renders LOCKGATE_CLUSTER from the Secret"
 "$helm" template t helm/lockgate --set auth.allowUnauthenticated=true --set cluster.urlsSecret.name=c \
   --set cluster.urlsSecret.key=urls | grep -A3 'name: LOCKGATE_CLUSTER' | grep -q 'secretKeyRef'
 
+# The chart's copies of the alerts and the dashboard are the ones in deploy/.
+echo "helm/lockgate/files/ holds deploy/'s alerts and dashboard"
+cmp deploy/prometheus/alerts.yaml helm/lockgate/files/alerts.yaml
+cmp deploy/grafana/lockgate-dashboard.json helm/lockgate/files/lockgate-dashboard.json
+"$helm" template t helm/lockgate -f helm/lockgate/examples/monitored-values.yaml >"$work/monitored.yaml"
+grep -q 'runbook_url: https://git.example.com/platform/lockgate/-/blob/main/docs/runbook.md#lockgatebackenddown' "$work/monitored.yaml"
+
 # Every replica of the shared service gets one token secret, from a Secret (idempotent retries
 # that land on another replica must find their grant).
 echo "service mode: LOCKGATE_TOKEN_SECRET from the generated Secret, or from tokenSecret.existingSecret"
