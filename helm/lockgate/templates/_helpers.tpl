@@ -206,31 +206,36 @@ ports:
 {{- end }}
 {{- if $sidecar }}
 {{- /* Loopback only: the kubelet cannot reach it over HTTP, so the binary checks itself. */}}
+startupProbe:
+  exec:
+    command: ["/usr/local/bin/lockgate", "healthcheck"]
+  {{- toYaml $v.probes.startup | nindent 2 }}
 livenessProbe:
   exec:
     command: ["/usr/local/bin/lockgate", "healthcheck"]
-  periodSeconds: 10
-  timeoutSeconds: 3
+  {{- toYaml $v.probes.liveness | nindent 2 }}
 {{- /* Ready while serving: a Redis outage is 503s on lock calls, not the Pod taken out of its
      Services (unless sidecarReadinessFollowsBackend). */}}
 readinessProbe:
   exec:
     command: ["/usr/local/bin/lockgate", "healthcheck"{{ if $v.sidecarReadinessFollowsBackend }}, "--ready"{{ end }}]
-  periodSeconds: 5
-  timeoutSeconds: 3
+  {{- toYaml $v.probes.readiness | nindent 2 }}
 {{- else }}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  {{- toYaml $v.probes.startup | nindent 2 }}
 livenessProbe:
   httpGet:
     path: /healthz
     port: http
-  periodSeconds: 10
-  timeoutSeconds: 3
+  {{- toYaml $v.probes.liveness | nindent 2 }}
 readinessProbe:
   httpGet:
     path: /readyz
     port: http
-  periodSeconds: 5
-  timeoutSeconds: 3
+  {{- toYaml $v.probes.readiness | nindent 2 }}
 {{- end }}
 resources:
   {{- toYaml $v.resources | nindent 2 }}
