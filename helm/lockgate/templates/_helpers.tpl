@@ -114,6 +114,9 @@ restartPolicy: Always
 {{- end }}
 args:
   - --listen={{ if $sidecar }}127.0.0.1{{ else }}0.0.0.0{{ end }}:{{ $v.port }}
+  {{- if and $sidecar $v.sidecarMetricsPort }}
+  - --metrics-listen=0.0.0.0:{{ $v.sidecarMetricsPort }}
+  {{- end }}
   {{- if $v.redis.url }}
   - --redis-url={{ $v.redis.url }}
   {{- end }}
@@ -202,6 +205,11 @@ env:
 ports:
   - name: http
     containerPort: {{ $v.port }}
+    protocol: TCP
+{{- else if $v.sidecarMetricsPort }}
+ports:
+  - name: lockgate-prom
+    containerPort: {{ $v.sidecarMetricsPort }}
     protocol: TCP
 {{- end }}
 {{- if $sidecar }}
