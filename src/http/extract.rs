@@ -24,24 +24,28 @@ pub const LOCK_TOKEN: &str = "lock-token";
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// A boolean query parameter (`?hold=true`, `?force=true`): absent is false; present, it must
-/// be `true` or `false` — anything else (`null`, `1`, `yes`) is a 400, not a silent false.
+/// be `true` or `false`, once — anything else (`null`, `1`, a second value) is a 400, not a
+/// silent false. (The gate decides the operation, and so the scope, from the same parameter:
+/// a repeated one could make the two read it differently.)
 pub fn query_flag(uri: &axum::http::Uri, key: &str) -> Result<bool, ApiError> {
-    let mut flag = false;
+    let mut flag = None;
     for (k, value) in form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
         if k == key {
-            flag = match &*value {
+            let parsed = match &*value {
                 "true" => true,
                 "false" => false,
-                _ => {
-                    return Err(ApiError::body(
-                        Some(key.to_owned()),
-                        format!("{key}: must be true or false"),
-                    ));
-                }
+                _ => return Err(bad_flag(key, "must be true or false")),
             };
+            if flag.replace(parsed).is_some() {
+                return Err(bad_flag(key, "must be given at most once"));
+            }
         }
     }
-    Ok(flag)
+    Ok(flag.unwrap_or(false))
+}
+
+fn bad_flag(key: &str, message: &str) -> ApiError {
+    ApiError::body(Some(key.to_owned()), format!("{key}: {message}"))
 }
 
 /// The lock name a request's path names, decoded and validated once, by the gate, before

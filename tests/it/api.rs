@@ -707,7 +707,11 @@ async fn flags_and_tokens_sent_with_a_revoke_are_checked() {
     let problem: serde_json::Value = held.json().await.expect("json");
     assert_eq!(problem["field"], "hold", "{problem}");
     assert_eq!(gw.acquire("flag:c", None).await.status(), 201);
-    for (query, header) in [("force=1", None), ("force=true", Some("not-a-token"))] {
+    for (query, header) in [
+        ("force=1", None),
+        ("force=true&force=false", None),
+        ("force=true", Some("not-a-token")),
+    ] {
         let mut request = gw.http.delete(gw.url(&format!("/locks/flag:c?{query}")));
         if let Some(value) = header {
             request = request.header("Lock-Token", value);
