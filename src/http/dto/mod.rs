@@ -91,10 +91,14 @@ macro_rules! acquire_body {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Anything else worth telling whoever inspects the lock (a leader's address), as a JSON
-    /// object of at most 1024 bytes (`null` or absent: none). Kept beside the grant and shown
-    /// by `GET /locks/{name}`.
-    #[schema(value_type = Option<std::collections::HashMap<String, serde_json::Value>>, required = false, example = json!({"addr": "10.0.0.7:8080"}))]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// object of at most 1024 bytes. Kept beside the grant and shown by `GET /locks/{name}`.
+    /// Omit it for none (`null` is refused, as the schema says: an object).
+    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false, example = json!({"addr": "10.0.0.7:8080"}))]
+    #[serde(
+        default,
+        deserialize_with = "object",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub metadata: Option<Map<String, Value>>,
         }
 
@@ -259,6 +263,12 @@ pub struct LockRenewalBody {
     /// never renewed past that).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_hold_left_ms: Option<u64>,
+}
+
+/// A JSON object, present (absent is `None` through `#[serde(default)]`): `null` is refused,
+/// so that the schema can say "an object" and generated clients get one plain model.
+fn object<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Map<String, Value>>, D::Error> {
+    Map::deserialize(deserializer).map(Some)
 }
 
 /// A non-negative whole number, or null. Like JSON Schema's `integer`, accepts a number with
