@@ -267,7 +267,9 @@ pub struct LockRenewalBody {
 
 /// A JSON object, present (absent is `None` through `#[serde(default)]`): `null` is refused,
 /// so that the schema can say "an object" and generated clients get one plain model.
-fn object<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Map<String, Value>>, D::Error> {
+fn object<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Map<String, Value>>, D::Error> {
     Map::deserialize(deserializer).map(Some)
 }
 
