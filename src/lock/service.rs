@@ -218,6 +218,11 @@ impl LockService {
                 .unwrap_or_default()
         });
         if hold_left.is_some_and(|left| left.is_zero()) {
+            // The lease was last set to end at the bound as "bound - now" when that renewal was
+            // sent, so in Redis it can outlive the bound by that renewal's trip: end it now,
+            // as the refusal says (compare-and-delete: only this token's grant; a failure
+            // leaves it to expire moments later).
+            let _ = self.release_lease(primitive, name, token).await;
             return Err(LockError::MaxHoldReached);
         }
         let ttl = hold_left.map_or(request.ttl, |left| request.ttl.min(left));
