@@ -117,6 +117,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         key_prefix: "ceiling:".into(),
         timeout: Duration::from_secs(30),
         wait_pool_size: 1,
+        pubsub_linger: Duration::from_secs(30),
         native_commands: native,
         ca_certificates: None,
         metrics: Arc::default(),

@@ -52,6 +52,7 @@ pub fn build_service(
             key_prefix: config.key_prefix.clone(),
             timeout,
             wait_pool_size: config.wait_pool_size,
+            pubsub_linger: config.pubsub_linger,
             native_commands: config.native_commands,
             ca_certificates: config.redis_ca.clone(),
             metrics: metrics.clone(),

@@ -274,6 +274,12 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_MAX_HEADER_BYTES", default_value = DEFAULT_MAX_HEADER_BYTES)]
     pub max_header_bytes: usize,
 
+    /// How long the Redis pub/sub connection (release announcements for waiting requests and
+    /// watchers) stays open once nothing waits or watches; it is opened again by the next
+    /// waiter. 0s closes it at once.
+    #[arg(long, env = "LOCKGATE_PUBSUB_LINGER", default_value = DEFAULT_PUBSUB_LINGER, value_parser = duration)]
+    pub pubsub_linger: Duration,
+
     /// Dedicated Redis connections for requests that ask for replica acknowledgement (WAIT).
     #[arg(long, env = "LOCKGATE_WAIT_POOL_SIZE", default_value = DEFAULT_WAIT_POOL_SIZE)]
     pub wait_pool_size: usize,

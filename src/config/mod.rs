@@ -34,6 +34,7 @@ pub const DEFAULT_REDIS_CHECK_INTERVAL: &str = "10s";
 pub const DEFAULT_MAX_BODY_BYTES: &str = "16384";
 pub const DEFAULT_MAX_HEADER_BYTES: &str = "32768";
 pub const DEFAULT_WAIT_POOL_SIZE: &str = "4";
+pub const DEFAULT_PUBSUB_LINGER: &str = "30s";
 pub const DEFAULT_REDLOCK_NODE_TIMEOUT: &str = "50ms";
 pub const DEFAULT_MAX_WAITERS: usize = 10_000;
 pub const DEFAULT_MAX_WATCHERS: usize = 10_000;
@@ -85,6 +86,8 @@ pub struct Config {
     /// Largest accepted request head (request line and headers), in bytes.
     pub max_header_bytes: usize,
     pub wait_pool_size: usize,
+    /// How long the pub/sub connection outlives the last waiter or watcher.
+    pub pubsub_linger: Duration,
     pub token_secret: Option<Secret>,
     pub log_format: LogFormat,
     pub api_keys: Option<ApiKeys>,

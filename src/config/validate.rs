@@ -142,6 +142,9 @@ impl Config {
                 "--redis-check-interval must be between 100ms and 10m".into(),
             ));
         }
+        if args.pubsub_linger > Duration::from_secs(3600) {
+            return Err(range("--pubsub-linger must be at most 1h".into()));
+        }
         if !(64..=1 << 20).contains(&args.max_body_bytes) {
             return Err(range(
                 "--max-body-bytes must be between 64 and 1048576".into(),
@@ -257,6 +260,7 @@ impl Config {
             redis_ca,
             allow_eviction: args.allow_eviction,
             redis_check_interval: args.redis_check_interval,
+            pubsub_linger: args.pubsub_linger,
             clock_step_hold_back: args.clock_step_hold_back,
         })
     }

@@ -56,6 +56,79 @@ async fn a_waiter_gets_a_released_lock_within_50ms() {
     assert!(grant["fence"].as_u64() > holder["fence"].as_u64());
 }
 
+/// Connections the gateway holds to `redis` (every client but the one asking).
+fn gateway_connections(redis: &RedisServer) -> usize {
+    let list: String = redis
+        .query(redis::cmd("CLIENT").arg("LIST"))
+        .expect("CLIENT LIST");
+    list.lines()
+        .filter(|client| !client.contains("cmd=client|list"))
+        .count()
+}
+
+/// Waits until the gateway holds `n` connections to `redis`.
+async fn connections(redis: &RedisServer, n: usize, what: &str) {
+    eventually(Duration::from_secs(5), what, || async {
+        (gateway_connections(redis) == n).then_some(())
+    })
+    .await;
+}
+
+/// The pub/sub connection is open only while something waits or watches: one connection to
+/// Redis when idle, two while a request waits or an event stream is open, one again after
+/// `--pubsub-linger`; and a reopened subscription wakes the next waiter. Keyspace
+/// notifications are on, so nothing but the subscription can wake a waiter before the holder's
+/// 30 s lease ends.
+#[tokio::test]
+async fn the_pubsub_connection_lives_only_while_something_waits_or_watches() {
+    let redis = RedisServer::start();
+    redis.enable_keyspace_notifications();
+    let mut config = redis_config(&redis.url());
+    config.pubsub_linger = Duration::from_millis(200);
+    let gw = Gateway::start(config).await;
+    let (_, grant) = status_json(gw.acquire("p", None).await).await;
+    assert_eq!(gw.release("p", &token(&grant)).await.status(), 204);
+    connections(&redis, 1, "one connection while idle").await;
+    for round in 0..2 {
+        let (_, holder) = status_json(gw.acquire("p", Some(json!({"ttl_ms": 30000}))).await).await;
+        let waiter = {
+            let (http, url) = (gw.http.clone(), gw.url("/locks/p"));
+            tokio::spawn(async move {
+                let response = http.post(url).json(&json!({"wait_ms": 10000})).send().await;
+                status_json(response.expect("waiter")).await
+            })
+        };
+        until_waiting(&gw, 1).await;
+        connections(&redis, 2, "the subscriber connection while a request waits").await;
+        assert_eq!(gw.release("p", &token(&holder)).await.status(), 204);
+        let released = Instant::now();
+        let (status, grant) = waiter.await.expect("waiter task");
+        assert_eq!(status, 201, "round {round}: {grant}");
+        let handoff = released.elapsed();
+        assert!(
+            handoff < Duration::from_secs(1),
+            "round {round}: hand-off took {handoff:?}"
+        );
+        assert_eq!(gw.release("p", &token(&grant)).await.status(), 204);
+        connections(&redis, 1, "back to one connection once nothing waits").await;
+    }
+    let watcher = gw
+        .http
+        .get(gw.url("/locks/p/events"))
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(watcher.status(), 200);
+    connections(
+        &redis,
+        2,
+        "the subscriber connection while an event stream is open",
+    )
+    .await;
+    drop(watcher);
+    connections(&redis, 1, "back to one connection once nobody watches").await;
+}
+
 /// The release script redis-py's `Lock.release()` runs (compare-and-delete, no notification).
 const FOREIGN_RELEASE: &str = "local token = redis.call('get', KEYS[1]) \
     if not token or token ~= ARGV[1] then return 0 end \

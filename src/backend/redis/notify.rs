@@ -30,7 +30,12 @@
 //!   feed, because releases during the outage went unseen.
 //!
 //! The task starts with the first watcher, so a gateway whose clients never wait never opens
-//! the connection.
+//! the connection; and it closes the connection once nothing has been watched for
+//! `--pubsub-linger` (30 s by default), opening it again for the next waiter. A fleet of
+//! sidecars then holds one Redis connection per gateway, two only where something waits or
+//! watches (docs/runbook.md, "The fleet's arithmetic"). The linger keeps a burst of waits on
+//! one connection: reopening costs the next waiter a connect, a `CONFIG GET` and a
+//! `SUBSCRIBE` before its subscription is confirmed.
 //!
 //! One piece, over 400 lines: one task owns the pub/sub connection, its subscriptions, the
 //! resubscription after a reconnect and the wake-up of every feed after an outage; they share
@@ -69,6 +74,8 @@ pub struct Notifier {
     shared: Arc<Shared>,
     source: Arc<NodeSource>,
     timeout: Duration,
+    /// How long the connection stays open with nothing watched.
+    linger: Duration,
     /// Whether keyspace notifications may be used (not in a cluster).
     keyspace_allowed: bool,
     /// The commands' receiving end, until the task takes it.
@@ -80,12 +87,22 @@ pub struct Notifier {
 struct Shared {
     /// Lock keys somebody watches, with their feeds. The connection is subscribed to exactly
     /// these, give or take the commands still queued.
-    feeds: Mutex<HashMap<String, watch::Sender<()>>>,
+    feeds: Mutex<HashMap<String, Feed>>,
     commands: mpsc::UnboundedSender<Command>,
     /// The connection listens to keyspace notifications (else to the release channels).
     keyspace: AtomicBool,
     /// Repeated failures are logged once per window (see `telemetry::throttle`).
     failures: Throttle,
+}
+
+/// The feed of one key, and how many [`ReleaseFeed`]s of it are alive. Counted here rather
+/// than read off the channel's receivers: a holder may keep clones of the receiver that it
+/// drops after its `ReleaseFeed` (in whatever order its future's state is dropped), and the
+/// key must be unsubscribed all the same.
+#[derive(Debug)]
+struct Feed {
+    tx: watch::Sender<()>,
+    watchers: usize,
 }
 
 #[derive(Debug)]
@@ -135,11 +152,11 @@ struct Unwatch {
 impl Drop for Unwatch {
     fn drop(&mut self) {
         let mut feeds = self.shared.feeds();
-        // The feed's receiver is dropped before this guard.
-        if feeds
-            .get(&self.key)
-            .is_some_and(|tx| tx.receiver_count() == 0)
-        {
+        let Some(feed) = feeds.get_mut(&self.key) else {
+            return;
+        };
+        feed.watchers = feed.watchers.saturating_sub(1);
+        if feed.watchers == 0 {
             feeds.remove(&self.key);
             let _ = self
                 .shared
@@ -150,19 +167,19 @@ impl Drop for Unwatch {
 }
 
 impl Shared {
-    fn feeds(&self) -> MutexGuard<'_, HashMap<String, watch::Sender<()>>> {
+    fn feeds(&self) -> MutexGuard<'_, HashMap<String, Feed>> {
         self.feeds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn bump(&self, key: &str) {
-        if let Some(tx) = self.feeds().get(key) {
-            tx.send_replace(());
+        if let Some(feed) = self.feeds().get(key) {
+            feed.tx.send_replace(());
         }
     }
 
     fn bump_all(&self) {
-        for tx in self.feeds().values() {
-            tx.send_replace(());
+        for feed in self.feeds().values() {
+            feed.tx.send_replace(());
         }
     }
 }
@@ -170,8 +187,14 @@ impl Shared {
 impl Notifier {
     /// Subscribes on the node `source` names (resolved again on every reconnect); `timeout`
     /// bounds connecting and each confirmation. `keyspace_allowed` is false where keyspace
-    /// notifications cannot be relied on (a cluster).
-    pub fn new(source: Arc<NodeSource>, timeout: Duration, keyspace_allowed: bool) -> Self {
+    /// notifications cannot be relied on (a cluster). The connection is closed after `linger`
+    /// with nothing watched.
+    pub fn new(
+        source: Arc<NodeSource>,
+        timeout: Duration,
+        linger: Duration,
+        keyspace_allowed: bool,
+    ) -> Self {
         let (commands, inbox) = mpsc::unbounded_channel();
         Self {
             shared: Arc::new(Shared {
@@ -182,6 +205,7 @@ impl Notifier {
             }),
             source,
             timeout,
+            linger,
             keyspace_allowed,
             inbox: Mutex::new(Some(inbox)),
             task: OnceLock::new(),
@@ -205,17 +229,26 @@ impl Notifier {
     /// the timeout passed: the subscription then happens when the connection is back).
     pub async fn watch(&self, key: String) -> ReleaseFeed {
         self.start();
-        let receiver = self
-            .shared
-            .feeds()
-            .entry(key.clone())
-            .or_insert_with(|| watch::channel(()).0)
-            .subscribe();
+        let receiver = {
+            let mut feeds = self.shared.feeds();
+            let feed = feeds.entry(key.clone()).or_insert_with(|| Feed {
+                tx: watch::channel(()).0,
+                watchers: 0,
+            });
+            feed.watchers += 1;
+            feed.tx.subscribe()
+        };
+        // Armed before the confirmation is awaited: a caller that goes away meanwhile still
+        // gives its place back.
+        let unwatch = Unwatch {
+            shared: self.shared.clone(),
+            key,
+        };
         let (confirmed, confirmation) = oneshot::channel();
         let _ = self
             .shared
             .commands
-            .send(Command::Subscribe(key.clone(), confirmed));
+            .send(Command::Subscribe(unwatch.key.clone(), confirmed));
         if !matches!(
             tokio::time::timeout(self.timeout, confirmation).await,
             Ok(Ok(()))
@@ -226,13 +259,7 @@ impl Notifier {
                 "release subscription not confirmed; waiters fall back to the holder's ttl"
             );
         }
-        ReleaseFeed::new(
-            receiver,
-            Unwatch {
-                shared: self.shared.clone(),
-                key,
-            },
-        )
+        ReleaseFeed::new(receiver, unwatch)
     }
 
     fn start(&self) {
@@ -242,6 +269,7 @@ impl Notifier {
                 shared: self.shared.clone(),
                 source: self.source.clone(),
                 timeout: self.timeout,
+                linger: self.linger,
                 keyspace_allowed: self.keyspace_allowed,
             };
             AbortOnDrop(tokio::spawn(async move {
@@ -258,6 +286,7 @@ struct Connection {
     shared: Arc<Shared>,
     source: Arc<NodeSource>,
     timeout: Duration,
+    linger: Duration,
     keyspace_allowed: bool,
 }
 
@@ -278,12 +307,15 @@ impl Connection {
         Ok((pubsub, mode))
     }
 
-    /// The connection's life: connect, resubscribe, serve until it breaks, again.
+    /// The connection's life: connect, resubscribe, serve until it breaks, again; closed
+    /// while nothing is watched, reopened by the next subscription.
     async fn run(self, mut inbox: mpsc::UnboundedReceiver<Command>) {
         let mut backoff = MIN_BACKOFF;
         let mut first = true;
         // A Sentinel failover: the master moved, follow it.
         let mut moves = self.source.changes();
+        // A command that arrived while the connection was closed, carried out once it is open.
+        let mut woken_by: Option<Command> = None;
         loop {
             let (pubsub, mode) = match tokio::time::timeout(self.timeout, self.open()).await {
                 Ok(Ok(opened)) => opened,
@@ -326,10 +358,31 @@ impl Connection {
                 self.shared.bump_all();
             }
             first = false;
+            if let Some(command) = woken_by.take()
+                && execute(&mut sink, &mode, &self.shared, command, &mut inbox)
+                    .await
+                    .is_err()
+            {
+                continue;
+            }
             let mut ping = tokio::time::interval(PING_EVERY);
             ping.reset();
+            let mut idle_until = None;
             loop {
+                // Nothing watched: the connection closes at `idle_until` unless a subscription
+                // comes first.
+                if self.shared.feeds().is_empty() {
+                    idle_until.get_or_insert_with(|| tokio::time::Instant::now() + self.linger);
+                } else {
+                    idle_until = None;
+                }
                 tokio::select! {
+                    () = sleep_until(idle_until) => {
+                        if self.shared.feeds().is_empty() {
+                            break;
+                        }
+                        continue;
+                    }
                     message = stream.next() => match message {
                         Some(message) => {
                             let payload = message.get_payload_bytes();
@@ -356,8 +409,35 @@ impl Connection {
                     }
                 }
             }
+            if idle_until.is_some_and(|at| tokio::time::Instant::now() >= at)
+                && self.shared.feeds().is_empty()
+            {
+                drop((sink, stream));
+                tracing::debug!("nothing waits or watches: redis pub/sub connection closed");
+                // Closed until somebody subscribes; an unsubscription needs no connection.
+                loop {
+                    match inbox.recv().await {
+                        None => return,
+                        Some(Command::Unsubscribe(_)) => {}
+                        Some(subscribe) => {
+                            woken_by = Some(subscribe);
+                            break;
+                        }
+                    }
+                }
+                first = true;
+                continue;
+            }
             tracing::warn!("redis pub/sub connection lost; reconnecting");
         }
+    }
+}
+
+/// Resolves at `at`; never without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

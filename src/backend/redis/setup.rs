@@ -47,6 +47,8 @@ pub struct RedisOptions {
     pub timeout: Duration,
     /// Dedicated connections for `WAIT` (per master, in a cluster).
     pub wait_pool_size: usize,
+    /// How long the pub/sub connection stays open once nothing waits or watches.
+    pub pubsub_linger: Duration,
     /// Whether release and renew may use the server's native commands.
     pub native_commands: NativeCommands,
     /// PEM certificates of the CAs to trust for `rediss://` instead of the system's.
@@ -133,7 +135,7 @@ impl RedisBackend {
                         dedicated_config,
                         options.wait_pool_size,
                     ))),
-                    Notifier::new(any, options.timeout, false),
+                    Notifier::new(any, options.timeout, options.pubsub_linger, false),
                     Counters::PerSlot,
                 )
             }
@@ -155,7 +157,7 @@ impl RedisBackend {
                         dedicated_config,
                         options.wait_pool_size,
                     )),
-                    Notifier::new(source, options.timeout, true),
+                    Notifier::new(source, options.timeout, options.pubsub_linger, true),
                     Counters::One,
                 )
             }
@@ -264,6 +266,7 @@ mod tests {
             key_prefix: "x:".into(),
             timeout: Duration::from_secs(1),
             wait_pool_size: 1,
+            pubsub_linger: Duration::ZERO,
             native_commands: NativeCommands::Auto,
             ca_certificates: None,
             metrics: Arc::default(),

@@ -47,6 +47,7 @@ pub fn config(backend: BackendChoice) -> Config {
         max_body_bytes: 16384,
         max_header_bytes: 32768,
         wait_pool_size: 4,
+        pubsub_linger: Duration::from_secs(30),
         token_secret: None,
         log_format: LogFormat::Text,
         api_keys: None,
