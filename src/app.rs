@@ -22,6 +22,7 @@ use crate::http::gate::GateOptions;
 use crate::http::server::{self, ServeOptions};
 use crate::lock::{LockService, TokenSecret};
 use crate::telemetry::Metrics;
+use crate::telemetry::trace::Tracing;
 
 /// Why the server cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +126,8 @@ pub struct Assembled {
     pub router: axum::Router,
     /// `GET /metrics` alone, for `--metrics-listen`.
     pub metrics_router: axum::Router,
+    /// The span exporter, when traces are asked for: flushed at exit.
+    pub traces: Option<Arc<Tracing>>,
     pub serve_options: ServeOptions,
 }
 
@@ -133,6 +136,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
     let metrics = Arc::new(Metrics::new());
     let reconnected = Arc::new(Notify::new());
     let service = Arc::new(build_service(config, &metrics, &reconnected)?);
+    let traces = Tracing::from_env().map_err(StartupError::Config)?;
     let guards = Guards {
         backend: service.backend().clone(),
         options: guard_options(config),
@@ -149,6 +153,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
             request_timeout: config.request_timeout,
             max_wait: config.limits.max_wait,
             max_header_bytes: config.max_header_bytes,
+            tracing: traces.clone(),
         },
     };
     let (router, metrics_router) = crate::http::routers(service.clone(), options, metrics);
@@ -157,6 +162,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
         guards,
         router,
         metrics_router,
+        traces,
         serve_options: ServeOptions {
             header_read_timeout: config.header_read_timeout,
             grace: config.shutdown_grace,
@@ -237,6 +243,7 @@ pub async fn run<L>(config: Config, start_logging: impl FnOnce() -> L) -> Result
         guards,
         router,
         metrics_router,
+        traces,
         serve_options,
     } = assemble(&config)?;
     // A store that can lose locks without an error is refused before anything is served.
@@ -314,6 +321,10 @@ pub async fn run<L>(config: Config, start_logging: impl FnOnce() -> L) -> Result
         service.shut_down();
     };
     serve(listener, router, shutdown, serve_options).await;
+    if let Some(traces) = traces {
+        // The batch processor's thread sends what is left; blocking, so off the runtime.
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+    }
     tracing::info!("lockgate stopped");
     Ok(())
 }

@@ -57,6 +57,7 @@ use crate::lock::LockError;
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::throttle::{self, Throttle};
+use crate::telemetry::trace::{Finished, RequestSpan, Tracing};
 use crate::telemetry::{LeaseKind, Operation};
 
 pub const REQUEST_ID: &str = "x-request-id";
@@ -79,6 +80,8 @@ pub struct Gate {
     next_id: AtomicU64,
     /// Server errors are logged with their cause once per outcome per window.
     failures: Throttle,
+    /// OpenTelemetry spans, when asked for (`telemetry::trace`).
+    tracing: Option<Arc<Tracing>>,
 }
 
 /// Settings of the [`Gate`].
@@ -91,6 +94,8 @@ pub struct GateOptions {
     pub max_wait: Duration,
     /// Largest request head (request line and headers) served; larger ones get 431.
     pub max_header_bytes: usize,
+    /// Where spans go, if anywhere.
+    pub tracing: Option<Arc<Tracing>>,
 }
 
 impl Gate {
@@ -110,6 +115,7 @@ impl Gate {
             id_prefix: u32::from_ne_bytes(seed),
             next_id: AtomicU64::new(0),
             failures: Throttle::new(throttle::WINDOW),
+            tracing: options.tracing,
         }
     }
 
@@ -335,7 +341,23 @@ where
             operation => operation,
         };
         let request_id = gate.request_id(&req);
-        let refuse = |refusal: ApiError, req: &Request, slot: Option<Slot>| GateFuture {
+        // Probes and scrapes come every few seconds from machines, not callers: no spans.
+        let probe = matches!(
+            operation,
+            Operation::Healthz | Operation::Readyz | Operation::Metrics
+        );
+        let traced = gate.tracing.as_ref().filter(|_| !probe);
+        let mut span = traced.map(|tracing| {
+            let name = match &name {
+                Some(ResolvedName(Ok(name))) => Some(name.as_str()),
+                _ => None,
+            };
+            tracing.start(req.headers(), route, name)
+        });
+        let refuse = |refusal: ApiError,
+                      req: &Request,
+                      slot: Option<Slot>,
+                      span: Option<Box<RequestSpan>>| GateFuture {
             state: State::Refused {
                 response: Some(refusal.into_response()),
             },
@@ -347,6 +369,7 @@ where
                 path: req.uri().path().into(),
                 request_id: request_id.clone(),
                 caller: None,
+                span,
                 _slot: slot,
             },
         };
@@ -357,6 +380,7 @@ where
                 },
                 &req,
                 None,
+                span.take(),
             );
             // Closing the connection frees the read buffer the head made hyper grow.
             if let State::Refused {
@@ -369,27 +393,23 @@ where
             }
             return refused;
         }
-        let exempt = matches!(
-            operation,
-            Operation::Healthz | Operation::Readyz | Operation::Metrics
-        );
-        let slot = if exempt {
+        let slot = if probe {
             None
         } else {
             if gate.in_flight.fetch_add(1, Ordering::Relaxed) >= gate.max_in_flight {
                 gate.in_flight.fetch_sub(1, Ordering::Relaxed);
-                return refuse(ApiError::Overloaded, &req, None);
+                return refuse(ApiError::Overloaded, &req, None, span.take());
             }
             Some(Slot(gate.clone()))
         };
         let caller = match gate.authenticate(operation, &req) {
             Ok(caller) => caller,
-            Err(refusal) => return refuse(refusal, &req, slot),
+            Err(refusal) => return refuse(refusal, &req, slot, span.take()),
         };
         if let Some(key) = &caller
             && !in_scope(key, operation, name.as_ref())
         {
-            return refuse(ApiError::Forbidden, &req, slot);
+            return refuse(ApiError::Forbidden, &req, slot, span.take());
         }
         let mut req = req;
         if let Some(name) = name {
@@ -409,6 +429,7 @@ where
             path: req.uri().path().into(),
             request_id,
             caller,
+            span: span.take(),
             _slot: slot,
         };
         let deadline = tokio::time::sleep(gate.timeout(operation));
@@ -435,6 +456,8 @@ struct LogContext {
     path: Box<str>,
     request_id: RequestId,
     caller: Option<Arc<ApiKey>>,
+    /// The request's span, when traces are exported.
+    span: Option<Box<RequestSpan>>,
     _slot: Option<Slot>,
 }
 
@@ -470,6 +493,8 @@ where
                 ApiError::Internal("polled after completion".into()).into_response()
             }),
             StateProj::Running { inner, deadline } => {
+                // Redis round trips and waits made during this poll count for this request.
+                let _entered = this.log.span.as_ref().map(|span| span.enter());
                 // A panicking future is never polled again: this poll answers for it.
                 match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
                     Ok(Poll::Ready(Ok(response))) => response,
@@ -519,6 +544,18 @@ fn finish(log: &LogContext, mut response: Response) -> Response {
         tracing::warn!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, cause = %cause, left_out, "request failed");
     } else {
         tracing::info!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, "request");
+    }
+    if let (Some(tracing), Some(span)) = (&log.gate.tracing, &log.span) {
+        span.finish(
+            tracing,
+            &Finished {
+                method: log.method.as_str(),
+                status,
+                operation: log.operation.label(),
+                outcome,
+                request_id: request_id_text,
+            },
+        );
     }
     response.headers_mut().insert(REQUEST_ID, request_id);
     response
@@ -585,6 +622,7 @@ mod tests {
                 request_timeout: Duration::from_millis(50),
                 max_wait: Duration::ZERO,
                 max_header_bytes: 32768,
+                tracing: None,
             },
             Arc::new(Metrics::new()),
         ))

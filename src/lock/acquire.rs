@@ -47,6 +47,13 @@ enum Attempt<P: Primitive> {
     },
 }
 
+/// Tells the request's trace how long it waited in line, from the deadline of a wait of `wait`:
+/// recomputed rather than timed, so that a waiting future holds no start time of its own.
+fn record_wait(deadline: Instant, wait: Duration) {
+    let left = deadline.saturating_duration_since(Instant::now());
+    crate::telemetry::trace::waited(wait.saturating_sub(left));
+}
+
 impl LockService {
     /// Takes the lock, waiting up to `request.wait` for it.
     pub async fn acquire(
@@ -144,6 +151,7 @@ impl LockService {
         tokio::select! {
             () = ticket.turn() => {}
             () = tokio::time::sleep_until(deadline) => {
+                record_wait(deadline, request.wait);
                 return Err(LockError::Held { retry_after: RETRY_AFTER_UNKNOWN_EXPIRY });
             }
             () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
@@ -179,6 +187,7 @@ impl LockService {
             match Box::pin(self.attempt(primitive, name, derived, request, true)).await {
                 Ok(Attempt::Granted(grant)) => {
                     drop(lift);
+                    record_wait(deadline, request.wait);
                     ticket.hand_off(Handoff {
                         releases,
                         held_until: grant.validity.until(),
@@ -194,6 +203,7 @@ impl LockService {
                         lift = self.lift_on_drop(primitive, name);
                     }
                     if Instant::now() >= deadline {
+                        record_wait(deadline, request.wait);
                         return Err(LockError::Held { retry_after });
                     }
                     backend_retry = MIN_BACKEND_RETRY;

@@ -300,6 +300,7 @@ impl Metrics {
 
     /// Records one Redis round trip.
     pub fn redis_roundtrip(&self, call: RedisCall, elapsed: Duration) {
+        super::trace::round_trip();
         self.redis[call as usize].observe(elapsed);
     }
 

@@ -1,6 +1,7 @@
 //! Telemetry: Prometheus metrics with typed labels ([`metrics`]), the operations they count
 //! ([`operation`]), the build and process metrics every exporter has ([`process`]), log
-//! output ([`logging`]) and the throttle of repeated log lines ([`throttle`]).
+//! output ([`logging`]), the throttle of repeated log lines ([`throttle`]) and OpenTelemetry
+//! spans when asked for ([`trace`]).
 //!
 //! Below everything else: `lock` and `backend` record through [`Metrics`] without knowing the
 //! exposition format, and `http` renders it at `/metrics`. Nothing here knows about locks,
@@ -11,6 +12,7 @@ pub mod metrics;
 pub mod operation;
 pub mod process;
 pub mod throttle;
+pub mod trace;
 
 pub use self::metrics::{BackendErrorKind, Gauges, Metrics, RedisCall};
 pub use self::operation::{LeaseKind, Operation};

@@ -21,6 +21,7 @@
 //! * `max_hold`: bounded holds (`max_hold_ms`, `--max-hold`).
 //! * `shutdown`: graceful shutdown of the real binary.
 //! * `operations`: request ids, logs, TLS to Redis.
+//! * `traces`: OpenTelemetry spans over OTLP/HTTP.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -48,4 +49,5 @@ mod rwlocks;
 mod security;
 mod semaphores;
 mod shutdown;
+mod traces;
 mod waiting;

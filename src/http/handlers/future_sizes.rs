@@ -42,6 +42,7 @@ fn state() -> AppState {
         request_timeout: Duration::from_secs(1),
         max_wait: limits.max_wait,
         max_header_bytes: 8192,
+        tracing: None,
     };
     AppState {
         service: Arc::new(LockService::new(backend, limits, secret)),

@@ -12,12 +12,16 @@ use super::redis::free_port;
 
 pub const LOCKGATE: &str = env!("CARGO_BIN_EXE_lockgate");
 
-/// The binary with no LOCKGATE_* variable (nor RUST_LOG) inherited from the environment.
+/// The binary with no LOCKGATE_* or OTEL_* variable (nor RUST_LOG) inherited from the
+/// environment.
 pub fn lockgate() -> Command {
     let mut cmd = Command::new(LOCKGATE);
     for (key, _) in std::env::vars_os() {
         let key_text = key.to_string_lossy();
-        if key_text.starts_with("LOCKGATE_") || key_text == "RUST_LOG" {
+        if key_text.starts_with("LOCKGATE_")
+            || key_text.starts_with("OTEL_")
+            || key_text == "RUST_LOG"
+        {
             cmd.env_remove(key);
         }
     }
