@@ -76,6 +76,14 @@ pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Resolves at `at`, or never without one: a `select!` branch that is there only sometimes.
+pub async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A background task that ends when its owner is dropped.
 #[derive(Debug)]
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);

@@ -47,10 +47,11 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
+use crate::backend::sleep_until_some;
 use crate::client::{Answer, Client, ClientError, EventLines};
 use crate::config::RunArgs;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockMode, RenewBody};
-use crate::lock::hold::{renewal_interval, sleep_until_some};
+use crate::lock::hold::renewal_interval;
 use crate::lock::{LockName, TokenStem, millis};
 
 /// Bad arguments.

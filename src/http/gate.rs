@@ -221,11 +221,13 @@ fn in_scope(key: &ApiKey, operation: Operation, name: Option<&ResolvedName>) -> 
     }
 }
 
-/// Whether a request's query asks for a forced release (`force=true`): a revoke.
-pub fn forced(uri: &axum::http::Uri) -> bool {
+/// Whether a request's query says `key=true` anywhere: how the gate reads `force` (a revoke)
+/// and `hold` (a multi-lock's hold stream) to pick the operation, and so the scope. Lenient on
+/// purpose: a query that also says `key=false` is classified as asking for it (the stricter
+/// scope), and the handler then refuses the repetition (`extract::query_flag`, 400).
+fn query_says(uri: &axum::http::Uri, key: &str) -> bool {
     uri.query().is_some_and(|query| {
-        form_urlencoded::parse(query.as_bytes())
-            .any(|(key, value)| key == "force" && value == "true")
+        form_urlencoded::parse(query.as_bytes()).any(|(k, value)| k == key && value == "true")
     })
 }
 
@@ -331,11 +333,9 @@ where
         // The one decoding of the path's lock name: authorized below, acted on by the handler.
         let name = route.and_then(|route| ResolvedName::of(route, req.uri().path()));
         let operation = match operation {
-            Operation::Release if forced(req.uri()) => Operation::Revoke,
+            Operation::Release if query_says(req.uri(), "force") => Operation::Revoke,
             // `POST /locks?hold=true`: a multi-lock's hold stream.
-            Operation::Acquire
-                if req.uri().path() == "/locks" && super::handlers::multi::held(req.uri()) =>
-            {
+            Operation::Acquire if req.uri().path() == "/locks" && query_says(req.uri(), "hold") => {
                 Operation::Hold
             }
             operation => operation,

@@ -1,19 +1,11 @@
-//! JSON response bodies, each ending with a newline, so that `curl` output does not run into
-//! the shell prompt and line-oriented tools read one document per line. Every JSON answer
-//! (lock bodies, problem documents, health, the index) is written through [`to_body`].
+//! `application/json` answers: a successful body written by [`super::body::to_body`] (ending
+//! with a newline), or a 500 problem document if it cannot be serialized.
 
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// `value` as JSON followed by `\n`.
-pub fn to_body<T: Serialize>(value: &T) -> serde_json::Result<Vec<u8>> {
-    // One allocation for the usual lock body, newline included (to_vec then push could grow it).
-    let mut body = Vec::with_capacity(256);
-    serde_json::to_writer(&mut body, value)?;
-    body.push(b'\n');
-    Ok(body)
-}
+use super::body::to_body;
 
 /// An `application/json` answer whose body ends with a newline (axum's `Json` has none).
 #[derive(Debug, Clone, Copy, Default)]

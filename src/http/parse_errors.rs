@@ -18,7 +18,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::json;
+use super::body;
 use super::problem::{Problem, ProblemKind};
 
 /// What follows the status line of an answer hyper wrote on its own.
@@ -83,7 +83,7 @@ fn problem_answer(code: u16) -> Vec<u8> {
     };
     let mut problem = Problem::new(kind, detail);
     problem.status = code;
-    let body = json::to_body(&problem).unwrap_or_default();
+    let body = body::to_body(&problem).unwrap_or_default();
     let reason = axum::http::StatusCode::from_u16(code)
         .ok()
         .and_then(|status| status.canonical_reason())

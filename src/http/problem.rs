@@ -599,7 +599,7 @@ impl IntoResponse for ApiError {
         } = self.render();
         let status =
             StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = super::json::to_body(&problem).unwrap_or_default();
+        let body = super::body::to_body(&problem).unwrap_or_default();
         let mut response = (status, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));

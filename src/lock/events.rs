@@ -308,7 +308,7 @@ impl Observer {
             tokio::select! {
                 changed = feeds.0.changed() => if changed.is_err() { return },
                 changed = feeds.1.changed() => if changed.is_err() { return },
-                () = super::hold::sleep_until_some(wake) => {}
+                () = crate::backend::sleep_until_some(wake) => {}
             }
             feeds.0.borrow_and_update();
             feeds.1.borrow_and_update();

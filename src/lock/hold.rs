@@ -24,6 +24,7 @@ use super::primitive::Primitive;
 use super::request::RenewRequest;
 use super::service::{Grant, LockService, Renewal};
 use super::{LockName, LockToken, Validity};
+use crate::backend::sleep_until_some;
 
 /// After a renewal that could not get through, try again this often (or sooner, if the ttl is
 /// short), for as long as the lease lasts.
@@ -184,13 +185,5 @@ impl<P: Primitive> Hold<P> {
         tracing::info!(lock = %self.name, kind = P::KIND, reason = reason.as_str(), "a hold lost its lease");
         // The guard still withdraws on drop: harmless if the lease is gone.
         (HoldEvent::Lost(reason), None)
-    }
-}
-
-/// Resolves at `at`, or never without one.
-pub async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }

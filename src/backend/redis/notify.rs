@@ -377,7 +377,7 @@ impl Connection {
                     idle_until = None;
                 }
                 tokio::select! {
-                    () = sleep_until(idle_until) => {
+                    () = crate::backend::sleep_until_some(idle_until) => {
                         if self.shared.feeds().is_empty() {
                             break;
                         }
@@ -430,14 +430,6 @@ impl Connection {
             }
             tracing::warn!("redis pub/sub connection lost; reconnecting");
         }
-    }
-}
-
-/// Resolves at `at`; never without one.
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -141,12 +141,6 @@ pub fn acquire_locks(
     }))
 }
 
-/// Whether a query asks for a hold stream (`hold=true`).
-pub fn held(uri: &Uri) -> bool {
-    form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
-        .any(|(key, value)| key == "hold" && value == "true")
-}
-
 /// Renew a multi-lock.
 ///
 /// Sets a new ttl on every lock of the set, if the `Lock-Token` header holds them all.
