@@ -40,7 +40,9 @@
 //!   (`<prefix>{<name>}:fence`) reads that counter on the name's next grant and deletes it: the
 //!   new fence exceeds it, and from then on the slot counter does.
 //!
-//! The Lua twin of [`next_fence`] is in `scripts/acquire.lua`; the two must stay identical.
+//! The Lua twins of [`next_fence`] and [`has_stem`] are `next_fence` and `fence_text_of` in
+//! `scripts/grant.lua`, the prelude of every script that issues, raises or matches a fence;
+//! `tests/it/grant_rules.rs` runs both sides over the same inputs on a real server.
 
 /// The smallest fence read as a time: 10^15 µs after the epoch is September 2001. Fences below
 /// it come from a per-name counter of an older lockgate and say nothing of time.

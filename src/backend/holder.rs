@@ -11,7 +11,9 @@
 //!
 //! The stored record is compact JSON carrying the fence of its grant first:
 //! `{"fence":1763712000123456,"owner":"pod-a","metadata":{"addr":"10.0.0.7:8080"}}`. The
-//! gateway builds the part after the fence; the script prepends the fence it issued. A record
+//! gateway builds the part after the fence; the script prepends the fence it issued
+//! (`holder_record` in `scripts/grant.lua`, the twin of [`Holder::record`]: checked against it
+//! by `tests/it/grant_rules.rs`). A record
 //! counts only while its fence is the current grant's, so one that outlives its grant (a
 //! native `DELIFEQ` release cannot delete a second key; the record then expires at its ttl)
 //! is never shown for the next holder.

@@ -13,6 +13,8 @@
 //! * `ha`: Sentinel failover, Redis Cluster and Redlock against real processes.
 //! * `faults`: the fault suite: a checked workload while processes are paused, restarted,
 //!   partitioned or failed over.
+//! * `grant_rules`: the Lua rules of a grant (fence, stem, holder record) against their Rust
+//!   twins.
 //! * `guards`: Redis settings that lose locks silently (eviction), refused or reported.
 //! * `access`: API keys and scopes.
 //! * `security`: the attacker's view: name spellings × scopes, forged tokens, cursors.
@@ -31,6 +33,7 @@ mod api;
 mod cli;
 mod events;
 mod faults;
+mod grant_rules;
 mod guards;
 mod ha;
 mod hold;

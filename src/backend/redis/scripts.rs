@@ -47,24 +47,24 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ACQUIRE = ["acquire.lua"],
+    ACQUIRE = ["grant.lua", "acquire.lua"],
     RELEASE = ["presented_token.lua", "release.lua"],
-    WITHDRAW = ["withdraw.lua"],
+    WITHDRAW = ["grant.lua", "withdraw.lua"],
     RENEW = ["presented_token.lua", "renew.lua"],
     INSPECT = ["inspect.lua"],
-    FINALIZE = ["finalize.lua"],
+    FINALIZE = ["grant.lua", "finalize.lua"],
     REVOKE = ["revoke.lua"],
-    PERMIT_ACQUIRE = ["lease_set.lua", "permit_acquire.lua"],
-    PERMIT_RENEW = ["lease_set.lua", "permit_renew.lua"],
-    PERMIT_RELEASE = ["lease_set.lua", "permit_release.lua"],
-    PERMIT_INSPECT = ["lease_set.lua", "permit_inspect.lua"],
-    SHARED_ACQUIRE = ["lease_set.lua", "shared_acquire.lua"],
-    SHARED_RENEW = ["lease_set.lua", "shared_renew.lua"],
-    SHARED_RELEASE = ["lease_set.lua", "shared_release.lua"],
-    SHARED_INSPECT = ["lease_set.lua", "shared_inspect.lua"],
-    MULTI_ACQUIRE = ["multi_acquire.lua"],
+    PERMIT_ACQUIRE = ["grant.lua", "lease_set.lua", "permit_acquire.lua"],
+    PERMIT_RENEW = ["grant.lua", "lease_set.lua", "permit_renew.lua"],
+    PERMIT_RELEASE = ["grant.lua", "lease_set.lua", "permit_release.lua"],
+    PERMIT_INSPECT = ["grant.lua", "lease_set.lua", "permit_inspect.lua"],
+    SHARED_ACQUIRE = ["grant.lua", "lease_set.lua", "shared_acquire.lua"],
+    SHARED_RENEW = ["grant.lua", "lease_set.lua", "shared_renew.lua"],
+    SHARED_RELEASE = ["grant.lua", "lease_set.lua", "shared_release.lua"],
+    SHARED_INSPECT = ["grant.lua", "lease_set.lua", "shared_inspect.lua"],
+    MULTI_ACQUIRE = ["grant.lua", "multi_acquire.lua"],
     MULTI_RENEW = ["presented_token.lua", "multi_renew.lua"],
-    MULTI_RELEASE = ["presented_token.lua", "multi_release.lua"],
+    MULTI_RELEASE = ["grant.lua", "presented_token.lua", "multi_release.lua"],
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

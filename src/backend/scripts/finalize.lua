@@ -13,21 +13,17 @@
 -- Returns 1 when the node holds `<stem>.<fence>` afterwards, 0 when it no longer holds a token
 -- of this stem.
 local holder = redis.call('GET', KEYS[1])
-local prefix = ARGV[1] .. '.'
-if not holder or string.sub(holder, 1, #prefix) ~= prefix then
+local issued = holder and fence_text_of(holder, ARGV[1])
+if not issued then
   return 0
 end
-local token = prefix .. ARGV[2]
-if holder ~= token then
-  redis.call('SET', KEYS[1], token, 'KEEPTTL')
+if issued ~= ARGV[2] then
+  redis.call('SET', KEYS[1], ARGV[1] .. '.' .. ARGV[2], 'KEEPTTL')
   local record = redis.call('GET', KEYS[3])
-  local field = '{"fence":' .. string.sub(holder, #prefix + 1) .. ','
+  local field = holder_record(issued, '')
   if record and string.sub(record, 1, #field) == field then
-    redis.call('SET', KEYS[3], '{"fence":' .. ARGV[2] .. ',' .. string.sub(record, #field + 1), 'KEEPTTL')
+    redis.call('SET', KEYS[3], holder_record(ARGV[2], string.sub(record, #field + 1)), 'KEEPTTL')
   end
 end
-local fence = tonumber(ARGV[2])
-if (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then
-  redis.call('SET', KEYS[2], ARGV[2])
-end
+raise_fence(KEYS[2], ARGV[2])
 return 1

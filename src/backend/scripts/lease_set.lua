@@ -1,4 +1,4 @@
--- Prelude of the scripts that keep several leases of one name in a sorted set (semaphore
+-- Prelude (after grant.lua) of the scripts that keep several leases of one name in a sorted set (semaphore
 -- permits, read/write lock readers): the set holds tokens `<stem>.<fence>` scored by expiry
 -- in ms (Redis TIME), and a hash beside it holds `claim:<stem>` (the attempt that last claimed
 -- an idempotent grant) and `holder:<token>` (who holds it). Each such script is this file
@@ -29,30 +29,16 @@ end
 -- The reply of an idempotent retry, {2, fence, pttl}, if a lease of `stem` is in `held` (a
 -- ZRANGE ... WITHSCORES reply); the retry's `claim` ('' for none) takes the grant over.
 local function found_again(held, info, stem, claim, now_ms)
-  local prefix = stem .. '.'
   for i = 1, #held, 2 do
-    if string.sub(held[i], 1, #prefix) == prefix then
+    local ours = fence_text_of(held[i], stem)
+    if ours then
       if claim ~= '' then
         redis.call('HSET', info, 'claim:' .. stem, claim)
       end
-      return {2, tonumber(string.sub(held[i], #prefix + 1)) or -1, tonumber(held[i + 1]) - now_ms}
+      return {2, tonumber(ours), tonumber(held[i + 1]) - now_ms}
     end
   end
   return nil
-end
-
--- The next fence from the slot's `counter`, as acquire.lua issues it: max(previous + 1, TIME
--- in µs). Returns the fence and its text.
-local function next_fence(counter, now)
-  local text = now[1] .. string.sub('00000' .. now[2], -6)
-  local fence = tonumber(text)
-  local previous = tonumber(redis.call('SET', counter, text, 'GET'))
-  if previous and previous >= fence then
-    fence = previous + 1
-    text = string.format('%.0f', fence)
-    redis.call('SET', counter, text)
-  end
-  return fence, text
 end
 
 -- Adds the lease `<stem>.<fence text>` ending at `ends_ms`, with its claim and holder record
@@ -64,7 +50,7 @@ local function add(set, info, stem, text, ends_ms, claim, record)
     redis.call('HSET', info, 'claim:' .. stem, claim)
   end
   if record ~= '' then
-    redis.call('HSET', info, 'holder:' .. token, '{"fence":' .. text .. ',' .. record)
+    redis.call('HSET', info, 'holder:' .. token, holder_record(text, record))
   end
   return token
 end
@@ -121,9 +107,8 @@ local function claimed(set, info, stem, claim)
   if claim ~= '' and redis.call('HGET', info, 'claim:' .. stem) ~= claim then
     return nil
   end
-  local prefix = stem .. '.'
   for _, token in ipairs(redis.call('ZRANGE', set, 0, -1)) do
-    if string.sub(token, 1, #prefix) == prefix then
+    if fence_text_of(token, stem) then
       return token
     end
   end

@@ -13,15 +13,15 @@
 -- Returns fence                granted now: every lock key holds `<stem>.<fence>`
 --         {2, fence, pttl_ms}  a token of this stem holds every name (an idempotent retry)
 --         {0, pttl_ms}         a name is held by another token (or by this set in part)
-local prefix = ARGV[1] .. '.'
-local mine, found = 0, nil
+local mine, found, found_fence = 0, nil, nil
 for i = 3, #KEYS, 2 do
   local value = redis.call('GET', KEYS[i])
   if value then
-    if string.sub(value, 1, #prefix) ~= prefix then
+    local ours = fence_text_of(value, ARGV[1])
+    if not ours then
       return {0, redis.call('PTTL', KEYS[i])}
     end
-    mine, found = mine + 1, KEYS[i]
+    mine, found, found_fence = mine + 1, KEYS[i], ours
   end
 end
 if found then
@@ -32,23 +32,14 @@ if found then
   if ARGV[3] ~= '' then
     redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
   end
-  local value = redis.call('GET', found)
-  return {2, tonumber(string.sub(value, #prefix + 1)) or -1, redis.call('PTTL', found)}
+  return {2, tonumber(found_fence), redis.call('PTTL', found)}
 end
-local now = redis.call('TIME')
-local text = now[1] .. string.sub('00000' .. now[2], -6)
-local fence = tonumber(text)
-local previous = tonumber(redis.call('SET', KEYS[1], text, 'GET'))
-if previous and previous >= fence then
-  fence = previous + 1
-  text = string.format('%.0f', fence)
-  redis.call('SET', KEYS[1], text)
-end
+local fence, text = next_fence(KEYS[1], redis.call('TIME'))
 local token = ARGV[1] .. '.' .. text
 for i = 3, #KEYS, 2 do
   redis.call('SET', KEYS[i], token, 'PX', ARGV[2])
   if ARGV[4] ~= '' then
-    redis.call('SET', KEYS[i + 1], '{"fence":' .. text .. ',' .. ARGV[4], 'PX', ARGV[2])
+    redis.call('SET', KEYS[i + 1], holder_record(text, ARGV[4]), 'PX', ARGV[2])
   end
   redis.call('PUBLISH', KEYS[i] .. ':acquired', '')
 end

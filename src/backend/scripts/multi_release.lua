@@ -10,7 +10,6 @@
 --         -1 a name is held by another token (nothing is deleted);
 --         (withdraw) 1 withdrawn, 0 nothing of this attempt's was held.
 local withdraw = ARGV[1] == ''
-local prefix = ARGV[2] .. '.'
 if withdraw and ARGV[3] ~= '' then
   if redis.call('GET', KEYS[1]) ~= ARGV[3] then
     return 0
@@ -22,7 +21,7 @@ for i = 2, #KEYS, 2 do
   if value then
     local ours
     if withdraw then
-      ours = string.sub(value, 1, #prefix) == prefix
+      ours = fence_text_of(value, ARGV[2]) ~= nil
     else
       ours = value == ARGV[1] and not is_marker(ARGV[1])
     end

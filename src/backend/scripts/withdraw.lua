@@ -12,11 +12,7 @@
 --
 -- Returns 1 withdrawn, 0 nothing of this attempt's was held.
 local holder = redis.call('GET', KEYS[1])
-if not holder then
-  return 0
-end
-local prefix = ARGV[1] .. '.'
-if string.sub(holder, 1, #prefix) ~= prefix then
+if not holder or not fence_text_of(holder, ARGV[1]) then
   return 0
 end
 if ARGV[3] ~= '' then
