@@ -5,7 +5,8 @@
 //! native command) and answers with a token, a fence and the validity left.
 //!
 //! Modules, from the outside in. Dependencies point one way, `http → lock → backend`;
-//! `config` is read by `app` and `cli` only; `telemetry`, `access` and `tls` are leaves that
+//! `config` is read by `app` and `cli` only; `telemetry`, `access`, `operation` and `tls` are
+//! leaves that
 //! the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
 //! `lock` none of `http`, `config`, `access`. `client` uses `http`'s bodies, nothing above.
 //!
@@ -19,6 +20,7 @@
 //! * [`backend`]: where locks are kept: Redis (standalone, Sentinel, Cluster), Redlock over
 //!   several Redis, or in memory for `--dev`.
 //! * [`access`]: API keys and their scopes.
+//! * [`operation`]: the API's operations, which keys allow and metrics count.
 //! * [`telemetry`]: metrics and logging.
 //! * [`client`]: a typed client of lockgate's own API, used by [`cli`], the tests and the
 //!   benchmarks.
@@ -33,5 +35,6 @@ pub mod client;
 pub mod config;
 pub mod http;
 pub mod lock;
+pub mod operation;
 pub mod telemetry;
 pub mod tls;

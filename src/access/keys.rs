@@ -29,7 +29,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::telemetry::Operation;
+use crate::operation::Operation;
 
 /// Shortest key accepted in plain text.
 pub const MIN_KEY_LEN: usize = 16;

@@ -55,10 +55,11 @@ use crate::access::MetricsAuth;
 use crate::access::{ApiKey, ApiKeys};
 use crate::lock::LockError;
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
+use crate::operation::Operation;
+use crate::telemetry::LeaseKind;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::throttle::{self, Throttle};
 use crate::telemetry::trace::{Finished, RequestSpan, Tracing};
-use crate::telemetry::{LeaseKind, Operation};
 
 pub const REQUEST_ID: &str = "x-request-id";
 /// Longest client-supplied request id that is kept.

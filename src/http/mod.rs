@@ -6,6 +6,7 @@
 //! [`gate`] is the one middleware: request ids, concurrency limit, authentication, timeout,
 //! panic safety, metrics and the access log.
 
+pub mod acquiring;
 pub mod body;
 pub mod delivery;
 pub mod dto;

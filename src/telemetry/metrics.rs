@@ -14,7 +14,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use crate::telemetry::{LeaseKind, Operation};
+pub use crate::operation::Operation;
+pub use crate::telemetry::LeaseKind;
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).

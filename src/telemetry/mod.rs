@@ -1,5 +1,5 @@
-//! Telemetry: Prometheus metrics with typed labels ([`metrics`]), the operations they count
-//! ([`operation`]), the build and process metrics every exporter has ([`process`]), log
+//! Telemetry: Prometheus metrics with typed labels ([`metrics`]; the operations they count
+//! are [`crate::operation`]'s, the kinds of lease [`lease_kind`]'s), the build and process metrics every exporter has ([`process`]), log
 //! output ([`logging`]), the throttle of repeated log lines ([`throttle`]) and OpenTelemetry
 //! spans when asked for ([`trace`]).
 //!
@@ -7,12 +7,12 @@
 //! exposition format, and `http` renders it at `/metrics`. Nothing here knows about locks,
 //! Redis or HTTP beyond the names of the API's operations.
 
+pub mod lease_kind;
 pub mod logging;
 pub mod metrics;
-pub mod operation;
 pub mod process;
 pub mod throttle;
 pub mod trace;
 
+pub use self::lease_kind::LeaseKind;
 pub use self::metrics::{BackendErrorKind, Gauges, Metrics, RedisCall};
-pub use self::operation::{LeaseKind, Operation};

@@ -21,9 +21,9 @@ use futures_util::{FutureExt, StreamExt};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::lease::{self, Acquired};
 use super::locks::LockNameParam;
 use crate::http::AppState;
+use crate::http::acquiring::{self, Acquired};
 use crate::http::dto::LockMode;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
@@ -146,7 +146,7 @@ pub fn hold_lock(
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     match body.mode {
-        Some(LockMode::Shared) => Either::Left(lease::checked(
+        Some(LockMode::Shared) => Either::Left(acquiring::checked(
             app.service
                 .check_shared_offered()
                 .map_err(ApiError::from)
@@ -164,10 +164,10 @@ pub fn holding<P: Primitive>(
     key: Option<IdempotencyKey>,
     body: &AcquireBody,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
-    // Not an `async fn`: see `lease::acquiring`.
-    let acquiring = lease::acquiring(app, primitive.clone(), name, key, body);
+    // Not an `async fn`: see `acquiring::acquiring`.
+    let acquiring = acquiring::acquiring(app, primitive.clone(), name, key, body);
     let metrics = app.gate.metrics.clone();
-    // A combinator, not an `async move` block: see `lease::checked`.
+    // A combinator, not an `async move` block: see `acquiring::checked`.
     FutureExt::map(acquiring, move |acquired| {
         let Acquired {
             grant,

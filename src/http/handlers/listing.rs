@@ -12,7 +12,7 @@ use crate::http::json::Json;
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::multi::MAX_NAMES;
 use crate::lock::{CursorScope, ListPosition, LockError, LockName};
-use crate::telemetry::Operation;
+use crate::operation::Operation;
 
 /// Default `limit`.
 pub const DEFAULT_LIMIT: usize = 100;

@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 
-use super::lease;
 use crate::http::AppState;
+use crate::http::acquiring;
 use crate::http::dto::LockMode;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use crate::http::extract::Caller;
@@ -80,15 +80,17 @@ pub fn acquire_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    // Not an `async fn`: see `lease::acquiring`.
+    // Not an `async fn`: see `acquiring::acquiring`.
     match body.mode {
-        Some(LockMode::Shared) => Either::Left(lease::checked(
+        Some(LockMode::Shared) => Either::Left(acquiring::checked(
             app.service
                 .check_shared_offered()
                 .map_err(ApiError::from)
-                .map(|()| lease::granting(&app, "locks", Shared, name, key, &body)),
+                .map(|()| acquiring::granting(&app, "locks", Shared, name, key, &body)),
         )),
-        _ => Either::Right(lease::granting(&app, "locks", Exclusive, name, key, &body)),
+        _ => Either::Right(acquiring::granting(
+            &app, "locks", Exclusive, name, key, &body,
+        )),
     }
 }
 

@@ -3,13 +3,12 @@
 //! `super::dto` or a problem document (`super::problem`).
 
 pub mod events;
-#[cfg(test)]
-mod future_sizes;
 pub mod health;
 pub mod hold;
-pub mod lease;
 pub mod listing;
 pub mod locks;
 pub mod metrics;
 pub mod multi;
 pub mod semaphores;
+#[cfg(test)]
+mod tests;

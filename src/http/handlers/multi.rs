@@ -11,15 +11,16 @@ use axum::response::Response;
 
 use futures_util::future::Either;
 
-use super::{hold, lease};
+use super::hold;
 use crate::http::AppState;
+use crate::http::acquiring;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
 use crate::http::extract::Caller;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader, query_flag};
 use crate::http::json::Json;
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::{LockName, Multi};
-use crate::telemetry::Operation;
+use crate::operation::Operation;
 
 /// The set `names`, checked: valid names, 2 to 64 of them, allowed to the caller for
 /// `operation`, reachable in one step.
@@ -115,7 +116,7 @@ pub fn acquire_locks(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<MultiAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    // Not an `async fn`: see `lease::acquiring`.
+    // Not an `async fn`: see `acquiring::acquiring`.
     let checked = query_flag(&uri, "hold").and_then(|hold| {
         let operation = if hold {
             Operation::Hold
@@ -124,12 +125,12 @@ pub fn acquire_locks(
         };
         multi(&app, body.names.clone(), caller.as_ref(), operation).map(|multi| (hold, multi))
     });
-    lease::checked(checked.map(|(hold, multi)| {
+    acquiring::checked(checked.map(|(hold, multi)| {
         let first = multi.first().clone();
         if hold {
             Either::Left(hold::holding(&app, multi, first, key, &body.lease()))
         } else {
-            Either::Right(lease::granting(
+            Either::Right(acquiring::granting(
                 &app,
                 "locks",
                 multi,

@@ -8,8 +8,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{hold, lease};
+use super::hold;
 use crate::http::AppState;
+use crate::http::acquiring;
 use crate::http::dto::{
     LockGrantBody, LockRenewalBody, RenewBody, SemaphoreAcquireBody, SemaphoreInfoBody,
 };
@@ -92,12 +93,10 @@ pub fn acquire_permit(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<SemaphoreAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    // Not an `async fn`: see `lease::acquiring`.
-    lease::checked(
-        semaphore(&app, &body).map(|semaphore| {
-            lease::granting(&app, "semaphores", semaphore, name, key, &body.lease())
-        }),
-    )
+    // Not an `async fn`: see `acquiring::acquiring`.
+    acquiring::checked(semaphore(&app, &body).map(|semaphore| {
+        acquiring::granting(&app, "semaphores", semaphore, name, key, &body.lease())
+    }))
 }
 
 /// Renew a permit.
@@ -248,7 +247,7 @@ pub fn hold_permit(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<SemaphoreAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    lease::checked(
+    acquiring::checked(
         semaphore(&app, &body)
             .map(|semaphore| hold::holding(&app, semaphore, name, key, &body.lease())),
     )

@@ -1,4 +1,4 @@
-//! How big the futures of the acquire routes are. A waiting request keeps its handler's
+//! The handlers' tests: how big the futures of the acquire routes are. A waiting request keeps its handler's
 //! future for the whole wait, so with 10,000 waiters every kilobyte here is 10 MB of
 //! memory (bench/README.md, "Waiting"). Two regressions of this kind went unnoticed until a
 //! benchmark: a backend round trip inlined into the wait (the writers' hold-off), and

@@ -1,4 +1,6 @@
-//! The operations of the API, as metrics label them and API keys allow them.
+//! The operations of the API: what a request asks for, as the gate classifies it, API keys
+//! allow it (`access`) and the metrics label it (`telemetry`). A leaf of its own, so that
+//! neither of those two depends on the other for it.
 
 /// What a request asked for: the `operation` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,39 +92,5 @@ impl Operation {
             .into_iter()
             .find(|op| op.label() == name)
             .filter(|op| (op.is_lock_operation() && *op != Self::Watch) || *op == Self::Metrics)
-    }
-}
-
-/// The kind of lease a request acts on: the `kind` label of request metrics (on lease
-/// operations only; probes, scrapes and the like have none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseKind {
-    Lock,
-    Semaphore,
-    /// A multi-lock (`/locks` itself: its names are in the body or the query).
-    Multi,
-}
-
-impl LeaseKind {
-    pub const ALL: [Self; 3] = [Self::Lock, Self::Semaphore, Self::Multi];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Lock => "lock",
-            Self::Semaphore => "semaphore",
-            Self::Multi => "multi",
-        }
-    }
-
-    /// The kind of lease a request path names (`/semaphores/…`, `/locks` itself; anything
-    /// else is a lock's, shared grants of read/write locks included).
-    pub fn of_path(path: &str) -> Self {
-        if path.starts_with("/semaphores/") {
-            Self::Semaphore
-        } else if path == "/locks" {
-            Self::Multi
-        } else {
-            Self::Lock
-        }
     }
 }
