@@ -171,12 +171,14 @@ if [[ -x target/debug/lockgate ]]; then
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
   target/debug/lockgate --dev --listen "127.0.0.1:$port" 2>/dev/null &
   gateway=$!
-  trap 'kill "$gateway" 2>/dev/null; rm -rf "$work"' EXIT
+  # `|| true`: under `set -e` a failing command in the EXIT trap would become the exit status.
+  trap 'kill "$gateway" 2>/dev/null || true; rm -rf "$work"' EXIT
   until curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; do sleep 0.05; done
   token="$(curl -fs -X POST "http://127.0.0.1:$port/locks/promtool" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
   curl -fs -X DELETE -H "lock-token: $token" "http://127.0.0.1:$port/locks/promtool"
   curl -fs "http://127.0.0.1:$port/metrics" | "$promtool" check metrics
   kill "$gateway"
+  wait "$gateway" 2>/dev/null || true
 fi
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' deploy/grafana/lockgate-dashboard.json
 echo "packaging checks passed"
