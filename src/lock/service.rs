@@ -225,7 +225,11 @@ impl LockService {
             let _ = self.release_lease(primitive, name, token).await;
             return Err(LockError::MaxHoldReached);
         }
-        let ttl = hold_left.map_or(request.ttl, |left| request.ttl.min(left));
+        // Rounded up to whole milliseconds, as the store takes a ttl: truncated, the lease could
+        // end up to a millisecond before the bound, and a renewal in that gap would be told
+        // "not held" (404) instead of `max-hold-reached`. Past the bound, the refusal above
+        // ends it.
+        let ttl = hold_left.map_or(request.ttl, |left| request.ttl.min(whole_millis_up(left)));
         let outcome = primitive
             .renew(
                 &self.backend,
@@ -474,4 +478,9 @@ pub(super) fn check_replicas(policy: &ReplicaPolicy, lease: &Lease) -> Result<()
 pub(super) fn validity(started: Instant, lease: &Lease) -> Result<Validity, LockError> {
     Validity::of_lease(started, lease.ttl, Duration::ZERO, Instant::now())
         .ok_or(LockError::LeaseExpired)
+}
+
+/// `d` rounded up to whole milliseconds.
+fn whole_millis_up(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_micros().div_ceil(1000)).unwrap_or(u64::MAX))
 }
