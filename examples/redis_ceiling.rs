@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockgate::backend::redis::{NativeCommands, RedisBackend, RedisOptions, RedisTarget};
-use lockgate::backend::{AcquireOutcome, LockBackend, ReleaseOutcome, RenewOutcome};
+use lockgate::backend::{AcquireOutcome, GrantAttempt, LockBackend, ReleaseOutcome, RenewOutcome};
 
 /// Concurrent tasks: enough to keep pipelines full.
 const TASKS: usize = 256;
@@ -164,7 +164,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             async move {
                 let stem = format!("stem{i:018}");
                 match backend
-                    .acquire(&name(i), &stem, TTL, None, None, None)
+                    .acquire(&name(i), GrantAttempt::new(&stem, TTL))
                     .await
                 {
                     Ok(AcquireOutcome::Granted(lease)) => {

@@ -76,6 +76,36 @@ pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// One attempt at a grant, as every store's acquire takes it (a lock, a shared grant, a
+/// permit, a set of locks): the lease engine's request, reduced to what the store needs.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantAttempt<'a> {
+    /// The gateway's part of the token: a new grant's token is `<stem>.<fence>`, and a grant
+    /// already held by a token of this stem is found again (an idempotent retry).
+    pub stem: &'a str,
+    /// How long the grant lasts.
+    pub ttl: Duration,
+    /// Replicas to wait for after the write (`WAIT`), if asked.
+    pub ack: Option<ReplicaAck>,
+    /// The attempt that claims the grant (see [`Claim`]), for idempotent acquires.
+    pub claim: Option<Claim>,
+    /// Who holds it, kept beside a new grant.
+    pub holder: Option<&'a Holder>,
+}
+
+impl<'a> GrantAttempt<'a> {
+    /// A plain attempt: no replicas, no claim, no holder.
+    pub fn new(stem: &'a str, ttl: Duration) -> Self {
+        Self {
+            stem,
+            ttl,
+            ack: None,
+            claim: None,
+            holder: None,
+        }
+    }
+}
+
 /// Resolves at `at`, or never without one: a `select!` branch that is there only sometimes.
 pub async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     match at {
@@ -156,11 +186,7 @@ pub trait LockBackend: Send + Sync {
     fn acquire(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
     /// Deletes the lock if and only if `token` holds it.
@@ -298,13 +324,9 @@ impl LockBackend for Backend {
     async fn acquire(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch!(self, b => b.acquire(name, stem, ttl, ack, claim, holder))
+        dispatch!(self, b => b.acquire(name, attempt))
     }
 
     async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {

@@ -17,23 +17,19 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::{
-    AcquireOutcome, Backend, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, Backend, BackendError, Claim, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
+use crate::backend::GrantAttempt;
 
 /// The multi-lock operations of a store. `names` are validated lock names, sorted, distinct.
 pub trait MultiBackend: Send + Sync {
     /// Takes every name for `<stem>.<fence>` if none is held; finds the set again if a token
     /// of `stem` holds every name (an idempotent retry); else `Held` with the ttl of a name
     /// held by another token (or by part of this set, running out).
-    #[allow(clippy::too_many_arguments)] // The lock's acquire, over several names.
     fn acquire_all(
         &self,
         names: &[&str],
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
     /// A new ttl on every name, if `token` holds them all; nothing otherwise.
@@ -78,13 +74,9 @@ impl MultiBackend for Backend {
     async fn acquire_all(
         &self,
         names: &[&str],
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch_without_redlock!("multi-locks", self, b => b.acquire_all(names, stem, ttl, ack, claim, holder))
+        dispatch_without_redlock!("multi-locks", self, b => b.acquire_all(names, attempt))
     }
 
     async fn renew_all(

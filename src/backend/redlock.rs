@@ -46,9 +46,10 @@ use super::AbortOnDrop;
 use super::listing::{self, Walk};
 use super::redis::RedisBackend;
 use super::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
-    LockBackend, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Inspection, Lease, ListCursor, ListPage, LockBackend,
+    ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
+use crate::backend::GrantAttempt;
 
 #[derive(Debug)]
 pub struct RedlockBackend {
@@ -272,28 +273,23 @@ impl LockBackend for RedlockBackend {
     async fn acquire(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let answers: Vec<Answer> = join_all(
-            self.nodes
-                .iter()
-                .map(|n| n.acquire(name, stem, ttl, ack, claim, holder)),
-        )
-        .await
-        .into_iter()
-        .map(|outcome| match outcome {
-            Ok(AcquireOutcome::Granted(lease)) => Answer::Granted(lease),
-            Ok(AcquireOutcome::AlreadyHeld(lease)) => Answer::Replayed(lease),
-            Ok(AcquireOutcome::Held { ttl }) => Answer::Held(ttl),
-            // A lock's acquire never answers this.
-            Ok(AcquireOutcome::HeldShared { ttl }) => Answer::Held(ttl),
-            Ok(AcquireOutcome::LimitDiffers { .. }) | Err(_) => Answer::Failed,
-        })
-        .collect();
+        let GrantAttempt {
+            stem, ttl, claim, ..
+        } = attempt;
+        let answers: Vec<Answer> = join_all(self.nodes.iter().map(|n| n.acquire(name, attempt)))
+            .await
+            .into_iter()
+            .map(|outcome| match outcome {
+                Ok(AcquireOutcome::Granted(lease)) => Answer::Granted(lease),
+                Ok(AcquireOutcome::AlreadyHeld(lease)) => Answer::Replayed(lease),
+                Ok(AcquireOutcome::Held { ttl }) => Answer::Held(ttl),
+                // A lock's acquire never answers this.
+                Ok(AcquireOutcome::HeldShared { ttl }) => Answer::Held(ttl),
+                Ok(AcquireOutcome::LimitDiffers { .. }) | Err(_) => Answer::Failed,
+            })
+            .collect();
         let holders: Vec<(usize, Lease)> = answers
             .iter()
             .enumerate()

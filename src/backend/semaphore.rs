@@ -25,6 +25,7 @@ use super::{
     AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, ReleaseFeed, ReleaseOutcome,
     RenewOutcome, ReplicaAck,
 };
+use crate::backend::GrantAttempt;
 
 /// One permit as anyone may see it. Never the token.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,16 +62,11 @@ pub trait SemaphoreBackend: Send + Sync {
     /// Finds the permit of a token of `stem` again (an idempotent retry). `Held { ttl }` gives
     /// the time until the first permit held expires. With a `claim`, the permit is marked as
     /// claimed by it; a new permit keeps `holder` beside it.
-    #[allow(clippy::too_many_arguments)] // The lock's acquire, plus the limit.
     fn acquire_permit(
         &self,
         name: &str,
         limit: u32,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
     /// Sets a new ttl on the permit `token` holds. A permit that is gone (expired, released)
@@ -114,13 +110,9 @@ impl SemaphoreBackend for Backend {
         &self,
         name: &str,
         limit: u32,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch_without_redlock!("semaphores", self, b => b.acquire_permit(name, limit, stem, ttl, ack, claim, holder))
+        dispatch_without_redlock!("semaphores", self, b => b.acquire_permit(name, limit, attempt))
     }
 
     async fn renew_permit(

@@ -24,8 +24,9 @@ use std::time::Duration;
 
 use super::semaphore::PermitView;
 use super::{
-    AcquireOutcome, Backend, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, Backend, BackendError, Claim, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
+use crate::backend::GrantAttempt;
 
 /// The lock key's value while readers hold the name. Never a token (tokens have no `~`).
 pub const SHARED_MARKER: &str = "~shared";
@@ -35,15 +36,10 @@ pub trait SharedBackend: Send + Sync {
     /// Takes a shared grant of `name` unless a writer holds it or waits for it (then `Held`,
     /// with the writer's, or the hold-off's, time left). Finds the grant of a token of `stem`
     /// again (an idempotent retry).
-    #[allow(clippy::too_many_arguments)] // The lock's acquire.
     fn acquire_shared(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
     /// Sets a new ttl on the shared grant `token` holds; `NotHeld` if it is gone.
@@ -90,13 +86,9 @@ impl SharedBackend for Backend {
     async fn acquire_shared(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch_without_redlock!("shared locks", self, b => b.acquire_shared(name, stem, ttl, ack, claim, holder))
+        dispatch_without_redlock!("shared locks", self, b => b.acquire_shared(name, attempt))
     }
 
     async fn renew_shared(

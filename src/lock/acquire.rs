@@ -18,7 +18,7 @@ use super::service::{Grant, LockService, check_replicas, validity};
 use super::token::{IdempotencyKey, LockToken, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
 use crate::backend::fence::Marks;
-use crate::backend::{AcquireOutcome, Backend, BackendError, Claim, millis};
+use crate::backend::{AcquireOutcome, Backend, BackendError, Claim, GrantAttempt, millis};
 
 /// When the holder's lease has no expiry (a key written by another client), tell waiters to come
 /// back after this long.
@@ -275,11 +275,13 @@ impl LockService {
             .acquire(
                 &self.backend,
                 name,
-                stem.expose(),
-                request.ttl,
-                request.replicas.ack(),
-                claim,
-                request.holder.as_deref(),
+                GrantAttempt {
+                    stem: stem.expose(),
+                    ttl: request.ttl,
+                    ack: request.replicas.ack(),
+                    claim,
+                    holder: request.holder.as_deref(),
+                },
             )
             .await;
         let outcome = match sent {

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use super::LockName;
 use super::primitive::Primitive;
+use crate::backend::GrantAttempt;
 use crate::backend::shared::SharedBackend;
 use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, LockBackend, ReleaseFeed,
+    AcquireOutcome, Backend, BackendError, Claim, Inspection, LockBackend, ReleaseFeed,
     ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
@@ -24,15 +25,9 @@ impl Primitive for Exclusive {
         &self,
         backend: &Backend,
         name: &LockName,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        backend
-            .acquire(name.as_str(), stem, ttl, ack, claim, holder)
-            .await
+        backend.acquire(name.as_str(), attempt).await
     }
 
     async fn renew(

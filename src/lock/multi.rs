@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use super::primitive::Primitive;
 use super::{InvalidRequest, LockError, LockName, LockService};
+use crate::backend::GrantAttempt;
 use crate::backend::multi::MultiBackend;
 use crate::backend::{
-    AbortOnDrop, AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, LockBackend,
+    AbortOnDrop, AcquireOutcome, Backend, BackendError, Claim, Inspection, LockBackend,
     ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
@@ -69,15 +70,9 @@ impl Primitive for Multi {
         &self,
         backend: &Backend,
         _: &LockName,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        backend
-            .acquire_all(&self.strs(), stem, ttl, ack, claim, holder)
-            .await
+        backend.acquire_all(&self.strs(), attempt).await
     }
 
     async fn renew(

@@ -15,8 +15,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::LockName;
+use crate::backend::GrantAttempt;
 use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, ReleaseFeed, ReleaseOutcome,
+    AcquireOutcome, Backend, BackendError, Claim, Inspection, ReleaseFeed, ReleaseOutcome,
     RenewOutcome, ReplicaAck,
 };
 
@@ -45,16 +46,11 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     }
 
     /// Takes a grant for `stem` if one is free, naming `holder` (see `LockBackend::acquire`).
-    #[allow(clippy::too_many_arguments)] // The backend contract's, plus the backend.
     fn acquire(
         &self,
         backend: &Backend,
         name: &LockName,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
     /// Extends the grant `token` holds.

@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use super::primitive::Primitive;
 use super::{LockError, LockName, LockService};
+use crate::backend::GrantAttempt;
 use crate::backend::semaphore::{Permits, SemaphoreBackend};
 use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, ReleaseFeed, ReleaseOutcome,
+    AcquireOutcome, Backend, BackendError, Claim, Inspection, ReleaseFeed, ReleaseOutcome,
     RenewOutcome, ReplicaAck,
 };
 
@@ -46,22 +47,10 @@ impl Primitive for Semaphore {
         &self,
         backend: &Backend,
         name: &LockName,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         backend
-            .acquire_permit(
-                name.as_str(),
-                self.permits.get(),
-                stem,
-                ttl,
-                ack,
-                claim,
-                holder,
-            )
+            .acquire_permit(name.as_str(), self.permits.get(), attempt)
             .await
     }
 

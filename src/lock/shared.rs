@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use super::primitive::Primitive;
 use super::{LockError, LockName, LockService};
+use crate::backend::GrantAttempt;
 use crate::backend::shared::SharedBackend;
 use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Claim, Holder, Inspection, LockBackend, ReleaseFeed,
+    AcquireOutcome, Backend, BackendError, Claim, Inspection, LockBackend, ReleaseFeed,
     ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
@@ -30,15 +31,9 @@ impl Primitive for Shared {
         &self,
         backend: &Backend,
         name: &LockName,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        backend
-            .acquire_shared(name.as_str(), stem, ttl, ack, claim, holder)
-            .await
+        backend.acquire_shared(name.as_str(), attempt).await
     }
 
     async fn renew(

@@ -28,6 +28,7 @@ use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
     LockBackend, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
+use crate::backend::GrantAttempt;
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
 /// are locks if that is more. A write adds at most one entry, so the writes always catch up
@@ -182,12 +183,15 @@ impl LockBackend for MemoryBackend {
     async fn acquire(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt {
+            stem,
+            ttl,
+            ack,
+            claim,
+            holder,
+        } = attempt;
         let now = Instant::now();
         let mut state = self.state();
         if let Some(held) = state.live_lock(name, now) {
@@ -413,7 +417,7 @@ mod tests {
 
     async fn grant(b: &MemoryBackend, name: &str, stem: &str) -> String {
         let fence = lease(
-            b.acquire(name, stem, TTL, None, None, None)
+            b.acquire(name, GrantAttempt::new(stem, TTL))
                 .await
                 .expect("acquire"),
         )
@@ -427,7 +431,7 @@ mod tests {
         let b = MemoryBackend::new();
         let t1 = grant(&b, "a", "s1").await;
         assert_eq!(
-            b.acquire("a", "s2", TTL, None, None, None).await,
+            b.acquire("a", GrantAttempt::new("s2", TTL)).await,
             Ok(AcquireOutcome::Held { ttl: Some(TTL) })
         );
         assert_eq!(b.release("a", "s1").await, Ok(ReleaseOutcome::NotOwner));
@@ -461,7 +465,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(4)).await;
         assert_eq!(b.inspect("a").await, Ok(None));
         assert!(matches!(
-            b.acquire("a", "s2", TTL, None, None, None).await,
+            b.acquire("a", GrantAttempt::new("s2", TTL)).await,
             Ok(AcquireOutcome::Granted(_))
         ));
     }
@@ -485,14 +489,14 @@ mod tests {
     async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
         let b = MemoryBackend::new();
         let fence = lease(
-            b.acquire("a", "s1", TTL, None, None, None)
+            b.acquire("a", GrantAttempt::new("s1", TTL))
                 .await
                 .expect("acquire"),
         )
         .fence;
         tokio::time::advance(Duration::from_secs(3)).await;
         let replay = b
-            .acquire("a", "s1", TTL, None, None, None)
+            .acquire("a", GrantAttempt::new("s1", TTL))
             .await
             .expect("replay");
         let expected = Lease {
@@ -514,12 +518,24 @@ mod tests {
         assert_eq!(b.withdraw("a", "s1", None).await, Ok(true));
         assert_eq!(b.inspect("a").await, Ok(None));
 
-        b.acquire("a", "k", TTL, None, Some(Claim(1)), None)
-            .await
-            .expect("first");
-        b.acquire("a", "k", TTL, None, Some(Claim(2)), None)
-            .await
-            .expect("replay");
+        b.acquire(
+            "a",
+            GrantAttempt {
+                claim: Some(Claim(1)),
+                ..GrantAttempt::new("k", TTL)
+            },
+        )
+        .await
+        .expect("first");
+        b.acquire(
+            "a",
+            GrantAttempt {
+                claim: Some(Claim(2)),
+                ..GrantAttempt::new("k", TTL)
+            },
+        )
+        .await
+        .expect("replay");
         assert_eq!(b.withdraw("a", "k", Some(Claim(1))).await, Ok(false));
         assert!(b.inspect("a").await.expect("inspect").is_some());
         assert_eq!(b.withdraw("a", "k", Some(Claim(2))).await, Ok(true));
@@ -560,11 +576,7 @@ mod tests {
         for i in 0..2000 {
             b.acquire(
                 &format!("n{i}"),
-                "s",
-                Duration::from_millis(10),
-                None,
-                None,
-                None,
+                GrantAttempt::new("s", Duration::from_millis(10)),
             )
             .await
             .expect("acquire");
@@ -573,11 +585,7 @@ mod tests {
         for i in 0..2100 {
             b.acquire(
                 &format!("m{i}"),
-                "s",
-                Duration::from_millis(10),
-                None,
-                None,
-                None,
+                GrantAttempt::new("s", Duration::from_millis(10)),
             )
             .await
             .expect("acquire");

@@ -7,22 +7,26 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Held, MemoryBackend, acked, announce, wall_clock_micros};
+use crate::backend::GrantAttempt;
 use crate::backend::fence::{fence_of, has_stem, next_fence, token};
 use crate::backend::multi::MultiBackend;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
 impl MultiBackend for MemoryBackend {
     async fn acquire_all(
         &self,
         names: &[&str],
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt {
+            stem,
+            ttl,
+            ack,
+            claim,
+            holder,
+        } = attempt;
         let now = Instant::now();
         let mut state = self.state();
         let mut mine = Vec::new();

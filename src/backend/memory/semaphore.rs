@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{MemoryBackend, acked, announce, feed, wall_clock_micros};
+use crate::backend::GrantAttempt;
 use crate::backend::fence::{fence_of, has_stem, next_fence, token};
 use crate::backend::semaphore::{PermitView, SemaphoreBackend};
 use crate::backend::{
@@ -171,12 +172,15 @@ impl SemaphoreBackend for MemoryBackend {
         &self,
         name: &str,
         limit: u32,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt {
+            stem,
+            ttl,
+            ack,
+            claim,
+            holder,
+        } = attempt;
         let now = Instant::now();
         let mut state = self.state();
         if let Some(permits) = Self::live_permits(&mut state, name, now) {
@@ -296,7 +300,7 @@ mod tests {
 
     async fn take(backend: &MemoryBackend, limit: u32, stem: &str) -> AcquireOutcome {
         backend
-            .acquire_permit("s", limit, stem, TTL, None, None, None)
+            .acquire_permit("s", limit, GrantAttempt::new(stem, TTL))
             .await
             .expect("memory answers")
     }

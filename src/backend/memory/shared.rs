@@ -7,11 +7,12 @@ use tokio::time::Instant;
 
 use super::semaphore::Permits;
 use super::{Held, MemoryBackend, State, acked, wall_clock_micros};
+use crate::backend::GrantAttempt;
 use crate::backend::fence::{next_fence, token};
 use crate::backend::semaphore::PermitView;
 use crate::backend::shared::{SHARED_MARKER, SharedBackend};
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
 impl State {
@@ -57,12 +58,15 @@ impl SharedBackend for MemoryBackend {
     async fn acquire_shared(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt {
+            stem,
+            ttl,
+            ack,
+            claim,
+            holder,
+        } = attempt;
         let now = Instant::now();
         let mut state = self.state();
         if let Some(held) = state.live_lock(name, now)

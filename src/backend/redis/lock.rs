@@ -11,6 +11,7 @@ use super::keys::LockKeys;
 use super::replies::{acquire_outcome, pttl, renew_outcome};
 use super::scripts::{ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, REVOKE, WITHDRAW};
 use super::send::{Request, evalsha};
+use crate::backend::GrantAttempt;
 use crate::backend::fence::{Marks, fence_of};
 use crate::backend::listing;
 use crate::backend::{
@@ -126,12 +127,15 @@ impl LockBackend for RedisBackend {
     async fn acquire(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt {
+            stem,
+            ttl,
+            ack,
+            claim,
+            holder,
+        } = attempt;
         let keys = self.keys(name);
         let (lock, counter, legacy) = (keys.lock(), keys.counter(), keys.legacy_counter());
         let holder = holder.filter(|h| !h.is_empty());

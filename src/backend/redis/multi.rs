@@ -12,6 +12,7 @@ use super::keys::{Counters, Key};
 use super::replies::{acquire_outcome, protocol, renew_outcome};
 use super::scripts::{MULTI_ACQUIRE, MULTI_RELEASE, MULTI_RENEW};
 use super::send::evalsha;
+use crate::backend::GrantAttempt;
 use crate::backend::multi::MultiBackend;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
@@ -60,12 +61,15 @@ impl MultiBackend for RedisBackend {
     async fn acquire_all(
         &self,
         names: &[&str],
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt {
+            stem,
+            ttl,
+            ack,
+            claim,
+            holder,
+        } = attempt;
         let first = names.first().copied().unwrap_or_default();
         let first_keys = self.keys(first);
         let mut keys = vec![first_keys.counter(), first_keys.claim()];

@@ -18,6 +18,7 @@ use super::RedisBackend;
 use super::replies::{acquire_outcome, permit_views, protocol, renew_outcome};
 use super::scripts::{PERMIT_ACQUIRE, PERMIT_INSPECT, PERMIT_RELEASE, PERMIT_RENEW};
 use super::send::evalsha;
+use crate::backend::GrantAttempt;
 use crate::backend::semaphore::{Permits, SemaphoreBackend};
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, Holder, ReleaseFeed, ReleaseOutcome, RenewOutcome,
@@ -51,12 +52,15 @@ impl SemaphoreBackend for RedisBackend {
         &self,
         name: &str,
         limit: u32,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt {
+            stem,
+            ttl,
+            ack,
+            claim,
+            holder,
+        } = attempt;
         let keys = self.keys(name);
         let mut call = evalsha(
             &PERMIT_ACQUIRE,

@@ -16,6 +16,7 @@ use super::RedisBackend;
 use super::replies::{acquire_outcome, permit_views, renew_outcome};
 use super::scripts::{SHARED_ACQUIRE, SHARED_INSPECT, SHARED_RELEASE, SHARED_RENEW};
 use super::send::{Request, evalsha};
+use crate::backend::GrantAttempt;
 use crate::backend::semaphore::PermitView;
 use crate::backend::shared::SharedBackend;
 use crate::backend::{
@@ -52,12 +53,15 @@ impl SharedBackend for RedisBackend {
     async fn acquire_shared(
         &self,
         name: &str,
-        stem: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
+        attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt {
+            stem,
+            ttl,
+            ack,
+            claim,
+            holder,
+        } = attempt;
         let keys = self.keys(name);
         let mut call = evalsha(
             &SHARED_ACQUIRE,
