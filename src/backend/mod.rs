@@ -93,7 +93,22 @@ pub struct GrantAttempt<'a> {
     pub holder: Option<&'a Holder>,
 }
 
+/// What a [`GrantAttempt`] holds, in its fields' order.
+pub type GrantParts<'a> = (
+    &'a str,
+    Duration,
+    Option<ReplicaAck>,
+    Option<Claim>,
+    Option<&'a Holder>,
+);
+
 impl<'a> GrantAttempt<'a> {
+    /// Its parts, for a store that hands them on one by one: `let (stem, ttl, ack, claim,
+    /// holder) = attempt.parts();` (the five types differ: a wrong order does not compile).
+    pub fn parts(self) -> GrantParts<'a> {
+        (self.stem, self.ttl, self.ack, self.claim, self.holder)
+    }
+
     /// A plain attempt: no replicas, no claim, no holder.
     pub fn new(stem: &'a str, ttl: Duration) -> Self {
         Self {

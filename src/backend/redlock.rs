@@ -275,9 +275,7 @@ impl LockBackend for RedlockBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt {
-            stem, ttl, claim, ..
-        } = attempt;
+        let (stem, ttl, _, claim, _) = attempt.parts();
         let answers: Vec<Answer> = join_all(self.nodes.iter().map(|n| n.acquire(name, attempt)))
             .await
             .into_iter()

@@ -20,13 +20,7 @@ impl MultiBackend for MemoryBackend {
         names: &[&str],
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt {
-            stem,
-            ttl,
-            ack,
-            claim,
-            holder,
-        } = attempt;
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
         let now = Instant::now();
         let mut state = self.state();
         let mut mine = Vec::new();

@@ -174,13 +174,7 @@ impl SemaphoreBackend for MemoryBackend {
         limit: u32,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt {
-            stem,
-            ttl,
-            ack,
-            claim,
-            holder,
-        } = attempt;
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
         let now = Instant::now();
         let mut state = self.state();
         if let Some(permits) = Self::live_permits(&mut state, name, now) {

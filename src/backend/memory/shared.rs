@@ -60,13 +60,7 @@ impl SharedBackend for MemoryBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt {
-            stem,
-            ttl,
-            ack,
-            claim,
-            holder,
-        } = attempt;
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
         let now = Instant::now();
         let mut state = self.state();
         if let Some(held) = state.live_lock(name, now)

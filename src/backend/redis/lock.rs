@@ -129,13 +129,7 @@ impl LockBackend for RedisBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt {
-            stem,
-            ttl,
-            ack,
-            claim,
-            holder,
-        } = attempt;
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
         let keys = self.keys(name);
         let (lock, counter, legacy) = (keys.lock(), keys.counter(), keys.legacy_counter());
         let holder = holder.filter(|h| !h.is_empty());

@@ -63,13 +63,7 @@ impl MultiBackend for RedisBackend {
         names: &[&str],
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt {
-            stem,
-            ttl,
-            ack,
-            claim,
-            holder,
-        } = attempt;
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
         let first = names.first().copied().unwrap_or_default();
         let first_keys = self.keys(first);
         let mut keys = vec![first_keys.counter(), first_keys.claim()];

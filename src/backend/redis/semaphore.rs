@@ -54,13 +54,7 @@ impl SemaphoreBackend for RedisBackend {
         limit: u32,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt {
-            stem,
-            ttl,
-            ack,
-            claim,
-            holder,
-        } = attempt;
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
         let keys = self.keys(name);
         let mut call = evalsha(
             &PERMIT_ACQUIRE,

@@ -55,13 +55,7 @@ impl SharedBackend for RedisBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt {
-            stem,
-            ttl,
-            ack,
-            claim,
-            holder,
-        } = attempt;
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
         let keys = self.keys(name);
         let mut call = evalsha(
             &SHARED_ACQUIRE,
