@@ -87,7 +87,7 @@ fn labels(kind: LeaseKind, operation: Operation) -> String {
 /// Redis calls timed by the backend: the `call` label of the round-trip histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedisCall {
-    /// One lock script on the shared connection.
+    /// One lock script on the command connection.
     Script,
     /// A lock script followed by `WAIT`, on a dedicated connection.
     ScriptWait,

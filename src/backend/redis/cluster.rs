@@ -4,7 +4,7 @@
 //! its first key and follows MOVED and ASK. `WAIT` cannot: it counts the replication of the
 //! writes made *on the connection it is sent on*, so it must follow the script on one
 //! connection to the slot's master, and it blocks that connection while it waits. redis-rs
-//! would send it to every primary over their shared connections. So a request that asks for
+//! would send it to every primary over their command connections. So a request that asks for
 //! replica acknowledgement looks up the master of its slot here (from `CLUSTER SLOTS`,
 //! refreshed when unknown or after a MOVED) and pipelines script and `WAIT` on a dedicated
 //! connection to it.

@@ -1,4 +1,5 @@
-//! One shared, multiplexed, self-repairing connection to Redis.
+//! The command connection: one multiplexed, self-repairing connection to Redis that every
+//! ordinary command shares (named apart from read/write locks' shared grants).
 //!
 //! Why not redis-rs's `ConnectionManager`: while Redis is down its reconnect future retries with
 //! exponential backoff, and every request awaits that future, so requests hang for seconds
@@ -110,7 +111,7 @@ fn permanent_mistake(err: &RedisError) -> Option<&'static str> {
     }
 }
 
-/// How to open the shared connection.
+/// How to open the command connection.
 pub trait Connect: Send + Sync + 'static {
     type Conn: ConnectionLike + Clone + Send + Sync + 'static;
 
@@ -135,7 +136,7 @@ type Connected<T> = Result<Link<T>, BackendError>;
 /// Told about every server connected to (for the metrics).
 pub type OnConnect = Box<dyn Fn(&Server, Features) + Send + Sync>;
 
-/// Timeouts of a shared connection.
+/// Timeouts of a command connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     /// Bound on a connect, preparation included.
@@ -145,13 +146,13 @@ pub struct Timeouts {
     pub probe: Duration,
 }
 
-pub struct SharedConnection<C: Connect> {
+pub struct CommandConnection<C: Connect> {
     inner: Arc<Inner<C>>,
 }
 
-impl<C: Connect> std::fmt::Debug for SharedConnection<C> {
+impl<C: Connect> std::fmt::Debug for CommandConnection<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedConnection")
+        f.debug_struct("CommandConnection")
             .field("epoch", &self.epoch())
             .finish()
     }
@@ -174,7 +175,7 @@ struct Epoch<T> {
     generation: u64,
     conn: T,
     features: Features,
-    /// Which server it reached, for [`SharedConnection::log_current`].
+    /// Which server it reached, for [`CommandConnection::log_current`].
     server: Arc<super::features::Server>,
     downgrade: Arc<Downgradable>,
     /// A probe of this connection is under way.
@@ -212,7 +213,7 @@ impl<T> std::fmt::Debug for Attempts<T> {
     }
 }
 
-impl<C: Connect> SharedConnection<C> {
+impl<C: Connect> CommandConnection<C> {
     pub fn new(connector: C, timeouts: Timeouts, on_connect: Option<OnConnect>) -> Self {
         let inner = Inner {
             connector,
@@ -320,7 +321,7 @@ impl<C: Connect> SharedConnection<C> {
     }
 
     /// Records that a command on a dedicated connection opened in `epoch` failed. The
-    /// dedicated connection is dropped by its owner; the shared one is dropped too only if the
+    /// dedicated connection is dropped by its owner; the command connection is dropped too only if the
     /// error says the server went away (a restart) or changed role (a failover), not for
     /// slowness.
     pub fn failed_dedicated(&self, epoch: u64, err: &RedisError) -> BackendError {

@@ -1,4 +1,4 @@
-//! How the shared connection is opened: to one node (a fixed server, or the master Sentinel
+//! How the command connection is opened: to one node (a fixed server, or the master Sentinel
 //! names) or to a Redis Cluster, and what every new connection is asked before it is used.
 
 use std::sync::Arc;
@@ -25,10 +25,10 @@ pub fn connect_timeout(timeout: Duration) -> Duration {
     timeout.max(MIN_CONNECT_TIMEOUT)
 }
 
-/// Connection settings for one node: the shared connection's and the dedicated connections'.
+/// Connection settings for one node: the command connection's and the dedicated connections'.
 /// Neither has a reply timeout of redis-rs's own (redis-rs otherwise applies 500 ms): each
 /// command is bounded by its caller, with the backend timeout (plus the replica wait for
-/// `WAIT`), and a silence is handled by the shared connection's probe.
+/// `WAIT`), and a silence is handled by the command connection's probe.
 pub fn node_configs(timeout: Duration) -> (AsyncConnectionConfig, AsyncConnectionConfig) {
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(connect_timeout(timeout)))
@@ -57,7 +57,7 @@ impl Preparation {
     }
 }
 
-/// The shared connection to a single node: a fixed server, or the master Sentinel names.
+/// The command connection to a single node: a fixed server, or the master Sentinel names.
 #[derive(Debug)]
 pub struct NodeConnector {
     pub source: Arc<NodeSource>,
@@ -97,7 +97,7 @@ impl Connect for NodeConnector {
     }
 }
 
-/// The shared connection to a Redis Cluster: redis-rs's cluster connection, which keeps one
+/// The command connection to a Redis Cluster: redis-rs's cluster connection, which keeps one
 /// connection per node, follows MOVED and ASK, and refreshes its slot map by itself.
 #[derive(Debug)]
 pub struct ClusterConnector {

@@ -15,11 +15,11 @@ use crate::backend::guards::{MemoryPolicy, NodeLook};
 use crate::telemetry::metrics::RedisCall;
 
 impl RedisBackend {
-    /// Logs the connection in use (see `SharedConnection::log_current`).
+    /// Logs the connection in use (see `CommandConnection::log_current`).
     pub(crate) fn log_connection(&self) {
         match &self.commands {
-            Commands::Node(shared) => shared.log_current(),
-            Commands::Cluster(shared) => shared.log_current(),
+            Commands::Node(commands) => commands.log_current(),
+            Commands::Cluster(commands) => commands.log_current(),
         }
     }
 
@@ -64,10 +64,10 @@ impl RedisBackend {
                     .and_then(|(reply,)| read(reply));
                 vec![NodeLook { node, answer }]
             }
-            (Commands::Cluster(shared), Waits::Cluster(masters)) => {
+            (Commands::Cluster(commands), Waits::Cluster(masters)) => {
                 let started = Instant::now();
                 let addresses = async {
-                    let mut conn = shared.get().await?.conn;
+                    let mut conn = commands.get().await?.conn;
                     let addresses = masters.addresses(&mut conn).await?;
                     Ok::<_, BackendError>((conn, addresses))
                 }

@@ -41,10 +41,10 @@ impl RedisBackend {
                 let (scanned,): (Scanned,) = self.run(Request::Native(&pipe)).await?;
                 Ok(Some(scanned))
             }
-            (Commands::Cluster(shared), Waits::Cluster(masters)) => {
+            (Commands::Cluster(commands), Waits::Cluster(masters)) => {
                 let started = Instant::now();
                 let outcome = async {
-                    let mut conn = shared.get().await?.conn;
+                    let mut conn = commands.get().await?.conn;
                     let addresses = masters.addresses(&mut conn).await?;
                     let Some((host, port)) = addresses.get(node).cloned() else {
                         return Ok(None);
@@ -95,7 +95,7 @@ impl Walk for RedisBackend {
         _node: usize,
         names: Vec<String>,
     ) -> Result<Vec<(String, Inspection)>, BackendError> {
-        // Concurrently: the inspections travel pipelined on the shared connection.
+        // Concurrently: the inspections travel pipelined on the command connection.
         let looks = join_all(names.iter().map(|name| self.inspect(name))).await;
         kept(names, looks, Some)
     }

@@ -2,7 +2,7 @@
 //! group, or a Redis Cluster.
 //!
 //! Every lock operation is one atomic step on Redis: a Lua script (in `../scripts/`) run by SHA
-//! over one shared multiplexed connection, reloaded automatically when the server answers
+//! over one multiplexed command connection, reloaded automatically when the server answers
 //! NOSCRIPT (its script cache is empty after a restart or failover), or, for release and renew
 //! where the server has them, a native compare-and-delete or compare-and-set command (see
 //! [`features`]). All user data travels in KEYS and ARGV; no script text is ever built from
@@ -64,7 +64,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use self::cluster::SlotMasters;
-use self::connection::SharedConnection;
+use self::connection::CommandConnection;
 use self::connectors::{ClusterConnector, NodeConnector};
 use self::keys::{Counters, LockKeys};
 use self::notify::Notifier;
@@ -87,8 +87,8 @@ pub struct RedisBackend {
 /// How ordinary commands travel.
 #[derive(Debug)]
 enum Commands {
-    Node(SharedConnection<NodeConnector>),
-    Cluster(SharedConnection<ClusterConnector>),
+    Node(CommandConnection<NodeConnector>),
+    Cluster(CommandConnection<ClusterConnector>),
 }
 
 /// How `WAIT` travels: dedicated connections to the master, or to the master of a slot.

@@ -1,5 +1,5 @@
 //! Small pools of dedicated connections for `WAIT`, which blocks the connection it is sent on
-//! and so must never go to the shared multiplexed connection: it would stall every other
+//! and so must never go to the multiplexed command connection: it would stall every other
 //! request queued behind it.
 //!
 //! A pool holds at most `size` connections. A request that finds them all busy (replicas slow
@@ -7,8 +7,8 @@
 //! [`BackendError::WaitPoolExhausted`]: its own problem type and metric, so that an operator
 //! raises `--wait-pool-size` or looks at the replicas, not at a healthy Redis.
 //!
-//! Connections remember the shared connection's epoch and the node's generation they were
-//! opened in; when the shared connection has been replaced since (Redis restarted, failed
+//! Connections remember the command connection's epoch and the node's generation they were
+//! opened in; when the command connection has been replaced since (Redis restarted, failed
 //! over), idle ones are discarded instead of failing the next request that would pick them.
 
 use std::sync::{Arc, Mutex, MutexGuard};

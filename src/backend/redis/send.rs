@@ -1,4 +1,4 @@
-//! How commands travel: on the shared connection (a script by SHA, reloaded on NOSCRIPT, or
+//! How commands travel: on the command connection (a script by SHA, reloaded on NOSCRIPT, or
 //! native commands), bounded by the backend timeout, retried once on a fresh connection when
 //! the old one turned out broken; or, with `WAIT`, pipelined on a dedicated connection.
 
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
-use super::connection::{self, Connect, SharedConnection};
+use super::connection::{self, CommandConnection, Connect};
 use super::errors::{is_moved, worth_a_fresh_connection};
 use super::features::{Downgradable, Features};
 use super::keys::Key;
@@ -17,7 +17,7 @@ use super::{Commands, RedisBackend, Waits};
 use crate::backend::{BackendError, ReplicaAck, millis};
 use crate::telemetry::metrics::RedisCall;
 
-/// What one request sends on the shared connection.
+/// What one request sends on the command connection.
 #[derive(Clone, Copy)]
 pub(super) enum Request<'a> {
     /// An EVALSHA of the script (loaded first if the server lacks it).
@@ -40,12 +40,12 @@ impl RedisBackend {
     /// during the request then serves it with scripts).
     pub(super) fn features(&self) -> Features {
         match &self.commands {
-            Commands::Node(shared) => shared.features(),
-            Commands::Cluster(shared) => shared.features(),
+            Commands::Node(commands) => commands.features(),
+            Commands::Cluster(commands) => commands.features(),
         }
     }
 
-    /// Sends one request on the shared connection: waiting for a connection is bounded by the
+    /// Sends one request on the command connection: waiting for a connection is bounded by the
     /// connect timeout, the command itself by the backend timeout.
     pub(super) async fn run<T: FromRedisValue>(
         &self,
@@ -53,14 +53,14 @@ impl RedisBackend {
     ) -> Result<T, BackendError> {
         let started = Instant::now();
         let outcome = match &self.commands {
-            Commands::Node(shared) => run_on(shared, request, self.timeout).await,
-            Commands::Cluster(shared) => run_on(shared, request, self.timeout).await,
+            Commands::Node(commands) => run_on(commands, request, self.timeout).await,
+            Commands::Cluster(commands) => run_on(commands, request, self.timeout).await,
         };
         self.record(request.call(), started, &outcome);
         outcome
     }
 
-    /// Runs one script on the shared connection.
+    /// Runs one script on the command connection.
     pub(super) async fn script<T: FromRedisValue>(
         &self,
         script: &scripts::Lua,
@@ -81,8 +81,8 @@ impl RedisBackend {
             Err(BackendError::Protocol(message) | BackendError::Refused(message)) => {
                 tracing::warn!(error = %message, "the server refused a native command; using Lua on this connection");
                 match &self.commands {
-                    Commands::Node(shared) => shared.with_current(&refused),
-                    Commands::Cluster(shared) => shared.with_current(&refused),
+                    Commands::Node(commands) => commands.with_current(&refused),
+                    Commands::Cluster(commands) => commands.with_current(&refused),
                 }
                 Ok(None)
             }
@@ -114,20 +114,20 @@ impl RedisBackend {
     ) -> Result<(T, u32), BackendError> {
         let attempt = async {
             match (&self.commands, &self.waits) {
-                (Commands::Node(shared), Waits::Node(pool)) => {
-                    acked_on(shared, pool, script, call, ack, self.timeout)
+                (Commands::Node(commands), Waits::Node(pool)) => {
+                    acked_on(commands, pool, script, call, ack, self.timeout)
                         .await
                         .map_err(Acked::into_error)
                 }
-                (Commands::Cluster(shared), Waits::Cluster(masters)) => {
-                    let mut conn = shared.get().await?.conn;
+                (Commands::Cluster(commands), Waits::Cluster(masters)) => {
+                    let mut conn = commands.get().await?.conn;
                     let pool = masters.pool_for(name, &mut conn).await?;
-                    match acked_on(shared, &pool, script, call, ack, self.timeout).await {
+                    match acked_on(commands, &pool, script, call, ack, self.timeout).await {
                         Err(Acked::Moved) => {
                             // The slot moved: learn where, and try once more there.
                             masters.forget();
                             let pool = masters.pool_for(name, &mut conn).await?;
-                            acked_on(shared, &pool, script, call, ack, self.timeout)
+                            acked_on(commands, &pool, script, call, ack, self.timeout)
                                 .await
                                 .map_err(Acked::into_error)
                         }
@@ -163,19 +163,19 @@ impl RedisBackend {
     pub(super) async fn ping_once(&self) -> Result<(), BackendError> {
         let ping = redis::cmd("PING");
         match &self.commands {
-            Commands::Node(shared) => ping_on(shared, &ping, self.timeout).await,
-            Commands::Cluster(shared) => ping_on(shared, &ping, self.timeout).await,
+            Commands::Node(commands) => ping_on(commands, &ping, self.timeout).await,
+            Commands::Cluster(commands) => ping_on(commands, &ping, self.timeout).await,
         }
     }
 }
 
-/// Sends `request` on a shared connection, the command bounded by `timeout`. If the
+/// Sends `request` on a command connection, the command bounded by `timeout`. If the
 /// connection turns out to be broken (the server restarted since), once more on a fresh one:
 /// every lock operation is idempotent for its token (acquire finds its own grant, release and
 /// withdrawal compare and delete, renew sets the same expiry), so a command that did run before
 /// the break is harmless to repeat.
 async fn run_on<C: Connect, T: FromRedisValue>(
-    shared: &SharedConnection<C>,
+    shared: &CommandConnection<C>,
     request: Request<'_>,
     timeout: Duration,
 ) -> Result<T, BackendError> {
@@ -195,7 +195,7 @@ async fn run_on<C: Connect, T: FromRedisValue>(
 
 /// Sends `request` on `link` within `timeout`; a timeout has the connection probed.
 async fn bounded<C: Connect, T: FromRedisValue>(
-    shared: &SharedConnection<C>,
+    shared: &CommandConnection<C>,
     link: &mut connection::Link<C::Conn>,
     request: Request<'_>,
     timeout: Duration,
@@ -220,7 +220,7 @@ async fn send<T: FromRedisValue>(
 }
 
 async fn ping_on<C: Connect>(
-    shared: &SharedConnection<C>,
+    shared: &CommandConnection<C>,
     ping: &Cmd,
     timeout: Duration,
 ) -> Result<(), BackendError> {
@@ -259,7 +259,7 @@ impl From<BackendError> for Acked {
 /// Runs `call` then `WAIT`, pipelined on a connection from `pool`: waiting for a free
 /// connection is bounded by `timeout`, and the pipeline by `timeout` plus the replica wait.
 async fn acked_on<C: Connect, T: FromRedisValue>(
-    shared: &SharedConnection<C>,
+    shared: &CommandConnection<C>,
     pool: &DedicatedPool,
     script: &scripts::Lua,
     call: &Cmd,

@@ -1,7 +1,7 @@
 //! Where the master of a Sentinel-managed group is, as every configured Sentinel tells it.
 //!
 //! One [`MasterTracker`] per backend is the single source of truth for every connection the
-//! gateway makes to the master (the shared connection, the `WAIT` pool, the pub/sub
+//! gateway makes to the master (the command connection, the `WAIT` pool, the pub/sub
 //! connection): they all ask it, so none can learn of a switch before the others, and none can
 //! talk another out of following it.
 //!

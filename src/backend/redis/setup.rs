@@ -7,7 +7,7 @@ use redis::cluster::ClusterClient;
 use redis::{Client, ConnectionInfo, IntoConnectionInfo, RedisResult};
 
 use super::cluster::{self, SlotMasters};
-use super::connection::{OnConnect, SharedConnection, Timeouts};
+use super::connection::{CommandConnection, OnConnect, Timeouts};
 use super::connectors::{
     ClusterConnector, NodeConnector, Preparation, connect_timeout, node_configs,
 };
@@ -64,7 +64,7 @@ impl RedisBackend {
     /// Checks the configuration and prepares the connections; connecting happens on first use,
     /// so the gateway can start before Redis does and become ready when Redis is.
     pub fn new(options: RedisOptions) -> Result<Self, BackendError> {
-        let (shared_config, dedicated_config) = node_configs(options.timeout);
+        let (command_config, dedicated_config) = node_configs(options.timeout);
         let timeouts = Timeouts {
             connect: connect_timeout(options.timeout),
             probe: (options.timeout * 2).max(Duration::from_secs(1)),
@@ -129,7 +129,11 @@ impl RedisBackend {
                     preparation,
                 };
                 (
-                    Commands::Cluster(SharedConnection::new(connector, timeouts, Some(on_connect))),
+                    Commands::Cluster(CommandConnection::new(
+                        connector,
+                        timeouts,
+                        Some(on_connect),
+                    )),
                     Waits::Cluster(Box::new(SlotMasters::new(
                         template,
                         dedicated_config,
@@ -147,11 +151,15 @@ impl RedisBackend {
                 )?);
                 let connector = NodeConnector {
                     source: source.clone(),
-                    config: shared_config,
+                    config: command_config,
                     preparation,
                 };
                 (
-                    Commands::Node(SharedConnection::new(connector, timeouts, Some(on_connect))),
+                    Commands::Node(CommandConnection::new(
+                        connector,
+                        timeouts,
+                        Some(on_connect),
+                    )),
                     Waits::Node(DedicatedPool::new(
                         source.clone(),
                         dedicated_config,
