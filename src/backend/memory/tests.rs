@@ -1,0 +1,195 @@
+//! Tests of `backend/memory/mod.rs`.
+
+use super::*;
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn lease(outcome: AcquireOutcome) -> Lease {
+    match outcome {
+        AcquireOutcome::Granted(lease) | AcquireOutcome::AlreadyHeld(lease) => lease,
+        AcquireOutcome::Held { .. }
+        | AcquireOutcome::HeldShared { .. }
+        | AcquireOutcome::LimitDiffers { .. } => panic!("expected a grant, got {outcome:?}"),
+    }
+}
+
+async fn grant(b: &MemoryBackend, name: &str, stem: &str) -> String {
+    let fence = lease(
+        b.acquire(name, GrantAttempt::new(stem, TTL))
+            .await
+            .expect("acquire"),
+    )
+    .fence;
+    token(stem, fence)
+}
+
+/// Only the holder's token releases or renews; others are told who is wrong.
+#[tokio::test(start_paused = true)]
+async fn release_and_renew_are_for_the_holder_only() {
+    let b = MemoryBackend::new();
+    let t1 = grant(&b, "a", "s1").await;
+    assert_eq!(
+        b.acquire("a", GrantAttempt::new("s2", TTL)).await,
+        Ok(AcquireOutcome::Held { ttl: Some(TTL) })
+    );
+    assert_eq!(b.release("a", "s1").await, Ok(ReleaseOutcome::NotOwner));
+    assert_eq!(
+        b.renew("a", "s2.1", TTL, None).await,
+        Ok(RenewOutcome::NotOwner)
+    );
+    assert!(matches!(
+        b.renew("a", &t1, TTL, None).await,
+        Ok(RenewOutcome::Renewed(_))
+    ));
+    assert_eq!(b.release("a", &t1).await, Ok(ReleaseOutcome::Released));
+    assert_eq!(b.release("a", &t1).await, Ok(ReleaseOutcome::NotHeld));
+    assert_eq!(
+        b.renew("a", &t1, TTL, None).await,
+        Ok(RenewOutcome::NotHeld)
+    );
+}
+
+/// A lease ends at its ttl, and a renewal moves the end.
+#[tokio::test(start_paused = true)]
+async fn leases_expire_and_renewals_extend_them() {
+    let b = MemoryBackend::new();
+    let t1 = grant(&b, "a", "s1").await;
+    tokio::time::advance(Duration::from_secs(6)).await;
+    b.renew("a", &t1, TTL, None).await.expect("renew");
+    tokio::time::advance(Duration::from_secs(6)).await;
+    let seen = b.inspect("a").await.expect("inspect").expect("still held");
+    assert_eq!(seen.ttl, Some(Duration::from_secs(4)));
+    assert_eq!(seen.fence, fence_of(&t1));
+    tokio::time::advance(Duration::from_secs(4)).await;
+    assert_eq!(b.inspect("a").await, Ok(None));
+    assert!(matches!(
+        b.acquire("a", GrantAttempt::new("s2", TTL)).await,
+        Ok(AcquireOutcome::Granted(_))
+    ));
+}
+
+/// Fences increase with every grant, across names sharing the counter.
+#[tokio::test(start_paused = true)]
+async fn fences_increase_across_grants() {
+    let b = MemoryBackend::new();
+    let mut last = 0;
+    for (i, name) in ["a", "b", "a", "a", "c"].iter().enumerate() {
+        let token = grant(&b, name, &format!("s{i}")).await;
+        let fence = fence_of(&token).expect("fence");
+        assert!(fence > last, "{fence} after {last}");
+        last = fence;
+        b.release(name, &token).await.expect("release");
+    }
+}
+
+/// The same stem acquiring again gets its own grant back: same fence, remaining ttl.
+#[tokio::test(start_paused = true)]
+async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
+    let b = MemoryBackend::new();
+    let fence = lease(
+        b.acquire("a", GrantAttempt::new("s1", TTL))
+            .await
+            .expect("acquire"),
+    )
+    .fence;
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let replay = b
+        .acquire("a", GrantAttempt::new("s1", TTL))
+        .await
+        .expect("replay");
+    let expected = Lease {
+        fence,
+        ttl: Duration::from_secs(7),
+        replicas_acked: None,
+    };
+    assert_eq!(replay, AcquireOutcome::AlreadyHeld(expected));
+}
+
+/// A withdrawal removes a grant of its stem only, and with a claim only while that claim is
+/// the grant's last: a replay by a later attempt protects the grant from an earlier
+/// attempt's withdrawal.
+#[tokio::test(start_paused = true)]
+async fn withdrawals_respect_stems_and_claims() {
+    let b = MemoryBackend::new();
+    grant(&b, "a", "s1").await;
+    assert_eq!(b.withdraw("a", "s2", None).await, Ok(false));
+    assert_eq!(b.withdraw("a", "s1", None).await, Ok(true));
+    assert_eq!(b.inspect("a").await, Ok(None));
+
+    b.acquire(
+        "a",
+        GrantAttempt {
+            claim: Some(Claim(1)),
+            ..GrantAttempt::new("k", TTL)
+        },
+    )
+    .await
+    .expect("first");
+    b.acquire(
+        "a",
+        GrantAttempt {
+            claim: Some(Claim(2)),
+            ..GrantAttempt::new("k", TTL)
+        },
+    )
+    .await
+    .expect("replay");
+    assert_eq!(b.withdraw("a", "k", Some(Claim(1))).await, Ok(false));
+    assert!(b.inspect("a").await.expect("inspect").is_some());
+    assert_eq!(b.withdraw("a", "k", Some(Claim(2))).await, Ok(true));
+}
+
+/// A release is announced to watchers of the name, and only to them.
+#[tokio::test(start_paused = true)]
+async fn releases_are_announced_to_watchers() {
+    let b = MemoryBackend::new();
+    let feed = b.watch_releases("a").await;
+    let mut rx = feed.receiver();
+    rx.borrow_and_update();
+    let ta = grant(&b, "a", "s1").await;
+    let tb = grant(&b, "b", "s1").await;
+    b.release("b", &tb).await.expect("release");
+    assert!(
+        !rx.has_changed().expect("open"),
+        "another name's release is not ours"
+    );
+    b.release("a", "s2.1").await.expect("release");
+    assert!(
+        !rx.has_changed().expect("open"),
+        "a refused release announces nothing"
+    );
+    b.release("a", &ta).await.expect("release");
+    assert!(rx.has_changed().expect("open"));
+    drop((rx, feed));
+    assert!(
+        b.watched.lock().expect("lock").is_empty(),
+        "unwatched names are forgotten"
+    );
+}
+
+/// Expired entries do not accumulate.
+#[tokio::test(start_paused = true)]
+async fn expired_entries_are_swept() {
+    let b = MemoryBackend::new();
+    for i in 0..2000 {
+        b.acquire(
+            &format!("n{i}"),
+            GrantAttempt::new("s", Duration::from_millis(10)),
+        )
+        .await
+        .expect("acquire");
+    }
+    tokio::time::advance(Duration::from_secs(2)).await;
+    for i in 0..2100 {
+        b.acquire(
+            &format!("m{i}"),
+            GrantAttempt::new("s", Duration::from_millis(10)),
+        )
+        .await
+        .expect("acquire");
+        tokio::time::advance(Duration::from_millis(1)).await;
+    }
+    let state = b.state();
+    assert!(state.locks.len() < 2100, "{} locks left", state.locks.len());
+    assert!(state.locks.keys().all(|k| k.starts_with('m')));
+}
