@@ -18,6 +18,7 @@
 //! [`Backend`] is the closed set the server dispatches over without boxing a future per
 //! request.
 
+mod attempt;
 pub mod fence;
 pub mod guards;
 pub mod holder;
@@ -33,6 +34,7 @@ pub mod shared;
 use std::future::Future;
 use std::time::Duration;
 
+pub use self::attempt::{GrantAttempt, GrantParts};
 pub use self::holder::Holder;
 pub use self::listing::{ListCursor, ListPage};
 pub use self::outcome::{
@@ -74,51 +76,6 @@ pub enum BackendError {
 /// A duration in whole milliseconds, as Redis and the API's `_ms` fields take it (saturating).
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// One attempt at a grant, as every store's acquire takes it (a lock, a shared grant, a
-/// permit, a set of locks): the lease engine's request, reduced to what the store needs.
-#[derive(Debug, Clone, Copy)]
-pub struct GrantAttempt<'a> {
-    /// The gateway's part of the token: a new grant's token is `<stem>.<fence>`, and a grant
-    /// already held by a token of this stem is found again (an idempotent retry).
-    pub stem: &'a str,
-    /// How long the grant lasts.
-    pub ttl: Duration,
-    /// Replicas to wait for after the write (`WAIT`), if asked.
-    pub ack: Option<ReplicaAck>,
-    /// The attempt that claims the grant (see [`Claim`]), for idempotent acquires.
-    pub claim: Option<Claim>,
-    /// Who holds it, kept beside a new grant.
-    pub holder: Option<&'a Holder>,
-}
-
-/// What a [`GrantAttempt`] holds, in its fields' order.
-pub type GrantParts<'a> = (
-    &'a str,
-    Duration,
-    Option<ReplicaAck>,
-    Option<Claim>,
-    Option<&'a Holder>,
-);
-
-impl<'a> GrantAttempt<'a> {
-    /// Its parts, for a store that hands them on one by one: `let (stem, ttl, ack, claim,
-    /// holder) = attempt.parts();` (the five types differ: a wrong order does not compile).
-    pub fn parts(self) -> GrantParts<'a> {
-        (self.stem, self.ttl, self.ack, self.claim, self.holder)
-    }
-
-    /// A plain attempt: no replicas, no claim, no holder.
-    pub fn new(stem: &'a str, ttl: Duration) -> Self {
-        Self {
-            stem,
-            ttl,
-            ack: None,
-            claim: None,
-            holder: None,
-        }
-    }
 }
 
 /// Resolves at `at`, or never without one: a `select!` branch that is there only sometimes.
