@@ -3,7 +3,8 @@
 //! The bodies it sends and reads are the server's own ([`crate::http::dto`],
 //! [`crate::http::problem::Problem`]), so there is one definition of the wire format, which
 //! the OpenAPI document describes. Used by `lockgate run` and `lockgate healthcheck`
-//! ([`crate::cli`]), by the tests' workloads and by the benchmark clients.
+//! ([`crate::cli`]). (The end-to-end tests and the benchmark clients still speak HTTP with
+//! reqwest and wrk directly; moving the tests onto this client is part of "The house".)
 //!
 //! Every call answers either the success body or the problem document the gateway sent (with
 //! its `Retry-After`), or a [`ClientError`] when no answer could be read.

@@ -22,8 +22,7 @@
 //! * [`access`]: API keys and their scopes.
 //! * [`operation`]: the API's operations, which keys allow and metrics count.
 //! * [`telemetry`]: metrics and logging.
-//! * [`client`]: a typed client of lockgate's own API, used by [`cli`], the tests and the
-//!   benchmarks.
+//! * [`client`]: a typed client of lockgate's own API, used by [`cli`].
 //! * [`cli`]: `lockgate run` and `lockgate healthcheck`.
 //! * [`tls`]: the process-wide rustls crypto provider.
 
