@@ -253,32 +253,50 @@ fn bearer(req: &Request) -> Option<&[u8]> {
     (scheme.eq_ignore_ascii_case(b"bearer ") && !key.is_empty()).then_some(key)
 }
 
-/// The operation a request asks for, from its method and matched route.
+/// Every route the router serves, by its template and method, with the operation it is: and
+/// so the scope a key needs and the timeout class (see [`Gate::timeout`]). `None`: any
+/// method (the route answers 405 itself). A `GET` row covers `HEAD`, which axum serves with
+/// the `GET` handler. A test holds this table and the OpenAPI document (generated from the
+/// router) to the same routes, both ways.
+static ROUTES: &[(&str, Option<&str>, Operation)] = &[
+    ("/locks/{name}", Some("POST"), Operation::Acquire),
+    ("/locks/{name}", Some("PATCH"), Operation::Renew),
+    ("/locks/{name}", Some("DELETE"), Operation::Release),
+    ("/locks/{name}", Some("GET"), Operation::Inspect),
+    ("/locks/{name}/hold", Some("POST"), Operation::Hold),
+    ("/locks/{name}/events", Some("GET"), Operation::Watch),
+    ("/locks", Some("GET"), Operation::List),
+    // A multi-lock: the names are in the body or the query (see `handlers::multi`).
+    ("/locks", Some("POST"), Operation::Acquire),
+    ("/locks", Some("PATCH"), Operation::Renew),
+    ("/locks", Some("DELETE"), Operation::Release),
+    // A semaphore's permit is a lease like a lock's: the same operations and scopes.
+    ("/semaphores/{name}", Some("POST"), Operation::Acquire),
+    ("/semaphores/{name}", Some("PATCH"), Operation::Renew),
+    ("/semaphores/{name}", Some("DELETE"), Operation::Release),
+    ("/semaphores/{name}", Some("GET"), Operation::Inspect),
+    ("/semaphores/{name}/hold", Some("POST"), Operation::Hold),
+    ("/healthz", None, Operation::Healthz),
+    ("/readyz", None, Operation::Readyz),
+    ("/metrics", None, Operation::Metrics),
+    ("/openapi.json", None, Operation::Openapi),
+    ("/", None, Operation::Openapi),
+];
+
+/// The operation a request asks for, from its method and matched route ([`ROUTES`]).
 pub fn classify(method: &Method, route: Option<&str>) -> Operation {
-    match (route, method) {
-        (Some("/locks/{name}"), &Method::POST) => Operation::Acquire,
-        (Some("/locks/{name}"), &Method::PATCH) => Operation::Renew,
-        (Some("/locks/{name}"), &Method::DELETE) => Operation::Release,
-        (Some("/locks/{name}"), &Method::GET | &Method::HEAD) => Operation::Inspect,
-        (Some("/locks/{name}/hold"), &Method::POST) => Operation::Hold,
-        (Some("/locks/{name}/events"), &Method::GET) => Operation::Watch,
-        (Some("/locks"), &Method::GET | &Method::HEAD) => Operation::List,
-        // A multi-lock: the names are in the body or the query (see `handlers::multi`).
-        (Some("/locks"), &Method::POST) => Operation::Acquire,
-        (Some("/locks"), &Method::PATCH) => Operation::Renew,
-        (Some("/locks"), &Method::DELETE) => Operation::Release,
-        // A semaphore's permit is a lease like a lock's: the same operations and scopes.
-        (Some("/semaphores/{name}"), &Method::POST) => Operation::Acquire,
-        (Some("/semaphores/{name}"), &Method::PATCH) => Operation::Renew,
-        (Some("/semaphores/{name}"), &Method::DELETE) => Operation::Release,
-        (Some("/semaphores/{name}"), &Method::GET | &Method::HEAD) => Operation::Inspect,
-        (Some("/semaphores/{name}/hold"), &Method::POST) => Operation::Hold,
-        (Some("/healthz"), _) => Operation::Healthz,
-        (Some("/readyz"), _) => Operation::Readyz,
-        (Some("/metrics"), _) => Operation::Metrics,
-        (Some("/openapi.json" | "/"), _) => Operation::Openapi,
-        _ => Operation::Other,
-    }
+    let Some(route) = route else {
+        return Operation::Other;
+    };
+    let method = if method == Method::HEAD {
+        "GET"
+    } else {
+        method.as_str()
+    };
+    ROUTES
+        .iter()
+        .find(|(path, allowed, _)| *path == route && allowed.is_none_or(|m| m == method))
+        .map_or(Operation::Other, |(_, _, operation)| *operation)
 }
 
 #[derive(Debug, Clone)]
@@ -591,6 +609,50 @@ mod tests {
     use tower::{ServiceBuilder, ServiceExt, service_fn};
 
     use super::*;
+
+    /// The gate's table and the router serve the same routes: every operation of the OpenAPI
+    /// document (generated from the router) is classified, and every row of the table is a
+    /// route of the document. A route added to one and not the other fails here.
+    #[test]
+    fn the_route_table_matches_the_router() {
+        let document: serde_json::Value = serde_json::from_str(&crate::http::openapi_document(
+            &crate::config::default_limits(),
+        ))
+        .expect("the OpenAPI document is JSON");
+        let paths = document["paths"].as_object().expect("paths");
+        let mut served = Vec::new();
+        for (path, item) in paths {
+            for method in item.as_object().expect("a path item").keys() {
+                let Ok(method) = Method::from_bytes(method.to_uppercase().as_bytes()) else {
+                    continue; // `parameters`, `summary`, …
+                };
+                let operation = classify(&method, Some(path));
+                assert_ne!(
+                    operation,
+                    Operation::Other,
+                    "{method} {path} is not classified"
+                );
+                served.push((path.clone(), method));
+            }
+        }
+        for (path, method, _) in ROUTES {
+            assert!(
+                served
+                    .iter()
+                    .any(|(p, m)| p == path && method.is_none_or(|method| m == method)),
+                "{method:?} {path} is in the gate's table but not served"
+            );
+        }
+        assert_eq!(
+            classify(&Method::HEAD, Some("/locks/{name}")),
+            Operation::Inspect
+        );
+        assert_eq!(
+            classify(&Method::PUT, Some("/locks/{name}")),
+            Operation::Other
+        );
+        assert_eq!(classify(&Method::GET, None), Operation::Other);
+    }
 
     #[test]
     fn every_outcome_has_its_own_label_value() {
