@@ -103,7 +103,11 @@ impl Tracing {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .build()
-            .map_err(|err| format!("cannot export traces as the OTEL_* variables say: {err}"))?;
+            .map_err(|err| {
+                // The message may quote the endpoint: never its credentials.
+                let err = without_userinfo(&err.to_string());
+                format!("cannot export traces as the OTEL_* variables say: {err}")
+            })?;
         let mut resource = Resource::builder();
         let named = set("OTEL_SERVICE_NAME")
             || std::env::var("OTEL_RESOURCE_ATTRIBUTES")

@@ -302,3 +302,21 @@ async fn an_absent_collector_is_logged_once_and_slows_nothing() {
     .await;
     assert_eq!(logged.matches("cannot export spans").count(), 1, "{logged}");
 }
+
+/// A wrong endpoint is a configuration error whose line never quotes the credentials in it.
+#[tokio::test]
+async fn a_wrong_endpoint_is_refused_without_its_credentials() {
+    let output = lockgate()
+        .args(["--dev"])
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "https://collector:s3cret-pass@bad host:4318",
+        )
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{stderr}");
+    assert!(!stderr.contains("s3cret-pass"), "{stderr}");
+}
