@@ -49,6 +49,8 @@ def without_tests(text):
 
 def expand_use(tree):
     """`a::{b, c::{d, e}}` -> [a::b, a::c::d, a::c::e] (as segment lists)."""
+    # `x as y` names the same module as `x`; dropped before the spaces are.
+    tree = re.sub(r"\s+as\s+\w+", "", tree)
     tree = re.sub(r"\s+", "", tree)
     out = []
 
@@ -71,8 +73,7 @@ def expand_use(tree):
                 head = [s for s in part[:brace].split("::") if s]
                 walk(prefix + head, part[brace + 1 : -1])
             else:
-                name = part.split("as")[0] if "as" in part and "::" not in part.split("as")[-1] else part
-                out.append(prefix + [s for s in name.split("::") if s])
+                out.append(prefix + [s for s in part.split("::") if s])
 
     walk([], tree)
     return out
