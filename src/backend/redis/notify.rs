@@ -368,6 +368,7 @@ impl Connection {
             let mut ping = tokio::time::interval(PING_EVERY);
             ping.reset();
             let mut idle_until = None;
+            let mut idle = false;
             loop {
                 // Nothing watched: the connection closes at `idle_until` unless a subscription
                 // comes first.
@@ -378,7 +379,8 @@ impl Connection {
                 }
                 tokio::select! {
                     () = crate::backend::sleep_until_some(idle_until) => {
-                        if self.shared.feeds().is_empty() {
+                        idle = self.shared.feeds().is_empty();
+                        if idle {
                             break;
                         }
                         continue;
@@ -409,9 +411,7 @@ impl Connection {
                     }
                 }
             }
-            if idle_until.is_some_and(|at| tokio::time::Instant::now() >= at)
-                && self.shared.feeds().is_empty()
-            {
+            if idle {
                 drop((sink, stream));
                 tracing::debug!("nothing waits or watches: redis pub/sub connection closed");
                 // Closed until somebody subscribes; an unsubscription needs no connection.
