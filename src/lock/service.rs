@@ -230,6 +230,8 @@ impl LockService {
         // "not held" (404) instead of `max-hold-reached`. Past the bound, the refusal above
         // ends it.
         let ttl = hold_left.map_or(request.ttl, |left| request.ttl.min(whole_millis_up(left)));
+        // The bound, not the client's ttl, decides when this lease ends.
+        let ends_at_bound = ttl < request.ttl;
         let outcome = primitive
             .renew(
                 &self.backend,
@@ -267,7 +269,13 @@ impl LockService {
                 {
                     tracing::warn!(lock = %name, error = %release_error, "could not release a late renewal; it expires at its ttl");
                 }
-                Err(err)
+                // A lease renewed up to the bound that ran out on its way back ended at the
+                // bound: that is the answer (409, final), not a 503 that invites a retry.
+                Err(if ends_at_bound {
+                    LockError::MaxHoldReached
+                } else {
+                    err
+                })
             }
         }
     }

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
+use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
 use crate::support::{Lines, assert_problem, eventually, status_json, token};
 
@@ -68,6 +69,32 @@ async fn renewals_stop_at_max_hold_on_redis() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     renewals_stop_at_the_bound(&gw).await;
+}
+
+/// A renewal sent just before the bound, whose lease (clamped to the bound) runs out while
+/// the answer travels back from a slow Redis, is told `max-hold-reached`: the bound ended it.
+/// (It was a 503 `backend-unavailable`, which invites a retry that can only fail.)
+#[tokio::test]
+async fn a_renewal_that_runs_out_at_the_bound_on_its_way_back_is_max_hold_reached() {
+    let redis = RedisServer::start();
+    let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
+    let gw = Gateway::start(redis_config(&proxy.url())).await;
+    let granted = Instant::now();
+    let (status, grant) = status_json(
+        gw.acquire("slow", Some(json!({"ttl_ms": 1000, "max_hold_ms": 1000})))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{grant}");
+    // Redis now answers 100 ms late each way; the renewal leaves ~30 ms before the bound.
+    proxy.set_delay(Duration::from_millis(100));
+    tokio::time::sleep_until((granted + Duration::from_millis(970)).into()).await;
+    let (status, problem) = status_json(
+        gw.renew("slow", &token(&grant), json!({"ttl_ms": 60_000}))
+            .await,
+    )
+    .await;
+    assert_problem(status, &problem, 409, "max-hold-reached");
 }
 
 /// The server's `--max-hold` bounds every grant; a client may only shorten it.
