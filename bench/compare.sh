@@ -8,7 +8,7 @@
 #     (examples/waiters), each figure from a fresh process, the builds alternating.
 #
 # Usage: bench/compare.sh BEFORE_BINARY AFTER_BINARY [rounds, default 3] [seconds per wrk run,
-#        default 8] [waiting clients, default 10000]
+#        default 8] [waiting clients, default 10000; 0 skips the waiting part]
 # Example, a build of an older commit against this tree's:
 #   git worktree add /tmp/before <commit> && (cd /tmp/before && cargo build --release --bin lockgate)
 #   cargo build --release --bin lockgate && bench/compare.sh /tmp/before/target/release/lockgate target/release/lockgate
@@ -57,14 +57,20 @@ start_gateway() {
 }
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
 
-# requests/s of wrk's lock cycles against port $1; fails on any unexpected status.
+# wrk's lock cycles against port $1, served by process $2: "<requests/s> <µs of the process's
+# CPU time (user + system, all threads) per request>"; fails on any unexpected status.
 lock_cycles() {
-    local out="$WORK/wrk.txt"
+    local out="$WORK/wrk.txt" before after
+    before=$(cpu_ticks "$2")
     wrk -t2 -c64 -d"${DURATION}s" -s bench/lock_cycle.lua "http://127.0.0.1:$1" >"$out"
+    after=$(cpu_ticks "$2")
     if [ "$(awk '/^unexpected_statuses/ {print $2}' "$out")" != 0 ] || grep -q 'Non-2xx\|Socket errors' "$out"; then
         echo "error: unexpected statuses:" >&2; cat "$out" >&2; exit 1
     fi
-    awk '/^Requests\/sec/ {printf "%.0f", $2}' "$out"
+    awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
+        /^Requests\/sec/ {rps = $2}
+        /requests in/ {requests = $1}
+        END {printf "%.0f %.2f", rps, ticks / hz * 1e6 / requests}' "$out"
 }
 
 FLOOR_PORT=$(free_port)
@@ -77,21 +83,22 @@ echo "machine: $(nproc) cores, $(uname -r); $(redis-server --version | cut -d' '
 echo "before: $BEFORE ($("$BEFORE" --version))"
 echo "after:  $AFTER ($("$AFTER" --version))"
 echo
-echo "lock cycles, 64 connections, ${DURATION}s per run (requests/s; ratio to the floor of the same round)"
+echo "lock cycles, 64 connections, ${DURATION}s per run: requests/s (ratio to the floor of the"
+echo "same round), and µs of the process's CPU time per request (ratio to the floor's)"
 for round in $(seq "$ROUNDS"); do
     # Alternate which build goes first, so neither always runs on a warmer machine.
     if [ $((round % 2)) = 1 ]; then order="before after"; else order="after before"; fi
     line="round $round:"
-    floor=$(lock_cycles "$FLOOR_PORT")
+    read -r floor floor_cpu <<<"$(lock_cycles "$FLOOR_PORT" "$FLOOR_PID")"
     for which in $order; do
         if [ "$which" = before ]; then bin="$BEFORE"; else bin="$AFTER"; fi
         redis-cli -p "$REDIS_PORT" flushall >/dev/null
         start_gateway "$bin"
-        rps=$(lock_cycles "$GW_PORT")
+        read -r rps cpu <<<"$(lock_cycles "$GW_PORT" "$GW_PID")"
         stop "$GW_PID"
-        line="$line $which $rps ($(awk -v a="$rps" -v b="$floor" 'BEGIN {printf "%.2f", a / b}'))"
+        line="$line $which $rps ($(awk -v a="$rps" -v b="$floor" 'BEGIN {printf "%.2f", a / b}')), $cpu µs ($(awk -v a="$cpu" -v b="$floor_cpu" 'BEGIN {printf "%.2f", a / b}'));"
     done
-    echo "$line; floor $floor"
+    echo "$line floor $floor, $floor_cpu µs"
 done
 stop "$FLOOR_PID"
 
@@ -108,6 +115,7 @@ for which in before after; do
 done
 
 
+[ "$WAITERS" = 0 ] && exit 0
 echo
 echo "RSS (MiB) with $WAITERS clients waiting, arriving 10 / 100 / 500 at a time"
 declare -A RSS

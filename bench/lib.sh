@@ -20,3 +20,6 @@ rss_with_waiters() {
     exec 3>&-
     wait "$load" || true
 }
+
+# CPU time process $1 has used so far, user + system, all threads, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

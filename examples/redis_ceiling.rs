@@ -17,7 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockgate::backend::redis::{NativeCommands, RedisBackend, RedisOptions, RedisTarget};
-use lockgate::backend::{AcquireOutcome, GrantAttempt, LockBackend, ReleaseOutcome, RenewOutcome};
+use lockgate::backend::{
+    AcquireOutcome, GrantAttempt, LeaseStore, Leased, ReleaseOutcome, RenewOutcome,
+};
+use lockgate::name::LockName;
 
 /// Concurrent tasks: enough to keep pipelines full.
 const TASKS: usize = 256;
@@ -156,7 +159,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let tokens: Arc<Vec<std::sync::OnceLock<String>>> =
         Arc::new((0..count).map(|_| std::sync::OnceLock::new()).collect());
-    let name = move |i: usize| format!("{run}:{i}");
+    let name = move |i: usize| LockName::from_string(format!("{run}:{i}")).expect("a lock name");
     let acquire = {
         let (backend, tokens) = (backend.clone(), tokens.clone());
         measure(&mut conn, count, move |i| {
@@ -164,7 +167,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             async move {
                 let stem = format!("stem{i:018}");
                 match backend
-                    .acquire(&name(i), GrantAttempt::new(&stem, TTL))
+                    .acquire(Leased::Lock(&name(i)), GrantAttempt::new(&stem, TTL))
                     .await
                 {
                     Ok(AcquireOutcome::Granted(lease)) => {
@@ -185,7 +188,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let (backend, tokens) = (backend.clone(), tokens.clone());
                 async move {
                     let token = tokens[i].get().expect("token");
-                    match backend.renew(&name(i), token, TTL, None).await {
+                    match backend
+                        .renew(Leased::Lock(&name(i)), token, TTL, None)
+                        .await
+                    {
                         Ok(RenewOutcome::Renewed(_)) => {}
                         other => panic!("renew {i}: {other:?}"),
                     }
@@ -200,7 +206,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (backend, tokens) = (backend.clone(), tokens.clone());
             async move {
                 let token = tokens[i].get().expect("token");
-                match backend.release(&name(i), token).await {
+                match backend.release(Leased::Lock(&name(i)), token).await {
                     Ok(ReleaseOutcome::Released) => {}
                     other => panic!("release {i}: {other:?}"),
                 }

@@ -5,9 +5,8 @@
 //! native command) and answers with a token, a fence and the validity left.
 //!
 //! Modules, from the outside in. Dependencies point one way, `http → lock → backend`;
-//! `config` is read by `app` and `cli` only; `telemetry`, `access`, `operation` and `tls` are
-//! leaves that
-//! the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
+//! `config` is read by `app` and `cli` only; `telemetry`, `access`, `name`, `operation` and
+//! `tls` are leaves that the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
 //! `lock` none of `http`, `config`, `access`. `client` uses `http`'s bodies, nothing above.
 //!
 //! * [`app`]: the composition root: configuration → backend → lock service → router → server.
@@ -20,6 +19,7 @@
 //! * [`backend`]: where locks are kept: Redis (standalone, Sentinel, Cluster), Redlock over
 //!   several Redis, or in memory for `--dev`.
 //! * [`access`]: API keys and their scopes.
+//! * [`name`]: lock names, validated: the one user-chosen string that reaches a store's key.
 //! * [`operation`]: the API's operations, which keys allow and metrics count.
 //! * [`telemetry`]: metrics and logging.
 //! * [`client`]: a typed client of lockgate's own API, used by [`cli`].
@@ -34,6 +34,7 @@ pub mod client;
 pub mod config;
 pub mod http;
 pub mod lock;
+pub mod name;
 pub mod operation;
 pub mod telemetry;
 pub mod tls;

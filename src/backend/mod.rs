@@ -22,6 +22,7 @@ mod attempt;
 pub mod fence;
 pub mod guards;
 pub mod holder;
+mod lease;
 pub mod listing;
 pub mod memory;
 pub mod multi;
@@ -36,10 +37,12 @@ use std::time::Duration;
 
 pub use self::attempt::{GrantAttempt, GrantParts};
 pub use self::holder::Holder;
+pub use self::lease::Leased;
 pub use self::listing::{ListCursor, ListPage};
 pub use self::outcome::{
     AcquireOutcome, Claim, Inspection, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
+pub use self::semaphore::{PermitView, Permits};
 use crate::telemetry::BackendErrorKind;
 
 /// The store could not answer. Every variant but `Config` is transient from the caller's
@@ -144,42 +147,87 @@ impl ReleaseFeed {
     pub fn receiver(&self) -> tokio::sync::watch::Receiver<()> {
         self.receiver.clone()
     }
+
+    /// One feed that changes when any of `feeds` does (the names of a set, the nodes of
+    /// Redlock), for as long as it is kept.
+    pub fn merged(feeds: Vec<ReleaseFeed>) -> ReleaseFeed {
+        let (sender, receiver) = tokio::sync::watch::channel(());
+        let mut receivers: Vec<_> = feeds.iter().map(ReleaseFeed::receiver).collect();
+        let merge = tokio::spawn(async move {
+            loop {
+                let changes = receivers.iter_mut().map(|r| Box::pin(r.changed()));
+                let (changed, _, _) = futures_util::future::select_all(changes).await;
+                if changed.is_err() || sender.send(()).is_err() {
+                    return;
+                }
+            }
+        });
+        ReleaseFeed::new(receiver, (feeds, AbortOnDrop(merge)))
+    }
+
+    /// A feed that never changes: for what is never granted.
+    pub fn silent() -> ReleaseFeed {
+        let (sender, receiver) = tokio::sync::watch::channel(());
+        ReleaseFeed::new(receiver, sender)
+    }
 }
 
-/// The contract every store meets. `name` is an already validated lock name; `token` is the
-/// exact string the store keeps as the lock's value; `stem` is the part of it the gateway
-/// chose (see [`fence`]).
-pub trait LockBackend: Send + Sync {
-    /// Takes the lock if it is free, storing the token `<stem>.<fence>` with a fence issued
-    /// now; finds the grant again if a token of `stem` already holds it (an idempotent retry);
-    /// reports the holder's remaining ttl if another token holds it. With a `claim`, the grant
-    /// (new or found again) is marked as claimed by it (see [`Claim`]). A new grant keeps
-    /// `holder` beside it (an idempotent retry keeps the holder of the grant it finds).
+/// The contract every store meets. A lease operation takes what it acts on as a [`Leased`]
+/// (the kind of lease and its names); `token` is the exact string the store keeps for the
+/// grant; `stem` is the part of it the gateway chose (see [`fence`]). Names of the lock
+/// operations are validated lock names.
+pub trait LeaseStore: Send + Sync {
+    /// Takes a grant of `leased` if one is free, with the token `<stem>.<fence>` and a fence
+    /// issued now; finds the grant again if a token of `stem` already holds it (an idempotent
+    /// retry); else reports when the grant in the way ends. With a `claim`, the grant (new or
+    /// found again) is marked as claimed by it (see [`Claim`]). A new grant keeps the
+    /// attempt's holder beside it (an idempotent retry keeps the holder of the grant it finds).
     fn acquire(
         &self,
-        name: &str,
+        leased: Leased<'_>,
         attempt: GrantAttempt<'_>,
     ) -> impl Future<Output = Result<AcquireOutcome, BackendError>> + Send;
 
-    /// Deletes the lock if and only if `token` holds it.
+    /// Sets a new ttl on the grant `token` holds, and only on it. The lease's fence is the one
+    /// the token carries (or, for a lock whose token has none, the one the store can tell).
+    fn renew(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> impl Future<Output = Result<RenewOutcome, BackendError>> + Send;
+
+    /// Ends the grant `token` holds, and only it, announcing the release to waiters.
     fn release(
         &self,
-        name: &str,
+        leased: Leased<'_>,
         token: &str,
     ) -> impl Future<Output = Result<ReleaseOutcome, BackendError>> + Send;
 
-    /// Deletes the lock if a token of `stem` holds it (and, with a claim, that claim is still
-    /// the grant's last): undoes a grant that may have been made but was never delivered, whose
-    /// fence the gateway may not know. True if something was deleted.
+    /// Ends the grant of a token of `stem` (and, with a claim, only while that claim is still
+    /// the grant's last): undoes a grant that may have been made but was never delivered,
+    /// whose fence the gateway may not know. True if something was removed.
     fn withdraw(
         &self,
-        name: &str,
+        leased: Leased<'_>,
         stem: &str,
         claim: Option<Claim>,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
+    /// Subscribes to the releases that may let a waiter of `leased` in (a lock's release, a
+    /// permit given back; for a set, the release of any of its names: see
+    /// [`Backend::watch_releases`]). Returns once the subscription is in place, so that a
+    /// release after this returns is seen; if the store cannot confirm it (unreachable), the
+    /// feed still works once the store is back, and waiters fall back to the holder's ttl.
+    fn watch_releases(&self, leased: Leased<'_>) -> impl Future<Output = ReleaseFeed> + Send;
+
+    /// Whether every release of `leased` is announced, including those made by other clients
+    /// of the store; if not, waiters look again now and then (see `lock::acquire`).
+    fn sees_every_release(&self, leased: Leased<'_>) -> bool;
+
     /// Deletes the lock whoever holds it, and remembers the revoked token until its lease would
-    /// have ended (see [`LockBackend::was_revoked`]). True if something was held.
+    /// have ended (see [`LeaseStore::was_revoked`]). True if something was held.
     fn revoke(&self, name: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
     /// The fence of the grant on `name` last revoked, while its lease would still run.
@@ -188,28 +236,38 @@ pub trait LockBackend: Send + Sync {
         name: &str,
     ) -> impl Future<Output = Result<Option<u64>, BackendError>> + Send;
 
-    /// Whether `token`'s grant on `name` was revoked (and its lease would still run).
+    /// Whether `token`'s grant of the lock `name` was revoked (and its lease would still run).
     fn was_revoked(
         &self,
         name: &str,
         token: &str,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
-    /// Sets a new ttl if and only if `token` holds the lock. The lease's fence is the one the
-    /// token carries (or, for a token without one, the one the store can tell).
-    fn renew(
-        &self,
-        name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-    ) -> impl Future<Output = Result<RenewOutcome, BackendError>> + Send;
-
     /// Reports whether the lock is held, for how long, the current fence, and its holder.
     fn inspect(
         &self,
         name: &str,
     ) -> impl Future<Output = Result<Option<Inspection>, BackendError>> + Send;
+
+    /// The live shared grants of `name`, the first to end first.
+    fn inspect_shared(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Vec<PermitView>, BackendError>> + Send;
+
+    /// The limit and the live permits of the semaphore `name`.
+    fn inspect_permits(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Permits, BackendError>> + Send;
+
+    /// No new shared grant of `name` for `wait` (a writer waits), or again from now on
+    /// (`None`: the writer got the lock or gave up).
+    fn hold_off_shared(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
     /// One page of at most `limit` (≥ 1) held locks whose names start with `prefix`, from
     /// `cursor` on (see [`listing`]).
@@ -223,18 +281,10 @@ pub trait LockBackend: Send + Sync {
     /// Answers when the store can serve requests.
     fn ping(&self) -> impl Future<Output = Result<(), BackendError>> + Send;
 
-    /// Subscribes to releases of `name`. Returns once the subscription is in place, so that a
-    /// release after this returns is seen; if the store cannot confirm it (unreachable), the
-    /// feed still works once the store is back, and waiters fall back to the holder's ttl.
-    fn watch_releases(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
-
-    /// Announcements of grants of `name` (a feed that changes on every grant, by any gateway),
-    /// returned once the subscription is in place, as [`LockBackend::watch_releases`].
+    /// Announcements of grants of the lock `name` (a feed that changes on every grant, by any
+    /// gateway), returned once the subscription is in place, as
+    /// [`LeaseStore::watch_releases`].
     fn watch_grants(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
-
-    /// Whether release feeds announce every release, including those made by other clients of
-    /// the store; if not, waiters look again now and then (see `lock::service`).
-    fn sees_every_release(&self) -> bool;
 }
 
 /// The configured backend.
@@ -256,14 +306,30 @@ impl Backend {
         }
     }
 
-    /// Whether this store offers the primitives beyond the exclusive lock: semaphores
-    /// ([`semaphore`]), shared grants ([`shared`]) and multi-locks ([`multi`]). Redlock does
-    /// not: each needs a quorum design of its own on independent masters (a permit count, a
-    /// set of readers or a set of names kept per node falls short after a node restarts
-    /// empty), and none is built.
-    pub fn offers_beyond_locks(&self) -> bool {
-        !matches!(self, Self::Redlock(_))
+    /// Whether this store can keep `leased`: every store keeps locks; Redlock nothing else
+    /// (shared grants, permits and sets each need a quorum design of their own on independent
+    /// masters: a set of readers, a permit count or a set of names kept per node falls short
+    /// after a node restarts empty, and none is built); a Cluster a set only when its names
+    /// share a hash slot (one script takes them all).
+    pub fn offers(&self, leased: Leased<'_>) -> Result<(), Unoffered> {
+        match (self, leased) {
+            (_, Leased::Lock(_)) => Ok(()),
+            (Self::Redlock(_), _) => Err(Unoffered::Kind),
+            (Self::Redis(redis), Leased::Set(names)) if !redis.same_slot(names) => {
+                Err(Unoffered::CrossSlot)
+            }
+            _ => Ok(()),
+        }
     }
+}
+
+/// Why a store cannot keep a kind of lease (see [`Backend::offers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unoffered {
+    /// Not this kind, in this mode.
+    Kind,
+    /// Not these names at once: a Cluster keeps them in different hash slots.
+    CrossSlot,
 }
 
 macro_rules! dispatch {
@@ -276,72 +342,84 @@ macro_rules! dispatch {
     };
 }
 
-/// Dispatches a call of a primitive Redlock does not offer ([`Backend::offers_beyond_locks`]):
-/// in Redlock mode it answers an error naming `$what` (never reached through the API, which
-/// checks first).
-macro_rules! dispatch_without_redlock {
-    ($what:literal, $self:ident, $b:ident => $call:expr) => {
-        match $self {
-            Backend::Memory($b) => $call.await,
-            Backend::Redis($b) => $call.await,
-            Backend::Redlock(_) => Err(BackendError::Config(
-                concat!($what, " are not offered in Redlock mode").to_owned(),
-            )),
-        }
-    };
-}
-pub(crate) use dispatch_without_redlock;
-
-impl LockBackend for Backend {
+impl LeaseStore for Backend {
     async fn acquire(
         &self,
-        name: &str,
+        leased: Leased<'_>,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        dispatch!(self, b => b.acquire(name, attempt))
+        dispatch!(self, b => b.acquire(leased, attempt))
     }
 
-    async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
-        dispatch!(self, b => b.release(name, token))
+    async fn renew(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        dispatch!(self, b => b.renew(leased, token, ttl, ack))
+    }
+
+    async fn release(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        dispatch!(self, b => b.release(leased, token))
     }
 
     async fn withdraw(
         &self,
-        name: &str,
+        leased: Leased<'_>,
         stem: &str,
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.withdraw(name, stem, claim))
+        dispatch!(self, b => b.withdraw(leased, stem, claim))
+    }
+
+    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
+        dispatch!(self, b => b.watch_releases(leased))
+    }
+
+    fn sees_every_release(&self, leased: Leased<'_>) -> bool {
+        match self {
+            Self::Memory(b) => b.sees_every_release(leased),
+            Self::Redis(b) => b.sees_every_release(leased),
+            Self::Redlock(b) => b.sees_every_release(leased),
+        }
     }
 
     async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
         dispatch!(self, b => b.revoke(name))
     }
 
-    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.was_revoked(name, token))
-    }
-
     async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
         dispatch!(self, b => b.revoked_fence(name))
     }
 
-    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
-        dispatch!(self, b => b.watch_grants(name))
-    }
-
-    async fn renew(
-        &self,
-        name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-    ) -> Result<RenewOutcome, BackendError> {
-        dispatch!(self, b => b.renew(name, token, ttl, ack))
+    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
+        dispatch!(self, b => b.was_revoked(name, token))
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         dispatch!(self, b => b.inspect(name))
+    }
+
+    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
+        dispatch!(self, b => b.inspect_shared(name))
+    }
+
+    async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
+        dispatch!(self, b => b.inspect_permits(name))
+    }
+
+    async fn hold_off_shared(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        dispatch!(self, b => b.hold_off_shared(name, wait))
     }
 
     async fn list(
@@ -357,15 +435,7 @@ impl LockBackend for Backend {
         dispatch!(self, b => b.ping())
     }
 
-    async fn watch_releases(&self, name: &str) -> ReleaseFeed {
-        dispatch!(self, b => b.watch_releases(name))
-    }
-
-    fn sees_every_release(&self) -> bool {
-        match self {
-            Self::Memory(b) => b.sees_every_release(),
-            Self::Redis(b) => b.sees_every_release(),
-            Self::Redlock(b) => b.sees_every_release(),
-        }
+    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
+        dispatch!(self, b => b.watch_grants(name))
     }
 }

@@ -40,14 +40,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::sync::watch;
 
-use super::AbortOnDrop;
 use super::listing::{self, Walk};
 use super::redis::RedisBackend;
 use super::{
-    AcquireOutcome, BackendError, Claim, Inspection, Lease, ListCursor, ListPage, LockBackend,
-    ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListCursor,
+    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use crate::backend::GrantAttempt;
 
@@ -165,7 +163,7 @@ impl RedlockBackend {
         let withdrawals = indices
             .into_iter()
             .filter_map(|i| self.nodes.get(i))
-            .map(|n| n.withdraw(name, stem, claim));
+            .map(|n| n.withdraw_lock(name, stem, claim));
         for outcome in join_all(withdrawals).await {
             if let Err(err) = outcome {
                 tracing::warn!(lock = name, error = %err, "redlock: could not withdraw a partial grant; it expires at its ttl");
@@ -269,14 +267,15 @@ impl Walk for RedlockBackend {
     }
 }
 
-impl LockBackend for RedlockBackend {
-    async fn acquire(
+impl RedlockBackend {
+    async fn acquire_lock(
         &self,
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let (stem, ttl, _, claim, _) = attempt.parts();
-        let answers: Vec<Answer> = join_all(self.nodes.iter().map(|n| n.acquire(name, attempt)))
+        let acquires = self.nodes.iter().map(|n| n.acquire_lock(name, attempt));
+        let answers: Vec<Answer> = join_all(acquires)
             .await
             .into_iter()
             .map(|outcome| match outcome {
@@ -370,9 +369,9 @@ impl LockBackend for RedlockBackend {
         })
     }
 
-    async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
+    async fn release_lock(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
         let outcomes: Vec<Option<ReleaseOutcome>> =
-            join_all(self.nodes.iter().map(|n| n.release(name, token)))
+            join_all(self.nodes.iter().map(|n| n.release_lock(name, token)))
                 .await
                 .into_iter()
                 .map(Result::ok)
@@ -385,52 +384,35 @@ impl LockBackend for RedlockBackend {
         })
     }
 
-    async fn withdraw(
+    async fn withdraw_lock(
         &self,
         name: &str,
         stem: &str,
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.withdraw(name, stem, claim))).await;
+        let withdrawals = self
+            .nodes
+            .iter()
+            .map(|n| n.withdraw_lock(name, stem, claim));
+        let outcomes = join_all(withdrawals).await;
         if outcomes.iter().all(Result::is_err) {
             return Err(self.unavailable("withdrawal", 0));
         }
         Ok(outcomes.into_iter().any(|o| o == Ok(true)))
     }
 
-    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.revoke(name))).await;
-        let answered = outcomes.iter().filter(|o| o.is_ok()).count();
-        if answered < self.quorum() {
-            return Err(self.unavailable("revoke has no majority answer", answered));
-        }
-        Ok(outcomes.into_iter().any(|o| o == Ok(true)))
-    }
-
-    async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.revoked_fence(name))).await;
-        if outcomes.iter().all(Result::is_err) {
-            return Err(self.unavailable("revocation check", 0));
-        }
-        Ok(outcomes.into_iter().filter_map(|o| o.ok().flatten()).max())
-    }
-
-    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.was_revoked(name, token))).await;
-        if outcomes.iter().all(Result::is_err) {
-            return Err(self.unavailable("revocation check", 0));
-        }
-        Ok(outcomes.into_iter().any(|o| o == Ok(true)))
-    }
-
-    async fn renew(
+    async fn renew_lock(
         &self,
         name: &str,
         token: &str,
         ttl: Duration,
         ack: Option<ReplicaAck>,
     ) -> Result<RenewOutcome, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.renew(name, token, ttl, ack))).await;
+        let renewals = self
+            .nodes
+            .iter()
+            .map(|n| n.renew_lock(name, token, ttl, ack));
+        let outcomes = join_all(renewals).await;
         let mut renewed = Vec::new();
         let (mut not_held, mut not_owner) = (0, 0);
         for (index, outcome) in outcomes.into_iter().enumerate() {
@@ -472,7 +454,7 @@ impl LockBackend for RedlockBackend {
         // only keys in the way of the next holder.
         let releases = renewed
             .iter()
-            .map(|(i, _)| self.nodes[*i].release(name, token));
+            .map(|(i, _)| self.nodes[*i].release_lock(name, token));
         for outcome in join_all(releases).await {
             if let Err(err) = outcome {
                 tracing::warn!(lock = name, error = %err, "redlock: could not release a minority renewal; it expires at its ttl");
@@ -483,6 +465,117 @@ impl LockBackend for RedlockBackend {
         } else {
             RenewOutcome::NotHeld
         })
+    }
+}
+
+/// Redlock keeps locks only (see [`super::Backend::offers`]): the other kinds are never
+/// asked for through the API, which checks first.
+fn not_offered(leased: Leased<'_>) -> BackendError {
+    not_offered_here(leased.kind())
+}
+
+fn not_offered_here(kind: &str) -> BackendError {
+    BackendError::Config(format!("{kind} leases are not offered in Redlock mode"))
+}
+
+impl LeaseStore for RedlockBackend {
+    async fn acquire(
+        &self,
+        leased: Leased<'_>,
+        attempt: GrantAttempt<'_>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
+            _ => Err(not_offered(leased)),
+        }
+    }
+
+    async fn renew(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.renew_lock(name.as_str(), token, ttl, ack).await,
+            _ => Err(not_offered(leased)),
+        }
+    }
+
+    async fn release(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
+            _ => Err(not_offered(leased)),
+        }
+    }
+
+    async fn withdraw(
+        &self,
+        leased: Leased<'_>,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
+            _ => Err(not_offered(leased)),
+        }
+    }
+
+    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
+        match leased {
+            // A release on any node may have freed a majority: wake the waiter.
+            Leased::Lock(_) => ReleaseFeed::merged(
+                join_all(self.nodes.iter().map(|n| n.watch_releases(leased))).await,
+            ),
+            // Nobody waits for what is never granted.
+            _ => ReleaseFeed::silent(),
+        }
+    }
+
+    fn sees_every_release(&self, leased: Leased<'_>) -> bool {
+        self.nodes.iter().all(|n| n.sees_every_release(leased))
+    }
+
+    async fn inspect_shared(&self, _: &str) -> Result<Vec<PermitView>, BackendError> {
+        Err(not_offered_here("shared"))
+    }
+
+    async fn inspect_permits(&self, _: &str) -> Result<Permits, BackendError> {
+        Err(not_offered_here("semaphore"))
+    }
+
+    async fn hold_off_shared(&self, _: &str, _: Option<Duration>) -> Result<(), BackendError> {
+        Err(not_offered_here("shared"))
+    }
+
+    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.revoke(name))).await;
+        let answered = outcomes.iter().filter(|o| o.is_ok()).count();
+        if answered < self.quorum() {
+            return Err(self.unavailable("revoke has no majority answer", answered));
+        }
+        Ok(outcomes.into_iter().any(|o| o == Ok(true)))
+    }
+
+    async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.revoked_fence(name))).await;
+        if outcomes.iter().all(Result::is_err) {
+            return Err(self.unavailable("revocation check", 0));
+        }
+        Ok(outcomes.into_iter().filter_map(|o| o.ok().flatten()).max())
+    }
+
+    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.was_revoked(name, token))).await;
+        if outcomes.iter().all(Result::is_err) {
+            return Err(self.unavailable("revocation check", 0));
+        }
+        Ok(outcomes.into_iter().any(|o| o == Ok(true)))
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
@@ -511,49 +604,10 @@ impl LockBackend for RedlockBackend {
         }
     }
 
-    fn sees_every_release(&self) -> bool {
-        self.nodes.iter().all(RedisBackend::sees_every_release)
-    }
-
-    async fn watch_releases(&self, name: &str) -> ReleaseFeed {
-        // A release on any node may have freed a majority: wake the waiter.
-        merged(join_all(self.nodes.iter().map(|n| n.watch_releases(name))).await)
-    }
-
     async fn watch_grants(&self, name: &str) -> ReleaseFeed {
         // A grant on any node may complete a majority: look again.
-        merged(join_all(self.nodes.iter().map(|n| n.watch_grants(name))).await)
+        ReleaseFeed::merged(join_all(self.nodes.iter().map(|n| n.watch_grants(name))).await)
     }
-}
-
-/// One feed that changes when any of `feeds` does.
-fn merged(feeds: Vec<ReleaseFeed>) -> ReleaseFeed {
-    let (tx, rx) = watch::channel(());
-    let mut receivers: Vec<_> = feeds.iter().map(ReleaseFeed::receiver).collect();
-    let merge = tokio::spawn(async move {
-        loop {
-            let changes = receivers.iter_mut().map(|r| Box::pin(r.changed()));
-            let (changed, _, _) = futures_util::future::select_all(changes).await;
-            if changed.is_err() || tx.send(()).is_err() {
-                return;
-            }
-        }
-    });
-    ReleaseFeed::new(
-        rx,
-        Merged {
-            _feeds: feeds,
-            merge: AbortOnDrop(merge),
-        },
-    )
-}
-
-/// The node feeds behind a merged feed, and the task merging them.
-#[derive(Debug)]
-struct Merged {
-    _feeds: Vec<ReleaseFeed>,
-    #[allow(dead_code)] // Held for its Drop.
-    merge: AbortOnDrop,
 }
 
 #[cfg(test)]

@@ -40,18 +40,21 @@ pub fn acquiring<P: Primitive>(
     key: Option<IdempotencyKey>,
     body: &AcquireBody,
 ) -> impl Future<Output = Result<Acquired<P>, ApiError>> + Send + use<P> {
-    let request = app
-        .service
-        .limits()
-        .acquire(body.ttl_ms, body.wait_ms, body.replicas())
-        .and_then(|request| {
-            let request = AcquireRequest {
-                holder: holder(body.owner.clone(), body.metadata.clone())?,
-                ..request
-            };
-            app.service.limits().bounded(request, body.max_hold_ms)
-        })
-        .map_err(ApiError::from);
+    // A kind of lease this store does not keep is refused before anything else is looked at.
+    let offered = app.service.check_offered(primitive.leased(&name));
+    let request = offered.map_err(ApiError::from).and_then(|()| {
+        app.service
+            .limits()
+            .acquire(body.ttl_ms, body.wait_ms, body.replicas())
+            .and_then(|request| {
+                let request = AcquireRequest {
+                    holder: holder(body.owner.clone(), body.metadata.clone())?,
+                    ..request
+                };
+                app.service.limits().bounded(request, body.max_hold_ms)
+            })
+            .map_err(ApiError::from)
+    });
     let service = app.service.clone();
     async move {
         let request = request?;
@@ -77,7 +80,10 @@ pub fn granting<P: Primitive>(
     key: Option<IdempotencyKey>,
     body: &AcquireBody,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
-    let held = primitive.held_names().map(<[LockName]>::to_vec);
+    let held = primitive
+        .leased(&name)
+        .held_names()
+        .map(<[LockName]>::to_vec);
     // A combinator, not an `async move` block: a block would keep `acquiring` twice, as the
     // value it captured and again as the future it awaits (see `checked`).
     acquiring(app, primitive, name, key, body).map(move |acquired| {

@@ -160,7 +160,7 @@ pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
     }
 }
 
-/// What a lock name looks like (`lock::name`), for the places utoipa cannot be told at the
+/// What a lock name looks like (`crate::name`), for the places utoipa cannot be told at the
 /// field: the items of `names` and of the repeated `name` query parameter.
 const NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$";
 /// What a listing cursor looks like: URL-safe base64 of a nonce, the sealed position and its

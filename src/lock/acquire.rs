@@ -10,15 +10,16 @@ use tokio::time::Instant;
 
 use super::LockName;
 use super::error::LockError;
-use super::exclusive::Exclusive;
 use super::guard::GrantGuard;
-use super::primitive::Primitive;
+use super::primitive::{Exclusive, Primitive};
 use super::request::AcquireRequest;
 use super::service::{Grant, LockService, check_replicas, validity};
 use super::token::{IdempotencyKey, LockToken, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
 use crate::backend::fence::Marks;
-use crate::backend::{AcquireOutcome, Backend, BackendError, Claim, GrantAttempt, millis};
+use crate::backend::{
+    AcquireOutcome, Backend, BackendError, Claim, GrantAttempt, LeaseStore, millis,
+};
 
 /// When the holder's lease has no expiry (a key written by another client), tell waiters to come
 /// back after this long.
@@ -76,11 +77,13 @@ impl LockService {
         request: &AcquireRequest,
         idempotency_key: Option<&IdempotencyKey>,
     ) -> Result<Grant<P>, LockError> {
+        let leased = primitive.leased(name);
+        self.check_offered(leased)?;
         let derived =
             idempotency_key.map(|key| TokenStem::derive(&self.secret, name.as_str(), key));
         // Requests already waiting here go first: a newcomer does not overtake them.
         let mut held_off = false;
-        if request.wait.is_zero() || !self.waiters.has_line(P::KIND, name.as_str()) {
+        if request.wait.is_zero() || !self.waiters.has_line(leased.kind(), name.as_str()) {
             // Boxed here and below: a waiting request keeps its future alive for the whole wait,
             // and the attempt (a backend round trip) is most of its size.
             let then_wait = !request.wait.is_zero();
@@ -98,7 +101,7 @@ impl LockService {
                 Err(_) => false,
             };
             if held_off {
-                self.hold_off(primitive, name, request).await;
+                self.hold_off(name, request).await;
             }
         }
         self.wait_for(primitive, name, derived.as_ref(), request, held_off)
@@ -106,26 +109,23 @@ impl LockService {
     }
 
     /// A waiting writer found readers: no new reader until it has had its turn, for at most
-    /// its wait. Once per waiting request (the caller lifts it when the writer is granted).
-    async fn hold_off<P: Primitive>(
-        &self,
-        primitive: &P,
-        name: &LockName,
-        request: &AcquireRequest,
-    ) {
+    /// its wait (no writer starvation). Once per waiting request (the caller lifts it when the
+    /// writer is granted). Best effort: without it, readers may keep the writer out longer.
+    async fn hold_off(&self, name: &LockName, request: &AcquireRequest) {
         // Boxed: a round trip, and inline it would be the largest part of the future every
         // waiting request keeps (the attempts are boxed for the same reason).
-        Box::pin(primitive.hold_off_shared(&self.backend, name, request.wait)).await;
+        let held_off = self
+            .backend
+            .hold_off_shared(name.as_str(), Some(request.wait));
+        if let Err(err) = Box::pin(held_off).await {
+            tracing::debug!(lock = %name, error = %err, "could not hold off new readers");
+        }
     }
 
     /// What lifts the hold-off of `name` when dropped: when the writer that asked for it is
     /// granted, gives up, or goes away.
-    fn lift_on_drop<P: Primitive>(&self, primitive: &P, name: &LockName) -> LiftHoldOff<P> {
-        LiftHoldOff(Some(Box::new((
-            primitive.clone(),
-            name.clone(),
-            self.backend.clone(),
-        ))))
+    fn lift_on_drop(&self, name: &LockName) -> LiftHoldOff {
+        LiftHoldOff(Some(Box::new((name.clone(), self.backend.clone()))))
     }
 
     /// Waits in line for `name` until the lock is granted or `request.wait` has passed.
@@ -141,12 +141,13 @@ impl LockService {
         // Built only for a writer that held readers off (no allocation for other waiters).
         let mut lift = LiftHoldOff(None);
         if held_off {
-            lift = self.lift_on_drop(primitive, name);
+            lift = self.lift_on_drop(name);
         }
+        let leased = primitive.leased(name);
         let deadline = Instant::now() + request.wait;
         let ticket = self
             .waiters
-            .join(P::KIND, name.as_str())
+            .join(leased.kind(), name.as_str())
             .map_err(|TooManyWaiters| LockError::TooManyWaiters)?;
         tokio::select! {
             () = ticket.turn() => {}
@@ -158,21 +159,20 @@ impl LockService {
         }
         // Boxed: subscribing happens once per wait, and inline it would be the largest part
         // of the future every waiting request keeps.
-        let mut releases =
-            Box::pin(ticket.releases(|| primitive.watch_releases(&self.backend, name))).await;
+        let mut releases = Box::pin(ticket.releases(|| self.backend.watch_releases(leased))).await;
         let mut wake_at = None;
         let mut backend_retry = MIN_BACKEND_RETRY;
         if let Some(handoff) = ticket.take_handoff() {
             releases = handoff.releases;
             // After a lock's hand-off the next in line waits for the new holder's release; a
             // semaphore may have another permit free at once.
-            if P::SINGLE_HOLDER {
+            if leased.excludes_others() {
                 wake_at = Some(handoff.held_until);
             }
         }
         loop {
             if let Some(mut at) = wake_at {
-                if !primitive.sees_every_release(&self.backend) {
+                if !self.backend.sees_every_release(leased) {
                     at = at.min(Instant::now() + FOREIGN_RELEASE_RECHECK);
                 }
                 tokio::select! {
@@ -199,8 +199,8 @@ impl LockService {
                     by_readers,
                 }) => {
                     if by_readers && lift.0.is_none() {
-                        self.hold_off(primitive, name, request).await;
-                        lift = self.lift_on_drop(primitive, name);
+                        self.hold_off(name, request).await;
+                        lift = self.lift_on_drop(name);
                     }
                     if Instant::now() >= deadline {
                         record_wait(deadline, request.wait);
@@ -250,11 +250,11 @@ impl LockService {
     ) -> Result<Attempt<P>, LockError> {
         self.check_hold_back()?;
         let (stem, claim) = Self::attempt_stem(derived)?;
+        let leased = primitive.leased(name);
         let marks = Marks {
             holder: request.holder.is_some(),
-            shared: P::SHARED,
-            multi: P::MULTI,
             max_hold_ms: request.max_hold.map(millis),
+            ..leased.marks()
         };
         let stem = if marks == Marks::default() {
             stem
@@ -271,10 +271,10 @@ impl LockService {
             claim,
         );
         let started = Instant::now();
-        let sent = primitive
+        let sent = self
+            .backend
             .acquire(
-                &self.backend,
-                name,
+                leased,
                 GrantAttempt {
                     stem: stem.expose(),
                     ttl: request.ttl,
@@ -346,16 +346,18 @@ impl LockService {
 
 /// A writer's hold-off of new readers, lifted when dropped if armed (in the background: the
 /// client need not wait for it, and it also ends by itself when the writer's wait would have).
-struct LiftHoldOff<P: Primitive>(Option<Box<(P, LockName, Arc<Backend>)>>);
+struct LiftHoldOff(Option<Box<(LockName, Arc<Backend>)>>);
 
-impl<P: Primitive> Drop for LiftHoldOff<P> {
+impl Drop for LiftHoldOff {
     fn drop(&mut self) {
         if let Some(armed) = self.0.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn(async move {
-                let (primitive, name, backend) = *armed;
-                primitive.stop_holding_off_shared(&backend, &name).await;
+                let (name, backend) = *armed;
+                if let Err(err) = backend.hold_off_shared(name.as_str(), None).await {
+                    tracing::debug!(lock = %name, error = %err, "could not lift a hold-off of readers; it ends with the writer's wait");
+                }
             });
         }
     }

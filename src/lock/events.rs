@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use super::LockName;
 use super::error::LockError;
 use crate::backend::fence::granted_at;
-use crate::backend::{AbortOnDrop, Backend, Holder, Inspection, LockBackend};
+use crate::backend::{AbortOnDrop, Backend, Holder, Inspection, LeaseStore, Leased};
 
 /// Where releases by other clients are not announced, how often a held, watched lock is
 /// looked at.
@@ -176,7 +176,7 @@ impl Watches {
         name: &LockName,
     ) -> Result<Arc<Watch>, LockError> {
         let grants = backend.watch_grants(name.as_str()).await;
-        let releases = backend.watch_releases(name.as_str()).await;
+        let releases = backend.watch_releases(Leased::Lock(name)).await;
         let mut feeds = (grants.receiver(), releases.receiver());
         feeds.0.borrow_and_update();
         feeds.1.borrow_and_update();
@@ -290,7 +290,7 @@ impl Observer {
         // Kept for as long as the observer runs: they hold the subscriptions.
         _subscriptions: (crate::backend::ReleaseFeed, crate::backend::ReleaseFeed),
     ) {
-        let sees_every_release = self.backend.sees_every_release();
+        let sees_every_release = self.backend.sees_every_release(Leased::Lock(&self.name));
         loop {
             let is_held = self
                 .shared

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::primitive::Primitive;
 use super::{LockName, TokenStem};
-use crate::backend::{Backend, BackendError, Claim};
+use crate::backend::{Backend, BackendError, Claim, LeaseStore};
 
 #[derive(Debug)]
 pub struct GrantGuard<P: Primitive> {
@@ -51,8 +51,9 @@ impl<P: Primitive> GrantGuard<P> {
     /// Withdraws now, waiting for the answer: true if a grant was withdrawn.
     pub async fn withdraw(mut self) -> Result<bool, BackendError> {
         self.armed = false;
-        self.primitive
-            .withdraw(&self.backend, &self.name, self.stem.expose(), self.claim)
+        let leased = self.primitive.leased(&self.name);
+        self.backend
+            .withdraw(leased, self.stem.expose(), self.claim)
             .await
     }
 }
@@ -75,12 +76,10 @@ impl<P: Primitive> Drop for GrantGuard<P> {
             self.claim,
         );
         runtime.spawn(async move {
-            match primitive
-                .withdraw(&backend, &name, stem.expose(), claim)
-                .await
-            {
+            let leased = primitive.leased(&name);
+            match backend.withdraw(leased, stem.expose(), claim).await {
                 Ok(true) => {
-                    tracing::info!(lock = %name, kind = P::KIND, "released the grant of a client that went away");
+                    tracing::info!(lock = %name, kind = leased.kind(), "released the grant of a client that went away");
                 }
                 Ok(false) => {}
                 Err(err) => {

@@ -124,22 +124,23 @@ impl<P: Primitive> Hold<P> {
     /// Waits for the next renewal (or shutdown) and says what happened; the hold goes on
     /// (`Some`) after a renewal only.
     pub async fn next(mut self) -> (HoldEvent, Option<Self>) {
+        let kind = self.kind();
         loop {
             let hold_ends = self.hold_ends;
             tokio::select! {
                 () = tokio::time::sleep_until(self.next_renewal) => {}
                 () = sleep_until_some(hold_ends) => {
                     let name = self.name.clone();
-                    tracing::info!(lock = %name, kind = P::KIND, "a hold reached its max_hold and released its lease");
+                    tracing::info!(lock = %name, kind, "a hold reached its max_hold and released its lease");
                     if let Err(err) = Box::pin(self.guard.withdraw()).await {
-                        tracing::warn!(lock = %name, kind = P::KIND, error = %err, "could not release a lease at its max_hold; it expires with its lease");
+                        tracing::warn!(lock = %name, kind, error = %err, "could not release a lease at its max_hold; it expires with its lease");
                     }
                     return (HoldEvent::MaxHoldReached, None);
                 }
                 () = self.shutdown.cancelled() => {
                     let name = self.name.clone();
                     if let Err(err) = Box::pin(self.guard.withdraw()).await {
-                        tracing::warn!(lock = %name, kind = P::KIND, error = %err, "could not release a held lease at shutdown; it expires at its ttl");
+                        tracing::warn!(lock = %name, kind, error = %err, "could not release a held lease at shutdown; it expires at its ttl");
                     }
                     return (HoldEvent::Released, None);
                 }
@@ -159,7 +160,7 @@ impl<P: Primitive> Hold<P> {
                 Err(LockError::NotOwner) => return self.lost(LostReason::NotOwner),
                 Err(LockError::MaxHoldReached) => return (HoldEvent::MaxHoldReached, None),
                 Err(LockError::Revoked) => {
-                    tracing::info!(lock = %self.name, kind = P::KIND, "a hold's lease was revoked");
+                    tracing::info!(lock = %self.name, kind, "a hold's lease was revoked");
                     return (HoldEvent::Revoked, None);
                 }
                 Err(err) => {
@@ -167,12 +168,17 @@ impl<P: Primitive> Hold<P> {
                     if self.validity.remaining(now).is_zero() {
                         return self.lost(LostReason::Expired);
                     }
-                    tracing::warn!(lock = %self.name, kind = P::KIND, error = %err, "hold renewal failed; retrying");
+                    tracing::warn!(lock = %self.name, kind, error = %err, "hold renewal failed; retrying");
                     let retry = RETRY_RENEWAL_EVERY.min(renewal_interval(self.renewals.ttl));
                     self.next_renewal = (now + retry).min(self.validity.until());
                 }
             }
         }
+    }
+
+    /// What the lease is called in logs.
+    fn kind(&self) -> &'static str {
+        self.primitive.leased(&self.name).kind()
     }
 
     fn lost(self, reason: LostReason) -> (HoldEvent, Option<Self>) {
@@ -182,7 +188,7 @@ impl<P: Primitive> Hold<P> {
             // Its last renewal ended it at the bound; the timer above was a moment late.
             return (HoldEvent::MaxHoldReached, None);
         }
-        tracing::info!(lock = %self.name, kind = P::KIND, reason = reason.as_str(), "a hold lost its lease");
+        tracing::info!(lock = %self.name, kind = self.kind(), reason = reason.as_str(), "a hold lost its lease");
         // The guard still withdraws on drop: harmless if the lease is gone.
         (HoldEvent::Lost(reason), None)
     }

@@ -34,9 +34,8 @@ use super::LockName;
 use super::cursor::{CursorScope, CursorSeal, ListPosition};
 use super::error::LockError;
 use super::events::{Watcher, Watches};
-use super::exclusive::Exclusive;
 use super::guard::GrantGuard;
-use super::primitive::Primitive;
+use super::primitive::{Exclusive, Primitive, Shared};
 use super::request::{Limits, RenewRequest, ReplicaPolicy};
 use super::token::{LockToken, TokenSecret};
 use super::validity::Validity;
@@ -44,7 +43,8 @@ use super::wait::Waiters;
 use crate::backend::fence::granted_at;
 use crate::backend::guards::HoldBack;
 use crate::backend::{
-    Backend, Holder, Inspection, Lease, ListCursor, LockBackend, ReleaseOutcome, RenewOutcome,
+    Backend, Holder, Inspection, Lease, LeaseStore, Leased, ListCursor, ReleaseOutcome,
+    RenewOutcome, Unoffered,
 };
 
 /// A lease granted to the caller. Until its guard is disarmed (the client has the answer),
@@ -210,6 +210,8 @@ impl LockService {
         token: &LockToken,
         request: &RenewRequest,
     ) -> Result<Renewal, LockError> {
+        let leased = primitive.leased(name);
+        self.check_offered(leased)?;
         let started = Instant::now();
         // A bounded hold is renewed up to its deadline, never past it.
         let hold_left = token.hold_deadline().map(|deadline| {
@@ -232,14 +234,9 @@ impl LockService {
         let ttl = hold_left.map_or(request.ttl, |left| request.ttl.min(whole_millis_up(left)));
         // The bound, not the client's ttl, decides when this lease ends.
         let ends_at_bound = ttl < request.ttl;
-        let outcome = primitive
-            .renew(
-                &self.backend,
-                name,
-                token.expose(),
-                ttl,
-                request.replicas.ack(),
-            )
+        let outcome = self
+            .backend
+            .renew(leased, token.expose(), ttl, request.replicas.ack())
             .await
             .map_err(LockError::of_write)?;
         let lease = match outcome {
@@ -264,9 +261,7 @@ impl LockService {
                 hold_deadline: token.hold_deadline(),
             }),
             Err(err) => {
-                if let Err(release_error) =
-                    primitive.release(&self.backend, name, token.expose()).await
-                {
+                if let Err(release_error) = self.backend.release(leased, token.expose()).await {
                     tracing::warn!(lock = %name, error = %release_error, "could not release a late renewal; it expires at its ttl");
                 }
                 // A lease renewed up to the bound that ran out on its way back ended at the
@@ -292,7 +287,9 @@ impl LockService {
         name: &LockName,
         token: &LockToken,
     ) -> Result<(), LockError> {
-        let released = primitive.release(&self.backend, name, token.expose()).await;
+        let leased = primitive.leased(name);
+        self.check_offered(leased)?;
+        let released = self.backend.release(leased, token.expose()).await;
         match released.map_err(LockError::of_write)? {
             ReleaseOutcome::Released => Ok(()),
             ReleaseOutcome::NotHeld => Err(self
@@ -313,10 +310,7 @@ impl LockService {
         token: &LockToken,
         refused: LockError,
     ) -> LockError {
-        match primitive
-            .was_revoked(&self.backend, name, token.expose())
-            .await
-        {
+        match self.was_revoked(primitive.leased(name), token).await {
             Ok(true) => LockError::Revoked,
             Ok(false) => refused,
             Err(err) => {
@@ -326,20 +320,32 @@ impl LockService {
         }
     }
 
+    /// Whether `token`'s grant of `leased` was revoked by an operator: a lock's, or a set's
+    /// (any of its names). Nothing else is revocable.
+    async fn was_revoked(&self, leased: Leased<'_>, token: &LockToken) -> Result<bool, LockError> {
+        let names = match leased {
+            Leased::Lock(name) => std::slice::from_ref(name),
+            Leased::Set(names) => names,
+            Leased::Shared(_) | Leased::Permit(..) => return Ok(false),
+        };
+        for name in names {
+            if self
+                .backend
+                .was_revoked(name.as_str(), token.expose())
+                .await?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Deletes the lock on `name` whoever holds it (an operator's force release); its holder's
     /// next renewal or release answers [`LockError::Revoked`]. `NotHeld` if nothing was held.
     pub async fn revoke(&self, name: &LockName) -> Result<(), LockError> {
-        self.revoke_lease(&Exclusive, name).await
-    }
-
-    /// Revokes the grant of `primitive` on `name`.
-    pub async fn revoke_lease<P: Primitive>(
-        &self,
-        primitive: &P,
-        name: &LockName,
-    ) -> Result<(), LockError> {
-        if primitive
-            .revoke(&self.backend, name)
+        if self
+            .backend
+            .revoke(name.as_str())
             .await
             .map_err(LockError::of_write)?
         {
@@ -349,10 +355,26 @@ impl LockService {
         }
     }
 
+    /// Whether the configured store keeps leases of this kind (on these names): 501
+    /// `not-offered`, or a set across Cluster slots.
+    pub fn check_offered(&self, leased: Leased<'_>) -> Result<(), LockError> {
+        match self.backend.offers(leased) {
+            Ok(()) => Ok(()),
+            Err(Unoffered::Kind) => Err(LockError::NotOffered {
+                kind: leased.noun(),
+                mode: self.backend.kind(),
+            }),
+            Err(Unoffered::CrossSlot) => Err(LockError::CrossSlot),
+        }
+    }
+
     /// Whether the lock is held, for how long, and the current fence; or, while readers hold
     /// it, each of them.
     pub async fn inspect(&self, name: &LockName) -> Result<LockState, LockError> {
-        let mut state = self.inspect_lease(&Exclusive, name).await?;
+        let Some(seen) = self.backend.inspect(name.as_str()).await? else {
+            return Err(LockError::NotHeld);
+        };
+        let mut state = self.state_of(name, seen);
         self.complete_lock_state(name, &mut state).await?;
         Ok(state)
     }
@@ -366,24 +388,13 @@ impl LockService {
         state: &mut LockState,
     ) -> Result<(), LockError> {
         if state.is_shared() {
-            use crate::backend::shared::SharedBackend;
             state.shared = self.backend.inspect_shared(name.as_str()).await?;
         }
-        state.waiting += self.waiters.waiting_for(super::Shared::KIND, name.as_str())
-            + self.waiters.waiting_for(super::Multi::KIND, name.as_str());
+        let readers = Shared.leased(name).kind();
+        let sets = Leased::Set(std::slice::from_ref(name)).kind();
+        state.waiting += self.waiters.waiting_for(readers, name.as_str())
+            + self.waiters.waiting_for(sets, name.as_str());
         Ok(())
-    }
-
-    /// What anyone may see of the grant of `primitive` on `name`.
-    pub async fn inspect_lease<P: Primitive>(
-        &self,
-        primitive: &P,
-        name: &LockName,
-    ) -> Result<LockState, LockError> {
-        match primitive.inspect(&self.backend, name).await? {
-            Some(seen) => Ok(self.state_of::<P>(name, seen)),
-            None => Err(LockError::NotHeld),
-        }
     }
 
     /// One page of at most `limit` held locks whose names start with `prefix` (see
@@ -401,7 +412,7 @@ impl LockService {
             // A key of another program can look like a lock key; its name may not be one.
             .filter_map(|(name, seen)| {
                 let name = LockName::from_string(name).ok()?;
-                let state = self.state_of::<Exclusive>(&name, seen);
+                let state = self.state_of(&name, seen);
                 Some((name, state))
             })
             .collect();
@@ -451,7 +462,8 @@ impl LockService {
         self.cursors.open(text, scope)
     }
 
-    fn state_of<P: Primitive>(&self, name: &LockName, seen: Inspection) -> LockState {
+    /// The state of the lock `name` as the store saw it, with the writers waiting here.
+    fn state_of(&self, name: &LockName, seen: Inspection) -> LockState {
         LockState {
             shared: Vec::new(),
             shared_marker: seen.shared,
@@ -459,7 +471,9 @@ impl LockService {
             fence: seen.fence,
             granted_at: seen.fence.and_then(granted_at),
             holder: seen.holder,
-            waiting: self.waiters.waiting_for(P::KIND, name.as_str()),
+            waiting: self
+                .waiters
+                .waiting_for(Exclusive.leased(name).kind(), name.as_str()),
         }
     }
 

@@ -25,10 +25,11 @@ use tokio::time::Instant;
 use super::fence::{fence_of, has_stem, next_fence, token};
 use super::shared::SHARED_MARKER;
 use super::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
-    LockBackend, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LeaseStore, Leased, ListCursor,
+    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use crate::backend::GrantAttempt;
+use crate::name::LockName;
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
 /// are locks if that is more. A write adds at most one entry, so the writes always catch up
@@ -179,8 +180,13 @@ fn acked(ack: Option<ReplicaAck>) -> Option<u32> {
     ack.map(|_| 0)
 }
 
-impl LockBackend for MemoryBackend {
-    async fn acquire(
+/// A set's names as the store's maps key them.
+fn strs(names: &[LockName]) -> Vec<&str> {
+    names.iter().map(LockName::as_str).collect()
+}
+
+impl MemoryBackend {
+    async fn acquire_lock(
         &self,
         name: &str,
         attempt: GrantAttempt<'_>,
@@ -232,7 +238,7 @@ impl LockBackend for MemoryBackend {
         }))
     }
 
-    async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
+    async fn release_lock(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
         let outcome = match state.live_lock(name, now) {
@@ -250,7 +256,7 @@ impl LockBackend for MemoryBackend {
         Ok(outcome)
     }
 
-    async fn withdraw(
+    async fn withdraw_lock(
         &self,
         name: &str,
         stem: &str,
@@ -269,6 +275,107 @@ impl LockBackend for MemoryBackend {
             self.announce_release(name);
         }
         Ok(ours)
+    }
+
+    async fn renew_lock(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        match state.live_lock(name, now) {
+            None => Ok(RenewOutcome::NotHeld),
+            Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
+            Some(held) => {
+                held.expires = now + ttl;
+                Ok(RenewOutcome::Renewed(Lease {
+                    // Every token stored here was issued here, with its fence.
+                    fence: fence_of(token).unwrap_or(0),
+                    ttl,
+                    replicas_acked: acked(ack),
+                }))
+            }
+        }
+    }
+}
+
+impl LeaseStore for MemoryBackend {
+    async fn acquire(
+        &self,
+        leased: Leased<'_>,
+        attempt: GrantAttempt<'_>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
+            Leased::Shared(name) => self.acquire_shared(name.as_str(), attempt).await,
+            Leased::Permit(name, limit) => self.acquire_permit(name.as_str(), limit, attempt).await,
+            Leased::Set(names) => self.acquire_all(&strs(names), attempt).await,
+        }
+    }
+
+    async fn renew(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.renew_lock(name.as_str(), token, ttl, ack).await,
+            Leased::Shared(name) => self.renew_shared(name.as_str(), token, ttl, ack).await,
+            Leased::Permit(name, _) => self.renew_permit(name.as_str(), token, ttl, ack).await,
+            Leased::Set(names) => self.renew_all(&strs(names), token, ttl, ack).await,
+        }
+    }
+
+    async fn release(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
+            Leased::Shared(name) => self.release_shared(name.as_str(), token).await,
+            Leased::Permit(name, _) => self.release_permit(name.as_str(), token).await,
+            Leased::Set(names) => self.release_all(&strs(names), token).await,
+        }
+    }
+
+    async fn withdraw(
+        &self,
+        leased: Leased<'_>,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
+            Leased::Shared(name) => self.withdraw_shared(name.as_str(), stem, claim).await,
+            Leased::Permit(name, _) => self.withdraw_permit(name.as_str(), stem, claim).await,
+            Leased::Set(names) => self.withdraw_all(&strs(names), stem, claim).await,
+        }
+    }
+
+    /// A lock's (and its readers') releases; a semaphore's permits given back; any release of
+    /// a set's names.
+    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
+        match leased {
+            Leased::Lock(name) | Leased::Shared(name) => feed(&self.watched, name.as_str()),
+            Leased::Permit(name, _) => feed(&self.permits_freed, name.as_str()),
+            Leased::Set(names) => ReleaseFeed::merged(
+                names
+                    .iter()
+                    .map(|name| feed(&self.watched, name.as_str()))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn sees_every_release(&self, _: Leased<'_>) -> bool {
+        // Nothing but this process changes the store.
+        true
     }
 
     async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
@@ -309,30 +416,6 @@ impl LockBackend for MemoryBackend {
             .revoked
             .get(name)
             .is_some_and(|(revoked, until)| revoked == token && *until > now))
-    }
-
-    async fn renew(
-        &self,
-        name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-    ) -> Result<RenewOutcome, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        match state.live_lock(name, now) {
-            None => Ok(RenewOutcome::NotHeld),
-            Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
-            Some(held) => {
-                held.expires = now + ttl;
-                Ok(RenewOutcome::Renewed(Lease {
-                    // Every token stored here was issued here, with its fence.
-                    fence: fence_of(token).unwrap_or(0),
-                    ttl,
-                    replicas_acked: acked(ack),
-                }))
-            }
-        }
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
@@ -380,17 +463,24 @@ impl LockBackend for MemoryBackend {
         Ok(())
     }
 
-    fn sees_every_release(&self) -> bool {
-        // Nothing but this process changes the store.
-        true
-    }
-
-    async fn watch_releases(&self, name: &str) -> ReleaseFeed {
-        feed(&self.watched, name)
-    }
-
     async fn watch_grants(&self, name: &str) -> ReleaseFeed {
         feed(&self.granted, name)
+    }
+
+    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
+        self.inspect_readers(name).await
+    }
+
+    async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
+        self.permits_of(name).await
+    }
+
+    async fn hold_off_shared(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        self.hold_off_readers(name, wait).await
     }
 }
 

@@ -9,13 +9,12 @@ use tokio::time::Instant;
 use super::{Held, MemoryBackend, acked, announce, wall_clock_micros};
 use crate::backend::GrantAttempt;
 use crate::backend::fence::{fence_of, has_stem, next_fence, token};
-use crate::backend::multi::MultiBackend;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
-impl MultiBackend for MemoryBackend {
-    async fn acquire_all(
+impl MemoryBackend {
+    pub(super) async fn acquire_all(
         &self,
         names: &[&str],
         attempt: GrantAttempt<'_>,
@@ -79,7 +78,7 @@ impl MultiBackend for MemoryBackend {
         }))
     }
 
-    async fn renew_all(
+    pub(super) async fn renew_all(
         &self,
         names: &[&str],
         token: &str,
@@ -107,7 +106,7 @@ impl MultiBackend for MemoryBackend {
         }))
     }
 
-    async fn release_all(
+    pub(super) async fn release_all(
         &self,
         names: &[&str],
         token: &str,
@@ -137,7 +136,7 @@ impl MultiBackend for MemoryBackend {
         })
     }
 
-    async fn withdraw_all(
+    pub(super) async fn withdraw_all(
         &self,
         names: &[&str],
         stem: &str,

@@ -6,13 +6,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{MemoryBackend, acked, announce, feed, wall_clock_micros};
+use super::{MemoryBackend, acked, announce, wall_clock_micros};
 use crate::backend::GrantAttempt;
 use crate::backend::fence::{fence_of, has_stem, next_fence, token};
-use crate::backend::semaphore::{PermitView, SemaphoreBackend};
+use crate::backend::semaphore::PermitView;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseFeed, ReleaseOutcome, RenewOutcome,
-    ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 
 /// One semaphore's permits.
@@ -167,8 +166,8 @@ impl MemoryBackend {
     }
 }
 
-impl SemaphoreBackend for MemoryBackend {
-    async fn acquire_permit(
+impl MemoryBackend {
+    pub(super) async fn acquire_permit(
         &self,
         name: &str,
         limit: u32,
@@ -208,7 +207,7 @@ impl SemaphoreBackend for MemoryBackend {
         }))
     }
 
-    async fn renew_permit(
+    pub(super) async fn renew_permit(
         &self,
         name: &str,
         token: &str,
@@ -229,7 +228,7 @@ impl SemaphoreBackend for MemoryBackend {
         }))
     }
 
-    async fn release_permit(
+    pub(super) async fn release_permit(
         &self,
         name: &str,
         token: &str,
@@ -247,7 +246,7 @@ impl SemaphoreBackend for MemoryBackend {
         Ok(ReleaseOutcome::Released)
     }
 
-    async fn withdraw_permit(
+    pub(super) async fn withdraw_permit(
         &self,
         name: &str,
         stem: &str,
@@ -266,7 +265,7 @@ impl SemaphoreBackend for MemoryBackend {
         Ok(true)
     }
 
-    async fn inspect_permits(
+    pub(super) async fn permits_of(
         &self,
         name: &str,
     ) -> Result<crate::backend::semaphore::Permits, BackendError> {
@@ -279,10 +278,6 @@ impl SemaphoreBackend for MemoryBackend {
                 permits: permits.views(now),
             },
         ))
-    }
-
-    async fn watch_permits(&self, name: &str) -> ReleaseFeed {
-        feed(&self.permits_freed, name)
     }
 }
 
@@ -327,7 +322,7 @@ mod tests {
             take(&backend, 2, "c").await,
             AcquireOutcome::Granted(_)
         ));
-        let seen = backend.inspect_permits("s").await.expect("inspect");
+        let seen = backend.permits_of("s").await.expect("inspect");
         assert_eq!(seen.limit, Some(2));
         assert_eq!(seen.permits.len(), 2);
         // Once every permit is gone, the next grant sets a new limit.
@@ -362,7 +357,7 @@ mod tests {
             Ok(ReleaseOutcome::Released)
         );
         assert_eq!(
-            backend.inspect_permits("s").await,
+            backend.permits_of("s").await,
             Ok(crate::backend::semaphore::Permits::default())
         );
     }

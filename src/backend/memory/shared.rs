@@ -10,7 +10,7 @@ use super::{Held, MemoryBackend, State, acked, wall_clock_micros};
 use crate::backend::GrantAttempt;
 use crate::backend::fence::{next_fence, token};
 use crate::backend::semaphore::PermitView;
-use crate::backend::shared::{SHARED_MARKER, SharedBackend};
+use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
@@ -54,8 +54,8 @@ impl State {
     }
 }
 
-impl SharedBackend for MemoryBackend {
-    async fn acquire_shared(
+impl MemoryBackend {
+    pub(super) async fn acquire_shared(
         &self,
         name: &str,
         attempt: GrantAttempt<'_>,
@@ -102,7 +102,7 @@ impl SharedBackend for MemoryBackend {
         }))
     }
 
-    async fn renew_shared(
+    pub(super) async fn renew_shared(
         &self,
         name: &str,
         token: &str,
@@ -125,7 +125,7 @@ impl SharedBackend for MemoryBackend {
         }))
     }
 
-    async fn release_shared(
+    pub(super) async fn release_shared(
         &self,
         name: &str,
         token: &str,
@@ -146,7 +146,7 @@ impl SharedBackend for MemoryBackend {
         Ok(ReleaseOutcome::Released)
     }
 
-    async fn withdraw_shared(
+    pub(super) async fn withdraw_shared(
         &self,
         name: &str,
         stem: &str,
@@ -168,7 +168,10 @@ impl SharedBackend for MemoryBackend {
         Ok(true)
     }
 
-    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
+    pub(super) async fn inspect_readers(
+        &self,
+        name: &str,
+    ) -> Result<Vec<PermitView>, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
         Ok(state
@@ -177,7 +180,7 @@ impl SharedBackend for MemoryBackend {
             .unwrap_or_default())
     }
 
-    async fn hold_off_readers(
+    pub(super) async fn hold_off_readers(
         &self,
         name: &str,
         wait: Option<Duration>,

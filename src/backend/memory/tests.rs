@@ -15,7 +15,7 @@ fn lease(outcome: AcquireOutcome) -> Lease {
 
 async fn grant(b: &MemoryBackend, name: &str, stem: &str) -> String {
     let fence = lease(
-        b.acquire(name, GrantAttempt::new(stem, TTL))
+        b.acquire_lock(name, GrantAttempt::new(stem, TTL))
             .await
             .expect("acquire"),
     )
@@ -29,22 +29,25 @@ async fn release_and_renew_are_for_the_holder_only() {
     let b = MemoryBackend::new();
     let t1 = grant(&b, "a", "s1").await;
     assert_eq!(
-        b.acquire("a", GrantAttempt::new("s2", TTL)).await,
+        b.acquire_lock("a", GrantAttempt::new("s2", TTL)).await,
         Ok(AcquireOutcome::Held { ttl: Some(TTL) })
     );
-    assert_eq!(b.release("a", "s1").await, Ok(ReleaseOutcome::NotOwner));
     assert_eq!(
-        b.renew("a", "s2.1", TTL, None).await,
+        b.release_lock("a", "s1").await,
+        Ok(ReleaseOutcome::NotOwner)
+    );
+    assert_eq!(
+        b.renew_lock("a", "s2.1", TTL, None).await,
         Ok(RenewOutcome::NotOwner)
     );
     assert!(matches!(
-        b.renew("a", &t1, TTL, None).await,
+        b.renew_lock("a", &t1, TTL, None).await,
         Ok(RenewOutcome::Renewed(_))
     ));
-    assert_eq!(b.release("a", &t1).await, Ok(ReleaseOutcome::Released));
-    assert_eq!(b.release("a", &t1).await, Ok(ReleaseOutcome::NotHeld));
+    assert_eq!(b.release_lock("a", &t1).await, Ok(ReleaseOutcome::Released));
+    assert_eq!(b.release_lock("a", &t1).await, Ok(ReleaseOutcome::NotHeld));
     assert_eq!(
-        b.renew("a", &t1, TTL, None).await,
+        b.renew_lock("a", &t1, TTL, None).await,
         Ok(RenewOutcome::NotHeld)
     );
 }
@@ -55,7 +58,7 @@ async fn leases_expire_and_renewals_extend_them() {
     let b = MemoryBackend::new();
     let t1 = grant(&b, "a", "s1").await;
     tokio::time::advance(Duration::from_secs(6)).await;
-    b.renew("a", &t1, TTL, None).await.expect("renew");
+    b.renew_lock("a", &t1, TTL, None).await.expect("renew");
     tokio::time::advance(Duration::from_secs(6)).await;
     let seen = b.inspect("a").await.expect("inspect").expect("still held");
     assert_eq!(seen.ttl, Some(Duration::from_secs(4)));
@@ -63,7 +66,7 @@ async fn leases_expire_and_renewals_extend_them() {
     tokio::time::advance(Duration::from_secs(4)).await;
     assert_eq!(b.inspect("a").await, Ok(None));
     assert!(matches!(
-        b.acquire("a", GrantAttempt::new("s2", TTL)).await,
+        b.acquire_lock("a", GrantAttempt::new("s2", TTL)).await,
         Ok(AcquireOutcome::Granted(_))
     ));
 }
@@ -78,7 +81,7 @@ async fn fences_increase_across_grants() {
         let fence = fence_of(&token).expect("fence");
         assert!(fence > last, "{fence} after {last}");
         last = fence;
-        b.release(name, &token).await.expect("release");
+        b.release_lock(name, &token).await.expect("release");
     }
 }
 
@@ -87,14 +90,14 @@ async fn fences_increase_across_grants() {
 async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
     let b = MemoryBackend::new();
     let fence = lease(
-        b.acquire("a", GrantAttempt::new("s1", TTL))
+        b.acquire_lock("a", GrantAttempt::new("s1", TTL))
             .await
             .expect("acquire"),
     )
     .fence;
     tokio::time::advance(Duration::from_secs(3)).await;
     let replay = b
-        .acquire("a", GrantAttempt::new("s1", TTL))
+        .acquire_lock("a", GrantAttempt::new("s1", TTL))
         .await
         .expect("replay");
     let expected = Lease {
@@ -112,11 +115,11 @@ async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
 async fn withdrawals_respect_stems_and_claims() {
     let b = MemoryBackend::new();
     grant(&b, "a", "s1").await;
-    assert_eq!(b.withdraw("a", "s2", None).await, Ok(false));
-    assert_eq!(b.withdraw("a", "s1", None).await, Ok(true));
+    assert_eq!(b.withdraw_lock("a", "s2", None).await, Ok(false));
+    assert_eq!(b.withdraw_lock("a", "s1", None).await, Ok(true));
     assert_eq!(b.inspect("a").await, Ok(None));
 
-    b.acquire(
+    b.acquire_lock(
         "a",
         GrantAttempt {
             claim: Some(Claim(1)),
@@ -125,7 +128,7 @@ async fn withdrawals_respect_stems_and_claims() {
     )
     .await
     .expect("first");
-    b.acquire(
+    b.acquire_lock(
         "a",
         GrantAttempt {
             claim: Some(Claim(2)),
@@ -134,31 +137,32 @@ async fn withdrawals_respect_stems_and_claims() {
     )
     .await
     .expect("replay");
-    assert_eq!(b.withdraw("a", "k", Some(Claim(1))).await, Ok(false));
+    assert_eq!(b.withdraw_lock("a", "k", Some(Claim(1))).await, Ok(false));
     assert!(b.inspect("a").await.expect("inspect").is_some());
-    assert_eq!(b.withdraw("a", "k", Some(Claim(2))).await, Ok(true));
+    assert_eq!(b.withdraw_lock("a", "k", Some(Claim(2))).await, Ok(true));
 }
 
 /// A release is announced to watchers of the name, and only to them.
 #[tokio::test(start_paused = true)]
 async fn releases_are_announced_to_watchers() {
     let b = MemoryBackend::new();
-    let feed = b.watch_releases("a").await;
+    let a = LockName::parse("a").expect("a name");
+    let feed = b.watch_releases(Leased::Lock(&a)).await;
     let mut rx = feed.receiver();
     rx.borrow_and_update();
     let ta = grant(&b, "a", "s1").await;
     let tb = grant(&b, "b", "s1").await;
-    b.release("b", &tb).await.expect("release");
+    b.release_lock("b", &tb).await.expect("release");
     assert!(
         !rx.has_changed().expect("open"),
         "another name's release is not ours"
     );
-    b.release("a", "s2.1").await.expect("release");
+    b.release_lock("a", "s2.1").await.expect("release");
     assert!(
         !rx.has_changed().expect("open"),
         "a refused release announces nothing"
     );
-    b.release("a", &ta).await.expect("release");
+    b.release_lock("a", &ta).await.expect("release");
     assert!(rx.has_changed().expect("open"));
     drop((rx, feed));
     assert!(
@@ -172,7 +176,7 @@ async fn releases_are_announced_to_watchers() {
 async fn expired_entries_are_swept() {
     let b = MemoryBackend::new();
     for i in 0..2000 {
-        b.acquire(
+        b.acquire_lock(
             &format!("n{i}"),
             GrantAttempt::new("s", Duration::from_millis(10)),
         )
@@ -181,7 +185,7 @@ async fn expired_entries_are_swept() {
     }
     tokio::time::advance(Duration::from_secs(2)).await;
     for i in 0..2100 {
-        b.acquire(
+        b.acquire_lock(
             &format!("m{i}"),
             GrantAttempt::new("s", Duration::from_millis(10)),
         )

@@ -10,7 +10,7 @@ use super::errors::classify;
 use super::send::Request;
 use super::{Commands, RedisBackend, Waits};
 use crate::backend::listing::{SCAN_COUNT, Walk, kept, match_pattern, name_of_key};
-use crate::backend::{BackendError, Inspection, LockBackend};
+use crate::backend::{BackendError, Inspection, LeaseStore};
 use crate::telemetry::metrics::RedisCall;
 
 /// A `SCAN` reply: the next cursor and the keys of this step.

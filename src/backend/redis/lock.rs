@@ -1,5 +1,6 @@
-//! The lock operations on Redis: the [`LockBackend`] contract in scripts, or native commands
-//! where the server has them (see `features`).
+//! The lock operations on Redis, in scripts, or native commands where the server has them
+//! (see `features`); and the [`LeaseStore`] contract of the Redis backend, which hands the
+//! other kinds of lease to their modules (`shared`, `semaphore`, `multi`).
 
 use std::time::{Duration, Instant};
 
@@ -10,13 +11,13 @@ use super::features::{Downgradable, ReleaseVia, RenewVia};
 use super::keys::LockKeys;
 use super::replies::{acquire_outcome, pttl, renew_outcome};
 use super::scripts::{ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, REVOKE, WITHDRAW};
-use super::send::{Request, evalsha};
+use super::send::{Request, claim_arg, evalsha};
 use crate::backend::GrantAttempt;
 use crate::backend::fence::{Marks, fence_of};
 use crate::backend::listing;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, ListCursor, ListPage,
-    LockBackend, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LeaseStore, Leased, ListCursor,
+    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
 };
 use crate::telemetry::metrics::RedisCall;
 
@@ -28,6 +29,12 @@ impl RedisBackend {
         let mut call = evalsha(&FINALIZE, &[keys.lock(), keys.counter(), keys.holder()]);
         call.arg(stem).arg(fence);
         self.script::<i64>(&FINALIZE, &call).await.map(|n| n == 1)
+    }
+
+    /// Releases of the lock `name` (by its holder, its last reader, or an expiry announced by
+    /// keyspace notifications).
+    async fn watch_lock_releases(&self, name: &str) -> ReleaseFeed {
+        self.notifier.watch(self.keys(name).lock_string()).await
     }
 
     /// The token last revoked on `name`, while its lease would still run.
@@ -118,13 +125,9 @@ fn unexpected(script: &str, reply: &[i64]) -> BackendError {
     BackendError::Protocol(format!("{script} script replied {reply:?}"))
 }
 
-/// A claim id as the withdraw script takes it: decimal, or empty for none.
-fn claim_arg(claim: Option<Claim>) -> String {
-    claim.map(|Claim(id)| id.to_string()).unwrap_or_default()
-}
-
-impl LockBackend for RedisBackend {
-    async fn acquire(
+impl RedisBackend {
+    /// Takes the lock `name` (see [`LeaseStore::acquire`]).
+    pub(crate) async fn acquire_lock(
         &self,
         name: &str,
         attempt: GrantAttempt<'_>,
@@ -150,7 +153,12 @@ impl LockBackend for RedisBackend {
         acquire_outcome("acquire", reply, ttl, acked)
     }
 
-    async fn release(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
+    /// Releases the lock `name` held by `token`.
+    pub(crate) async fn release_lock(
+        &self,
+        name: &str,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
         let keys = self.keys(name);
         let via = self.features().release;
         if via != ReleaseVia::Lua
@@ -172,7 +180,8 @@ impl LockBackend for RedisBackend {
         }
     }
 
-    async fn withdraw(
+    /// Withdraws the grant of the lock `name` to a token of `stem`.
+    pub(crate) async fn withdraw_lock(
         &self,
         name: &str,
         stem: &str,
@@ -188,6 +197,122 @@ impl LockBackend for RedisBackend {
         self.script::<i64>(&WITHDRAW, &call)
             .await
             .map(|withdrawn| withdrawn == 1)
+    }
+
+    /// Renews the lock `name` held by `token`.
+    pub(crate) async fn renew_lock(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        let keys = self.keys(name);
+        let Some(carried) = fence_of(token) else {
+            // Tokens are checked to be of the issued shape where they enter (`LockToken`): one
+            // without a fence holds nothing here.
+            return Ok(RenewOutcome::NotOwner);
+        };
+        if ack.is_none()
+            && self.features().renew == RenewVia::SetIfEq
+            && let Some(outcome) = self.renew_natively(keys, token, carried, ttl).await?
+        {
+            return Ok(outcome);
+        }
+        let mut call = if Marks::of(token).holder {
+            evalsha(&RENEW, &[keys.lock(), keys.holder()])
+        } else {
+            evalsha(&RENEW, &[keys.lock()])
+        };
+        call.arg(token).arg(millis(ttl));
+        let (reply, acked) = self
+            .run_lease_script::<i64>(name, &RENEW, &call, ack)
+            .await?;
+        renew_outcome("renew", reply, token, ttl, acked)
+    }
+}
+
+impl LeaseStore for RedisBackend {
+    async fn acquire(
+        &self,
+        leased: Leased<'_>,
+        attempt: GrantAttempt<'_>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
+            Leased::Shared(name) => self.acquire_shared(name.as_str(), attempt).await,
+            Leased::Permit(name, limit) => self.acquire_permit(name.as_str(), limit, attempt).await,
+            Leased::Set(names) => self.acquire_all(names, attempt).await,
+        }
+    }
+
+    async fn renew(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+        ttl: Duration,
+        ack: Option<ReplicaAck>,
+    ) -> Result<RenewOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.renew_lock(name.as_str(), token, ttl, ack).await,
+            Leased::Shared(name) => self.renew_shared(name.as_str(), token, ttl, ack).await,
+            Leased::Permit(name, _) => self.renew_permit(name.as_str(), token, ttl, ack).await,
+            Leased::Set(names) => self.renew_all(names, token, ttl, ack).await,
+        }
+    }
+
+    async fn release(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
+            Leased::Shared(name) => self.release_shared(name.as_str(), token).await,
+            Leased::Permit(name, _) => self.release_permit(name.as_str(), token).await,
+            Leased::Set(names) => self.release_all(names, token).await,
+        }
+    }
+
+    async fn withdraw(
+        &self,
+        leased: Leased<'_>,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
+            Leased::Shared(name) => self.withdraw_shared(name.as_str(), stem, claim).await,
+            Leased::Permit(name, _) => self.withdraw_permit(name.as_str(), stem, claim).await,
+            Leased::Set(names) => self.withdraw_all(names, stem, claim).await,
+        }
+    }
+
+    /// A lock's (and its readers') releases; a semaphore's permits given back; any release of
+    /// a set's names.
+    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
+        match leased {
+            Leased::Lock(name) | Leased::Shared(name) => {
+                self.watch_lock_releases(name.as_str()).await
+            }
+            Leased::Permit(name, _) => {
+                let channel = self.keys(name.as_str()).permits_channel_string();
+                self.notifier.watch_channel(&channel).await
+            }
+            Leased::Set(names) => {
+                let mut feeds = Vec::with_capacity(names.len());
+                for name in names {
+                    feeds.push(self.watch_lock_releases(name.as_str()).await);
+                }
+                ReleaseFeed::merged(feeds)
+            }
+        }
+    }
+
+    /// Only lockgate writes semaphores, and each of its releases is announced; a lock can be
+    /// released by any Redis client, announced only with keyspace notifications on.
+    fn sees_every_release(&self, leased: Leased<'_>) -> bool {
+        matches!(leased, Leased::Permit(..)) || self.notifier.sees_every_release()
     }
 
     async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
@@ -224,37 +349,6 @@ impl LockBackend for RedisBackend {
             .await
     }
 
-    async fn renew(
-        &self,
-        name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
-    ) -> Result<RenewOutcome, BackendError> {
-        let keys = self.keys(name);
-        let Some(carried) = fence_of(token) else {
-            // Tokens are checked to be of the issued shape where they enter (`LockToken`): one
-            // without a fence holds nothing here.
-            return Ok(RenewOutcome::NotOwner);
-        };
-        if ack.is_none()
-            && self.features().renew == RenewVia::SetIfEq
-            && let Some(outcome) = self.renew_natively(keys, token, carried, ttl).await?
-        {
-            return Ok(outcome);
-        }
-        let mut call = if Marks::of(token).holder {
-            evalsha(&RENEW, &[keys.lock(), keys.holder()])
-        } else {
-            evalsha(&RENEW, &[keys.lock()])
-        };
-        call.arg(token).arg(millis(ttl));
-        let (reply, acked) = self
-            .run_lease_script::<i64>(name, &RENEW, &call, ack)
-            .await?;
-        renew_outcome("renew", reply, token, ttl, acked)
-    }
-
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let keys = self.keys(name);
         let call = evalsha(
@@ -283,12 +377,20 @@ impl LockBackend for RedisBackend {
         }))
     }
 
-    async fn watch_releases(&self, name: &str) -> ReleaseFeed {
-        self.notifier.watch(self.keys(name).lock_string()).await
+    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
+        self.readers_of(name).await
     }
 
-    fn sees_every_release(&self) -> bool {
-        self.notifier.sees_every_release()
+    async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
+        self.permits_of(name).await
+    }
+
+    async fn hold_off_shared(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        self.hold_off_readers(name, wait).await
     }
 
     async fn list(

@@ -1,4 +1,4 @@
-//! Semaphores on Redis: the [`SemaphoreBackend`] contract in scripts (`permit_*.lua`). Per
+//! Semaphores on Redis, in scripts (`permit_*.lua`). Per
 //! name, two keys in the name's hash slot:
 //!
 //! * `<prefix>{<name>}:permits`, a sorted set: one member per permit, its token, scored by
@@ -17,12 +17,11 @@ use redis::Value;
 use super::RedisBackend;
 use super::replies::{acquire_outcome, permit_views, protocol, renew_outcome};
 use super::scripts::{PERMIT_ACQUIRE, PERMIT_INSPECT, PERMIT_RELEASE, PERMIT_RENEW};
-use super::send::evalsha;
+use super::send::{claim_arg, evalsha};
 use crate::backend::GrantAttempt;
-use crate::backend::semaphore::{Permits, SemaphoreBackend};
+use crate::backend::semaphore::Permits;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, ReleaseFeed, ReleaseOutcome, RenewOutcome,
-    ReplicaAck, millis,
+    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
 };
 
 impl RedisBackend {
@@ -39,7 +38,7 @@ impl RedisBackend {
         call.arg(token)
             .arg(keys.permits_channel())
             .arg(stem)
-            .arg(claim.map(|Claim(id)| id.to_string()).unwrap_or_default());
+            .arg(claim_arg(claim));
         match self.script::<i64>(&PERMIT_RELEASE, &call).await? {
             released @ (0 | 1) => Ok(released == 1),
             other => Err(protocol("permit_release", other)),
@@ -47,8 +46,8 @@ impl RedisBackend {
     }
 }
 
-impl SemaphoreBackend for RedisBackend {
-    async fn acquire_permit(
+impl RedisBackend {
+    pub(super) async fn acquire_permit(
         &self,
         name: &str,
         limit: u32,
@@ -64,7 +63,7 @@ impl SemaphoreBackend for RedisBackend {
         call.arg(stem)
             .arg(millis(ttl))
             .arg(limit)
-            .arg(claim.map(|Claim(id)| id.to_string()).unwrap_or_default())
+            .arg(claim_arg(claim))
             .arg(holder.map(Holder::fields).unwrap_or_default());
         let (reply, acked) = self
             .run_lease_script::<Value>(name, &PERMIT_ACQUIRE, &call, ack)
@@ -72,7 +71,7 @@ impl SemaphoreBackend for RedisBackend {
         acquire_outcome("permit_acquire", reply, ttl, acked)
     }
 
-    async fn renew_permit(
+    pub(super) async fn renew_permit(
         &self,
         name: &str,
         token: &str,
@@ -88,7 +87,7 @@ impl SemaphoreBackend for RedisBackend {
         renew_outcome("permit_renew", reply, token, ttl, acked)
     }
 
-    async fn release_permit(
+    pub(super) async fn release_permit(
         &self,
         name: &str,
         token: &str,
@@ -100,7 +99,7 @@ impl SemaphoreBackend for RedisBackend {
         })
     }
 
-    async fn withdraw_permit(
+    pub(super) async fn withdraw_permit(
         &self,
         name: &str,
         stem: &str,
@@ -109,7 +108,7 @@ impl SemaphoreBackend for RedisBackend {
         self.remove_permit(name, "", stem, claim).await
     }
 
-    async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
+    pub(super) async fn permits_of(&self, name: &str) -> Result<Permits, BackendError> {
         let keys = self.keys(name);
         let call = evalsha(&PERMIT_INSPECT, &[keys.permits(), keys.semaphore()]);
         let reply: Vec<String> = self.script(&PERMIT_INSPECT, &call).await?;
@@ -121,11 +120,5 @@ impl SemaphoreBackend for RedisBackend {
             limit: limit.parse().ok().filter(|_| !permits.is_empty()),
             permits,
         })
-    }
-
-    async fn watch_permits(&self, name: &str) -> ReleaseFeed {
-        self.notifier
-            .watch_channel(&self.keys(name).permits_channel_string())
-            .await
     }
 }

@@ -14,8 +14,13 @@ use super::keys::Key;
 use super::pool::DedicatedPool;
 use super::scripts;
 use super::{Commands, RedisBackend, Waits};
-use crate::backend::{BackendError, ReplicaAck, millis};
+use crate::backend::{BackendError, Claim, ReplicaAck, millis};
 use crate::telemetry::metrics::RedisCall;
+
+/// A claim id as the scripts take it: decimal, or empty for none.
+pub(super) fn claim_arg(claim: Option<Claim>) -> String {
+    claim.map(|Claim(id)| id.to_string()).unwrap_or_default()
+}
 
 /// What one request sends on the command connection.
 #[derive(Clone, Copy)]

@@ -1,4 +1,4 @@
-//! Shared grants of read/write locks on Redis: the [`SharedBackend`] contract in scripts
+//! Shared grants of read/write locks on Redis, in scripts
 //! (`shared_*.lua`). Per name, beside the lock key (which holds `~shared` meanwhile):
 //!
 //! * `<prefix>{<name>}:readers`, a sorted set of the readers' tokens scored by expiry;
@@ -15,17 +15,12 @@ use redis::Value;
 use super::RedisBackend;
 use super::replies::{acquire_outcome, permit_views, renew_outcome};
 use super::scripts::{SHARED_ACQUIRE, SHARED_INSPECT, SHARED_RELEASE, SHARED_RENEW};
-use super::send::{Request, evalsha};
+use super::send::{Request, claim_arg, evalsha};
 use crate::backend::GrantAttempt;
 use crate::backend::semaphore::PermitView;
-use crate::backend::shared::SharedBackend;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
 };
-
-fn claim_arg(claim: Option<Claim>) -> String {
-    claim.map(|Claim(id)| id.to_string()).unwrap_or_default()
-}
 
 impl RedisBackend {
     /// `shared_release.lua` for `token`, or for the grant of `stem` and `claim`.
@@ -49,8 +44,8 @@ impl RedisBackend {
     }
 }
 
-impl SharedBackend for RedisBackend {
-    async fn acquire_shared(
+impl RedisBackend {
+    pub(super) async fn acquire_shared(
         &self,
         name: &str,
         attempt: GrantAttempt<'_>,
@@ -78,7 +73,7 @@ impl SharedBackend for RedisBackend {
         acquire_outcome("shared_acquire", reply, ttl, acked)
     }
 
-    async fn renew_shared(
+    pub(super) async fn renew_shared(
         &self,
         name: &str,
         token: &str,
@@ -97,7 +92,7 @@ impl SharedBackend for RedisBackend {
         renew_outcome("shared_renew", reply, token, ttl, acked)
     }
 
-    async fn release_shared(
+    pub(super) async fn release_shared(
         &self,
         name: &str,
         token: &str,
@@ -109,7 +104,7 @@ impl SharedBackend for RedisBackend {
         })
     }
 
-    async fn withdraw_shared(
+    pub(super) async fn withdraw_shared(
         &self,
         name: &str,
         stem: &str,
@@ -118,14 +113,14 @@ impl SharedBackend for RedisBackend {
         self.remove_reader(name, "", stem, claim).await
     }
 
-    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
+    pub(super) async fn readers_of(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
         let keys = self.keys(name);
         let call = evalsha(&SHARED_INSPECT, &[keys.readers(), keys.readers_info()]);
         let reply: Vec<String> = self.script(&SHARED_INSPECT, &call).await?;
         permit_views("shared_inspect", &reply)
     }
 
-    async fn hold_off_readers(
+    pub(super) async fn hold_off_readers(
         &self,
         name: &str,
         wait: Option<Duration>,

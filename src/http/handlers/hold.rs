@@ -146,12 +146,7 @@ pub fn hold_lock(
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     match body.mode {
-        Some(LockMode::Shared) => Either::Left(acquiring::checked(
-            app.service
-                .check_shared_offered()
-                .map_err(ApiError::from)
-                .map(|()| holding(&app, Shared, name, key, &body)),
-        )),
+        Some(LockMode::Shared) => Either::Left(holding(&app, Shared, name, key, &body)),
         _ => Either::Right(holding(&app, Exclusive, name, key, &body)),
     }
 }
@@ -239,7 +234,8 @@ fn hold_events<P: Primitive>(
             let (line, next) = match phase {
                 Phase::Done => return None,
                 Phase::Start(grant, primitive) => {
-                    let body = LockGrantBody::new(&name, &grant).holding(primitive.held_names());
+                    let held = primitive.leased(&name).held_names();
+                    let body = LockGrantBody::new(&name, &grant).holding(held);
                     let line = HoldEvent::Acquired(body);
                     let hold = Hold::new(service.clone(), primitive, name.clone(), grant, renewals);
                     (line, Phase::Holding(hold))

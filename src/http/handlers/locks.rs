@@ -82,12 +82,9 @@ pub fn acquire_lock(
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `acquiring::acquiring`.
     match body.mode {
-        Some(LockMode::Shared) => Either::Left(acquiring::checked(
-            app.service
-                .check_shared_offered()
-                .map_err(ApiError::from)
-                .map(|()| acquiring::granting(&app, "locks", Shared, name, key, &body)),
-        )),
+        Some(LockMode::Shared) => {
+            Either::Left(acquiring::granting(&app, "locks", Shared, name, key, &body))
+        }
         _ => Either::Right(acquiring::granting(
             &app, "locks", Exclusive, name, key, &body,
         )),
@@ -135,7 +132,6 @@ pub async fn renew_lock(
     refuse_multi(&token)?;
     let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
     let renewal = if token.is_shared() {
-        app.service.check_shared_offered()?;
         app.service
             .renew_lease(&Shared, &name, &token, &request)
             .await?
@@ -203,7 +199,6 @@ pub async fn release_lock(
     let LockTokenHeader(token) = LockTokenHeader::from_headers(&headers)?;
     refuse_multi(&token)?;
     if token.is_shared() {
-        app.service.check_shared_offered()?;
         app.service.release_lease(&Shared, &name, &token).await?;
     } else {
         app.service.release(&name, &token).await?;

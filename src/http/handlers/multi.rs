@@ -19,7 +19,7 @@ use crate::http::extract::Caller;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader, query_flag};
 use crate::http::json::Json;
 use crate::http::problem::{ApiError, Problem};
-use crate::lock::{LockName, Multi};
+use crate::lock::{LockName, Multi, Primitive};
 use crate::operation::Operation;
 
 /// The set `names`, checked: valid names, 2 to 64 of them, allowed to the caller for
@@ -43,7 +43,7 @@ fn multi(
     {
         return Err(ApiError::Forbidden);
     }
-    app.service.check_multi(&multi)?;
+    app.service.check_offered(multi.leased(multi.first()))?;
     Ok(multi)
 }
 

@@ -33,8 +33,7 @@ pub struct SemaphoreNameParam {
 }
 
 /// The semaphore a request asks for, checked.
-fn semaphore(app: &AppState, body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
-    app.service.check_semaphores_offered()?;
+fn semaphore(body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
     body.permits
         .and_then(|permits| u32::try_from(permits).ok())
         .filter(|permits| *permits <= MAX_PERMITS)
@@ -94,7 +93,7 @@ pub fn acquire_permit(
     JsonBody(body): JsonBody<SemaphoreAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `acquiring::acquiring`.
-    acquiring::checked(semaphore(&app, &body).map(|semaphore| {
+    acquiring::checked(semaphore(&body).map(|semaphore| {
         acquiring::granting(&app, "semaphores", semaphore, name, key, &body.lease())
     }))
 }
@@ -135,7 +134,6 @@ pub async fn renew_permit(
     LockTokenHeader(token): LockTokenHeader,
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Result<Json<LockRenewalBody>, ApiError> {
-    app.service.check_semaphores_offered()?;
     let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
     let renewal = app
         .service
@@ -174,7 +172,6 @@ pub async fn release_permit(
     LockPath(name): LockPath,
     LockTokenHeader(token): LockTokenHeader,
 ) -> Result<StatusCode, ApiError> {
-    app.service.check_semaphores_offered()?;
     app.service
         .release_lease(&Semaphore::ANY, &name, &token)
         .await?;
@@ -248,7 +245,6 @@ pub fn hold_permit(
     JsonBody(body): JsonBody<SemaphoreAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     acquiring::checked(
-        semaphore(&app, &body)
-            .map(|semaphore| hold::holding(&app, semaphore, name, key, &body.lease())),
+        semaphore(&body).map(|semaphore| hold::holding(&app, semaphore, name, key, &body.lease())),
     )
 }
