@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use lockgate::backend::redis::{NativeCommands, RedisBackend, RedisOptions, RedisTarget};
 use lockgate::backend::{
-    AcquireOutcome, GrantAttempt, LeaseStore, Leased, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, GrantAttempt, LeaseRequest, LeaseStore, Leased, ReleaseOutcome, RenewOutcome,
 };
 use lockgate::name::LockName;
 
@@ -167,7 +167,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             async move {
                 let stem = format!("stem{i:018}");
                 match backend
-                    .acquire(Leased::Lock(&name(i)), GrantAttempt::new(&stem, TTL))
+                    .acquire(
+                        Leased::Lock(&name(i)),
+                        GrantAttempt::new(&stem, &LeaseRequest::for_ttl(TTL)),
+                    )
                     .await
                 {
                     Ok(AcquireOutcome::Granted(lease)) => {

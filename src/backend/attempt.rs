@@ -1,27 +1,82 @@
-//! One attempt at a grant: what the lease engine asks of a store, for every primitive.
+//! What a client asks of a grant, and one attempt at it: the request the lease engine builds
+//! once from a request body and carries, by reference, to the store.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Claim, Holder, ReplicaAck};
 
+/// Default `replica_timeout_ms`.
+pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// What a client asked of a grant, within the server's bounds (`lock::request` checks them and
+/// fills in the defaults): the same for every kind of lease, from the HTTP body to the store.
+/// A new lease option is a field here, read where it matters, not a parameter added to every
+/// signature on the way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseRequest {
+    pub ttl: Duration,
+    /// How long to wait for a held lease; zero tries once.
+    pub wait: Duration,
+    pub replicas: ReplicaPolicy,
+    /// Who the grant is for, kept beside it and shown by inspect (see [`Holder`]).
+    pub holder: Option<Arc<Holder>>,
+    /// Longest the grant may be held, renewals included (see `lock::token` for how it is kept).
+    pub max_hold: Option<Duration>,
+}
+
+impl LeaseRequest {
+    /// A request for `ttl` and nothing else: no wait, no replicas, no holder, no bound.
+    pub fn for_ttl(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            wait: Duration::ZERO,
+            replicas: ReplicaPolicy::NONE,
+            holder: None,
+            max_hold: None,
+        }
+    }
+}
+
+/// Replica acknowledgement a client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaPolicy {
+    pub replicas: u32,
+    pub timeout: Duration,
+    /// Fail (and, on acquire, release the lock) when fewer than `replicas` acknowledge.
+    pub required: bool,
+}
+
+impl ReplicaPolicy {
+    pub const NONE: Self = Self {
+        replicas: 0,
+        timeout: DEFAULT_REPLICA_TIMEOUT,
+        required: false,
+    };
+
+    /// The `WAIT` to send, if any.
+    pub fn ack(&self) -> Option<ReplicaAck> {
+        (self.replicas > 0).then_some(ReplicaAck {
+            replicas: self.replicas,
+            timeout: self.timeout,
+        })
+    }
+}
+
 /// One attempt at a grant, as every store's acquire takes it (a lock, a shared grant, a
-/// permit, a set of locks): the lease engine's request, reduced to what the store needs.
+/// permit, a set of locks): the request, and what this attempt adds to it.
 #[derive(Debug, Clone, Copy)]
 pub struct GrantAttempt<'a> {
     /// The gateway's part of the token: a new grant's token is `<stem>.<fence>`, and a grant
     /// already held by a token of this stem is found again (an idempotent retry).
     pub stem: &'a str,
-    /// How long the grant lasts.
-    pub ttl: Duration,
-    /// Replicas to wait for after the write (`WAIT`), if asked.
-    pub ack: Option<ReplicaAck>,
     /// The attempt that claims the grant (see [`Claim`]), for idempotent acquires.
     pub claim: Option<Claim>,
-    /// Who holds it, kept beside a new grant.
-    pub holder: Option<&'a Holder>,
+    pub request: &'a LeaseRequest,
 }
 
-/// What a [`GrantAttempt`] holds, in its fields' order.
+/// What a store's acquire reads of a [`GrantAttempt`]: stem, ttl, the `WAIT` to send, claim,
+/// holder.
 pub type GrantParts<'a> = (
     &'a str,
     Duration,
@@ -31,20 +86,24 @@ pub type GrantParts<'a> = (
 );
 
 impl<'a> GrantAttempt<'a> {
+    /// An attempt with a stem of its own and no claim.
+    pub fn new(stem: &'a str, request: &'a LeaseRequest) -> Self {
+        Self {
+            stem,
+            claim: None,
+            request,
+        }
+    }
+
     /// Its parts, for a store that hands them on one by one: `let (stem, ttl, ack, claim,
     /// holder) = attempt.parts();` (the five types differ: a wrong order does not compile).
     pub fn parts(self) -> GrantParts<'a> {
-        (self.stem, self.ttl, self.ack, self.claim, self.holder)
-    }
-
-    /// A plain attempt: no replicas, no claim, no holder.
-    pub fn new(stem: &'a str, ttl: Duration) -> Self {
-        Self {
-            stem,
-            ttl,
-            ack: None,
-            claim: None,
-            holder: None,
-        }
+        (
+            self.stem,
+            self.request.ttl,
+            self.request.replicas.ack(),
+            self.claim,
+            self.request.holder.as_deref(),
+        )
     }
 }

@@ -35,7 +35,9 @@ pub mod shared;
 use std::future::Future;
 use std::time::Duration;
 
-pub use self::attempt::{GrantAttempt, GrantParts};
+pub use self::attempt::{
+    DEFAULT_REPLICA_TIMEOUT, GrantAttempt, GrantParts, LeaseRequest, ReplicaPolicy,
+};
 pub use self::holder::Holder;
 pub use self::lease::Leased;
 pub use self::listing::{ListCursor, ListPage};

@@ -15,13 +15,13 @@ use crate::http::delivery::DeliveredOnRead;
 use crate::http::dto::{AcquireBody, LockGrantBody};
 use crate::http::problem::ApiError;
 use crate::lock::request::holder;
-use crate::lock::{AcquireRequest, Grant, IdempotencyKey, LockName, LockService, Primitive};
+use crate::lock::{Grant, IdempotencyKey, LeaseRequest, LockName, LockService, Primitive};
 
 /// A lease granted by [`acquiring`], with what the handler needs next.
 #[derive(Debug)]
 pub struct Acquired<P: Primitive> {
     pub grant: Grant<P>,
-    pub request: AcquireRequest,
+    pub request: LeaseRequest,
     pub name: LockName,
     pub service: Arc<LockService>,
 }
@@ -47,7 +47,7 @@ pub fn acquiring<P: Primitive>(
             .limits()
             .acquire(body.ttl_ms, body.wait_ms, body.replicas())
             .and_then(|request| {
-                let request = AcquireRequest {
+                let request = LeaseRequest {
                     holder: holder(body.owner.clone(), body.metadata.clone())?,
                     ..request
                 };

@@ -12,7 +12,7 @@ use super::LockName;
 use super::error::LockError;
 use super::guard::GrantGuard;
 use super::primitive::{Exclusive, Primitive};
-use super::request::AcquireRequest;
+use super::request::LeaseRequest;
 use super::service::{Grant, LockService, check_replicas, validity};
 use super::token::{IdempotencyKey, LockToken, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
@@ -60,7 +60,7 @@ impl LockService {
     pub async fn acquire(
         &self,
         name: &LockName,
-        request: &AcquireRequest,
+        request: &LeaseRequest,
         idempotency_key: Option<&IdempotencyKey>,
     ) -> Result<Grant, LockError> {
         self.acquire_lease(&Exclusive, name, request, idempotency_key)
@@ -74,7 +74,7 @@ impl LockService {
         &self,
         primitive: &P,
         name: &LockName,
-        request: &AcquireRequest,
+        request: &LeaseRequest,
         idempotency_key: Option<&IdempotencyKey>,
     ) -> Result<Grant<P>, LockError> {
         let leased = primitive.leased(name);
@@ -111,7 +111,7 @@ impl LockService {
     /// A waiting writer found readers: no new reader until it has had its turn, for at most
     /// its wait (no writer starvation). Once per waiting request (the caller lifts it when the
     /// writer is granted). Best effort: without it, readers may keep the writer out longer.
-    async fn hold_off(&self, name: &LockName, request: &AcquireRequest) {
+    async fn hold_off(&self, name: &LockName, request: &LeaseRequest) {
         // Boxed: a round trip, and inline it would be the largest part of the future every
         // waiting request keeps (the attempts are boxed for the same reason).
         let held_off = self
@@ -135,7 +135,7 @@ impl LockService {
         primitive: &P,
         name: &LockName,
         derived: Option<&TokenStem>,
-        request: &AcquireRequest,
+        request: &LeaseRequest,
         held_off: bool,
     ) -> Result<Grant<P>, LockError> {
         // Built only for a writer that held readers off (no allocation for other waiters).
@@ -245,7 +245,7 @@ impl LockService {
         primitive: &P,
         name: &LockName,
         derived: Option<&TokenStem>,
-        request: &AcquireRequest,
+        request: &LeaseRequest,
         retry_may_follow: bool,
     ) -> Result<Attempt<P>, LockError> {
         self.check_hold_back()?;
@@ -277,10 +277,8 @@ impl LockService {
                 leased,
                 GrantAttempt {
                     stem: stem.expose(),
-                    ttl: request.ttl,
-                    ack: request.replicas.ack(),
                     claim,
-                    holder: request.holder.as_deref(),
+                    request,
                 },
             )
             .await;

@@ -12,10 +12,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::error::InvalidRequest;
-use crate::backend::{Holder, ReplicaAck};
+use crate::backend::Holder;
+pub use crate::backend::{DEFAULT_REPLICA_TIMEOUT, LeaseRequest, ReplicaPolicy};
 
-/// Default `replica_timeout_ms`.
-pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(100);
 /// Largest `replica_timeout_ms`. `WAIT` blocks a pooled connection this long at most.
 pub const MAX_REPLICA_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest `replicas`.
@@ -43,43 +42,6 @@ pub struct Limits {
     pub max_watchers: usize,
 }
 
-/// Replica acknowledgement a client asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplicaPolicy {
-    pub replicas: u32,
-    pub timeout: Duration,
-    /// Fail (and, on acquire, release the lock) when fewer than `replicas` acknowledge.
-    pub required: bool,
-}
-
-impl ReplicaPolicy {
-    pub const NONE: Self = Self {
-        replicas: 0,
-        timeout: DEFAULT_REPLICA_TIMEOUT,
-        required: false,
-    };
-
-    /// The `WAIT` to send, if any.
-    pub fn ack(&self) -> Option<ReplicaAck> {
-        (self.replicas > 0).then_some(ReplicaAck {
-            replicas: self.replicas,
-            timeout: self.timeout,
-        })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct AcquireRequest {
-    pub ttl: Duration,
-    /// How long to wait for a held lock; zero tries once.
-    pub wait: Duration,
-    pub replicas: ReplicaPolicy,
-    /// Who the grant is for, kept beside it and shown by inspect (see [`holder`]).
-    pub holder: Option<Arc<Holder>>,
-    /// Longest the grant may be held, renewals included (see `token` for how it is kept).
-    pub max_hold: Option<Duration>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RenewRequest {
     pub ttl: Duration,
@@ -101,8 +63,8 @@ impl Limits {
         ttl_ms: Option<u64>,
         wait_ms: Option<u64>,
         replicas: RawReplicas,
-    ) -> Result<AcquireRequest, InvalidRequest> {
-        let request = AcquireRequest {
+    ) -> Result<LeaseRequest, InvalidRequest> {
+        let request = LeaseRequest {
             ttl: self.ttl(ttl_ms)?,
             wait: bounded(
                 "wait_ms",
@@ -121,9 +83,9 @@ impl Limits {
     /// server's `--max-hold`, whichever is shorter; its ttl is cut to the bound.
     pub fn bounded(
         &self,
-        request: AcquireRequest,
+        request: LeaseRequest,
         max_hold_ms: Option<u64>,
-    ) -> Result<AcquireRequest, InvalidRequest> {
+    ) -> Result<LeaseRequest, InvalidRequest> {
         let asked = match max_hold_ms {
             None => None,
             Some(ms) => Some(bounded(
@@ -134,7 +96,7 @@ impl Limits {
             )?),
         };
         let max_hold = asked.or(self.max_hold);
-        Ok(AcquireRequest {
+        Ok(LeaseRequest {
             ttl: max_hold.map_or(request.ttl, |bound| request.ttl.min(bound)),
             max_hold,
             ..request

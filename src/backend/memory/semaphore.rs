@@ -284,12 +284,17 @@ impl MemoryBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::LeaseRequest;
 
     const TTL: Duration = Duration::from_secs(10);
 
     async fn take(backend: &MemoryBackend, limit: u32, stem: &str) -> AcquireOutcome {
         backend
-            .acquire_permit("s", limit, GrantAttempt::new(stem, TTL))
+            .acquire_permit(
+                "s",
+                limit,
+                GrantAttempt::new(stem, &LeaseRequest::for_ttl(TTL)),
+            )
             .await
             .expect("memory answers")
     }

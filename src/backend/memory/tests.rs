@@ -1,6 +1,7 @@
 //! Tests of `backend/memory/mod.rs`.
 
 use super::*;
+use crate::backend::LeaseRequest;
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -15,7 +16,7 @@ fn lease(outcome: AcquireOutcome) -> Lease {
 
 async fn grant(b: &MemoryBackend, name: &str, stem: &str) -> String {
     let fence = lease(
-        b.acquire_lock(name, GrantAttempt::new(stem, TTL))
+        b.acquire_lock(name, GrantAttempt::new(stem, &LeaseRequest::for_ttl(TTL)))
             .await
             .expect("acquire"),
     )
@@ -29,7 +30,8 @@ async fn release_and_renew_are_for_the_holder_only() {
     let b = MemoryBackend::new();
     let t1 = grant(&b, "a", "s1").await;
     assert_eq!(
-        b.acquire_lock("a", GrantAttempt::new("s2", TTL)).await,
+        b.acquire_lock("a", GrantAttempt::new("s2", &LeaseRequest::for_ttl(TTL)))
+            .await,
         Ok(AcquireOutcome::Held { ttl: Some(TTL) })
     );
     assert_eq!(
@@ -66,7 +68,8 @@ async fn leases_expire_and_renewals_extend_them() {
     tokio::time::advance(Duration::from_secs(4)).await;
     assert_eq!(b.inspect("a").await, Ok(None));
     assert!(matches!(
-        b.acquire_lock("a", GrantAttempt::new("s2", TTL)).await,
+        b.acquire_lock("a", GrantAttempt::new("s2", &LeaseRequest::for_ttl(TTL)))
+            .await,
         Ok(AcquireOutcome::Granted(_))
     ));
 }
@@ -90,14 +93,14 @@ async fn fences_increase_across_grants() {
 async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
     let b = MemoryBackend::new();
     let fence = lease(
-        b.acquire_lock("a", GrantAttempt::new("s1", TTL))
+        b.acquire_lock("a", GrantAttempt::new("s1", &LeaseRequest::for_ttl(TTL)))
             .await
             .expect("acquire"),
     )
     .fence;
     tokio::time::advance(Duration::from_secs(3)).await;
     let replay = b
-        .acquire_lock("a", GrantAttempt::new("s1", TTL))
+        .acquire_lock("a", GrantAttempt::new("s1", &LeaseRequest::for_ttl(TTL)))
         .await
         .expect("replay");
     let expected = Lease {
@@ -123,7 +126,7 @@ async fn withdrawals_respect_stems_and_claims() {
         "a",
         GrantAttempt {
             claim: Some(Claim(1)),
-            ..GrantAttempt::new("k", TTL)
+            ..GrantAttempt::new("k", &LeaseRequest::for_ttl(TTL))
         },
     )
     .await
@@ -132,7 +135,7 @@ async fn withdrawals_respect_stems_and_claims() {
         "a",
         GrantAttempt {
             claim: Some(Claim(2)),
-            ..GrantAttempt::new("k", TTL)
+            ..GrantAttempt::new("k", &LeaseRequest::for_ttl(TTL))
         },
     )
     .await
@@ -178,7 +181,7 @@ async fn expired_entries_are_swept() {
     for i in 0..2000 {
         b.acquire_lock(
             &format!("n{i}"),
-            GrantAttempt::new("s", Duration::from_millis(10)),
+            GrantAttempt::new("s", &LeaseRequest::for_ttl(Duration::from_millis(10))),
         )
         .await
         .expect("acquire");
@@ -187,7 +190,7 @@ async fn expired_entries_are_swept() {
     for i in 0..2100 {
         b.acquire_lock(
             &format!("m{i}"),
-            GrantAttempt::new("s", Duration::from_millis(10)),
+            GrantAttempt::new("s", &LeaseRequest::for_ttl(Duration::from_millis(10))),
         )
         .await
         .expect("acquire");

@@ -1,6 +1,7 @@
 //! Tests of `lock/request.rs`.
 
 use super::*;
+use crate::backend::ReplicaAck;
 
 const LIMITS: Limits = TEST_LIMITS;
 
