@@ -17,6 +17,7 @@ pub mod json;
 pub mod openapi;
 pub mod parse_errors;
 pub mod problem;
+pub mod routes;
 pub mod server;
 
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use utoipa_axum::routes;
 use self::gate::{Gate, GateLayer, GateOptions};
 use self::handlers::{events, health, hold, listing, locks, metrics, multi, semaphores};
 use self::problem::ApiError;
+use self::routes::RouteTable;
 use crate::lock::{Limits, LockService};
 use crate::telemetry::metrics::Metrics;
 
@@ -51,8 +53,9 @@ pub struct HttpOptions {
     pub gate: GateOptions,
 }
 
-/// The routes and their OpenAPI description, before state is attached.
-fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+/// The routes, their OpenAPI description and the route table read from it (see [`routes`]),
+/// before state is attached.
+pub(crate) fn api() -> (Router<AppState>, utoipa::openapi::OpenApi, RouteTable) {
     let (router, mut doc) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(
             locks::acquire_lock,
@@ -81,10 +84,11 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(health::index))
         .routes(routes!(metrics::metrics))
         .split_for_parts();
+    let table = RouteTable::take_from(&mut doc);
     openapi::make_request_bodies_optional(&mut doc);
-    openapi::describe_gate(&mut doc);
+    openapi::describe_keys(&mut doc);
     openapi::describe_exactly(&mut doc);
-    (router, doc)
+    (router, doc, table)
 }
 
 /// The OpenAPI document of this API for a server with these limits, as served at
@@ -110,10 +114,10 @@ pub fn routers(
     options: HttpOptions,
     metrics: Arc<Metrics>,
 ) -> (Router, Router) {
-    let (routes, doc) = api();
+    let (routes, doc, table) = api();
     // With a final newline, as every other answer and `lockgate openapi` have.
     let openapi_json = Bytes::from(render_openapi(doc, service.limits()) + "\n");
-    let gate = Arc::new(Gate::new(options.gate, metrics));
+    let gate = Arc::new(Gate::new(options.gate, metrics, table));
     let state = AppState {
         service,
         gate: gate.clone(),

@@ -87,23 +87,11 @@ pub fn apply_limits(doc: &mut utoipa::openapi::OpenApi, limits: &Limits) {
 }
 
 /// Describes the optional API keys: a `bearer` security scheme, offered (not required: a
-/// gateway may run without keys) on every operation but the probes, and the 401 and 403
-/// answers that come with it; also the gate's own 503s (`overloaded`, `timeout`).
-pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
+/// gateway may run without keys) on every operation but the probes. (The 401 and 403 answers
+/// that come with keys are among the gate's problems, see `routes`.)
+pub fn describe_keys(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
-    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 
-    let problem = |description: &str| {
-        ResponseBuilder::new()
-            .description(description)
-            .content(
-                super::problem::PROBLEM_JSON,
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("Problem")))
-                    .build(),
-            )
-            .build()
-    };
     let components = doc.components.get_or_insert_with(Default::default);
     let mut scheme = Http::new(HttpAuthScheme::Bearer);
     scheme.description =
@@ -113,7 +101,6 @@ pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
         .insert("bearer".into(), RefOr::T(SecurityScheme::Http(scheme)));
     for (path, item) in &mut doc.paths.paths {
         let probe = path == "/healthz" || path == "/readyz";
-        let on_lock = path.starts_with("/locks/");
         for operation in [
             &mut item.get,
             &mut item.head,
@@ -124,38 +111,15 @@ pub fn describe_gate(doc: &mut utoipa::openapi::OpenApi) {
         .into_iter()
         .flatten()
         {
-            let responses = &mut operation.responses.responses;
-            responses.entry("431".into()).or_insert_with(|| {
-                RefOr::T(problem(
-                    "`headers-too-large`: the request line and headers exceed `--max-header-bytes`.",
-                ))
-            });
-            if probe {
+            operation.security = Some(if probe {
                 // Probes never need a key: say so, rather than leave generators to assume one.
-                operation.security = Some(Vec::new());
-                continue;
-            }
-            operation.security = Some(vec![
-                SecurityRequirement::default(),
-                SecurityRequirement::new("bearer", Vec::<String>::new()),
-            ]);
-            responses.entry("401".into()).or_insert_with(|| {
-                RefOr::T(problem(
-                    "`unauthorized`: the gateway requires an API key and none, or an unknown one, was given.",
-                ))
+                Vec::new()
+            } else {
+                vec![
+                    SecurityRequirement::default(),
+                    SecurityRequirement::new("bearer", Vec::<String>::new()),
+                ]
             });
-            if on_lock {
-                responses.entry("403".into()).or_insert_with(|| {
-                    RefOr::T(problem(
-                        "`forbidden`: the API key does not cover this operation on this lock name.",
-                    ))
-                });
-                if let Some(RefOr::T(unavailable)) = responses.get_mut("503") {
-                    unavailable.description.push_str(
-                        " Also `overloaded` (too many requests in flight) or `timeout` (the request took longer than the gateway allows).",
-                    );
-                }
-            }
         }
     }
 }

@@ -162,6 +162,67 @@ impl ProblemKind {
         }
     }
 
+    /// What the problem means, for the responses of the OpenAPI document (each route lists
+    /// the kinds it answers; see `routes`). Says what a client should know, not how the
+    /// gateway found out.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::InvalidName => {
+                "the name is not 1 to 200 characters of `A-Z a-z 0-9 . _ : -` starting with a \
+                 letter or digit"
+            }
+            Self::InvalidRequest => {
+                "bad JSON, an unknown field, a value out of range, or a missing or malformed \
+                 header or query parameter (`field` or `header` names it)"
+            }
+            Self::LockHeld => {
+                "another client holds it (after `wait_ms`, if given); `retry_after_ms` says \
+                 when the lease in the way ends"
+            }
+            Self::LockNotHeld => "nobody holds it: it expired or was released",
+            Self::PermitsMismatch => {
+                "the permits held were granted under another limit (the problem's `permits`)"
+            }
+            Self::NotOffered => {
+                "the configured backend does not keep this kind of lock (Redlock keeps plain \
+                 locks only)"
+            }
+            Self::CrossSlot => "Redis Cluster: the names map to different hash slots",
+            Self::NotOwner => "it is held with a different token, and stays held",
+            Self::LockRevoked => "an operator revoked this token's lock",
+            Self::MaxHoldReached => {
+                "it has been held for as long as `max_hold_ms` (or `--max-hold`) allows, and \
+                 was released"
+            }
+            Self::InsufficientReplicas => {
+                "with `require_replicas`, fewer replicas than `replicas` acknowledged: an \
+                 acquire releases its grant, a renewal leaves the lease renewed"
+            }
+            Self::BackendUnavailable => "Redis did not answer or refused: nothing was done",
+            Self::BackendFull => "Redis is out of memory and refuses writes",
+            Self::GrantsHeldBack => "new grants are held back after a step of the Redis clock",
+            Self::OutcomeUnknown => {
+                "sent, but no answer came: it may or may not have taken effect, and is safe to \
+                 repeat"
+            }
+            Self::WaitPoolExhausted => "every connection for replica acknowledgement is busy",
+            Self::TooManyWaiters => "`--max-waiters` requests already wait for locks",
+            Self::TooManyWatchers => "`--max-watchers` event streams are already open",
+            Self::ShuttingDown => "the gateway is shutting down",
+            Self::PayloadTooLarge => "the body exceeds `--max-body-bytes`",
+            Self::HeadersTooLarge => "the request line and headers exceed `--max-header-bytes`",
+            Self::NotFound => "no such route",
+            Self::MethodNotAllowed => "the route does not take this method",
+            Self::Unauthorized => {
+                "the gateway requires an API key and none, or an unknown one, was given"
+            }
+            Self::Forbidden => "the API key does not cover this operation on this name",
+            Self::Overloaded => "too many requests are in flight (`--max-concurrent-requests`)",
+            Self::Timeout => "the request took longer than the gateway allows",
+            Self::Internal => "a bug in the gateway",
+        }
+    }
+
     pub fn status(self) -> StatusCode {
         match self {
             Self::InvalidName | Self::InvalidRequest | Self::CrossSlot => StatusCode::BAD_REQUEST,

@@ -1,5 +1,8 @@
 //! `GET /locks/{name}/events`: what happens to a lock, as Server-Sent Events or NDJSON.
 
+use crate::http::problem::ProblemKind;
+use crate::http::routes::Route;
+use crate::operation::Operation;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -13,10 +16,10 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::hold::NDJSON;
-use super::locks::LockNameParam;
+use super::params::LockNameParam;
 use crate::http::AppState;
 use crate::http::extract::LockPath;
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::ApiError;
 use crate::lock::events::{Held, LockEvent, Watcher};
 use crate::lock::{LockName, millis};
 
@@ -115,6 +118,17 @@ impl LockEventBody {
     }
 }
 
+/// The route of [`watch_lock`].
+const WATCH_LOCK: Route = Route::new(
+    Operation::Watch,
+    &[&[
+        ProblemKind::InvalidName,
+        ProblemKind::TooManyWatchers,
+        ProblemKind::BackendUnavailable,
+        ProblemKind::ShuttingDown,
+    ]],
+);
+
 /// Watch a lock.
 ///
 /// A stream of what happens to the lock: first its `state`, then `acquired` (with the owner
@@ -127,6 +141,7 @@ impl LockEventBody {
     path = "/locks/{name}/events",
     tag = "locks",
     operation_id = "watch_lock",
+    extensions(("x-lockgate-route" = json!(WATCH_LOCK))),
     params(LockNameParam),
     responses(
         (status = 200, description = "The events, one `LockEvent` each: SSE `event:`/`data:` pairs, or NDJSON lines.",
@@ -134,10 +149,6 @@ impl LockEventBody {
                 (LockEventBody = "text/event-stream"),
                 (LockEventBody = "application/x-ndjson"),
             )),
-        (status = 400, description = "`invalid-name`.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`too-many-watchers` (`--max-watchers`), `backend-unavailable` or `shutting-down`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn watch_lock(

@@ -1,6 +1,9 @@
 //! Liveness, readiness, the OpenAPI document and the index at `/`.
 
 use crate::http::json::Json;
+use crate::http::problem::ProblemKind;
+use crate::http::routes::Route;
+use crate::operation::Operation;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -8,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::http::AppState;
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::ApiError;
 
 /// Health of the gateway.
 #[derive(Debug, Serialize, ToSchema)]
@@ -20,6 +23,9 @@ pub struct HealthBody {
     pub backend: Option<&'static str>,
 }
 
+/// The route of [`healthz`].
+const HEALTHZ: Route = Route::new(Operation::Healthz, &[]);
+
 /// Liveness: the process serves HTTP.
 ///
 /// Never touches the backend, so a Redis outage does not get the gateway restarted.
@@ -28,7 +34,9 @@ pub struct HealthBody {
     path = "/healthz",
     tag = "health",
     operation_id = "healthz",
-    responses((status = 200, description = "The gateway is alive.", body = HealthBody))
+    extensions(("x-lockgate-route" = json!(HEALTHZ))),
+    responses((status = 200, description = "The gateway is alive.", body = HealthBody),
+    )
 )]
 pub async fn healthz() -> Json<HealthBody> {
     Json(HealthBody {
@@ -36,6 +44,12 @@ pub async fn healthz() -> Json<HealthBody> {
         backend: None,
     })
 }
+
+/// The route of [`readyz`].
+const READYZ: Route = Route::new(
+    Operation::Readyz,
+    &[&[ProblemKind::BackendUnavailable, ProblemKind::ShuttingDown]],
+);
 
 /// Readiness: the backend answers and the gateway is not shutting down.
 ///
@@ -46,11 +60,9 @@ pub async fn healthz() -> Json<HealthBody> {
     path = "/readyz",
     tag = "health",
     operation_id = "readyz",
+    extensions(("x-lockgate-route" = json!(READYZ))),
     responses(
         (status = 200, description = "The gateway can serve lock requests.", body = HealthBody),
-        (status = 503, description = "`backend-unavailable`: the backend does not answer; `shutting-down`: the gateway is draining.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn readyz(State(app): State<AppState>) -> Result<Json<HealthBody>, ApiError> {
@@ -61,14 +73,19 @@ pub async fn readyz(State(app): State<AppState>) -> Result<Json<HealthBody>, Api
     }))
 }
 
+/// The route of [`openapi`].
+const OPENAPI: Route = Route::new(Operation::Openapi, &[]);
+
 /// This API's OpenAPI 3.1 document.
 #[utoipa::path(
     get,
     path = "/openapi.json",
     tag = "health",
     operation_id = "openapi",
+    extensions(("x-lockgate-route" = json!(OPENAPI))),
     responses((status = 200, description = "The OpenAPI document of this API.", content_type = "application/json",
-        body = Object))
+        body = Object),
+    )
 )]
 pub async fn openapi_json(State(app): State<AppState>) -> impl IntoResponse {
     (
@@ -118,6 +135,9 @@ pub struct IndexLinks {
     pub metrics: &'static str,
 }
 
+/// The route of [`index`].
+const INDEX: Route = Route::new(Operation::Openapi, &[]);
+
 /// What this server is, with links to the OpenAPI document and the main routes.
 ///
 /// Shares the OpenAPI document's access rule (any valid key, when keys are configured) and its
@@ -127,7 +147,9 @@ pub struct IndexLinks {
     path = "/",
     tag = "health",
     operation_id = "index",
-    responses((status = 200, description = "Name, version and links.", body = IndexBody))
+    extensions(("x-lockgate-route" = json!(INDEX))),
+    responses((status = 200, description = "Name, version and links.", body = IndexBody),
+    )
 )]
 pub async fn index(State(app): State<AppState>) -> Json<IndexBody> {
     Json(IndexBody {

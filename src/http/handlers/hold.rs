@@ -9,6 +9,8 @@
 //! Failures before the lock is held (held past `wait_ms`, bad input, backend down) answer the
 //! same problem documents as `POST /locks/{name}`, not a stream.
 
+use crate::http::routes::{self, Route};
+use crate::operation::Operation;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -21,13 +23,13 @@ use futures_util::{FutureExt, StreamExt};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::locks::LockNameParam;
+use super::params::{IdempotencyKeyParam, LockNameParam};
 use crate::http::AppState;
 use crate::http::acquiring::{self, Acquired};
 use crate::http::dto::LockMode;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::ApiError;
 use crate::lock::hold::Hold;
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
@@ -104,6 +106,9 @@ pub struct EndOfHold {
     pub reason: &'static str,
 }
 
+/// The route of [`hold_lock`].
+const HOLD_LOCK: Route = Route::new(Operation::Hold, &[routes::ACQUIRE]);
+
 /// Hold a lock while the response is open.
 ///
 /// Acquires like `POST /locks/{name}` (same body, `wait_ms` allowed) and answers a stream of
@@ -115,10 +120,10 @@ pub struct EndOfHold {
     path = "/locks/{name}/hold",
     tag = "locks",
     operation_id = "hold_lock",
+    extensions(("x-lockgate-route" = json!(HOLD_LOCK))),
     params(
         LockNameParam,
-        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
-            description = "As for acquire.")
+        IdempotencyKeyParam
     ),
     request_body(content = AcquireBody, description = "Lease settings; an empty body means all defaults. \
         `require_replicas` applies to the acquire; renewals report `replicas_acked` without failing.",
@@ -126,17 +131,6 @@ pub struct EndOfHold {
     responses(
         (status = 200, description = "The lock is held for as long as this stream is open: one `HoldEvent` per line.",
             body = HoldEventSchema, content_type = "application/x-ndjson"),
-        (status = 400, description = "`invalid-name` or `invalid-request`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`lock-held`: another client holds the lock (after `wait_ms`, if given).",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds until the current lease ends, rounded up."))),
-        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`: `mode: \"shared\"` in Redlock mode.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock), `insufficient-replicas`, `too-many-waiters` or `shutting-down`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub fn hold_lock(

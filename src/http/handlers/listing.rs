@@ -1,6 +1,9 @@
 //! `GET /locks`: held locks under a name prefix, a page at a time; or, with `name`
 //! parameters, those of the named locks that are held (a multi-lock's `Location`).
 
+use crate::http::problem::ProblemKind;
+use crate::http::routes::Route;
+use crate::operation::Operation;
 use axum::Extension;
 use axum::extract::State;
 use axum::http::Uri;
@@ -9,10 +12,9 @@ use crate::http::AppState;
 use crate::http::dto::{LockInfoBody, LockListBody};
 use crate::http::extract::Caller;
 use crate::http::json::Json;
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::ApiError;
 use crate::lock::multi::MAX_NAMES;
 use crate::lock::{CursorScope, ListPosition, LockError, LockName};
-use crate::operation::Operation;
 
 /// Default `limit`.
 pub const DEFAULT_LIMIT: usize = 100;
@@ -110,6 +112,17 @@ impl ListQuery {
     }
 }
 
+/// The route of [`list_locks`].
+const LIST_LOCKS: Route = Route::new(
+    Operation::List,
+    &[&[
+        ProblemKind::InvalidRequest,
+        ProblemKind::InvalidName,
+        ProblemKind::Forbidden,
+        ProblemKind::BackendUnavailable,
+    ]],
+);
+
 /// List held locks.
 ///
 /// Held locks whose names start with `prefix`, with what inspect shows of each (never a
@@ -128,17 +141,10 @@ impl ListQuery {
     path = "/locks",
     tag = "locks",
     operation_id = "list_locks",
+    extensions(("x-lockgate-route" = json!(LIST_LOCKS))),
     params(ListParams),
     responses(
         (status = 200, description = "A page of held locks.", body = LockListBody),
-        (status = 400, description = "`invalid-request`: a bad `prefix`, `limit` or `cursor`, `name` with any of them, or an unknown parameter; \
-            `invalid-name`: a bad `name`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`forbidden`: the API key may not inspect a `name`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn list_locks(

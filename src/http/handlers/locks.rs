@@ -1,11 +1,15 @@
 //! Handlers of `/locks/{name}`: acquire, renew, release, inspect.
 
 use crate::http::json::Json;
+use crate::http::problem::ProblemKind;
+use crate::http::routes::{self, Route};
+use crate::operation::Operation;
 use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 
+use super::params::{IdempotencyKeyParam, LockNameParam, LockTokenParam};
 use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::LockMode;
@@ -14,20 +18,12 @@ use crate::http::extract::Caller;
 use crate::http::extract::{
     IdempotencyKeyHeader, JsonBody, LOCK_TOKEN, LockPath, LockTokenHeader, query_flag,
 };
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::ApiError;
 use crate::lock::{Exclusive, InvalidName, LockToken, Shared};
 use futures_util::future::Either;
 
-/// The `{name}` path parameter.
-#[derive(Debug, utoipa::IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Documentation only: handlers extract the name with `LockPath`.
-pub struct LockNameParam {
-    /// Lock name: 1 to 200 characters from `A-Z a-z 0-9 . _ : -`, starting with a letter or
-    /// digit. Use `:` for hierarchy, e.g. `orders:42`.
-    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$", example = "orders:42")]
-    name: String,
-}
+/// The route of [`acquire_lock`].
+const ACQUIRE_LOCK: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE]);
 
 /// Acquire a lock.
 ///
@@ -46,12 +42,10 @@ pub struct LockNameParam {
     path = "/locks/{name}",
     tag = "locks",
     operation_id = "acquire_lock",
+    extensions(("x-lockgate-route" = json!(ACQUIRE_LOCK))),
     params(
         LockNameParam,
-        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
-            description = "16 to 255 visible ASCII characters, unique per intended grant (a UUID). \
-                A retry with the same key and name gets the same grant back while it is held. \
-                Whoever presents the key gets the token: keep it as secret as the token.")
+        IdempotencyKeyParam
     ),
     request_body(content = AcquireBody, description = "Lease settings; an empty body means all defaults.",
         content_type = "application/json"),
@@ -60,18 +54,6 @@ pub struct LockNameParam {
             headers(("Location" = String, description = "The lock's URL, `/locks/{name}`."))),
         (status = 200, description = "Retry of an idempotent acquire: the grant this `Idempotency-Key` already holds.",
             body = LockGrantBody),
-        (status = 400, description = "`invalid-name` or `invalid-request` (bad JSON, unknown field, value out of range, bad header).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`lock-held`: another client holds the lock.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds until the current lease ends, rounded up."))),
-        (status = 413, description = "`payload-too-large`: the body exceeds the configured limit.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`: `mode: \"shared\"` in Redlock mode.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock); `insufficient-replicas` with `require_replicas` (the lock was released); `wait-pool-exhausted` when every connection for replica acknowledgement is busy.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub fn acquire_lock(
@@ -91,6 +73,9 @@ pub fn acquire_lock(
     }
 }
 
+/// The route of [`renew_lock`].
+const RENEW_LOCK: Route = Route::new(Operation::Renew, &[routes::RENEW, routes::HELD_BY_ONE]);
+
 /// Renew a lock.
 ///
 /// Sets a new ttl, counted from now, if the `Lock-Token` header holds the lock.
@@ -99,28 +84,15 @@ pub fn acquire_lock(
     path = "/locks/{name}",
     tag = "locks",
     operation_id = "renew_lock",
+    extensions(("x-lockgate-route" = json!(RENEW_LOCK))),
     params(
         LockNameParam,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
-            description = "The token returned when the lock was acquired.")
+        LockTokenParam
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
         content_type = "application/json"),
     responses(
         (status = 200, description = "The lease was renewed.", body = LockRenewalBody),
-        (status = 400, description = "`invalid-name` or `invalid-request` (a `Lock-Token` missing or not a token lockgate issued, bad JSON, value out of range).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`lock-not-held`: nobody holds the lock (it expired or was released).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`not-owner`: the lock is held with a different token.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 410, description = "`lock-revoked`: an operator revoked this token's lock.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`payload-too-large`: the body exceeds the configured limit.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`; `outcome-unknown` (sent, but no answer came: the renewal may or may not have taken effect, and may be repeated); `insufficient-replicas` with `require_replicas` (the lock stays held); `wait-pool-exhausted`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn renew_lock(
@@ -141,6 +113,9 @@ pub async fn renew_lock(
     Ok(Json(LockRenewalBody::new(&name, &renewal)))
 }
 
+/// The route of [`release_lock`].
+const RELEASE_LOCK: Route = Route::new(Operation::Release, &[routes::RELEASE, routes::HELD_BY_ONE]);
+
 /// Release a lock, or revoke it.
 ///
 /// Deletes the lock if the `Lock-Token` header holds it (compare-and-delete).
@@ -154,26 +129,16 @@ pub async fn renew_lock(
     path = "/locks/{name}",
     tag = "locks",
     operation_id = "release_lock",
+    extensions(("x-lockgate-route" = json!(RELEASE_LOCK))),
     params(
         LockNameParam,
-        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the lock was acquired. Required unless `force=true`."),
         ("force" = Option<bool>, Query, nullable = false,
             description = "`true`: revoke the lock whoever holds it (needs the `revoke` operation).")
     ),
     responses(
         (status = 204, description = "The lock was released (or revoked)."),
-        (status = 400, description = "`invalid-name` or `invalid-request` (a `Lock-Token` missing, or not a token lockgate issued, such as an internal marker).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`lock-not-held`: nobody holds the lock (it expired or was released).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`not-owner`: the lock is held with a different token; it stays held.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 410, description = "`lock-revoked`: an operator revoked this token's lock.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, or `outcome-unknown` (sent, but no answer came: the release may or may not have taken effect; repeating it is safe).",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn release_lock(
@@ -218,6 +183,16 @@ fn refuse_multi(token: &LockToken) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The route of [`inspect_lock`].
+const INSPECT_LOCK: Route = Route::new(
+    Operation::Inspect,
+    &[&[
+        ProblemKind::InvalidName,
+        ProblemKind::LockNotHeld,
+        ProblemKind::BackendUnavailable,
+    ]],
+);
+
 /// Inspect a lock.
 ///
 /// Whether the lock is held, the time left on its lease and the current fence. Never the
@@ -230,15 +205,10 @@ fn refuse_multi(token: &LockToken) -> Result<(), ApiError> {
     path = "/locks/{name}",
     tag = "locks",
     operation_id = "inspect_lock",
+    extensions(("x-lockgate-route" = json!(INSPECT_LOCK))),
     params(LockNameParam),
     responses(
         (status = 200, description = "The lock is held.", body = LockInfoBody),
-        (status = 400, description = "`invalid-name`.", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`lock-not-held`: nobody holds the lock.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn inspect_lock(

@@ -1,15 +1,19 @@
 //! `GET /metrics`: Prometheus text format.
 
+use crate::http::routes::Route;
+use crate::operation::Operation;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::http::AppState;
-use crate::http::problem::Problem;
 use crate::telemetry::metrics::Gauges;
 
 /// The Prometheus content type of the text format.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The route of [`metrics`].
+const METRICS: Route = Route::new(Operation::Metrics, &[]);
 
 /// Metrics in the Prometheus text format.
 ///
@@ -20,13 +24,10 @@ const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
     path = "/metrics",
     tag = "health",
     operation_id = "metrics",
+    extensions(("x-lockgate-route" = json!(METRICS))),
     responses(
         (status = 200, description = "The metrics, in the Prometheus text format 0.0.4.",
             body = String, content_type = "text/plain"),
-        (status = 401, description = "`unauthorized`: with `--metrics-auth required`, no valid API key.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`forbidden`: the key may not read metrics.",
-            body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn metrics(State(app): State<AppState>) -> Response {

@@ -9,6 +9,7 @@ pub mod listing;
 pub mod locks;
 pub mod metrics;
 pub mod multi;
+pub mod params;
 pub mod semaphores;
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,8 @@
 //! The gate cannot see a set's names (they are in the body or the query), so with API keys
 //! it hands the key to these handlers, which check every name against the key's scopes.
 
+use crate::http::routes::{self, Route};
+use crate::operation::Operation;
 use axum::Extension;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
@@ -12,15 +14,15 @@ use axum::response::Response;
 use futures_util::future::Either;
 
 use super::hold;
+use super::params::{IdempotencyKeyParam, LockTokenParam};
 use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
 use crate::http::extract::Caller;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader, query_flag};
 use crate::http::json::Json;
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::ApiError;
 use crate::lock::{LockName, Multi, Primitive};
-use crate::operation::Operation;
 
 /// The set `names`, checked: valid names, 2 to 64 of them, allowed to the caller for
 /// `operation`, reachable in one step.
@@ -65,6 +67,9 @@ pub struct SetParams {
     name: Vec<String>,
 }
 
+/// The route of [`acquire_locks`].
+const ACQUIRE_LOCKS: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE, routes::OF_A_SET]);
+
 /// Acquire several locks at once.
 ///
 /// Takes every lock of `names` under one token, fence and ttl, or none: no partial grant is
@@ -80,9 +85,9 @@ pub struct SetParams {
     path = "/locks",
     tag = "locks",
     operation_id = "acquire_locks",
+    extensions(("x-lockgate-route" = json!(ACQUIRE_LOCKS))),
     params(
-        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
-            description = "As for a lock: a retry with the same key and names gets the same grant back while it is held."),
+        IdempotencyKeyParam,
         ("hold" = Option<bool>, Query, nullable = false,
             description = "`true`: hold the set while the response is open (a hold stream, as `POST /locks/{name}/hold`).")
     ),
@@ -96,17 +101,6 @@ pub struct SetParams {
                 (LockGrantBody = "application/json"),
                 (super::hold::HoldEventSchema = "application/x-ndjson")
             )),
-        (status = 400, description = "`invalid-name`, `invalid-request` (fewer than 2 or more than 64 names), or `cross-slot` (Redis Cluster: the names are in different hash slots).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`lock-held`: a name is held by another client (after `wait_ms`, if given); nothing was taken.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds until that name's lease ends, rounded up."))),
-        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`: multi-locks in Redlock mode.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock), `insufficient-replicas`, `too-many-waiters`, `wait-pool-exhausted` or `shutting-down`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub fn acquire_locks(
@@ -142,33 +136,30 @@ pub fn acquire_locks(
     }))
 }
 
+/// The route of [`renew_locks`].
+const RENEW_LOCKS: Route = Route::new(
+    Operation::Renew,
+    &[routes::RENEW, routes::HELD_BY_ONE, routes::OF_A_SET],
+);
+
 /// Renew a multi-lock.
 ///
-/// Sets a new ttl on every lock of the set, if the `Lock-Token` header holds them all.
+/// Sets a new ttl on every lock of the set, if the `Lock-Token` header holds them all, and on
+/// none of them otherwise.
 #[utoipa::path(
     patch,
     path = "/locks",
     tag = "locks",
     operation_id = "renew_locks",
+    extensions(("x-lockgate-route" = json!(RENEW_LOCKS))),
     params(
         SetParams,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
-            description = "The token returned when the set was acquired.")
+        LockTokenParam
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
         content_type = "application/json"),
     responses(
         (status = 200, description = "Every lock of the set was renewed.", body = LockRenewalBody),
-        (status = 400, description = "`invalid-name`, `invalid-request` or `cross-slot`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`lock-not-held`: a name of the set is no longer held (nothing was renewed).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`not-owner`: a name is held with another token; `max-hold-reached`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `outcome-unknown`, `insufficient-replicas` or `wait-pool-exhausted`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn renew_locks(
@@ -188,31 +179,29 @@ pub async fn renew_locks(
     Ok(Json(LockRenewalBody::new(&first, &renewal)))
 }
 
+/// The route of [`release_locks`].
+const RELEASE_LOCKS: Route = Route::new(
+    Operation::Release,
+    &[routes::RELEASE, routes::HELD_BY_ONE, routes::OF_A_SET],
+);
+
 /// Release a multi-lock.
 ///
-/// Deletes every lock of the set the `Lock-Token` header holds.
+/// Deletes every lock of the set the `Lock-Token` header holds. A set no longer held answers
+/// 404 `lock-not-held` (whatever was left of it is released); one with a name held by another
+/// token answers 409 `not-owner`, and nothing is released.
 #[utoipa::path(
     delete,
     path = "/locks",
     tag = "locks",
     operation_id = "release_locks",
+    extensions(("x-lockgate-route" = json!(RELEASE_LOCKS))),
     params(
         SetParams,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
-            description = "The token returned when the set was acquired.")
+        LockTokenParam
     ),
     responses(
         (status = 204, description = "Every lock of the set was released."),
-        (status = 400, description = "`invalid-name`, `invalid-request` or `cross-slot`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`lock-not-held`: the set was no longer held (whatever was left of it is released).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`not-owner`: a name is held with another token; nothing was released.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable` or `outcome-unknown` (repeating the release is safe).",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn release_locks(

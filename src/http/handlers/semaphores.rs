@@ -2,6 +2,9 @@
 //! semaphore, hold a permit as a stream. The lease engine does the work; these only add the
 //! limit (`permits`) and answer 501 `not-offered` where the backend has no semaphores.
 
+use crate::http::problem::ProblemKind;
+use crate::http::routes::{self, Route};
+use crate::operation::Operation;
 use std::num::NonZeroU32;
 
 use axum::extract::State;
@@ -9,6 +12,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::hold;
+use super::params::{IdempotencyKeyParam, LockTokenParam, SemaphoreNameParam};
 use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::{
@@ -16,21 +20,9 @@ use crate::http::dto::{
 };
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
 use crate::http::json::Json;
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::ApiError;
 use crate::lock::semaphore::MAX_PERMITS;
 use crate::lock::{InvalidRequest, Semaphore};
-
-/// The `{name}` path parameter of a semaphore.
-#[derive(Debug, utoipa::IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Documentation only: handlers extract the name with `LockPath`.
-pub struct SemaphoreNameParam {
-    /// Semaphore name, with the lock names' alphabet: 1 to 200 characters from
-    /// `A-Z a-z 0-9 . _ : -`, starting with a letter or digit. Semaphores and locks of the
-    /// same name are distinct.
-    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$", example = "payments")]
-    name: String,
-}
 
 /// The semaphore a request asks for, checked.
 fn semaphore(body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
@@ -48,6 +40,12 @@ fn semaphore(body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
         })
 }
 
+/// The route of [`acquire_permit`].
+const ACQUIRE_PERMIT: Route = Route::new(
+    Operation::Acquire,
+    &[routes::ACQUIRE, routes::OF_A_SEMAPHORE],
+);
+
 /// Acquire a permit.
 ///
 /// Takes one of the semaphore's `permits` permits if one is free and returns a permit lease:
@@ -61,10 +59,10 @@ fn semaphore(body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
     path = "/semaphores/{name}",
     tag = "semaphores",
     operation_id = "acquire_permit",
+    extensions(("x-lockgate-route" = json!(ACQUIRE_PERMIT))),
     params(
         SemaphoreNameParam,
-        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
-            description = "As for a lock: a retry with the same key and name gets the same permit back while it is held.")
+        IdempotencyKeyParam
     ),
     request_body(content = SemaphoreAcquireBody, description = "`permits`, and the lock's lease settings.",
         content_type = "application/json"),
@@ -73,17 +71,6 @@ fn semaphore(body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
             headers(("Location" = String, description = "The semaphore's URL, `/semaphores/{name}`."))),
         (status = 200, description = "Retry of an idempotent acquire: the permit this `Idempotency-Key` already holds.",
             body = LockGrantBody),
-        (status = 400, description = "`invalid-name` or `invalid-request`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`lock-held`: every permit is held (after `wait_ms`, if given); `permits-mismatch`: the permits held were granted under another limit (the problem's `permits`).",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "`lock-held`: seconds until the first permit held ends, rounded up."))),
-        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`: semaphores are not offered in Redlock mode.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock), `insufficient-replicas`, `too-many-waiters`, `wait-pool-exhausted` or `shutting-down`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub fn acquire_permit(
@@ -98,6 +85,9 @@ pub fn acquire_permit(
     }))
 }
 
+/// The route of [`renew_permit`].
+const RENEW_PERMIT: Route = Route::new(Operation::Renew, &[routes::RENEW]);
+
 /// Renew a permit.
 ///
 /// Sets a new ttl, counted from now, on the permit the `Lock-Token` header holds.
@@ -106,26 +96,15 @@ pub fn acquire_permit(
     path = "/semaphores/{name}",
     tag = "semaphores",
     operation_id = "renew_permit",
+    extensions(("x-lockgate-route" = json!(RENEW_PERMIT))),
     params(
         SemaphoreNameParam,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
-            description = "The token returned when the permit was acquired.")
+        LockTokenParam
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
         content_type = "application/json"),
     responses(
         (status = 200, description = "The permit's lease was renewed.", body = LockRenewalBody),
-        (status = 400, description = "`invalid-name` or `invalid-request`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`lock-not-held`: this token holds no permit (it expired or was released).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`max-hold-reached`: the permit was held for as long as its `max_hold_ms` allows.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `outcome-unknown`, `insufficient-replicas` or `wait-pool-exhausted`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn renew_permit(
@@ -142,6 +121,9 @@ pub async fn renew_permit(
     Ok(Json(LockRenewalBody::new(&name, &renewal)))
 }
 
+/// The route of [`release_permit`].
+const RELEASE_PERMIT: Route = Route::new(Operation::Release, &[routes::RELEASE]);
+
 /// Release a permit.
 ///
 /// Gives back the permit the `Lock-Token` header holds; the first waiter gets it.
@@ -150,21 +132,13 @@ pub async fn renew_permit(
     path = "/semaphores/{name}",
     tag = "semaphores",
     operation_id = "release_permit",
+    extensions(("x-lockgate-route" = json!(RELEASE_PERMIT))),
     params(
         SemaphoreNameParam,
-        ("Lock-Token" = String, Header, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
-            description = "The token returned when the permit was acquired.")
+        LockTokenParam
     ),
     responses(
         (status = 204, description = "The permit was released."),
-        (status = 400, description = "`invalid-name` or `invalid-request` (a `Lock-Token` missing, or not a token lockgate issued, such as an internal marker).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`lock-not-held`: this token holds no permit (it expired or was released).",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable` or `outcome-unknown` (repeating the release is safe).",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn release_permit(
@@ -178,6 +152,16 @@ pub async fn release_permit(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The route of [`inspect_semaphore`].
+const INSPECT_SEMAPHORE: Route = Route::new(
+    Operation::Inspect,
+    &[&[
+        ProblemKind::InvalidName,
+        ProblemKind::NotOffered,
+        ProblemKind::BackendUnavailable,
+    ]],
+);
+
 /// Inspect a semaphore.
 ///
 /// Its limit, the permits held (fence, time left, owner and metadata of each; never a token)
@@ -188,14 +172,10 @@ pub async fn release_permit(
     path = "/semaphores/{name}",
     tag = "semaphores",
     operation_id = "inspect_semaphore",
+    extensions(("x-lockgate-route" = json!(INSPECT_SEMAPHORE))),
     params(SemaphoreNameParam),
     responses(
         (status = 200, description = "The semaphore's permits.", body = SemaphoreInfoBody),
-        (status = 400, description = "`invalid-name`.", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub async fn inspect_semaphore(
@@ -205,6 +185,9 @@ pub async fn inspect_semaphore(
     let state = app.service.inspect_semaphore(&name).await?;
     Ok(Json(SemaphoreInfoBody::new(&name, state)))
 }
+
+/// The route of [`hold_permit`].
+const HOLD_PERMIT: Route = Route::new(Operation::Hold, &[routes::ACQUIRE, routes::OF_A_SEMAPHORE]);
 
 /// Hold a permit while the response is open.
 ///
@@ -216,26 +199,16 @@ pub async fn inspect_semaphore(
     path = "/semaphores/{name}/hold",
     tag = "semaphores",
     operation_id = "hold_permit",
+    extensions(("x-lockgate-route" = json!(HOLD_PERMIT))),
     params(
         SemaphoreNameParam,
-        ("Idempotency-Key" = Option<String>, Header, nullable = false, pattern = "^[!-~]{16,255}$",
-            description = "As for acquire.")
+        IdempotencyKeyParam
     ),
     request_body(content = SemaphoreAcquireBody, description = "As for acquire.",
         content_type = "application/json"),
     responses(
         (status = 200, description = "A permit is held for as long as this stream is open: one `HoldEvent` per line.",
             body = hold::HoldEventSchema, content_type = "application/x-ndjson"),
-        (status = 400, description = "`invalid-name` or `invalid-request`.",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`lock-held` (every permit held, after `wait_ms`) or `permits-mismatch`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds until the first permit held ends, rounded up."))),
-        (status = 413, description = "`payload-too-large`.", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "`not-offered`.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`backend-unavailable`, `backend-full` (Redis out of memory: writes refused), `grants-held-back` (after a step of the Redis clock), `insufficient-replicas`, `too-many-waiters` or `shutting-down`.",
-            body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying."))),
     )
 )]
 pub fn hold_permit(

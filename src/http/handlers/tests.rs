@@ -46,7 +46,11 @@ fn state() -> AppState {
     };
     AppState {
         service: Arc::new(LockService::new(backend, limits, secret)),
-        gate: Arc::new(Gate::new(gate, Arc::new(Metrics::new()))),
+        gate: Arc::new(Gate::new(
+            gate,
+            Arc::new(Metrics::new()),
+            crate::http::routes::RouteTable::default(),
+        )),
         max_body_bytes: 4096,
         openapi_json: Bytes::new(),
     }

@@ -1,0 +1,53 @@
+//! Parameters several routes share, declared once for the OpenAPI document. The handlers read
+//! them with the extractors of `http::extract` (the name resolved by the gate, the headers
+//! checked there); these types only describe them.
+#![allow(dead_code)] // Documentation only: nothing reads these fields.
+
+/// The `{name}` path parameter of a lock.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct LockNameParam {
+    /// Lock name: 1 to 200 characters from `A-Z a-z 0-9 . _ : -`, starting with a letter or
+    /// digit. Use `:` for hierarchy, e.g. `orders:42`.
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$", example = "orders:42")]
+    name: String,
+}
+
+/// The `{name}` path parameter of a semaphore.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SemaphoreNameParam {
+    /// Semaphore name, with the lock names' alphabet: 1 to 200 characters from
+    /// `A-Z a-z 0-9 . _ : -`, starting with a letter or digit. Semaphores and locks of the
+    /// same name are distinct.
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$", example = "payments")]
+    name: String,
+}
+
+/// The `Idempotency-Key` header of every acquire.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IdempotencyKeyParam {
+    /// 16 to 255 visible ASCII characters, unique per intended grant (a UUID). A retry with
+    /// the same key and name (or names) gets the same grant back while it is held. Whoever
+    /// presents the key gets the token: keep it as secret as the token.
+    #[param(
+        rename = "Idempotency-Key",
+        nullable = false,
+        pattern = "^[!-~]{16,255}$"
+    )]
+    key: Option<String>,
+}
+
+/// The `Lock-Token` header of renewals and releases.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct LockTokenParam {
+    /// The token the acquire returned. Anything else (another client's value, an internal
+    /// marker) is a 400 `invalid-request`: only a token lockgate issued moves a lock.
+    #[param(
+        rename = "Lock-Token",
+        pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
+    )]
+    token: String,
+}
