@@ -12,10 +12,11 @@ use futures_util::future::{Either, Ready, ready};
 
 use crate::http::AppState;
 use crate::http::delivery::DeliveredOnRead;
-use crate::http::dto::{AcquireBody, LockGrantBody};
+use crate::http::dto::LockGrantBody;
 use crate::http::problem::ApiError;
-use crate::lock::request::holder;
-use crate::lock::{Grant, IdempotencyKey, LeaseRequest, LockName, LockService, Primitive};
+use crate::lock::{
+    Grant, IdempotencyKey, LeaseRequest, LockName, LockService, Primitive, RawLease,
+};
 
 /// A lease granted by [`acquiring`], with what the handler needs next.
 #[derive(Debug)]
@@ -26,7 +27,7 @@ pub struct Acquired<P: Primitive> {
     pub service: Arc<LockService>,
 }
 
-/// Checks `body` against the limits, then (in the returned future) acquires a lease of
+/// Checks `lease` against the limits, then (in the returned future) acquires a lease of
 /// `primitive` on `name`.
 ///
 /// Not an `async fn`, and neither are the handlers that call it: a waiting request keeps its
@@ -38,23 +39,13 @@ pub fn acquiring<P: Primitive>(
     primitive: P,
     name: LockName,
     key: Option<IdempotencyKey>,
-    body: &AcquireBody,
+    lease: RawLease,
 ) -> impl Future<Output = Result<Acquired<P>, ApiError>> + Send + use<P> {
     // A kind of lease this store does not keep is refused before anything else is looked at.
     let offered = app.service.check_offered(primitive.leased(&name));
-    let request = offered.map_err(ApiError::from).and_then(|()| {
-        app.service
-            .limits()
-            .acquire(body.ttl_ms, body.wait_ms, body.replicas())
-            .and_then(|request| {
-                let request = LeaseRequest {
-                    holder: holder(body.owner.clone(), body.metadata.clone())?,
-                    ..request
-                };
-                app.service.limits().bounded(request, body.max_hold_ms)
-            })
-            .map_err(ApiError::from)
-    });
+    let request = offered
+        .map_err(ApiError::from)
+        .and_then(|()| app.service.limits().lease(lease).map_err(ApiError::from));
     let service = app.service.clone();
     async move {
         let request = request?;
@@ -78,7 +69,7 @@ pub fn granting<P: Primitive>(
     primitive: P,
     name: LockName,
     key: Option<IdempotencyKey>,
-    body: &AcquireBody,
+    lease: RawLease,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
     let held = primitive
         .leased(&name)
@@ -86,7 +77,7 @@ pub fn granting<P: Primitive>(
         .map(<[LockName]>::to_vec);
     // A combinator, not an `async move` block: a block would keep `acquiring` twice, as the
     // value it captured and again as the future it awaits (see `checked`).
-    acquiring(app, primitive, name, key, body).map(move |acquired| {
+    acquiring(app, primitive, name, key, lease).map(move |acquired| {
         let acquired = acquired?;
         grant_response(collection, &acquired.name, acquired.grant, held.as_deref())
     })

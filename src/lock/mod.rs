@@ -23,7 +23,7 @@ pub use error::{InvalidRequest, LockError};
 pub use guard::GrantGuard;
 pub use multi::Multi;
 pub use primitive::{Exclusive, Primitive, Shared};
-pub use request::{LeaseRequest, Limits, RawReplicas, RenewRequest};
+pub use request::{LeaseRequest, Limits, RawLease, RawReplicas, RenewRequest};
 pub use semaphore::{Semaphore, SemaphoreState};
 pub use service::{Grant, LockService, LockState, Renewal};
 pub use token::{IdempotencyKey, LockToken, TokenSecret, TokenStem};

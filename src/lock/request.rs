@@ -48,6 +48,17 @@ pub struct RenewRequest {
     pub replicas: ReplicaPolicy,
 }
 
+/// The lease fields of an acquire as a client sent them: what [`Limits::lease`] checks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawLease {
+    pub ttl_ms: Option<u64>,
+    pub wait_ms: Option<u64>,
+    pub replicas: RawReplicas,
+    pub max_hold_ms: Option<u64>,
+    pub owner: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+}
+
 /// Raw replica fields as a client sent them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RawReplicas {
@@ -57,37 +68,20 @@ pub struct RawReplicas {
 }
 
 impl Limits {
-    /// An acquire without holder or hold bound (see [`Limits::bounded`]).
-    pub fn acquire(
-        &self,
-        ttl_ms: Option<u64>,
-        wait_ms: Option<u64>,
-        replicas: RawReplicas,
-    ) -> Result<LeaseRequest, InvalidRequest> {
-        let request = LeaseRequest {
-            ttl: self.ttl(ttl_ms)?,
-            wait: bounded(
-                "wait_ms",
-                wait_ms.unwrap_or(0),
-                Duration::ZERO,
-                self.max_wait,
-            )?,
-            replicas: replica_policy(replicas)?,
-            holder: None,
-            max_hold: None,
-        };
-        self.bounded(request, None)
-    }
-
-    /// `request` with its hold bounded by `max_hold_ms` (at least `--min-ttl`) and the
-    /// server's `--max-hold`, whichever is shorter; its ttl is cut to the bound.
-    pub fn bounded(
-        &self,
-        request: LeaseRequest,
-        max_hold_ms: Option<u64>,
-    ) -> Result<LeaseRequest, InvalidRequest> {
-        let asked = match max_hold_ms {
-            None => None,
+    /// The lease a client asked for, with the defaults filled in, checked against every bound
+    /// once: ttl, wait, replicas, the hold bound (`max_hold_ms` within `--min-ttl` and
+    /// `--max-hold`, or the server's `--max-hold`; the ttl is cut to it), owner and metadata.
+    pub fn lease(&self, raw: RawLease) -> Result<LeaseRequest, InvalidRequest> {
+        let ttl = self.ttl(raw.ttl_ms)?;
+        let wait = bounded(
+            "wait_ms",
+            raw.wait_ms.unwrap_or(0),
+            Duration::ZERO,
+            self.max_wait,
+        )?;
+        let replicas = replica_policy(raw.replicas)?;
+        let max_hold = match raw.max_hold_ms {
+            None => self.max_hold,
             Some(ms) => Some(bounded(
                 "max_hold_ms",
                 ms,
@@ -95,11 +89,12 @@ impl Limits {
                 self.max_hold.unwrap_or(MAX_HOLD_CEILING),
             )?),
         };
-        let max_hold = asked.or(self.max_hold);
         Ok(LeaseRequest {
-            ttl: max_hold.map_or(request.ttl, |bound| request.ttl.min(bound)),
+            ttl: max_hold.map_or(ttl, |bound| ttl.min(bound)),
+            wait,
+            replicas,
+            holder: holder(raw.owner, raw.metadata)?,
             max_hold,
-            ..request
         })
     }
 

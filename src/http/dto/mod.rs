@@ -24,7 +24,7 @@ use crate::lock::{Grant, LockName, Primitive, RawReplicas, Renewal, Validity, mi
 
 /// Declares a body of an acquire: its own fields, then the lease settings every acquire
 /// takes (`ttl_ms`, `wait_ms`, replicas, `max_hold_ms`, `owner`, `metadata`), with
-/// `replicas()` and `lease()` (the settings as an [`AcquireBody`]). One declaration per
+/// `replicas()` and `lease()` (the settings, as the lease engine checks them). One declaration per
 /// primitive keeps each body a flat object that rejects unknown fields and names the field at
 /// fault, which `#[serde(flatten)]` would not.
 macro_rules! acquire_body {
@@ -111,20 +111,15 @@ macro_rules! acquire_body {
                 }
             }
 
-            /// The lease settings.
-            #[allow(dead_code)] // Not every body needs it.
-            pub fn lease(&self) -> AcquireBody {
-                #[allow(clippy::needless_update)] // Needed for all bodies but AcquireBody.
-                AcquireBody {
+            /// The lease settings, for [`crate::lock::Limits::lease`] to check.
+            pub fn lease(self) -> $crate::lock::RawLease {
+                $crate::lock::RawLease {
+                    replicas: self.replicas(),
                     ttl_ms: self.ttl_ms,
                     wait_ms: self.wait_ms,
-                    replicas: self.replicas,
-                    replica_timeout_ms: self.replica_timeout_ms,
-                    require_replicas: self.require_replicas,
                     max_hold_ms: self.max_hold_ms,
-                    owner: self.owner.clone(),
-                    metadata: self.metadata.clone(),
-                    ..AcquireBody::default()
+                    owner: self.owner,
+                    metadata: self.metadata,
                 }
             }
         }

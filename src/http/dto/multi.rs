@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::{AcquireBody, RawReplicas, object, whole_number};
+use super::{RawReplicas, object, whole_number};
 
 super::acquire_body! {
     /// Body of `POST /locks`: the names, and the lock's acquire settings.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::{AcquireBody, RawReplicas, expires_at, object, whole_number};
+use super::{RawReplicas, expires_at, object, whole_number};
 use crate::backend::fence::granted_at;
 use crate::backend::semaphore::PermitView;
 use crate::lock::{LockName, SemaphoreState, millis};

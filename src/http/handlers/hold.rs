@@ -30,6 +30,7 @@ use crate::http::dto::LockMode;
 use crate::http::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::http::problem::ApiError;
+use crate::lock::RawLease;
 use crate::lock::hold::Hold;
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
@@ -140,8 +141,8 @@ pub fn hold_lock(
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     match body.mode {
-        Some(LockMode::Shared) => Either::Left(holding(&app, Shared, name, key, &body)),
-        _ => Either::Right(holding(&app, Exclusive, name, key, &body)),
+        Some(LockMode::Shared) => Either::Left(holding(&app, Shared, name, key, body.lease())),
+        _ => Either::Right(holding(&app, Exclusive, name, key, body.lease())),
     }
 }
 
@@ -151,10 +152,10 @@ pub fn holding<P: Primitive>(
     primitive: P,
     name: LockName,
     key: Option<IdempotencyKey>,
-    body: &AcquireBody,
+    lease: RawLease,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
     // Not an `async fn`: see `acquiring::acquiring`.
-    let acquiring = acquiring::acquiring(app, primitive.clone(), name, key, body);
+    let acquiring = acquiring::acquiring(app, primitive.clone(), name, key, lease);
     let metrics = app.gate.metrics.clone();
     // A combinator, not an `async move` block: see `acquiring::checked`.
     FutureExt::map(acquiring, move |acquired| {

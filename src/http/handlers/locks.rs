@@ -64,11 +64,21 @@ pub fn acquire_lock(
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `acquiring::acquiring`.
     match body.mode {
-        Some(LockMode::Shared) => {
-            Either::Left(acquiring::granting(&app, "locks", Shared, name, key, &body))
-        }
+        Some(LockMode::Shared) => Either::Left(acquiring::granting(
+            &app,
+            "locks",
+            Shared,
+            name,
+            key,
+            body.lease(),
+        )),
         _ => Either::Right(acquiring::granting(
-            &app, "locks", Exclusive, name, key, &body,
+            &app,
+            "locks",
+            Exclusive,
+            name,
+            key,
+            body.lease(),
         )),
     }
 }

@@ -122,7 +122,7 @@ pub fn acquire_locks(
     acquiring::checked(checked.map(|(hold, multi)| {
         let first = multi.first().clone();
         if hold {
-            Either::Left(hold::holding(&app, multi, first, key, &body.lease()))
+            Either::Left(hold::holding(&app, multi, first, key, body.lease()))
         } else {
             Either::Right(acquiring::granting(
                 &app,
@@ -130,7 +130,7 @@ pub fn acquire_locks(
                 multi,
                 first,
                 key,
-                &body.lease(),
+                body.lease(),
             ))
         }
     }))

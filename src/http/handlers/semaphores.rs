@@ -81,7 +81,7 @@ pub fn acquire_permit(
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `acquiring::acquiring`.
     acquiring::checked(semaphore(&body).map(|semaphore| {
-        acquiring::granting(&app, "semaphores", semaphore, name, key, &body.lease())
+        acquiring::granting(&app, "semaphores", semaphore, name, key, body.lease())
     }))
 }
 
@@ -218,6 +218,6 @@ pub fn hold_permit(
     JsonBody(body): JsonBody<SemaphoreAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     acquiring::checked(
-        semaphore(&body).map(|semaphore| hold::holding(&app, semaphore, name, key, &body.lease())),
+        semaphore(&body).map(|semaphore| hold::holding(&app, semaphore, name, key, body.lease())),
     )
 }

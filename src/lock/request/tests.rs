@@ -8,7 +8,9 @@ const LIMITS: Limits = TEST_LIMITS;
 #[test]
 fn an_empty_request_gets_the_documented_defaults() {
     let req = LIMITS
-        .acquire(None, None, RawReplicas::default())
+        .lease(RawLease {
+            ..RawLease::default()
+        })
         .expect("valid");
     assert_eq!(req.ttl, Duration::from_secs(30));
     assert_eq!(req.wait, Duration::ZERO);
@@ -20,36 +22,55 @@ fn an_empty_request_gets_the_documented_defaults() {
 fn ttl_and_wait_are_bounded_inclusively() {
     assert!(
         LIMITS
-            .acquire(Some(100), Some(60_000), RawReplicas::default())
+            .lease(RawLease {
+                ttl_ms: Some(100),
+                wait_ms: Some(60_000),
+                ..RawLease::default()
+            })
             .is_ok()
     );
     assert!(
         LIMITS
-            .acquire(Some(3_600_000), None, RawReplicas::default())
+            .lease(RawLease {
+                ttl_ms: Some(3_600_000),
+                ..RawLease::default()
+            })
             .is_ok()
     );
     let low = LIMITS
-        .acquire(Some(99), None, RawReplicas::default())
+        .lease(RawLease {
+            ttl_ms: Some(99),
+            ..RawLease::default()
+        })
         .unwrap_err();
     assert_eq!(low.field, "ttl_ms");
     assert_eq!(low.message, "must be between 100 and 3600000 milliseconds");
     assert_eq!(
         LIMITS
-            .acquire(Some(0), None, RawReplicas::default())
+            .lease(RawLease {
+                ttl_ms: Some(0),
+                ..RawLease::default()
+            })
             .unwrap_err()
             .field,
         "ttl_ms"
     );
     assert_eq!(
         LIMITS
-            .acquire(Some(u64::MAX), None, RawReplicas::default())
+            .lease(RawLease {
+                ttl_ms: Some(u64::MAX),
+                ..RawLease::default()
+            })
             .unwrap_err()
             .field,
         "ttl_ms"
     );
     assert_eq!(
         LIMITS
-            .acquire(None, Some(60_001), RawReplicas::default())
+            .lease(RawLease {
+                wait_ms: Some(60_001),
+                ..RawLease::default()
+            })
             .unwrap_err()
             .field,
         "wait_ms"
@@ -65,11 +86,14 @@ fn ttl_and_wait_are_bounded_inclusively() {
 
 #[test]
 fn holds_are_bounded_by_the_request_and_the_server() {
-    let plain = LIMITS
-        .acquire(Some(10_000), None, RawReplicas::default())
-        .expect("valid");
+    let held = |max_hold_ms| RawLease {
+        ttl_ms: Some(10_000),
+        max_hold_ms,
+        ..RawLease::default()
+    };
+    let plain = LIMITS.lease(held(None)).expect("valid");
     assert_eq!(plain.max_hold, None);
-    let asked = LIMITS.bounded(plain.clone(), Some(5_000)).expect("valid");
+    let asked = LIMITS.lease(held(Some(5_000))).expect("valid");
     assert_eq!(asked.max_hold, Some(Duration::from_secs(5)));
     assert_eq!(
         asked.ttl,
@@ -77,29 +101,21 @@ fn holds_are_bounded_by_the_request_and_the_server() {
         "the ttl is cut to the bound"
     );
     assert_eq!(
-        LIMITS.bounded(plain.clone(), Some(99)).unwrap_err().field,
+        LIMITS.lease(held(Some(99))).unwrap_err().field,
         "max_hold_ms"
     );
     let server = Limits {
         max_hold: Some(Duration::from_secs(60)),
         ..LIMITS
     };
-    let capped = server
-        .acquire(Some(10_000), None, RawReplicas::default())
-        .expect("valid");
+    let capped = server.lease(held(None)).expect("valid");
     assert_eq!(capped.max_hold, Some(Duration::from_secs(60)));
     assert_eq!(
-        server
-            .bounded(capped.clone(), Some(61_000))
-            .unwrap_err()
-            .field,
+        server.lease(held(Some(61_000))).unwrap_err().field,
         "max_hold_ms"
     );
     assert_eq!(
-        server
-            .bounded(capped, Some(20_000))
-            .expect("valid")
-            .max_hold,
+        server.lease(held(Some(20_000))).expect("valid").max_hold,
         Some(Duration::from_secs(20))
     );
 }
@@ -128,14 +144,15 @@ fn owners_and_metadata_are_bounded() {
 
 #[test]
 fn replica_fields_are_bounded_and_a_zero_wait_timeout_is_refused() {
-    let raw = |replicas, timeout| RawReplicas {
-        replicas,
-        replica_timeout_ms: timeout,
-        require_replicas: Some(true),
+    let raw = |replicas, timeout| RawLease {
+        replicas: RawReplicas {
+            replicas,
+            replica_timeout_ms: timeout,
+            require_replicas: Some(true),
+        },
+        ..RawLease::default()
     };
-    let ok = LIMITS
-        .acquire(None, None, raw(Some(2), Some(250)))
-        .expect("valid");
+    let ok = LIMITS.lease(raw(Some(2), Some(250))).expect("valid");
     assert_eq!(
         ok.replicas.ack(),
         Some(ReplicaAck {
@@ -145,24 +162,15 @@ fn replica_fields_are_bounded_and_a_zero_wait_timeout_is_refused() {
     );
     assert!(ok.replicas.required);
     assert_eq!(
-        LIMITS
-            .acquire(None, None, raw(Some(65), None))
-            .unwrap_err()
-            .field,
+        LIMITS.lease(raw(Some(65), None)).unwrap_err().field,
         "replicas"
     );
     assert_eq!(
-        LIMITS
-            .acquire(None, None, raw(Some(1), Some(0)))
-            .unwrap_err()
-            .field,
+        LIMITS.lease(raw(Some(1), Some(0))).unwrap_err().field,
         "replica_timeout_ms"
     );
     assert_eq!(
-        LIMITS
-            .acquire(None, None, raw(Some(1), Some(10_001)))
-            .unwrap_err()
-            .field,
+        LIMITS.lease(raw(Some(1), Some(10_001))).unwrap_err().field,
         "replica_timeout_ms"
     );
 }
