@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use lockgate::backend::redis::{NativeCommands, RedisBackend, RedisOptions, RedisTarget};
 use lockgate::backend::{
-    AcquireOutcome, GrantAttempt, LeaseRequest, LeaseStore, Leased, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, GrantAttempt, LeaseRequest, LeaseStore, Leased, ReleaseOutcome, RenewAttempt,
+    RenewOutcome,
 };
 use lockgate::name::LockName;
 
@@ -192,7 +193,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 async move {
                     let token = tokens[i].get().expect("token");
                     match backend
-                        .renew(Leased::Lock(&name(i)), token, TTL, None)
+                        .renew(
+                            Leased::Lock(&name(i)),
+                            RenewAttempt {
+                                token,
+                                ttl: TTL,
+                                ack: None,
+                            },
+                        )
                         .await
                     {
                         Ok(RenewOutcome::Renewed(_)) => {}

@@ -107,3 +107,14 @@ impl<'a> GrantAttempt<'a> {
         )
     }
 }
+
+/// One renewal of a grant, as every store's renew takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct RenewAttempt<'a> {
+    /// The token that holds the grant: only it is renewed.
+    pub token: &'a str,
+    /// The new ttl, counted from now.
+    pub ttl: Duration,
+    /// Replicas to wait for after the write (`WAIT`), if asked.
+    pub ack: Option<ReplicaAck>,
+}

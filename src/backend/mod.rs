@@ -36,7 +36,7 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use self::attempt::{
-    DEFAULT_REPLICA_TIMEOUT, GrantAttempt, GrantParts, LeaseRequest, ReplicaPolicy,
+    DEFAULT_REPLICA_TIMEOUT, GrantAttempt, GrantParts, LeaseRequest, RenewAttempt, ReplicaPolicy,
 };
 pub use self::holder::Holder;
 pub use self::lease::Leased;
@@ -195,9 +195,7 @@ pub trait LeaseStore: Send + Sync {
     fn renew(
         &self,
         leased: Leased<'_>,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> impl Future<Output = Result<RenewOutcome, BackendError>> + Send;
 
     /// Ends the grant `token` holds, and only it, announcing the release to waiters.
@@ -356,11 +354,9 @@ impl LeaseStore for Backend {
     async fn renew(
         &self,
         leased: Leased<'_>,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        dispatch!(self, b => b.renew(leased, token, ttl, ack))
+        dispatch!(self, b => b.renew(leased, renewal))
     }
 
     async fn release(

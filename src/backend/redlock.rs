@@ -45,9 +45,9 @@ use super::listing::{self, Walk};
 use super::redis::RedisBackend;
 use super::{
     AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListCursor,
-    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
-use crate::backend::GrantAttempt;
+use crate::backend::{GrantAttempt, RenewAttempt};
 
 #[derive(Debug)]
 pub struct RedlockBackend {
@@ -404,14 +404,10 @@ impl RedlockBackend {
     async fn renew_lock(
         &self,
         name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        let renewals = self
-            .nodes
-            .iter()
-            .map(|n| n.renew_lock(name, token, ttl, ack));
+        let RenewAttempt { token, ttl, ack: _ } = renewal;
+        let renewals = self.nodes.iter().map(|n| n.renew_lock(name, renewal));
         let outcomes = join_all(renewals).await;
         let mut renewed = Vec::new();
         let (mut not_held, mut not_owner) = (0, 0);
@@ -493,12 +489,10 @@ impl LeaseStore for RedlockBackend {
     async fn renew(
         &self,
         leased: Leased<'_>,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
         match leased {
-            Leased::Lock(name) => self.renew_lock(name.as_str(), token, ttl, ack).await,
+            Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
             _ => Err(not_offered(leased)),
         }
     }

@@ -44,7 +44,7 @@ use crate::backend::fence::granted_at;
 use crate::backend::guards::HoldBack;
 use crate::backend::{
     Backend, Holder, Inspection, Lease, LeaseStore, Leased, ListCursor, ReleaseOutcome,
-    RenewOutcome, Unoffered,
+    RenewAttempt, RenewOutcome, Unoffered,
 };
 
 /// A lease granted to the caller. Until its guard is disarmed (the client has the answer),
@@ -236,7 +236,14 @@ impl LockService {
         let ends_at_bound = ttl < request.ttl;
         let outcome = self
             .backend
-            .renew(leased, token.expose(), ttl, request.replicas.ack())
+            .renew(
+                leased,
+                RenewAttempt {
+                    token: token.expose(),
+                    ttl,
+                    ack: request.replicas.ack(),
+                },
+            )
             .await
             .map_err(LockError::of_write)?;
         let lease = match outcome {

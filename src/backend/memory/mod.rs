@@ -28,7 +28,7 @@ use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LeaseStore, Leased, ListCursor,
     ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
-use crate::backend::GrantAttempt;
+use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::name::LockName;
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
@@ -280,10 +280,9 @@ impl MemoryBackend {
     async fn renew_lock(
         &self,
         name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
         let now = Instant::now();
         let mut state = self.state();
         match state.live_lock(name, now) {
@@ -319,15 +318,13 @@ impl LeaseStore for MemoryBackend {
     async fn renew(
         &self,
         leased: Leased<'_>,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
         match leased {
-            Leased::Lock(name) => self.renew_lock(name.as_str(), token, ttl, ack).await,
-            Leased::Shared(name) => self.renew_shared(name.as_str(), token, ttl, ack).await,
-            Leased::Permit(name, _) => self.renew_permit(name.as_str(), token, ttl, ack).await,
-            Leased::Set(names) => self.renew_all(&strs(names), token, ttl, ack).await,
+            Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
+            Leased::Shared(name) => self.renew_shared(name.as_str(), renewal).await,
+            Leased::Permit(name, _) => self.renew_permit(name.as_str(), renewal).await,
+            Leased::Set(names) => self.renew_all(&strs(names), renewal).await,
         }
     }
 

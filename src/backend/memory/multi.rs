@@ -2,16 +2,13 @@
 //! renewed and released under the store's one mutex.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{Held, MemoryBackend, acked, announce, wall_clock_micros};
-use crate::backend::GrantAttempt;
 use crate::backend::fence::{fence_of, has_stem, next_fence, token};
-use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
-};
+use crate::backend::{AcquireOutcome, BackendError, Claim, Lease, ReleaseOutcome, RenewOutcome};
+use crate::backend::{GrantAttempt, RenewAttempt};
 
 impl MemoryBackend {
     pub(super) async fn acquire_all(
@@ -81,10 +78,9 @@ impl MemoryBackend {
     pub(super) async fn renew_all(
         &self,
         names: &[&str],
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
         let now = Instant::now();
         let mut state = self.state();
         for name in names {

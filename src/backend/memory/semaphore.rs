@@ -2,17 +2,16 @@
 //! mutex (each operation is one critical section, as a script is on Redis).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{MemoryBackend, acked, announce, wall_clock_micros};
-use crate::backend::GrantAttempt;
 use crate::backend::fence::{fence_of, has_stem, next_fence, token};
 use crate::backend::semaphore::PermitView;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseOutcome, RenewOutcome,
 };
+use crate::backend::{GrantAttempt, RenewAttempt};
 
 /// One semaphore's permits.
 #[derive(Debug)]
@@ -210,10 +209,9 @@ impl MemoryBackend {
     pub(super) async fn renew_permit(
         &self,
         name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
         let now = Instant::now();
         let mut state = self.state();
         let renewed = Self::live_permits(&mut state, name, now)
@@ -283,6 +281,8 @@ impl MemoryBackend {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::backend::LeaseRequest;
 
@@ -346,11 +346,29 @@ mod tests {
         };
         let mine = token("a", lease.fence);
         assert_eq!(
-            backend.renew_permit("s", "a.1", TTL, None).await,
+            backend
+                .renew_permit(
+                    "s",
+                    RenewAttempt {
+                        token: "a.1",
+                        ttl: TTL,
+                        ack: None
+                    }
+                )
+                .await,
             Ok(RenewOutcome::NotHeld)
         );
         assert!(matches!(
-            backend.renew_permit("s", &mine, TTL, None).await,
+            backend
+                .renew_permit(
+                    "s",
+                    RenewAttempt {
+                        token: &mine,
+                        ttl: TTL,
+                        ack: None
+                    }
+                )
+                .await,
             Ok(RenewOutcome::Renewed(_))
         ));
         assert_eq!(

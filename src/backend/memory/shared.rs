@@ -7,13 +7,11 @@ use tokio::time::Instant;
 
 use super::semaphore::Permits;
 use super::{Held, MemoryBackend, State, acked, wall_clock_micros};
-use crate::backend::GrantAttempt;
 use crate::backend::fence::{next_fence, token};
 use crate::backend::semaphore::PermitView;
 use crate::backend::shared::SHARED_MARKER;
-use crate::backend::{
-    AcquireOutcome, BackendError, Claim, ReleaseOutcome, RenewOutcome, ReplicaAck,
-};
+use crate::backend::{AcquireOutcome, BackendError, Claim, ReleaseOutcome, RenewOutcome};
+use crate::backend::{GrantAttempt, RenewAttempt};
 
 impl State {
     /// The live readers of `name` and the marker's entry, or `None` if a writer (or nobody)
@@ -105,10 +103,9 @@ impl MemoryBackend {
     pub(super) async fn renew_shared(
         &self,
         name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
         let now = Instant::now();
         let mut state = self.state();
         let renewed = state

@@ -5,6 +5,14 @@ use crate::backend::LeaseRequest;
 
 const TTL: Duration = Duration::from_secs(10);
 
+fn renewal(token: &str) -> RenewAttempt<'_> {
+    RenewAttempt {
+        token,
+        ttl: TTL,
+        ack: None,
+    }
+}
+
 fn lease(outcome: AcquireOutcome) -> Lease {
     match outcome {
         AcquireOutcome::Granted(lease) | AcquireOutcome::AlreadyHeld(lease) => lease,
@@ -39,17 +47,17 @@ async fn release_and_renew_are_for_the_holder_only() {
         Ok(ReleaseOutcome::NotOwner)
     );
     assert_eq!(
-        b.renew_lock("a", "s2.1", TTL, None).await,
+        b.renew_lock("a", renewal("s2.1")).await,
         Ok(RenewOutcome::NotOwner)
     );
     assert!(matches!(
-        b.renew_lock("a", &t1, TTL, None).await,
+        b.renew_lock("a", renewal(&t1)).await,
         Ok(RenewOutcome::Renewed(_))
     ));
     assert_eq!(b.release_lock("a", &t1).await, Ok(ReleaseOutcome::Released));
     assert_eq!(b.release_lock("a", &t1).await, Ok(ReleaseOutcome::NotHeld));
     assert_eq!(
-        b.renew_lock("a", &t1, TTL, None).await,
+        b.renew_lock("a", renewal(&t1)).await,
         Ok(RenewOutcome::NotHeld)
     );
 }
@@ -60,7 +68,7 @@ async fn leases_expire_and_renewals_extend_them() {
     let b = MemoryBackend::new();
     let t1 = grant(&b, "a", "s1").await;
     tokio::time::advance(Duration::from_secs(6)).await;
-    b.renew_lock("a", &t1, TTL, None).await.expect("renew");
+    b.renew_lock("a", renewal(&t1)).await.expect("renew");
     tokio::time::advance(Duration::from_secs(6)).await;
     let seen = b.inspect("a").await.expect("inspect").expect("still held");
     assert_eq!(seen.ttl, Some(Duration::from_secs(4)));

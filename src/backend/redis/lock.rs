@@ -12,13 +12,13 @@ use super::keys::LockKeys;
 use super::replies::{acquire_outcome, pttl, renew_outcome};
 use super::scripts::{ACQUIRE, FINALIZE, INSPECT, RELEASE, RENEW, REVOKE, WITHDRAW};
 use super::send::{Request, claim_arg, evalsha};
-use crate::backend::GrantAttempt;
 use crate::backend::fence::{Marks, fence_of};
 use crate::backend::listing;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LeaseStore, Leased, ListCursor,
-    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
+    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, millis,
 };
+use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::telemetry::metrics::RedisCall;
 
 impl RedisBackend {
@@ -203,10 +203,9 @@ impl RedisBackend {
     pub(crate) async fn renew_lock(
         &self,
         name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
         let keys = self.keys(name);
         let Some(carried) = fence_of(token) else {
             // Tokens are checked to be of the issued shape where they enter (`LockToken`): one
@@ -249,15 +248,13 @@ impl LeaseStore for RedisBackend {
     async fn renew(
         &self,
         leased: Leased<'_>,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
         match leased {
-            Leased::Lock(name) => self.renew_lock(name.as_str(), token, ttl, ack).await,
-            Leased::Shared(name) => self.renew_shared(name.as_str(), token, ttl, ack).await,
-            Leased::Permit(name, _) => self.renew_permit(name.as_str(), token, ttl, ack).await,
-            Leased::Set(names) => self.renew_all(names, token, ttl, ack).await,
+            Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
+            Leased::Shared(name) => self.renew_shared(name.as_str(), renewal).await,
+            Leased::Permit(name, _) => self.renew_permit(name.as_str(), renewal).await,
+            Leased::Set(names) => self.renew_all(names, renewal).await,
         }
     }
 

@@ -2,8 +2,6 @@
 //! ordinary keys of each name (lock key, holder key) and the claim key of the set's first
 //! name. One script per operation, so in a Cluster every name must be in one slot.
 
-use std::time::Duration;
-
 use redis::Value;
 
 use super::RedisBackend;
@@ -12,10 +10,10 @@ use super::keys::{Counters, Key};
 use super::replies::{acquire_outcome, protocol, renew_outcome};
 use super::scripts::{MULTI_ACQUIRE, MULTI_RELEASE, MULTI_RENEW};
 use super::send::{claim_arg, evalsha};
-use crate::backend::GrantAttempt;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
+    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, millis,
 };
+use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::name::LockName;
 
 impl RedisBackend {
@@ -79,10 +77,9 @@ impl RedisBackend {
     pub(super) async fn renew_all(
         &self,
         names: &[LockName],
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
         let first = names.first().map_or("", LockName::as_str);
         let mut call = evalsha(&MULTI_RENEW, &self.lock_and_holder_keys(names));
         call.arg(token).arg(millis(ttl));

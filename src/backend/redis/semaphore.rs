@@ -10,19 +10,17 @@
 //! members are reclaimed by the next acquire. `redis-cli ZRANGE <key> 0 -1 WITHSCORES` shows
 //! the permits, `HGETALL` the rest.
 
-use std::time::Duration;
-
 use redis::Value;
 
 use super::RedisBackend;
 use super::replies::{acquire_outcome, permit_views, protocol, renew_outcome};
 use super::scripts::{PERMIT_ACQUIRE, PERMIT_INSPECT, PERMIT_RELEASE, PERMIT_RENEW};
 use super::send::{claim_arg, evalsha};
-use crate::backend::GrantAttempt;
 use crate::backend::semaphore::Permits;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
+    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, millis,
 };
+use crate::backend::{GrantAttempt, RenewAttempt};
 
 impl RedisBackend {
     /// `permit_release.lua` for `token`, or for the permit of `stem` and `claim`.
@@ -74,10 +72,9 @@ impl RedisBackend {
     pub(super) async fn renew_permit(
         &self,
         name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
         let keys = self.keys(name);
         let mut call = evalsha(&PERMIT_RENEW, &[keys.permits(), keys.semaphore()]);
         call.arg(token).arg(millis(ttl));

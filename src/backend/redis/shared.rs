@@ -16,11 +16,11 @@ use super::RedisBackend;
 use super::replies::{acquire_outcome, permit_views, renew_outcome};
 use super::scripts::{SHARED_ACQUIRE, SHARED_INSPECT, SHARED_RELEASE, SHARED_RENEW};
 use super::send::{Request, claim_arg, evalsha};
-use crate::backend::GrantAttempt;
 use crate::backend::semaphore::PermitView;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, ReplicaAck, millis,
+    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, millis,
 };
+use crate::backend::{GrantAttempt, RenewAttempt};
 
 impl RedisBackend {
     /// `shared_release.lua` for `token`, or for the grant of `stem` and `claim`.
@@ -76,10 +76,9 @@ impl RedisBackend {
     pub(super) async fn renew_shared(
         &self,
         name: &str,
-        token: &str,
-        ttl: Duration,
-        ack: Option<ReplicaAck>,
+        renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
         let keys = self.keys(name);
         let mut call = evalsha(
             &SHARED_RENEW,
