@@ -59,6 +59,7 @@ use crate::lock::LockError;
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
 use crate::operation::Operation;
 use crate::telemetry::LeaseKind;
+use crate::telemetry::access::AccessLine;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::throttle::{self, Throttle};
 use crate::telemetry::trace::{Finished, RequestSpan, Tracing};
@@ -205,11 +206,15 @@ impl RequestId {
     fn header(&self, prefix: u32) -> HeaderValue {
         match self {
             Self::Given(value) => value.clone(),
-            // Hex digits only: always a valid header value, handed over without a copy.
-            Self::Generated(n) => HeaderValue::from_maybe_shared(axum::body::Bytes::from(format!(
-                "{prefix:08x}{n:012x}"
-            )))
-            .unwrap_or(HeaderValue::from_static("-")),
+            Self::Generated(n) => {
+                // The prefix in 8 hex digits, the number in 12: always a valid header value.
+                let digits = (u128::from(prefix) << 48) | u128::from(n & 0xffff_ffff_ffff);
+                let mut text = [0u8; 20];
+                for (i, byte) in text.iter_mut().enumerate() {
+                    *byte = b"0123456789abcdef"[((digits >> (4 * (19 - i))) & 0xf) as usize];
+                }
+                HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static("-"))
+            }
         }
     }
 }
@@ -521,7 +526,16 @@ fn finish(log: &LogContext, mut response: Response) -> Response {
     if let (Some(ServerErrorCause(cause)), Some(left_out)) = (cause, left_out) {
         tracing::warn!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, cause = %cause, left_out, "request failed");
     } else {
-        tracing::info!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, "request");
+        AccessLine {
+            method: log.method.as_str(),
+            path: &log.path,
+            status,
+            outcome,
+            micros,
+            request_id: request_id_text,
+            key,
+        }
+        .write();
     }
     if let (Some(tracing), Some(span)) = (&log.gate.tracing, &log.span) {
         span.finish(
@@ -686,6 +700,17 @@ mod tests {
             .expect("infallible");
         assert_eq!(response.status(), 503);
         assert!(response.headers().contains_key("retry-after"));
+    }
+
+    /// A generated request id is the process's prefix in 8 hex digits and the count in 12.
+    #[test]
+    fn generated_request_ids_are_twenty_hex_digits() {
+        for (prefix, n) in [(0, 0), (0xd09a_4fda, 1), (u32::MAX, 0xffff_ffff_ffff)] {
+            assert_eq!(
+                RequestId::Generated(n).header(prefix),
+                format!("{prefix:08x}{n:012x}").as_str()
+            );
+        }
     }
 
     #[test]

@@ -35,9 +35,28 @@ use self::routes::RouteTable;
 use crate::lock::{Limits, LockService};
 use crate::telemetry::metrics::Metrics;
 
-/// What handlers share.
+/// What handlers share: one pointer, since axum clones the state for every request (one
+/// atomic count, where a struct of several `Arc`s cost one per field on every request).
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppParts>);
+
+impl AppState {
+    pub fn new(parts: AppParts) -> Self {
+        Self(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+#[derive(Debug)]
+pub struct AppParts {
     pub service: Arc<LockService>,
     pub gate: Arc<Gate>,
     /// Largest accepted request body.
@@ -118,12 +137,12 @@ pub fn routers(
     // With a final newline, as every other answer and `lockgate openapi` have.
     let openapi_json = Bytes::from(render_openapi(doc, service.limits()) + "\n");
     let gate = Arc::new(Gate::new(options.gate, metrics, table));
-    let state = AppState {
+    let state = AppState::new(AppParts {
         service,
         gate: gate.clone(),
         max_body_bytes: options.max_body_bytes,
         openapi_json,
-    };
+    });
     let metrics_only = Router::new()
         .route("/metrics", axum::routing::get(handlers::metrics::metrics))
         .fallback(|| async { ApiError::NotFound })

@@ -230,7 +230,7 @@ impl LockService {
         match derived {
             Some(stem) => Ok((
                 stem.clone(),
-                Some(Claim(getrandom::u64().map_err(random_failed)?)),
+                Some(Claim(super::entropy::u64().map_err(random_failed)?)),
             )),
             None => Ok((TokenStem::random().map_err(random_failed)?, None)),
         }

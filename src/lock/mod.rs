@@ -4,6 +4,7 @@
 
 pub mod acquire;
 pub mod cursor;
+mod entropy;
 pub mod error;
 pub mod events;
 pub mod guard;

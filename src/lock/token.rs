@@ -50,10 +50,10 @@ const DERIVATION_CONTEXT: &[u8] = b"lockgate/token/v1";
 pub struct TokenStem(String);
 
 impl TokenStem {
-    /// A new stem from the OS CSPRNG.
+    /// A new stem from the OS CSPRNG (see [`super::entropy`]).
     pub fn random() -> Result<Self, getrandom::Error> {
         let mut bytes = [0u8; TOKEN_BYTES];
-        getrandom::fill(&mut bytes)?;
+        super::entropy::fill(&mut bytes)?;
         Ok(Self(URL_SAFE_NO_PAD.encode(bytes)))
     }
 

@@ -42,6 +42,9 @@ pub fn init(format: LogFormat, ansi: bool) -> LogGuard {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    if !ansi {
+        super::access::install(buffer.clone(), format);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let flusher = {
         let (buffer, stop) = (buffer.clone(), stop.clone());
@@ -82,11 +85,23 @@ impl Drop for LogGuard {
 }
 
 #[derive(Debug, Default)]
-struct Buffer {
+pub(super) struct Buffer {
     bytes: Mutex<Vec<u8>>,
 }
 
 impl Buffer {
+    /// Appends one line; writes the buffer out when it is full, or at once when `urgent`.
+    pub(super) fn append(&self, line: &[u8], urgent: bool) {
+        let full = {
+            let mut bytes = self.bytes();
+            bytes.extend_from_slice(line);
+            bytes.len() >= FLUSH_AT
+        };
+        if full || urgent {
+            self.flush_to_stderr();
+        }
+    }
+
     fn bytes(&self) -> MutexGuard<'_, Vec<u8>> {
         self.bytes.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -109,14 +124,8 @@ pub struct LineWriter<'a> {
 
 impl Write for LineWriter<'_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let full = {
-            let mut bytes = self.buffer.bytes();
-            bytes.extend_from_slice(data);
-            bytes.len() >= FLUSH_AT
-        };
-        if full {
-            self.buffer.flush_to_stderr();
-        }
+        // Urgent lines are flushed when the writer is dropped, after the whole line.
+        self.buffer.append(data, false);
         Ok(data.len())
     }
 

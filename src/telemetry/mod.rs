@@ -7,6 +7,7 @@
 //! exposition format, and `http` renders it at `/metrics`. Nothing here knows about locks,
 //! Redis or HTTP beyond the names of the API's operations.
 
+pub mod access;
 pub mod lease_kind;
 pub mod logging;
 pub mod metrics;

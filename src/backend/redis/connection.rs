@@ -42,6 +42,7 @@ use tokio::time::Instant;
 
 use crate::telemetry::throttle::{self, Throttle};
 
+use super::batch::Batcher;
 use super::errors::{breaks_connection, classify, classify_connect};
 use super::features::{Downgradable, Features, Server};
 use crate::backend::BackendError;
@@ -122,6 +123,10 @@ pub trait Connect: Send + Sync + 'static {
     fn generation(&self) -> u64 {
         0
     }
+
+    /// Whether scripts go in batches (see `super::batch`): on one node's connection, yes; a
+    /// Cluster's pipelines would have to keep to one slot.
+    const BATCHES: bool = false;
 }
 
 /// A connection ready for a command, and its epoch.
@@ -148,6 +153,8 @@ pub struct Timeouts {
 
 pub struct CommandConnection<C: Connect> {
     inner: Arc<Inner<C>>,
+    /// Where scripts gather into one write (see `super::batch`), when the connector batches.
+    batcher: Option<Arc<Batcher>>,
 }
 
 impl<C: Connect> std::fmt::Debug for CommandConnection<C> {
@@ -231,7 +238,13 @@ impl<C: Connect> CommandConnection<C> {
         };
         Self {
             inner: Arc::new(inner),
+            batcher: C::BATCHES.then(Arc::default),
         }
+    }
+
+    /// Where scripts gather into one write, if this connection batches them.
+    pub fn batcher(&self) -> Option<&Arc<Batcher>> {
+        self.batcher.as_ref()
     }
 
     /// The current connection and its epoch, connecting first if there is none (waiting up to

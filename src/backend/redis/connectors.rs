@@ -67,6 +67,7 @@ pub struct NodeConnector {
 
 impl Connect for NodeConnector {
     type Conn = MultiplexedConnection;
+    const BATCHES: bool = true;
 
     fn generation(&self) -> u64 {
         self.source.generation()

@@ -37,6 +37,7 @@
 //! and a switch, or a connection error or `READONLY` reply, replaces every connection); or
 //! redis-rs's cluster connection, with [`cluster`] for the slot owners `WAIT` needs.
 
+mod batch;
 mod cluster;
 mod connection;
 mod connectors;

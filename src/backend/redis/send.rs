@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
+use super::batch::Batcher;
 use super::connection::{self, CommandConnection, Connect};
 use super::errors::{is_moved, worth_a_fresh_connection};
 use super::features::{Downgradable, Features};
@@ -198,20 +199,34 @@ async fn run_on<C: Connect, T: FromRedisValue>(
     }
 }
 
-/// Sends `request` on `link` within `timeout`; a timeout has the connection probed.
+/// Sends `request` on `link` within `timeout`; a timeout has the connection probed. A script
+/// that goes in a batch is bounded by its batch (one timer per batch, see `super::batch`);
+/// anything else by a timer of its own.
 async fn bounded<C: Connect, T: FromRedisValue>(
     shared: &CommandConnection<C>,
     link: &mut connection::Link<C::Conn>,
     request: Request<'_>,
     timeout: Duration,
 ) -> Result<RedisResult<T>, BackendError> {
-    match tokio::time::timeout(timeout, send(&mut link.conn, request)).await {
-        Ok(result) => Ok(result),
-        Err(_) => {
-            shared.timed_out(link.epoch);
-            Err(BackendError::Timeout(timeout))
+    let answer = match (request, shared.batcher()) {
+        (Request::Script(script, call), Some(batcher)) => {
+            match batcher.query(&link.conn, call, timeout).await {
+                Err(err) if is_noscript(&err) => {
+                    let reloaded = reload_and_eval(&mut link.conn, script, call);
+                    tokio::time::timeout(timeout, reloaded).await.ok()
+                }
+                Err(err) if Batcher::timed_out(&err) => None,
+                answer => Some(answer),
+            }
         }
-    }
+        _ => tokio::time::timeout(timeout, send(&mut link.conn, request))
+            .await
+            .ok(),
+    };
+    answer.ok_or_else(|| {
+        shared.timed_out(link.epoch);
+        BackendError::Timeout(timeout)
+    })
 }
 
 async fn send<T: FromRedisValue>(
@@ -310,12 +325,19 @@ async fn eval<T: FromRedisValue>(
     call: &Cmd,
 ) -> RedisResult<T> {
     match call.query_async(conn).await {
-        Err(e) if is_noscript(&e) => {
-            script.script.load_async(conn).await?;
-            call.query_async(conn).await
-        }
+        Err(e) if is_noscript(&e) => reload_and_eval(conn, script, call).await,
         other => other,
     }
+}
+
+/// Loads `script` (the server had lost it: a restart, a failover) and sends `call` again.
+async fn reload_and_eval<T: FromRedisValue>(
+    conn: &mut impl ConnectionLike,
+    script: &scripts::Lua,
+    call: &Cmd,
+) -> RedisResult<T> {
+    script.script.load_async(conn).await?;
+    call.query_async(conn).await
 }
 
 fn is_noscript(err: &redis::RedisError) -> bool {

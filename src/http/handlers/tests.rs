@@ -44,7 +44,7 @@ fn state() -> AppState {
         max_header_bytes: 8192,
         tracing: None,
     };
-    AppState {
+    AppState::new(crate::http::AppParts {
         service: Arc::new(LockService::new(backend, limits, secret)),
         gate: Arc::new(Gate::new(
             gate,
@@ -53,7 +53,7 @@ fn state() -> AppState {
         )),
         max_body_bytes: 4096,
         openapi_json: Bytes::new(),
-    }
+    })
 }
 
 fn name() -> LockPath {
