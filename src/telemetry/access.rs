@@ -15,25 +15,9 @@
 
 use std::cell::RefCell;
 use std::io::Write as _;
-use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use super::logging::{Buffer, LogFormat};
-
-/// Where fast access lines go, set once by [`super::logging::init`].
-static SINK: OnceLock<Sink> = OnceLock::new();
-
-#[derive(Debug)]
-struct Sink {
-    buffer: std::sync::Arc<Buffer>,
-    format: LogFormat,
-}
-
-/// Sends the fast access lines to `buffer`, formatted as `format`. Not with colours: those go
-/// through tracing's formatter.
-pub(super) fn install(buffer: std::sync::Arc<Buffer>, format: LogFormat) {
-    let _ = SINK.set(Sink { buffer, format });
-}
+use super::logging::LogFormat;
 
 /// One request, as its access line tells it.
 #[derive(Debug, Clone, Copy)]
@@ -58,18 +42,18 @@ impl AccessLine<'_> {
         if !tracing::enabled!(target: "lockgate::access", tracing::Level::INFO) {
             return;
         }
-        let Some(sink) = SINK.get() else {
+        let Some((buffer, format)) = super::logging::access_sink() else {
             tracing::info!(target: "lockgate::access", method = %self.method, path = self.path, status = self.status, outcome = self.outcome, micros = self.micros, request_id = self.request_id, key = self.key, "request");
             return;
         };
         LINE.with_borrow_mut(|line| {
             line.clear();
             let now = SystemTime::now();
-            match sink.format {
+            match format {
                 LogFormat::Text => self.text(now, line),
                 LogFormat::Json => self.json(now, line),
             }
-            sink.buffer.append(line, false);
+            buffer.append(line, false);
         });
     }
 

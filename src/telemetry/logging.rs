@@ -18,6 +18,17 @@ use tracing::{Level, Metadata};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
+/// Where the access line's fast path writes, and how (see `super::access`): set by [`init`]
+/// when lines have no colours.
+static ACCESS_SINK: std::sync::OnceLock<(Arc<Buffer>, LogFormat)> = std::sync::OnceLock::new();
+
+/// The buffer and format of the access line's fast path, once [`init`] set them.
+pub(super) fn access_sink() -> Option<(&'static Buffer, LogFormat)> {
+    ACCESS_SINK
+        .get()
+        .map(|(buffer, format)| (buffer.as_ref(), *format))
+}
+
 /// Log line format (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -43,7 +54,9 @@ pub fn init(format: LogFormat, ansi: bool) -> LogGuard {
         LogFormat::Json => builder.json().init(),
     }
     if !ansi {
-        super::access::install(buffer.clone(), format);
+        // The access line's fast path writes here too (see `super::access`); with colours it
+        // goes through the formatter.
+        let _ = ACCESS_SINK.set((buffer.clone(), format));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flusher = {
