@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use clap::error::ErrorKind;
 use lockgate::app::StartupError;
-use lockgate::config::flags::name_variables;
+use lockgate::config::name_variables;
 use lockgate::config::{Cli, Command, Config};
 
 /// sysexits(3) EX_USAGE: the configuration is wrong.

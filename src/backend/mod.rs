@@ -19,6 +19,7 @@
 //! request.
 
 mod attempt;
+mod feed;
 pub mod fence;
 pub mod guards;
 pub mod holder;
@@ -38,6 +39,8 @@ use std::time::Duration;
 pub use self::attempt::{
     DEFAULT_REPLICA_TIMEOUT, GrantAttempt, GrantParts, LeaseRequest, RenewAttempt, ReplicaPolicy,
 };
+pub(crate) use self::feed::AbortOnDrop;
+pub use self::feed::{ReleaseFeed, sleep_until_some};
 pub use self::holder::Holder;
 pub use self::lease::Leased;
 pub use self::listing::{ListCursor, ListPage};
@@ -83,24 +86,6 @@ pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Resolves at `at`, or never without one: a `select!` branch that is there only sometimes.
-pub async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// A background task that ends when its owner is dropped.
-#[derive(Debug)]
-pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 impl BackendError {
     /// The `kind` label of the backend error counter.
     pub fn kind(&self) -> BackendErrorKind {
@@ -117,60 +102,6 @@ impl BackendError {
     /// Whether the operation may have taken effect although no answer says so.
     pub fn outcome_unknown(&self) -> bool {
         matches!(self, Self::Timeout(_) | Self::NoReply(_))
-    }
-}
-
-/// Release notifications for one name, for as long as it is kept.
-///
-/// The feed is a version counter: every change means "the lock may have been released, look
-/// again". A release is announced once; a change can also be spurious (after a reconnect, all
-/// feeds change because releases during the outage were not seen). Expiries are not
-/// announced: waiters also wake at the holder's ttl. Clone [`ReleaseFeed::receiver`] to wait
-/// on it; mark the current version seen *before* trying to acquire, so that a release that
-/// lands between the attempt and the wait is not lost.
-#[derive(Debug)]
-pub struct ReleaseFeed {
-    receiver: tokio::sync::watch::Receiver<()>,
-    /// Ends the subscription when the feed is dropped.
-    _subscription: Box<dyn std::fmt::Debug + Send + Sync>,
-}
-
-impl ReleaseFeed {
-    pub fn new(
-        receiver: tokio::sync::watch::Receiver<()>,
-        subscription: impl std::fmt::Debug + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            receiver,
-            _subscription: Box::new(subscription),
-        }
-    }
-
-    pub fn receiver(&self) -> tokio::sync::watch::Receiver<()> {
-        self.receiver.clone()
-    }
-
-    /// One feed that changes when any of `feeds` does (the names of a set, the nodes of
-    /// Redlock), for as long as it is kept.
-    pub fn merged(feeds: Vec<ReleaseFeed>) -> ReleaseFeed {
-        let (sender, receiver) = tokio::sync::watch::channel(());
-        let mut receivers: Vec<_> = feeds.iter().map(ReleaseFeed::receiver).collect();
-        let merge = tokio::spawn(async move {
-            loop {
-                let changes = receivers.iter_mut().map(|r| Box::pin(r.changed()));
-                let (changed, _, _) = futures_util::future::select_all(changes).await;
-                if changed.is_err() || sender.send(()).is_err() {
-                    return;
-                }
-            }
-        });
-        ReleaseFeed::new(receiver, (feeds, AbortOnDrop(merge)))
-    }
-
-    /// A feed that never changes: for what is never granted.
-    pub fn silent() -> ReleaseFeed {
-        let (sender, receiver) = tokio::sync::watch::channel(());
-        ReleaseFeed::new(receiver, sender)
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use super::flag_values::{duration, json_object, listen_address};
 use super::secrets::Secret;
 use super::*;
 use crate::access::MetricsAuth;
@@ -348,85 +349,4 @@ pub enum NativeCommandsArg {
     Auto,
     /// Always Lua scripts.
     Off,
-}
-
-/// `message` with each `--flag` its first line names followed by the environment variable
-/// that sets the same option, so that a value that came from the environment is found:
-/// `--max-body-bytes` becomes `--max-body-bytes (LOCKGATE_MAX_BODY_BYTES)`, and a quoted
-/// `'--listen <LISTEN>'` becomes `'--listen <LISTEN>' (LOCKGATE_LISTEN)`. Each flag is
-/// annotated once; hints and usage lines below the first are left as clap wrote them.
-pub fn name_variables(message: &str) -> String {
-    use clap::CommandFactory;
-    let command = Cli::command();
-    let mut commands = vec![&command];
-    commands.extend(command.get_subcommands());
-    let (first, rest) = message.split_once('\n').unwrap_or((message, ""));
-    let mut out = first.to_owned();
-    for arg in commands.iter().flat_map(|c| c.get_arguments()) {
-        let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
-            continue;
-        };
-        let flag = format!("--{long}");
-        let env = env.to_string_lossy();
-        if out.contains(env.as_ref()) {
-            continue;
-        }
-        // The flag as a whole word: `--max-wait` must not match inside `--max-waiters`.
-        let mut from = 0;
-        while let Some(found) = out[from..].find(&flag) {
-            let at = from + found;
-            let end = at + flag.len();
-            let whole = !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-');
-            if whole {
-                // Inside a quoted argument syntax, after its closing quote.
-                let quoted = out[..at].matches('\'').count() % 2 == 1;
-                let at = match out[end..].find('\'') {
-                    Some(close) if quoted => end + close + 1,
-                    _ => end,
-                };
-                out.insert_str(at, &format!(" ({env})"));
-                break;
-            }
-            from = end;
-        }
-    }
-    if !rest.is_empty() {
-        out.push('\n');
-        out.push_str(rest);
-    }
-    out
-}
-
-/// An IP address and port to listen on, with a hint for the usual near misses (a bare port,
-/// a host name).
-fn listen_address(value: &str) -> Result<SocketAddr, String> {
-    if let Ok(addr) = value.parse() {
-        return Ok(addr);
-    }
-    if let Ok(port) = value.parse::<u16>() {
-        return Err(format!(
-            "expected an IP address and a port, such as 127.0.0.1:{port} (loopback) or 0.0.0.0:{port} (every interface)"
-        ));
-    }
-    if let Some((host, port)) = value.rsplit_once(':')
-        && port.parse::<u16>().is_ok()
-        && !host.is_empty()
-    {
-        return Err(format!(
-            "expected an IP address, not a host name: 127.0.0.1:{port} for loopback, 0.0.0.0:{port} for every interface, [::1]:{port} for IPv6 loopback"
-        ));
-    }
-    Err("expected an IP address and a port, such as 127.0.0.1:7380".into())
-}
-
-/// A duration such as `30s`, `500ms` or `2m` (humantime's syntax), with an error that says so.
-fn duration(value: &str) -> Result<Duration, String> {
-    humantime::parse_duration(value)
-        .map_err(|_| "expected a duration such as 30s, 500ms or 2m".to_owned())
-}
-
-/// A JSON object, such as `{"addr":"10.0.0.7:8080"}`.
-fn json_object(value: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    serde_json::from_str(value)
-        .map_err(|_| "expected a JSON object such as '{\"addr\":\"10.0.0.7:8080\"}'".to_owned())
 }

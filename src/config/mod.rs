@@ -8,6 +8,8 @@
 //!
 //! The defaults suit a sidecar: listen on loopback only, 30 s leases.
 
+mod env_names;
+mod flag_values;
 pub mod flags;
 pub mod secrets;
 pub mod validate;
@@ -15,6 +17,7 @@ pub mod validate;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use self::env_names::name_variables;
 pub use self::flags::{Cli, Command, HealthcheckArgs, LogFormat, RunArgs, ServeArgs};
 pub use self::secrets::Secret;
 pub use self::validate::{ConfigError, default_limits};

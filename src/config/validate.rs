@@ -1,8 +1,5 @@
 //! Validation: from what clap parsed to a [`Config`] the program can rely on, or one line
 //! saying what to fix.
-//!
-//! Over 400 lines only because of its tests (the code is ~275 lines); they sit beside the rules
-//! they check.
 
 use std::net::SocketAddr;
 use std::time::Duration;

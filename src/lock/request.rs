@@ -2,9 +2,6 @@
 //!
 //! The `http` module reads raw JSON numbers; this module decides what they mean (defaults) and
 //! whether they are acceptable (bounds), so the rules hold whatever the transport.
-//!
-//! Over 400 lines only because of its tests (the code is ~240 lines): they pin each default and
-//! bound beside the rule.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,9 +8,8 @@
 //! atomicity a Lua script gives on Redis. Time comes from `tokio::time`, so tests can pause and
 //! advance it. There are no replicas: a request for replica acknowledgement gets 0.
 //!
-//! Over 400 lines only because of its tests (the code is ~260 lines): they pin the semantics
-//! the Redis backend's end-to-end tests check, in-process.
 
+mod lock;
 mod multi;
 mod semaphore;
 mod shared;
@@ -22,10 +21,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::fence::{fence_of, has_stem, next_fence, token};
+use super::fence::fence_of;
 use super::shared::SHARED_MARKER;
 use super::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, Lease, LeaseStore, Leased, ListCursor,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListCursor,
     ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use crate::backend::{GrantAttempt, RenewAttempt};
@@ -183,122 +182,6 @@ fn acked(ack: Option<ReplicaAck>) -> Option<u32> {
 /// A set's names as the store's maps key them.
 fn strs(names: &[LockName]) -> Vec<&str> {
     names.iter().map(LockName::as_str).collect()
-}
-
-impl MemoryBackend {
-    async fn acquire_lock(
-        &self,
-        name: &str,
-        attempt: GrantAttempt<'_>,
-    ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, ack, claim, holder) = attempt.parts();
-        let now = Instant::now();
-        let mut state = self.state();
-        if let Some(held) = state.live_lock(name, now) {
-            let remaining = held.expires - now;
-            if held.token == SHARED_MARKER {
-                return Ok(AcquireOutcome::HeldShared {
-                    ttl: Some(remaining),
-                });
-            }
-            if !has_stem(&held.token, stem) {
-                return Ok(AcquireOutcome::Held {
-                    ttl: Some(remaining),
-                });
-            }
-            if claim.is_some() {
-                held.claim = claim;
-            }
-            return Ok(AcquireOutcome::AlreadyHeld(Lease {
-                fence: fence_of(&held.token).unwrap_or(0),
-                ttl: remaining,
-                replicas_acked: acked(ack),
-            }));
-        }
-        let fence = next_fence(state.last_fence, wall_clock_micros());
-        state.last_fence = fence;
-        state.locks.insert(
-            name.to_owned(),
-            Held {
-                token: token(stem, fence),
-                expires: now + ttl,
-                claim,
-                holder: holder
-                    .filter(|h| !h.is_empty())
-                    .map(|h| Arc::new(h.clone())),
-            },
-        );
-        state.note_write(now);
-        drop(state);
-        announce(&self.granted, name);
-        Ok(AcquireOutcome::Granted(Lease {
-            fence,
-            ttl,
-            replicas_acked: acked(ack),
-        }))
-    }
-
-    async fn release_lock(&self, name: &str, token: &str) -> Result<ReleaseOutcome, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        let outcome = match state.live_lock(name, now) {
-            None => ReleaseOutcome::NotHeld,
-            Some(held) if held.token != token => ReleaseOutcome::NotOwner,
-            Some(_) => {
-                state.locks.remove(name);
-                ReleaseOutcome::Released
-            }
-        };
-        drop(state);
-        if outcome == ReleaseOutcome::Released {
-            self.announce_release(name);
-        }
-        Ok(outcome)
-    }
-
-    async fn withdraw_lock(
-        &self,
-        name: &str,
-        stem: &str,
-        claim: Option<Claim>,
-    ) -> Result<bool, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        let ours = state.live_lock(name, now).is_some_and(|held| {
-            has_stem(&held.token, stem) && (claim.is_none() || held.claim == claim)
-        });
-        if ours {
-            state.locks.remove(name);
-        }
-        drop(state);
-        if ours {
-            self.announce_release(name);
-        }
-        Ok(ours)
-    }
-
-    async fn renew_lock(
-        &self,
-        name: &str,
-        renewal: RenewAttempt<'_>,
-    ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
-        let now = Instant::now();
-        let mut state = self.state();
-        match state.live_lock(name, now) {
-            None => Ok(RenewOutcome::NotHeld),
-            Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
-            Some(held) => {
-                held.expires = now + ttl;
-                Ok(RenewOutcome::Renewed(Lease {
-                    // Every token stored here was issued here, with its fence.
-                    fence: fence_of(token).unwrap_or(0),
-                    ttl,
-                    replicas_acked: acked(ack),
-                }))
-            }
-        }
-    }
 }
 
 impl LeaseStore for MemoryBackend {

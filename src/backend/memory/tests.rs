@@ -1,7 +1,8 @@
 //! Tests of `backend/memory/mod.rs`.
 
 use super::*;
-use crate::backend::LeaseRequest;
+use crate::backend::fence::token;
+use crate::backend::{Lease, LeaseRequest};
 
 const TTL: Duration = Duration::from_secs(10);
 

@@ -26,7 +26,7 @@
 //! Each successful connect starts a new *epoch*. Dedicated `WAIT` connections (see [`super::pool`])
 //! remember the epoch they were opened in and are discarded once it is over.
 //!
-//! One piece, just over 400 lines: epochs, the connect attempt that waiting requests share, and
+//! One piece, over 400 lines: epochs, the connect attempt that waiting requests share, and
 //! which errors end an epoch are one state machine, checked by reading it whole.
 
 use std::future::Future;

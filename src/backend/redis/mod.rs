@@ -58,6 +58,7 @@ mod sentinel;
 mod setup;
 mod shared;
 mod source;
+mod store;
 
 pub use features::NativeCommands;
 pub use setup::{RedisOptions, RedisTarget};

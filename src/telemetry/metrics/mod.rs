@@ -6,194 +6,25 @@
 //! of relaxed atomic additions: nothing on the request path allocates, hashes a label set or
 //! takes a lock (the reason for not using the `metrics` crate's registry here).
 //!
-//! Over 400 lines only because of its test (the code is just under 400): it checks the
-//! rendered exposition text, which is best read beside the rendering.
+//! The label values are in [`labels`], the histogram and the per-node gauges in [`parts`];
+//! this file holds the metrics and renders them.
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+mod labels;
+mod parts;
+
+pub use self::labels::{BackendErrorKind, HOLD_LOST_REASONS, OUTCOMES, RedisCall};
+use self::labels::{REDIS_CALLS, labels, outcome_index};
+use self::parts::{Histogram, NodeFlags};
 pub use crate::operation::Operation;
 pub use crate::telemetry::LeaseKind;
 
-/// How a request ended: the `outcome` label. Successes name what happened; failures are the
-/// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 38] = [
-    "acquired",
-    "replayed",
-    "renewed",
-    "released",
-    "revoked",
-    "inspected",
-    "listed",
-    "watched",
-    "ok",
-    "held",
-    "not-held",
-    "not-owner",
-    "permits-mismatch",
-    "not-offered",
-    "cross-slot",
-    "lock-revoked",
-    "max-hold-reached",
-    "too-many-watchers",
-    "invalid-name",
-    "invalid-request",
-    "payload-too-large",
-    "headers-too-large",
-    "unauthorized",
-    "forbidden",
-    "not-found",
-    "method-not-allowed",
-    "insufficient-replicas",
-    "backend-unavailable",
-    "backend-full",
-    "grants-held-back",
-    "outcome-unknown",
-    "wait-pool-exhausted",
-    "too-many-waiters",
-    "overloaded",
-    "shutting-down",
-    "timeout",
-    "error",
-    "other",
-];
-
-/// Why hold streams end with `lost`: the `reason` label of `lockgate_hold_streams_lost_total`.
-pub const HOLD_LOST_REASONS: [&str; 3] = ["not-held", "not-owner", "expired"];
-
-/// The index of `outcome` in [`OUTCOMES`] (`other` for anything unlisted).
-fn outcome_index(outcome: &str) -> usize {
-    OUTCOMES
-        .iter()
-        .position(|o| *o == outcome)
-        .unwrap_or(OUTCOMES.len() - 1)
-}
-
-/// The labels of a request series: `operation`, and `kind` for operations on a lease.
-fn labels(kind: LeaseKind, operation: Operation) -> String {
-    if operation.is_lock_operation() {
-        format!(
-            "operation=\"{}\",kind=\"{}\"",
-            operation.label(),
-            kind.label()
-        )
-    } else {
-        format!("operation=\"{}\"", operation.label())
-    }
-}
-
-/// Redis calls timed by the backend: the `call` label of the round-trip histogram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RedisCall {
-    /// One lock script on the command connection.
-    Script,
-    /// A lock script followed by `WAIT`, on a dedicated connection.
-    ScriptWait,
-    /// PING (readiness).
-    Ping,
-    /// Native commands (`DELIFEQ`, `SET … IFEQ`) instead of a script.
-    Command,
-}
-
-const REDIS_CALLS: [&str; 4] = ["script", "script_wait", "ping", "command"];
-
-/// Kinds of backend errors: the `kind` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendErrorKind {
-    /// Unreachable, or refused: nothing took effect.
-    Unavailable,
-    /// No answer in time, or the connection broke while waiting for it.
-    Timeout,
-    /// Every dedicated WAIT connection was busy.
-    WaitPoolExhausted,
-    /// An answer that made no sense, or a refused command.
-    Protocol,
-    /// Settings that cannot work.
-    Config,
-    /// The store is out of memory and refuses writes (`OOM`).
-    Full,
-}
-
-impl BackendErrorKind {
-    const ALL: [Self; 6] = [
-        Self::Unavailable,
-        Self::Timeout,
-        Self::WaitPoolExhausted,
-        Self::Protocol,
-        Self::Config,
-        Self::Full,
-    ];
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Unavailable => "unavailable",
-            Self::Timeout => "timeout",
-            Self::WaitPoolExhausted => "wait_pool_exhausted",
-            Self::Protocol => "protocol",
-            Self::Config => "config",
-            Self::Full => "full",
-        }
-    }
-}
-
 /// Most distinct servers the `lockgate_redis_server_info` metric lists.
 const MAX_SERVERS: usize = 16;
-
-/// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 18] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0, 30.0, 60.0,
-];
-
-/// A latency histogram: a count per bucket (not cumulative; summed when rendered), the total
-/// in nanoseconds, and the number of observations.
-#[derive(Debug)]
-struct Histogram {
-    buckets: [AtomicU64; BUCKETS.len() + 1],
-    sum_nanos: AtomicU64,
-    count: AtomicU64,
-}
-
-impl Histogram {
-    const fn new() -> Self {
-        Self {
-            buckets: [const { AtomicU64::new(0) }; BUCKETS.len() + 1],
-            sum_nanos: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        }
-    }
-
-    fn observe(&self, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        let bucket = BUCKETS
-            .iter()
-            .position(|bound| seconds <= *bound)
-            .unwrap_or(BUCKETS.len());
-        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let mut cumulative = 0;
-        for (bound, count) in BUCKETS.iter().zip(&self.buckets) {
-            cumulative += count.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
-        }
-        cumulative += self.buckets[BUCKETS.len()].load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
-        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
-        let _ = writeln!(
-            out,
-            "{name}_count{{{labels}}} {}",
-            self.count.load(Ordering::Relaxed)
-        );
-    }
-}
 
 /// All of the gateway's metrics. One per server (tests run several in one process).
 #[derive(Debug)]
@@ -453,100 +284,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_render_as_counters_and_cumulative_histograms() {
-        let metrics = Metrics::new();
-        let lock = LeaseKind::Lock;
-        metrics.request(
-            lock,
-            Operation::Acquire,
-            "acquired",
-            Duration::from_micros(300),
-        );
-        metrics.request(lock, Operation::Acquire, "held", Duration::from_millis(2));
-        metrics.request(
-            LeaseKind::Semaphore,
-            Operation::Acquire,
-            "acquired",
-            Duration::from_micros(300),
-        );
-        metrics.request(LeaseKind::Lock, Operation::Healthz, "ok", Duration::ZERO);
-        metrics.request(
-            lock,
-            Operation::Acquire,
-            "something-new",
-            Duration::from_secs(100),
-        );
-        let text = metrics.render(Gauges {
-            waiters: 3,
-            in_flight: 1,
-            watchers: 0,
-        });
-        assert!(text.contains(
-            "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"acquired\"} 1\n"
-        ));
-        assert!(text.contains(
-            "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"held\"} 1\n"
-        ));
-        assert!(text.contains(
-            "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"other\"} 1\n"
-        ));
-        assert!(text.contains(
-            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0005\"} 1\n"
-        ));
-        assert!(text.contains(
-            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0025\"} 2\n"
-        ));
-        assert!(text.contains(
-            "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"+Inf\"} 3\n"
-        ));
-        assert!(text.contains(
-            "lockgate_request_duration_seconds_count{operation=\"acquire\",kind=\"lock\"} 3\n"
-        ));
-        assert!(text.contains(
-            "lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"acquired\"} 1\n"
-        ));
-        assert!(text.contains("lockgate_requests_total{operation=\"healthz\",outcome=\"ok\"} 1\n"));
-        assert!(text.contains("lockgate_waiters 3\n"));
-        assert!(!text.contains("operation=\"renew\""));
-    }
-}
-
-/// A 0/1 gauge per Redis node (`host:port`), for at most [`MAX_SERVERS`] nodes (the oldest
-/// dropped first). Node addresses are reduced to address characters before they become labels.
-#[derive(Debug)]
-struct NodeFlags(Mutex<Vec<(String, bool)>>);
-
-impl NodeFlags {
-    const fn new() -> Self {
-        Self(Mutex::new(Vec::new()))
-    }
-
-    fn set(&self, node: &str, flag: bool) {
-        let node: String = node
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']'))
-            .take(64)
-            .collect();
-        let mut nodes = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match nodes.iter_mut().find(|(known, _)| *known == node) {
-            Some((_, known)) => *known = flag,
-            None => {
-                if nodes.len() >= MAX_SERVERS {
-                    nodes.remove(0);
-                }
-                nodes.push((node, flag));
-            }
-        }
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n");
-        for (node, flag) in self.0.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            let _ = writeln!(out, "{name}{{node=\"{node}\"}} {}", u8::from(*flag));
-        }
-    }
-}
+mod tests;

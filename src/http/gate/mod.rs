@@ -31,9 +31,9 @@
 //! request can live for minutes, and with 10,000 of them those layers cost more memory than
 //! the waiting itself (see bench/README.md).
 //!
-//! One piece, over 400 lines, for the reason above: every step lives in one future, and
-//! splitting the steps into modules would bring back the layers (the last ~75 lines are
-//! tests).
+//! Every step lives in the one future below; what the gate reads of a request (its id, its
+//! key, its size, its scope) is in [`request`], and how it records the answer in [`answer`]:
+//! plain functions, not layers.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -48,21 +48,25 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use tokio::time::Sleep;
+
+mod answer;
+mod request;
+
+use self::answer::finish;
+use self::request::{RequestId, head_bytes, in_scope, query_says};
 use tower::{Layer, Service};
 
 use super::extract::{Caller, ResolvedName};
-use super::problem::{ApiError, ProblemKind, ServerErrorCause};
+use super::problem::ApiError;
 use super::routes::RouteTable;
 use crate::access::MetricsAuth;
 use crate::access::{ApiKey, ApiKeys};
 use crate::lock::LockError;
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
 use crate::operation::Operation;
-use crate::telemetry::LeaseKind;
-use crate::telemetry::access::AccessLine;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::throttle::{self, Throttle};
-use crate::telemetry::trace::{Finished, RequestSpan, Tracing};
+use crate::telemetry::trace::{RequestSpan, Tracing};
 
 pub const REQUEST_ID: &str = "x-request-id";
 /// Longest client-supplied request id that is kept.
@@ -145,122 +149,6 @@ impl Gate {
             _ => self.request_timeout,
         }
     }
-
-    fn request_id(&self, req: &Request) -> RequestId {
-        if let Some(given) = req.headers().get(REQUEST_ID)
-            && !given.is_empty()
-            && given.len() <= MAX_REQUEST_ID_LEN
-            && given.as_bytes().iter().all(|b| b.is_ascii_graphic())
-            // A copy: a clone would share, and so keep alive, hyper's buffer of the request head.
-            && let Ok(copy) = HeaderValue::from_bytes(given.as_bytes())
-        {
-            return RequestId::Given(copy);
-        }
-        RequestId::Generated(self.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// Checks the bearer key for `operation`: the caller, or the refusal.
-    fn authenticate(
-        &self,
-        operation: Operation,
-        req: &Request,
-    ) -> Result<Option<Arc<ApiKey>>, ApiError> {
-        let Some(keys) = &self.keys else {
-            return Ok(None);
-        };
-        let open = match operation {
-            Operation::Healthz | Operation::Readyz => true,
-            Operation::Metrics => self.metrics_auth == MetricsAuth::Open,
-            _ => false,
-        };
-        if open {
-            return Ok(None);
-        }
-        let mut presented = req.headers().get_all(header::AUTHORIZATION).iter();
-        if presented.nth(1).is_some() {
-            // Which one would count is a guess: a proxy that adds its own would be bypassed.
-            return Err(ApiError::header(
-                "Authorization",
-                "send one Authorization header, not several",
-            ));
-        }
-        let key = bearer(req)
-            .and_then(|presented| keys.authenticate(presented))
-            .ok_or(ApiError::Unauthorized)?;
-        if operation == Operation::Metrics && !key.allows(Operation::Metrics, None) {
-            return Err(ApiError::Forbidden);
-        }
-        Ok(Some(key))
-    }
-}
-
-/// A request's id: the client's, or a number rendered (after this process's random prefix)
-/// only when the answer is written, so that a waiting request holds no string for it.
-#[derive(Debug, Clone)]
-enum RequestId {
-    Given(HeaderValue),
-    Generated(u64),
-}
-
-impl RequestId {
-    fn header(&self, prefix: u32) -> HeaderValue {
-        match self {
-            Self::Given(value) => value.clone(),
-            Self::Generated(n) => {
-                // The prefix in 8 hex digits, the number in 12: always a valid header value.
-                let digits = (u128::from(prefix) << 48) | u128::from(n & 0xffff_ffff_ffff);
-                let mut text = [0u8; 20];
-                for (i, byte) in text.iter_mut().enumerate() {
-                    *byte = b"0123456789abcdef"[((digits >> (4 * (19 - i))) & 0xf) as usize];
-                }
-                HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static("-"))
-            }
-        }
-    }
-}
-
-/// Whether `key` may do `operation` on the lock `name` (decoded and validated, as the handler
-/// will act on it). A name that is not valid passes here: the handler's extractor answers it
-/// 400 `invalid-name`, and nothing reaches the lock service.
-fn in_scope(key: &ApiKey, operation: Operation, name: Option<&ResolvedName>) -> bool {
-    if !operation.is_lock_operation() {
-        return true;
-    }
-    match name {
-        Some(ResolvedName(Ok(name))) => key.allows(operation, Some(name.as_str())),
-        _ => true,
-    }
-}
-
-/// Whether a request's query says `key=true` anywhere: how the gate reads `force` (a revoke)
-/// and `hold` (a multi-lock's hold stream) to pick the operation, and so the scope. Lenient on
-/// purpose: a query that also says `key=false` is classified as asking for it (the stricter
-/// scope), and the handler then refuses the repetition (`extract::query_flag`, 400).
-fn query_says(uri: &axum::http::Uri, key: &str) -> bool {
-    uri.query().is_some_and(|query| {
-        form_urlencoded::parse(query.as_bytes()).any(|(k, value)| k == key && value == "true")
-    })
-}
-
-/// The size of a request's head as it came on the wire, near enough: request line and headers.
-fn head_bytes(req: &Request) -> usize {
-    let target = req
-        .uri()
-        .path_and_query()
-        .map_or(1, |target| target.as_str().len());
-    let line = req.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
-    req.headers()
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + ": \r\n".len())
-        .sum::<usize>()
-        + line
-}
-
-/// The key of an `Authorization: Bearer <key>` header.
-fn bearer(req: &Request) -> Option<&[u8]> {
-    let value = req.headers().get(header::AUTHORIZATION)?.as_bytes();
-    let (scheme, key) = value.split_at_checked(7)?;
-    (scheme.eq_ignore_ascii_case(b"bearer ") && !key.is_empty()).then_some(key)
 }
 
 #[derive(Debug, Clone)]
@@ -505,226 +393,5 @@ where
     }
 }
 
-/// Records the answer in the metrics and the log, and stamps the request id on it.
-fn finish(log: &LogContext, mut response: Response) -> Response {
-    let elapsed = log.started.elapsed();
-    let status = response.status().as_u16();
-    let problem = response.extensions().get::<ProblemKind>().copied();
-    let outcome = outcome(log.operation, status, problem);
-    let kind = LeaseKind::of_path(&log.path);
-    log.gate
-        .metrics
-        .request(kind, log.operation, outcome, elapsed);
-    let key = log.caller.as_ref().map_or("-", |k| k.name.as_str());
-    let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-    let request_id = log.request_id.header(log.gate.id_prefix);
-    let request_id_text = request_id.to_str().unwrap_or("-");
-    let cause = response.extensions().get::<ServerErrorCause>();
-    // A server error's cause once per outcome per window, with how many were left out: while
-    // Redis is down every request fails the same way. The others are plain access lines.
-    let left_out = cause.and_then(|_| log.gate.failures.admit(outcome));
-    if let (Some(ServerErrorCause(cause)), Some(left_out)) = (cause, left_out) {
-        tracing::warn!(target: "lockgate::access", method = %log.method, path = &*log.path, status, outcome, micros, request_id = request_id_text, key, cause = %cause, left_out, "request failed");
-    } else {
-        AccessLine {
-            method: log.method.as_str(),
-            path: &log.path,
-            status,
-            outcome,
-            micros,
-            request_id: request_id_text,
-            key,
-        }
-        .write();
-    }
-    if let (Some(tracing), Some(span)) = (&log.gate.tracing, &log.span) {
-        span.finish(
-            tracing,
-            &Finished {
-                method: log.method.as_str(),
-                status,
-                operation: log.operation.label(),
-                outcome,
-                request_id: request_id_text,
-            },
-        );
-    }
-    response.headers_mut().insert(REQUEST_ID, request_id);
-    response
-}
-
-/// The `outcome` label: what happened on success, the problem's kind on failure.
-fn outcome(operation: Operation, status: u16, problem: Option<ProblemKind>) -> &'static str {
-    match problem {
-        Some(ProblemKind::LockHeld) => "held",
-        Some(ProblemKind::LockNotHeld) => "not-held",
-        Some(ProblemKind::Internal) => "error",
-        Some(kind) => kind.slug(),
-        None => match (operation, status) {
-            (Operation::Acquire, 201) | (Operation::Hold, 200) => "acquired",
-            (Operation::Acquire, 200) => "replayed",
-            (Operation::Renew, 200) => "renewed",
-            (Operation::Release, 204) => "released",
-            (Operation::Revoke, 204) => "revoked",
-            (Operation::Inspect, 200) => "inspected",
-            (Operation::List, 200) => "listed",
-            (Operation::Watch, 200) => "watched",
-            (_, 200..=299) => "ok",
-            (_, 500..) => "error",
-            _ => "other",
-        },
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use axum::body::Body;
-    use tower::{ServiceBuilder, ServiceExt, service_fn};
-
-    use super::*;
-
-    /// Every route served is classified, from its own declaration: the table read from the
-    /// document has a row for every operation the document lists, none of them `other`, and
-    /// `HEAD` is classified as the `GET` it is served by.
-    #[test]
-    fn every_route_served_is_classified() {
-        let (_, document, table) = crate::http::api();
-        let mut documented = 0;
-        for item in document.paths.paths.values() {
-            documented += [
-                &item.get,
-                &item.post,
-                &item.patch,
-                &item.delete,
-                &item.put,
-                &item.head,
-            ]
-            .into_iter()
-            .flatten()
-            .count();
-        }
-        let rows: Vec<_> = table.rows().collect();
-        assert_eq!(rows.len(), documented);
-        for (path, method, operation) in &rows {
-            assert_ne!(*operation, Operation::Other, "{method} {path}");
-            assert_eq!(table.classify(method, Some(path)), *operation);
-        }
-        assert_eq!(
-            table.classify(&Method::HEAD, Some("/locks/{name}")),
-            Operation::Inspect
-        );
-        assert_eq!(
-            table.classify(&Method::POST, Some("/locks/{name}")),
-            Operation::Acquire
-        );
-        assert_eq!(
-            table.classify(&Method::PUT, Some("/locks/{name}")),
-            Operation::Other
-        );
-        assert_eq!(table.classify(&Method::GET, None), Operation::Other);
-    }
-
-    #[test]
-    fn every_outcome_has_its_own_label_value() {
-        use crate::telemetry::metrics::OUTCOMES;
-        let problems =
-            super::ProblemKind::ALL.map(|kind| outcome(Operation::Acquire, 400, Some(kind)));
-        let successes = [
-            (Operation::Acquire, 201),
-            (Operation::Acquire, 200),
-            (Operation::Renew, 200),
-            (Operation::Release, 204),
-            (Operation::Revoke, 204),
-            (Operation::Inspect, 200),
-            (Operation::List, 200),
-            (Operation::Watch, 200),
-            (Operation::Healthz, 200),
-        ]
-        .map(|(operation, status)| outcome(operation, status, None));
-        for label in problems.iter().chain(&successes) {
-            assert!(OUTCOMES.contains(label), "{label} is counted as `other`");
-        }
-    }
-
-    fn gate() -> Arc<Gate> {
-        Arc::new(Gate::new(
-            GateOptions {
-                keys: None,
-                metrics_auth: MetricsAuth::Open,
-                max_concurrent_requests: 10,
-                request_timeout: Duration::from_millis(50),
-                max_wait: Duration::ZERO,
-                max_header_bytes: 32768,
-                tracing: None,
-            },
-            Arc::new(Metrics::new()),
-            RouteTable::default(),
-        ))
-    }
-
-    /// A handler that panics answers a 500 problem document; the server goes on.
-    #[tokio::test]
-    async fn a_panicking_handler_answers_500() {
-        let panicking = service_fn(|_: Request| async {
-            if true {
-                panic!("bug");
-            }
-            Ok::<Response, Infallible>(Response::new(Body::empty()))
-        });
-        let service = ServiceBuilder::new()
-            .layer(GateLayer(gate()))
-            .service(panicking);
-        let response = service
-            .oneshot(Request::new(Body::empty()))
-            .await
-            .expect("infallible");
-        assert_eq!(response.status(), 500);
-        assert_eq!(
-            response.headers()["content-type"],
-            "application/problem+json"
-        );
-        assert!(response.headers().contains_key(REQUEST_ID));
-    }
-
-    /// A handler slower than the request timeout answers 503 `timeout`.
-    #[tokio::test]
-    async fn a_slow_handler_times_out() {
-        let slow = service_fn(|_: Request| async {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            Ok::<Response, Infallible>(Response::new(Body::empty()))
-        });
-        let service = ServiceBuilder::new().layer(GateLayer(gate())).service(slow);
-        let response = service
-            .oneshot(Request::new(Body::empty()))
-            .await
-            .expect("infallible");
-        assert_eq!(response.status(), 503);
-        assert!(response.headers().contains_key("retry-after"));
-    }
-
-    /// A generated request id is the process's prefix in 8 hex digits and the count in 12.
-    #[test]
-    fn generated_request_ids_are_twenty_hex_digits() {
-        for (prefix, n) in [(0, 0), (0xd09a_4fda, 1), (u32::MAX, 0xffff_ffff_ffff)] {
-            assert_eq!(
-                RequestId::Generated(n).header(prefix),
-                format!("{prefix:08x}{n:012x}").as_str()
-            );
-        }
-    }
-
-    #[test]
-    fn bearer_keys_are_read_case_insensitively() {
-        let with = |value: &'static str| {
-            let mut req = Request::new(Body::empty());
-            req.headers_mut()
-                .insert(header::AUTHORIZATION, HeaderValue::from_static(value));
-            bearer(&req).map(<[u8]>::to_vec)
-        };
-        assert_eq!(with("Bearer abc"), Some(b"abc".to_vec()));
-        assert_eq!(with("bearer abc"), Some(b"abc".to_vec()));
-        assert_eq!(with("Bearer "), None);
-        assert_eq!(with("Basic abc"), None);
-        assert_eq!(with("Bear"), None);
-    }
-}
+mod tests;

@@ -30,22 +30,22 @@
 //! grant; and if `lockgate run` dies while its acquire is in flight, the gateway releases the
 //! grant it could not deliver.
 //!
-//! One piece, over 400 lines: the runner is one state machine (acquire, start the command,
-//! renew, watch the events, stop the command, release) whose every step reads and changes the
-//! same child process and lease; split across modules, that state would be passed back and forth
-//! (the last ~12 lines are tests).
+//! The runner is one state machine (acquire, start the command, renew, watch the events, stop
+//! the command, release) over one child process and one lease: this file runs the command;
+//! `gateway.rs` holds the runner's calls to the gateway (acquire, renew, release).
 
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use reqwest::StatusCode;
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
+
+mod gateway;
+mod process;
+
+use self::process::{Signals, exit_code, forward};
 
 use crate::backend::sleep_until_some;
 use crate::client::{Answer, Client, ClientError, EventLines};
@@ -183,35 +183,6 @@ fn default_owner() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// The signals `lockgate run` handles: SIGTERM and SIGHUP (passed on to the command while it
-/// runs), SIGINT (which a terminal sends the command itself).
-struct Signals {
-    terminate: tokio::signal::unix::Signal,
-    hangup: tokio::signal::unix::Signal,
-    interrupt: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> Result<Self, Failure> {
-        let handle = |kind| {
-            signal(kind).map_err(|e| fail(EXIT_GATEWAY, format!("cannot handle signals: {e}")))
-        };
-        Ok(Self {
-            terminate: handle(SignalKind::terminate())?,
-            hangup: handle(SignalKind::hangup())?,
-            interrupt: handle(SignalKind::interrupt())?,
-        })
-    }
-
-    async fn next(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.terminate.recv() => Signal::SIGTERM,
-            _ = self.hangup.recv() => Signal::SIGHUP,
-            _ = self.interrupt.recv() => Signal::SIGINT,
-        }
-    }
-}
-
 struct Runner {
     client: Client,
     name: LockName,
@@ -294,153 +265,6 @@ impl Runner {
             shared: args.shared,
             set,
         })
-    }
-
-    /// What every acquire of this run sends (a replay must send the same).
-    fn acquire_body(&self, wait: Duration) -> serde_json::Value {
-        let lease = AcquireBody {
-            ttl_ms: Some(millis(self.ttl)),
-            wait_ms: Some(millis(wait)),
-            owner: Some(self.owner.clone()),
-            metadata: self.metadata.clone(),
-            max_hold_ms: self.max_hold.map(millis),
-            mode: self.shared.then_some(LockMode::Shared),
-            ..AcquireBody::default()
-        };
-        let mut body = serde_json::to_value(lease).unwrap_or_default();
-        if let Some(permits) = self.permits {
-            body["permits"] = permits.into();
-        }
-        if let Some(set) = &self.set {
-            body["names"] = set.clone().into();
-        }
-        body
-    }
-
-    /// After a signal cut the acquire short: its grant may have been made and its answer
-    /// delivered to a response this process will never read. The same idempotency key finds
-    /// that grant again (without waiting), and it is released; best effort, briefly.
-    async fn give_back(&self) {
-        let body = self.acquire_body(Duration::ZERO);
-        let replay = self.client.acquire(
-            self.name.as_str(),
-            &body,
-            Some(self.key.expose()),
-            Some(Duration::from_secs(2)),
-        );
-        if let Ok(Answer::Done { body, .. }) = replay.await {
-            self.release(&body.token).await;
-        }
-    }
-
-    /// Acquires the lock, waiting up to `--wait` (for ever without it).
-    async fn acquire(&self) -> Result<(LockGrantBody, Instant), Failure> {
-        let deadline = self.wait.map(|wait| Instant::now() + wait);
-        let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
-        let key = &self.key;
-        let mut chunk = WAIT_CHUNK;
-        let mut last_sent: Option<Instant> = None;
-        loop {
-            if let Some(last) = last_sent {
-                let pause = (RETRY_FLOOR + jitter()).saturating_sub(last.elapsed());
-                tokio::time::sleep(pause).await;
-            }
-            let wait = deadline.map_or(chunk, |d| {
-                d.saturating_duration_since(Instant::now()).min(chunk)
-            });
-            let body = self.acquire_body(wait);
-            let sent = Instant::now();
-            last_sent = Some(sent);
-            let answer = self
-                .client
-                .acquire(
-                    self.name.as_str(),
-                    &body,
-                    Some(key.expose()),
-                    Some(wait + REQUEST_SLACK),
-                )
-                .await;
-            match answer {
-                Ok(Answer::Done { body, .. }) => return Ok((body, sent)),
-                Err(ClientError::Connect(err)) => {
-                    return Err(fail(
-                        EXIT_GATEWAY,
-                        format!(
-                            "cannot reach the gateway at {}: {err}",
-                            self.client.lease_url(self.name.as_str())
-                        ),
-                    ));
-                }
-                // The answer may have been lost after a grant: the same key finds it again.
-                Err(err) if !passed(deadline) => {
-                    eprintln!("lockgate run: acquire did not complete ({err}); retrying");
-                }
-                Err(err) => return Err(fail(EXIT_GATEWAY, format!("acquire failed: {err}"))),
-                Ok(Answer::Refused {
-                    status, problem, ..
-                }) if status == StatusCode::CONFLICT
-                    && problem.type_uri.ends_with("/lock-held")
-                    && passed(deadline) =>
-                {
-                    let within = self.wait.map_or_else(String::new, |w| {
-                        format!(" within {}", humantime::format_duration(w))
-                    });
-                    return Err(fail(
-                        EXIT_NOT_ACQUIRED,
-                        format!(
-                            "{} is held by another client; not acquired{within}",
-                            self.name
-                        ),
-                    ));
-                }
-                // Held: the gateway waited its chunk (or the lock's holder renewed); again.
-                Ok(Answer::Refused {
-                    status, problem, ..
-                }) if status == StatusCode::CONFLICT
-                    && problem.type_uri.ends_with("/lock-held") => {}
-                Ok(Answer::Refused {
-                    status,
-                    retry_after,
-                    ..
-                }) if status == StatusCode::SERVICE_UNAVAILABLE && !passed(deadline) => {
-                    let pause = retry_after
-                        .unwrap_or(Duration::from_secs(1))
-                        .min(deadline.map_or(Duration::MAX, |d| d - Instant::now()));
-                    tokio::time::sleep(pause).await;
-                }
-                Ok(Answer::Refused {
-                    status, problem, ..
-                }) => {
-                    // A gateway with a --max-wait under our chunk: ask for less.
-                    if status == StatusCode::BAD_REQUEST
-                        && problem.field.as_deref() == Some("wait_ms")
-                        && chunk > Duration::from_secs(1)
-                    {
-                        chunk /= 2;
-                        continue;
-                    }
-                    // Any other refusal is final: retrying cannot change it.
-                    let kind = problem.type_uri.rsplit('/').next().unwrap_or("");
-                    let hint = match status {
-                        StatusCode::UNAUTHORIZED => {
-                            "; set LOCKGATE_API_KEY (or --api-key) to a key the gateway knows"
-                        }
-                        StatusCode::FORBIDDEN => {
-                            "; the key in LOCKGATE_API_KEY needs the acquire operation on this name"
-                        }
-                        _ => "",
-                    };
-                    return Err(fail(
-                        EXIT_GATEWAY,
-                        format!(
-                            "the gateway refused the acquire ({} {kind}): {}{hint}",
-                            status.as_u16(),
-                            problem.detail
-                        ),
-                    ));
-                }
-            }
-        }
     }
 
     /// Starts the command, keeps the lock alive while it runs, and returns the exit status.
@@ -549,48 +373,6 @@ impl Runner {
         }
     }
 
-    async fn renew(&self, token: &str) -> RenewOutcome {
-        let sent = Instant::now();
-        let body = RenewBody {
-            ttl_ms: Some(millis(self.ttl)),
-            ..RenewBody::default()
-        };
-        let timeout = renewal_interval(self.ttl).max(Duration::from_secs(1));
-        match self
-            .client
-            .renew(self.name.as_str(), token, &body, Some(timeout))
-            .await
-        {
-            Ok(Answer::Done { body, .. }) => RenewOutcome::Renewed {
-                valid_until: sent + Duration::from_millis(body.ttl_ms),
-                hold_ends: body
-                    .max_hold_left_ms
-                    .map(|left| sent + Duration::from_millis(left)),
-            },
-            Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {
-                RenewOutcome::Lost(EXIT_LOST, "the lock is no longer held".into())
-            }
-            Ok(Answer::Refused { problem, .. })
-                if problem.type_uri.ends_with("/max-hold-reached") =>
-            {
-                RenewOutcome::Lost(
-                    EXIT_MAX_HOLD,
-                    "it was held for as long as its max hold allows".into(),
-                )
-            }
-            Ok(Answer::Refused { status, .. }) if status == StatusCode::CONFLICT => {
-                RenewOutcome::Lost(EXIT_LOST, "another client holds the lock now".into())
-            }
-            Ok(Answer::Refused { status, .. }) if status == StatusCode::GONE => {
-                RenewOutcome::Lost(EXIT_REVOKED, "an operator revoked the lock".into())
-            }
-            Ok(Answer::Refused { status, .. }) => {
-                RenewOutcome::Failed(format!("the gateway answered {status}"))
-            }
-            Err(err) => RenewOutcome::Failed(err.to_string()),
-        }
-    }
-
     /// Terminates the command after the lock was lost: SIGTERM now, SIGKILL at `kill_at` if it
     /// is still running. Returns `code`.
     async fn lost(&self, child: &mut Child, why: &str, code: u8, kill_at: Instant) -> u8 {
@@ -608,54 +390,5 @@ impl Runner {
             let _ = child.wait().await;
         }
         code
-    }
-
-    /// Releases the lock; failures only cost the rest of the lease.
-    async fn release(&self, token: &str) {
-        let released = self
-            .client
-            .release(self.name.as_str(), token, Some(REQUEST_SLACK))
-            .await;
-        match released {
-            Ok(Answer::Done { .. }) => {}
-            Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {}
-            Ok(Answer::Refused { status, .. }) => eprintln!(
-                "lockgate run: releasing {} answered {status}; it expires at its ttl",
-                self.name
-            ),
-            Err(err) => eprintln!(
-                "lockgate run: could not release {} ({err}); it expires at its ttl",
-                self.name
-            ),
-        }
-    }
-}
-
-fn forward(child: &Child, signal: Signal) {
-    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
-        let _ = kill(Pid::from_raw(pid), signal);
-    }
-}
-
-/// The shell's convention: the exit code, or 128 + the signal that ended the process.
-fn exit_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
-        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(255),
-        (None, None) => 1,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::os::unix::process::ExitStatusExt;
-
-    use super::*;
-
-    #[test]
-    fn exit_codes_follow_the_shell() {
-        assert_eq!(exit_code(ExitStatus::from_raw(7 << 8)), 7);
-        assert_eq!(exit_code(ExitStatus::from_raw(0)), 0);
-        assert_eq!(exit_code(ExitStatus::from_raw(15)), 128 + 15);
     }
 }

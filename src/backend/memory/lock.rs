@@ -1,0 +1,133 @@
+//! The lock of a name in memory: one entry per held name, as Redis keeps one key.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::{Held, MemoryBackend, acked, announce, wall_clock_micros};
+use crate::backend::fence::{fence_of, has_stem, next_fence, token};
+use crate::backend::shared::SHARED_MARKER;
+use crate::backend::{
+    AcquireOutcome, BackendError, Claim, GrantAttempt, Lease, ReleaseOutcome, RenewAttempt,
+    RenewOutcome,
+};
+
+impl MemoryBackend {
+    pub(super) async fn acquire_lock(
+        &self,
+        name: &str,
+        attempt: GrantAttempt<'_>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
+        let now = Instant::now();
+        let mut state = self.state();
+        if let Some(held) = state.live_lock(name, now) {
+            let remaining = held.expires - now;
+            if held.token == SHARED_MARKER {
+                return Ok(AcquireOutcome::HeldShared {
+                    ttl: Some(remaining),
+                });
+            }
+            if !has_stem(&held.token, stem) {
+                return Ok(AcquireOutcome::Held {
+                    ttl: Some(remaining),
+                });
+            }
+            if claim.is_some() {
+                held.claim = claim;
+            }
+            return Ok(AcquireOutcome::AlreadyHeld(Lease {
+                fence: fence_of(&held.token).unwrap_or(0),
+                ttl: remaining,
+                replicas_acked: acked(ack),
+            }));
+        }
+        let fence = next_fence(state.last_fence, wall_clock_micros());
+        state.last_fence = fence;
+        state.locks.insert(
+            name.to_owned(),
+            Held {
+                token: token(stem, fence),
+                expires: now + ttl,
+                claim,
+                holder: holder
+                    .filter(|h| !h.is_empty())
+                    .map(|h| Arc::new(h.clone())),
+            },
+        );
+        state.note_write(now);
+        drop(state);
+        announce(&self.granted, name);
+        Ok(AcquireOutcome::Granted(Lease {
+            fence,
+            ttl,
+            replicas_acked: acked(ack),
+        }))
+    }
+
+    pub(super) async fn release_lock(
+        &self,
+        name: &str,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let outcome = match state.live_lock(name, now) {
+            None => ReleaseOutcome::NotHeld,
+            Some(held) if held.token != token => ReleaseOutcome::NotOwner,
+            Some(_) => {
+                state.locks.remove(name);
+                ReleaseOutcome::Released
+            }
+        };
+        drop(state);
+        if outcome == ReleaseOutcome::Released {
+            self.announce_release(name);
+        }
+        Ok(outcome)
+    }
+
+    pub(super) async fn withdraw_lock(
+        &self,
+        name: &str,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let ours = state.live_lock(name, now).is_some_and(|held| {
+            has_stem(&held.token, stem) && (claim.is_none() || held.claim == claim)
+        });
+        if ours {
+            state.locks.remove(name);
+        }
+        drop(state);
+        if ours {
+            self.announce_release(name);
+        }
+        Ok(ours)
+    }
+
+    pub(super) async fn renew_lock(
+        &self,
+        name: &str,
+        renewal: RenewAttempt<'_>,
+    ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
+        let now = Instant::now();
+        let mut state = self.state();
+        match state.live_lock(name, now) {
+            None => Ok(RenewOutcome::NotHeld),
+            Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
+            Some(held) => {
+                held.expires = now + ttl;
+                Ok(RenewOutcome::Renewed(Lease {
+                    // Every token stored here was issued here, with its fence.
+                    fence: fence_of(token).unwrap_or(0),
+                    ttl,
+                    replicas_acked: acked(ack),
+                }))
+            }
+        }
+    }
+}

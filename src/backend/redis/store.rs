@@ -1,0 +1,196 @@
+//! The [`LeaseStore`] contract of the Redis backend: each kind of lease to its module (`lock`,
+//! `shared`, `semaphore`, `multi`), and the operations on a lock by name (revoke, inspect,
+//! listing, the grants' feed) and on the server (ping).
+
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use super::RedisBackend;
+use super::replies::pttl;
+use super::scripts::{INSPECT, REVOKE};
+use super::send::evalsha;
+use crate::backend::fence::fence_of;
+use crate::backend::listing;
+use crate::backend::{
+    AcquireOutcome, BackendError, Claim, GrantAttempt, Holder, Inspection, LeaseStore, Leased,
+    ListCursor, ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewAttempt,
+    RenewOutcome,
+};
+use crate::telemetry::metrics::RedisCall;
+
+impl LeaseStore for RedisBackend {
+    async fn acquire(
+        &self,
+        leased: Leased<'_>,
+        attempt: GrantAttempt<'_>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
+            Leased::Shared(name) => self.acquire_shared(name.as_str(), attempt).await,
+            Leased::Permit(name, limit) => self.acquire_permit(name.as_str(), limit, attempt).await,
+            Leased::Set(names) => self.acquire_all(names, attempt).await,
+        }
+    }
+
+    async fn renew(
+        &self,
+        leased: Leased<'_>,
+        renewal: RenewAttempt<'_>,
+    ) -> Result<RenewOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
+            Leased::Shared(name) => self.renew_shared(name.as_str(), renewal).await,
+            Leased::Permit(name, _) => self.renew_permit(name.as_str(), renewal).await,
+            Leased::Set(names) => self.renew_all(names, renewal).await,
+        }
+    }
+
+    async fn release(
+        &self,
+        leased: Leased<'_>,
+        token: &str,
+    ) -> Result<ReleaseOutcome, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
+            Leased::Shared(name) => self.release_shared(name.as_str(), token).await,
+            Leased::Permit(name, _) => self.release_permit(name.as_str(), token).await,
+            Leased::Set(names) => self.release_all(names, token).await,
+        }
+    }
+
+    async fn withdraw(
+        &self,
+        leased: Leased<'_>,
+        stem: &str,
+        claim: Option<Claim>,
+    ) -> Result<bool, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
+            Leased::Shared(name) => self.withdraw_shared(name.as_str(), stem, claim).await,
+            Leased::Permit(name, _) => self.withdraw_permit(name.as_str(), stem, claim).await,
+            Leased::Set(names) => self.withdraw_all(names, stem, claim).await,
+        }
+    }
+
+    /// A lock's (and its readers') releases; a semaphore's permits given back; any release of
+    /// a set's names.
+    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
+        match leased {
+            Leased::Lock(name) | Leased::Shared(name) => {
+                self.watch_lock_releases(name.as_str()).await
+            }
+            Leased::Permit(name, _) => {
+                let channel = self.keys(name.as_str()).permits_channel_string();
+                self.notifier.watch_channel(&channel).await
+            }
+            Leased::Set(names) => {
+                let mut feeds = Vec::with_capacity(names.len());
+                for name in names {
+                    feeds.push(self.watch_lock_releases(name.as_str()).await);
+                }
+                ReleaseFeed::merged(feeds)
+            }
+        }
+    }
+
+    /// Only lockgate writes semaphores, and each of its releases is announced; a lock can be
+    /// released by any Redis client, announced only with keyspace notifications on.
+    fn sees_every_release(&self, leased: Leased<'_>) -> bool {
+        matches!(leased, Leased::Permit(..)) || self.notifier.sees_every_release()
+    }
+
+    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        let mut call = evalsha(
+            &REVOKE,
+            &[
+                keys.lock(),
+                keys.holder(),
+                keys.revoked(),
+                keys.readers(),
+                keys.readers_info(),
+            ],
+        );
+        call.arg(keys.channel());
+        self.script::<i64>(&REVOKE, &call).await.map(|n| n == 1)
+    }
+
+    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
+        Ok(self
+            .revoked_token(name)
+            .await?
+            .is_some_and(|revoked| revoked == token.as_bytes()))
+    }
+
+    async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
+        let revoked = self.revoked_token(name).await?;
+        Ok(revoked.and_then(|token| fence_of(std::str::from_utf8(&token).ok()?)))
+    }
+
+    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
+        self.notifier
+            .watch_channel(&self.keys(name).acquired_channel())
+            .await
+    }
+
+    async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
+        let keys = self.keys(name);
+        let call = evalsha(
+            &INSPECT,
+            &[keys.lock(), keys.legacy_counter(), keys.holder()],
+        );
+        let reply: Vec<Value> = self.script(&INSPECT, &call).await?;
+        let number = |value: Option<&Value>| match value {
+            Some(Value::Int(n)) => Ok(*n),
+            other => Err(BackendError::Protocol(format!("inspect script: {other:?}"))),
+        };
+        let ttl = number(reply.first())?;
+        if ttl == -2 {
+            return Ok(None);
+        }
+        let fence = u64::try_from(number(reply.get(1))?).ok();
+        let record = match reply.get(2) {
+            Some(Value::BulkString(record)) => Some(record.as_slice()),
+            _ => None,
+        };
+        Ok(Some(Inspection {
+            ttl: pttl(ttl),
+            fence,
+            holder: record.and_then(|r| Holder::of_record(r, fence)),
+            shared: reply.len() > 3,
+        }))
+    }
+
+    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
+        self.readers_of(name).await
+    }
+
+    async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
+        self.permits_of(name).await
+    }
+
+    async fn hold_off_shared(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        self.hold_off_readers(name, wait).await
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<ListPage, BackendError> {
+        listing::page(self, prefix, cursor, limit).await
+    }
+
+    async fn ping(&self) -> Result<(), BackendError> {
+        let started = Instant::now();
+        let outcome = self.ping_once().await;
+        self.record(RedisCall::Ping, started, &outcome);
+        outcome
+    }
+}

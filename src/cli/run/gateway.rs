@@ -1,0 +1,216 @@
+//! What `lockgate run` asks of the gateway: the acquire (waiting, replayed after a signal),
+//! renewals, and the release.
+
+use super::*;
+
+impl Runner {
+    /// What every acquire of this run sends (a replay must send the same).
+    pub(super) fn acquire_body(&self, wait: Duration) -> serde_json::Value {
+        let lease = AcquireBody {
+            ttl_ms: Some(millis(self.ttl)),
+            wait_ms: Some(millis(wait)),
+            owner: Some(self.owner.clone()),
+            metadata: self.metadata.clone(),
+            max_hold_ms: self.max_hold.map(millis),
+            mode: self.shared.then_some(LockMode::Shared),
+            ..AcquireBody::default()
+        };
+        let mut body = serde_json::to_value(lease).unwrap_or_default();
+        if let Some(permits) = self.permits {
+            body["permits"] = permits.into();
+        }
+        if let Some(set) = &self.set {
+            body["names"] = set.clone().into();
+        }
+        body
+    }
+
+    /// After a signal cut the acquire short: its grant may have been made and its answer
+    /// delivered to a response this process will never read. The same idempotency key finds
+    /// that grant again (without waiting), and it is released; best effort, briefly.
+    pub(super) async fn give_back(&self) {
+        let body = self.acquire_body(Duration::ZERO);
+        let replay = self.client.acquire(
+            self.name.as_str(),
+            &body,
+            Some(self.key.expose()),
+            Some(Duration::from_secs(2)),
+        );
+        if let Ok(Answer::Done { body, .. }) = replay.await {
+            self.release(&body.token).await;
+        }
+    }
+
+    /// Acquires the lock, waiting up to `--wait` (for ever without it).
+    pub(super) async fn acquire(&self) -> Result<(LockGrantBody, Instant), Failure> {
+        let deadline = self.wait.map(|wait| Instant::now() + wait);
+        let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
+        let key = &self.key;
+        let mut chunk = WAIT_CHUNK;
+        let mut last_sent: Option<Instant> = None;
+        loop {
+            if let Some(last) = last_sent {
+                let pause = (RETRY_FLOOR + jitter()).saturating_sub(last.elapsed());
+                tokio::time::sleep(pause).await;
+            }
+            let wait = deadline.map_or(chunk, |d| {
+                d.saturating_duration_since(Instant::now()).min(chunk)
+            });
+            let body = self.acquire_body(wait);
+            let sent = Instant::now();
+            last_sent = Some(sent);
+            let answer = self
+                .client
+                .acquire(
+                    self.name.as_str(),
+                    &body,
+                    Some(key.expose()),
+                    Some(wait + REQUEST_SLACK),
+                )
+                .await;
+            match answer {
+                Ok(Answer::Done { body, .. }) => return Ok((body, sent)),
+                Err(ClientError::Connect(err)) => {
+                    return Err(fail(
+                        EXIT_GATEWAY,
+                        format!(
+                            "cannot reach the gateway at {}: {err}",
+                            self.client.lease_url(self.name.as_str())
+                        ),
+                    ));
+                }
+                // The answer may have been lost after a grant: the same key finds it again.
+                Err(err) if !passed(deadline) => {
+                    eprintln!("lockgate run: acquire did not complete ({err}); retrying");
+                }
+                Err(err) => return Err(fail(EXIT_GATEWAY, format!("acquire failed: {err}"))),
+                Ok(Answer::Refused {
+                    status, problem, ..
+                }) if status == StatusCode::CONFLICT
+                    && problem.type_uri.ends_with("/lock-held")
+                    && passed(deadline) =>
+                {
+                    let within = self.wait.map_or_else(String::new, |w| {
+                        format!(" within {}", humantime::format_duration(w))
+                    });
+                    return Err(fail(
+                        EXIT_NOT_ACQUIRED,
+                        format!(
+                            "{} is held by another client; not acquired{within}",
+                            self.name
+                        ),
+                    ));
+                }
+                // Held: the gateway waited its chunk (or the lock's holder renewed); again.
+                Ok(Answer::Refused {
+                    status, problem, ..
+                }) if status == StatusCode::CONFLICT
+                    && problem.type_uri.ends_with("/lock-held") => {}
+                Ok(Answer::Refused {
+                    status,
+                    retry_after,
+                    ..
+                }) if status == StatusCode::SERVICE_UNAVAILABLE && !passed(deadline) => {
+                    let pause = retry_after
+                        .unwrap_or(Duration::from_secs(1))
+                        .min(deadline.map_or(Duration::MAX, |d| d - Instant::now()));
+                    tokio::time::sleep(pause).await;
+                }
+                Ok(Answer::Refused {
+                    status, problem, ..
+                }) => {
+                    // A gateway with a --max-wait under our chunk: ask for less.
+                    if status == StatusCode::BAD_REQUEST
+                        && problem.field.as_deref() == Some("wait_ms")
+                        && chunk > Duration::from_secs(1)
+                    {
+                        chunk /= 2;
+                        continue;
+                    }
+                    // Any other refusal is final: retrying cannot change it.
+                    let kind = problem.type_uri.rsplit('/').next().unwrap_or("");
+                    let hint = match status {
+                        StatusCode::UNAUTHORIZED => {
+                            "; set LOCKGATE_API_KEY (or --api-key) to a key the gateway knows"
+                        }
+                        StatusCode::FORBIDDEN => {
+                            "; the key in LOCKGATE_API_KEY needs the acquire operation on this name"
+                        }
+                        _ => "",
+                    };
+                    return Err(fail(
+                        EXIT_GATEWAY,
+                        format!(
+                            "the gateway refused the acquire ({} {kind}): {}{hint}",
+                            status.as_u16(),
+                            problem.detail
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Renews the lease held with `token`.
+    pub(super) async fn renew(&self, token: &str) -> RenewOutcome {
+        let sent = Instant::now();
+        let body = RenewBody {
+            ttl_ms: Some(millis(self.ttl)),
+            ..RenewBody::default()
+        };
+        let timeout = renewal_interval(self.ttl).max(Duration::from_secs(1));
+        match self
+            .client
+            .renew(self.name.as_str(), token, &body, Some(timeout))
+            .await
+        {
+            Ok(Answer::Done { body, .. }) => RenewOutcome::Renewed {
+                valid_until: sent + Duration::from_millis(body.ttl_ms),
+                hold_ends: body
+                    .max_hold_left_ms
+                    .map(|left| sent + Duration::from_millis(left)),
+            },
+            Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {
+                RenewOutcome::Lost(EXIT_LOST, "the lock is no longer held".into())
+            }
+            Ok(Answer::Refused { problem, .. })
+                if problem.type_uri.ends_with("/max-hold-reached") =>
+            {
+                RenewOutcome::Lost(
+                    EXIT_MAX_HOLD,
+                    "it was held for as long as its max hold allows".into(),
+                )
+            }
+            Ok(Answer::Refused { status, .. }) if status == StatusCode::CONFLICT => {
+                RenewOutcome::Lost(EXIT_LOST, "another client holds the lock now".into())
+            }
+            Ok(Answer::Refused { status, .. }) if status == StatusCode::GONE => {
+                RenewOutcome::Lost(EXIT_REVOKED, "an operator revoked the lock".into())
+            }
+            Ok(Answer::Refused { status, .. }) => {
+                RenewOutcome::Failed(format!("the gateway answered {status}"))
+            }
+            Err(err) => RenewOutcome::Failed(err.to_string()),
+        }
+    }
+
+    /// Releases the lock; failures only cost the rest of the lease.
+    pub(super) async fn release(&self, token: &str) {
+        let released = self
+            .client
+            .release(self.name.as_str(), token, Some(REQUEST_SLACK))
+            .await;
+        match released {
+            Ok(Answer::Done { .. }) => {}
+            Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {}
+            Ok(Answer::Refused { status, .. }) => eprintln!(
+                "lockgate run: releasing {} answered {status}; it expires at its ttl",
+                self.name
+            ),
+            Err(err) => eprintln!(
+                "lockgate run: could not release {} ({err}); it expires at its ttl",
+                self.name
+            ),
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Tests of the gate.
+
+use axum::body::Body;
+use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+use super::answer::outcome;
+use super::request::{RequestId, bearer};
+use super::*;
+
+/// Every route served is classified, from its own declaration: the table read from the
+/// document has a row for every operation the document lists, none of them `other`, and
+/// `HEAD` is classified as the `GET` it is served by.
+#[test]
+fn every_route_served_is_classified() {
+    let (_, document, table) = crate::http::api();
+    let mut documented = 0;
+    for item in document.paths.paths.values() {
+        documented += [
+            &item.get,
+            &item.post,
+            &item.patch,
+            &item.delete,
+            &item.put,
+            &item.head,
+        ]
+        .into_iter()
+        .flatten()
+        .count();
+    }
+    let rows: Vec<_> = table.rows().collect();
+    assert_eq!(rows.len(), documented);
+    for (path, method, operation) in &rows {
+        assert_ne!(*operation, Operation::Other, "{method} {path}");
+        assert_eq!(table.classify(method, Some(path)), *operation);
+    }
+    assert_eq!(
+        table.classify(&Method::HEAD, Some("/locks/{name}")),
+        Operation::Inspect
+    );
+    assert_eq!(
+        table.classify(&Method::POST, Some("/locks/{name}")),
+        Operation::Acquire
+    );
+    assert_eq!(
+        table.classify(&Method::PUT, Some("/locks/{name}")),
+        Operation::Other
+    );
+    assert_eq!(table.classify(&Method::GET, None), Operation::Other);
+}
+
+#[test]
+fn every_outcome_has_its_own_label_value() {
+    use crate::telemetry::metrics::OUTCOMES;
+    let problems = crate::http::problem::ProblemKind::ALL
+        .map(|kind| outcome(Operation::Acquire, 400, Some(kind)));
+    let successes = [
+        (Operation::Acquire, 201),
+        (Operation::Acquire, 200),
+        (Operation::Renew, 200),
+        (Operation::Release, 204),
+        (Operation::Revoke, 204),
+        (Operation::Inspect, 200),
+        (Operation::List, 200),
+        (Operation::Watch, 200),
+        (Operation::Healthz, 200),
+    ]
+    .map(|(operation, status)| outcome(operation, status, None));
+    for label in problems.iter().chain(&successes) {
+        assert!(OUTCOMES.contains(label), "{label} is counted as `other`");
+    }
+}
+
+fn gate() -> Arc<Gate> {
+    Arc::new(Gate::new(
+        GateOptions {
+            keys: None,
+            metrics_auth: MetricsAuth::Open,
+            max_concurrent_requests: 10,
+            request_timeout: Duration::from_millis(50),
+            max_wait: Duration::ZERO,
+            max_header_bytes: 32768,
+            tracing: None,
+        },
+        Arc::new(Metrics::new()),
+        RouteTable::default(),
+    ))
+}
+
+/// A handler that panics answers a 500 problem document; the server goes on.
+#[tokio::test]
+async fn a_panicking_handler_answers_500() {
+    let panicking = service_fn(|_: Request| async {
+        if true {
+            panic!("bug");
+        }
+        Ok::<Response, Infallible>(Response::new(Body::empty()))
+    });
+    let service = ServiceBuilder::new()
+        .layer(GateLayer(gate()))
+        .service(panicking);
+    let response = service
+        .oneshot(Request::new(Body::empty()))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), 500);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert!(response.headers().contains_key(REQUEST_ID));
+}
+
+/// A handler slower than the request timeout answers 503 `timeout`.
+#[tokio::test]
+async fn a_slow_handler_times_out() {
+    let slow = service_fn(|_: Request| async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok::<Response, Infallible>(Response::new(Body::empty()))
+    });
+    let service = ServiceBuilder::new().layer(GateLayer(gate())).service(slow);
+    let response = service
+        .oneshot(Request::new(Body::empty()))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+}
+
+/// A generated request id is the process's prefix in 8 hex digits and the count in 12.
+#[test]
+fn generated_request_ids_are_twenty_hex_digits() {
+    for (prefix, n) in [(0, 0), (0xd09a_4fda, 1), (u32::MAX, 0xffff_ffff_ffff)] {
+        assert_eq!(
+            RequestId::Generated(n).header(prefix),
+            format!("{prefix:08x}{n:012x}").as_str()
+        );
+    }
+}
+
+#[test]
+fn bearer_keys_are_read_case_insensitively() {
+    let with = |value: &'static str| {
+        let mut req = Request::new(Body::empty());
+        req.headers_mut()
+            .insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+        bearer(&req).map(<[u8]>::to_vec)
+    };
+    assert_eq!(with("Bearer abc"), Some(b"abc".to_vec()));
+    assert_eq!(with("bearer abc"), Some(b"abc".to_vec()));
+    assert_eq!(with("Bearer "), None);
+    assert_eq!(with("Basic abc"), None);
+    assert_eq!(with("Bear"), None);
+}

@@ -1,0 +1,153 @@
+//! What anyone may see of locks: one lock ([`LockService::inspect`]), or a page of held locks
+//! under a prefix ([`LockService::list`]), with opaque cursors bound to the caller. Never a
+//! token.
+
+use std::time::{Duration, SystemTime};
+
+use super::LockName;
+use super::cursor::{CursorScope, ListPosition};
+use super::error::LockError;
+use super::primitive::{Exclusive, Primitive, Shared};
+use super::service::LockService;
+use crate::backend::fence::granted_at;
+use crate::backend::{Holder, Inspection, LeaseStore, Leased, ListCursor, PermitView};
+
+/// What anyone may learn about a held lock. Never the token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockState {
+    /// Remaining ttl; `None` when the key has no expiry.
+    pub ttl: Option<Duration>,
+    /// The fence of the current grant; `None` when its holder's token carries none (a lock
+    /// taken by another Redis client).
+    pub fence: Option<u64>,
+    /// When the current grant was made, by the store's clock (read from its fence; see
+    /// `backend::fence::granted_at`).
+    pub granted_at: Option<SystemTime>,
+    /// Who holds it, when the grant named a holder.
+    pub holder: Option<Holder>,
+    /// Requests waiting for it in this gateway.
+    pub waiting: usize,
+    /// Held by readers (a read/write lock's shared grants): each of them, the first to end
+    /// first. Empty while a writer (or nobody) holds it.
+    pub shared: Vec<PermitView>,
+    /// The store says readers hold it (even if they all ended a moment later).
+    pub(super) shared_marker: bool,
+}
+
+impl LockState {
+    /// Whether readers hold the lock (rather than a writer).
+    pub fn is_shared(&self) -> bool {
+        self.shared_marker
+    }
+}
+
+impl LockService {
+    /// Whether the lock is held, for how long, and the current fence; or, while readers hold
+    /// it, each of them.
+    pub async fn inspect(&self, name: &LockName) -> Result<LockState, LockError> {
+        let Some(seen) = self.backend.inspect(name.as_str()).await? else {
+            return Err(LockError::NotHeld);
+        };
+        let mut state = self.state_of(name, seen);
+        self.complete_lock_state(name, &mut state).await?;
+        Ok(state)
+    }
+
+    /// What a lock's state needs beyond its key, for inspect and listings alike: while
+    /// readers hold it, each of them (one more script); and the readers and sets waiting on
+    /// it here besides the writers (a set waits on its first name).
+    async fn complete_lock_state(
+        &self,
+        name: &LockName,
+        state: &mut LockState,
+    ) -> Result<(), LockError> {
+        if state.is_shared() {
+            state.shared = self.backend.inspect_shared(name.as_str()).await?;
+        }
+        let readers = Shared.leased(name).kind();
+        let sets = Leased::Set(std::slice::from_ref(name)).kind();
+        state.waiting += self.waiters.waiting_for(readers, name.as_str())
+            + self.waiters.waiting_for(sets, name.as_str());
+        Ok(())
+    }
+
+    /// One page of at most `limit` held locks whose names start with `prefix` (see
+    /// `backend::listing` for what a listing guarantees and costs).
+    pub async fn list(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<(Vec<(LockName, LockState)>, Option<ListCursor>), LockError> {
+        let page = self.backend.list(prefix, cursor, limit).await?;
+        let mut locks: Vec<(LockName, LockState)> = page
+            .locks
+            .into_iter()
+            // A key of another program can look like a lock key; its name may not be one.
+            .filter_map(|(name, seen)| {
+                let name = LockName::from_string(name).ok()?;
+                let state = self.state_of(&name, seen);
+                Some((name, state))
+            })
+            .collect();
+        // As inspect shows each (read-locked names' readers fetched side by side).
+        let completed = futures_util::future::join_all(
+            locks
+                .iter_mut()
+                .map(|(name, state)| self.complete_lock_state(name, state)),
+        )
+        .await;
+        completed.into_iter().collect::<Result<(), _>>()?;
+        Ok((locks, page.next))
+    }
+
+    /// One page of held locks under `prefixes` (walked one after the other: the prefixes a
+    /// caller may see under the one it asked for), from `position` on, and where the next
+    /// page starts.
+    pub async fn list_prefixes(
+        &self,
+        prefixes: &[String],
+        position: ListPosition,
+        limit: usize,
+    ) -> Result<(Vec<(LockName, LockState)>, Option<ListPosition>), LockError> {
+        let part = position.part;
+        let Some(prefix) = prefixes.get(part) else {
+            return Ok((Vec::new(), None));
+        };
+        let (locks, next) = self.list(prefix, position.at, limit).await?;
+        let next = match next {
+            Some(at) => Some(ListPosition { part, at }),
+            None if part + 1 < prefixes.len() => Some(ListPosition {
+                part: part + 1,
+                at: ListCursor::default(),
+            }),
+            None => None,
+        };
+        Ok((locks, next))
+    }
+
+    /// `position` as an opaque cursor for `scope` (see [`super::cursor`]).
+    pub fn seal_cursor(&self, position: &ListPosition, scope: CursorScope<'_>) -> String {
+        self.cursors.seal(position, scope)
+    }
+
+    /// The position in a cursor sealed for this very `scope`; `None` for any other text.
+    pub fn open_cursor(&self, text: &str, scope: CursorScope<'_>) -> Option<ListPosition> {
+        self.cursors.open(text, scope)
+    }
+
+    /// The state of the lock `name` as the store saw it, with the writers waiting here.
+    fn state_of(&self, name: &LockName, seen: Inspection) -> LockState {
+        LockState {
+            shared: Vec::new(),
+            shared_marker: seen.shared,
+            ttl: seen.ttl,
+            fence: seen.fence,
+            granted_at: seen.fence.and_then(granted_at),
+            holder: seen.holder,
+            waiting: self
+                .waiters
+                .waiting_for(Exclusive.leased(name).kind(), name.as_str()),
+        }
+    }
+}

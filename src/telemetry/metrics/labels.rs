@@ -1,0 +1,125 @@
+//! The label values of the metrics: short fixed lists, never a lock name or a token, so the
+//! number of series is bounded.
+
+use super::{LeaseKind, Operation};
+
+/// How a request ended: the `outcome` label. Successes name what happened; failures are the
+/// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
+pub const OUTCOMES: [&str; 38] = [
+    "acquired",
+    "replayed",
+    "renewed",
+    "released",
+    "revoked",
+    "inspected",
+    "listed",
+    "watched",
+    "ok",
+    "held",
+    "not-held",
+    "not-owner",
+    "permits-mismatch",
+    "not-offered",
+    "cross-slot",
+    "lock-revoked",
+    "max-hold-reached",
+    "too-many-watchers",
+    "invalid-name",
+    "invalid-request",
+    "payload-too-large",
+    "headers-too-large",
+    "unauthorized",
+    "forbidden",
+    "not-found",
+    "method-not-allowed",
+    "insufficient-replicas",
+    "backend-unavailable",
+    "backend-full",
+    "grants-held-back",
+    "outcome-unknown",
+    "wait-pool-exhausted",
+    "too-many-waiters",
+    "overloaded",
+    "shutting-down",
+    "timeout",
+    "error",
+    "other",
+];
+
+/// Why hold streams end with `lost`: the `reason` label of `lockgate_hold_streams_lost_total`.
+pub const HOLD_LOST_REASONS: [&str; 3] = ["not-held", "not-owner", "expired"];
+
+/// The index of `outcome` in [`OUTCOMES`] (`other` for anything unlisted).
+pub(super) fn outcome_index(outcome: &str) -> usize {
+    OUTCOMES
+        .iter()
+        .position(|o| *o == outcome)
+        .unwrap_or(OUTCOMES.len() - 1)
+}
+
+/// The labels of a request series: `operation`, and `kind` for operations on a lease.
+pub(super) fn labels(kind: LeaseKind, operation: Operation) -> String {
+    if operation.is_lock_operation() {
+        format!(
+            "operation=\"{}\",kind=\"{}\"",
+            operation.label(),
+            kind.label()
+        )
+    } else {
+        format!("operation=\"{}\"", operation.label())
+    }
+}
+
+/// Redis calls timed by the backend: the `call` label of the round-trip histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisCall {
+    /// One lock script on the command connection.
+    Script,
+    /// A lock script followed by `WAIT`, on a dedicated connection.
+    ScriptWait,
+    /// PING (readiness).
+    Ping,
+    /// Native commands (`DELIFEQ`, `SET … IFEQ`) instead of a script.
+    Command,
+}
+
+pub(super) const REDIS_CALLS: [&str; 4] = ["script", "script_wait", "ping", "command"];
+
+/// Kinds of backend errors: the `kind` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendErrorKind {
+    /// Unreachable, or refused: nothing took effect.
+    Unavailable,
+    /// No answer in time, or the connection broke while waiting for it.
+    Timeout,
+    /// Every dedicated WAIT connection was busy.
+    WaitPoolExhausted,
+    /// An answer that made no sense, or a refused command.
+    Protocol,
+    /// Settings that cannot work.
+    Config,
+    /// The store is out of memory and refuses writes (`OOM`).
+    Full,
+}
+
+impl BackendErrorKind {
+    pub(super) const ALL: [Self; 6] = [
+        Self::Unavailable,
+        Self::Timeout,
+        Self::WaitPoolExhausted,
+        Self::Protocol,
+        Self::Config,
+        Self::Full,
+    ];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Self::Unavailable => "unavailable",
+            Self::Timeout => "timeout",
+            Self::WaitPoolExhausted => "wait_pool_exhausted",
+            Self::Protocol => "protocol",
+            Self::Config => "config",
+            Self::Full => "full",
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! Tests of the metrics: the rendered exposition text.
+
+use super::*;
+
+#[test]
+fn requests_render_as_counters_and_cumulative_histograms() {
+    let metrics = Metrics::new();
+    let lock = LeaseKind::Lock;
+    metrics.request(
+        lock,
+        Operation::Acquire,
+        "acquired",
+        Duration::from_micros(300),
+    );
+    metrics.request(lock, Operation::Acquire, "held", Duration::from_millis(2));
+    metrics.request(
+        LeaseKind::Semaphore,
+        Operation::Acquire,
+        "acquired",
+        Duration::from_micros(300),
+    );
+    metrics.request(LeaseKind::Lock, Operation::Healthz, "ok", Duration::ZERO);
+    metrics.request(
+        lock,
+        Operation::Acquire,
+        "something-new",
+        Duration::from_secs(100),
+    );
+    let text = metrics.render(Gauges {
+        waiters: 3,
+        in_flight: 1,
+        watchers: 0,
+    });
+    assert!(text.contains(
+        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"acquired\"} 1\n"
+    ));
+    assert!(text.contains(
+        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"held\"} 1\n"
+    ));
+    assert!(text.contains(
+        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"other\"} 1\n"
+    ));
+    assert!(text.contains(
+        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0005\"} 1\n"
+    ));
+    assert!(text.contains(
+        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0025\"} 2\n"
+    ));
+    assert!(text.contains(
+        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"+Inf\"} 3\n"
+    ));
+    assert!(text.contains(
+        "lockgate_request_duration_seconds_count{operation=\"acquire\",kind=\"lock\"} 3\n"
+    ));
+    assert!(text.contains(
+        "lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"acquired\"} 1\n"
+    ));
+    assert!(text.contains("lockgate_requests_total{operation=\"healthz\",outcome=\"ok\"} 1\n"));
+    assert!(text.contains("lockgate_waiters 3\n"));
+    assert!(!text.contains("operation=\"renew\""));
+}
