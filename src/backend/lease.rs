@@ -87,3 +87,69 @@ impl<'a> Leased<'a> {
         }
     }
 }
+
+/// The lease operations of [`LeaseStore`](super::LeaseStore) (acquire, renew, release,
+/// withdraw) for a store that keeps each kind of lease in a module of its own, with functions
+/// named by kind: `acquire_lock`, `acquire_shared`, `acquire_permit` and `acquire_all` (and
+/// `renew_…`, `release_…`, `withdraw_…`), taking a name as `&str` and a set's names as
+/// `&[LockName]`. The dispatch from a [`Leased`] to its kind's function, written once for the
+/// memory and the Redis stores.
+macro_rules! lease_operations_by_kind {
+    () => {
+        async fn acquire(
+            &self,
+            leased: Leased<'_>,
+            attempt: GrantAttempt<'_>,
+        ) -> Result<AcquireOutcome, BackendError> {
+            match leased {
+                Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
+                Leased::Shared(name) => self.acquire_shared(name.as_str(), attempt).await,
+                Leased::Permit(name, limit) => {
+                    self.acquire_permit(name.as_str(), limit, attempt).await
+                }
+                Leased::Set(names) => self.acquire_all(names, attempt).await,
+            }
+        }
+
+        async fn renew(
+            &self,
+            leased: Leased<'_>,
+            renewal: RenewAttempt<'_>,
+        ) -> Result<RenewOutcome, BackendError> {
+            match leased {
+                Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
+                Leased::Shared(name) => self.renew_shared(name.as_str(), renewal).await,
+                Leased::Permit(name, _) => self.renew_permit(name.as_str(), renewal).await,
+                Leased::Set(names) => self.renew_all(names, renewal).await,
+            }
+        }
+
+        async fn release(
+            &self,
+            leased: Leased<'_>,
+            token: &str,
+        ) -> Result<ReleaseOutcome, BackendError> {
+            match leased {
+                Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
+                Leased::Shared(name) => self.release_shared(name.as_str(), token).await,
+                Leased::Permit(name, _) => self.release_permit(name.as_str(), token).await,
+                Leased::Set(names) => self.release_all(names, token).await,
+            }
+        }
+
+        async fn withdraw(
+            &self,
+            leased: Leased<'_>,
+            stem: &str,
+            claim: Option<Claim>,
+        ) -> Result<bool, BackendError> {
+            match leased {
+                Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
+                Leased::Shared(name) => self.withdraw_shared(name.as_str(), stem, claim).await,
+                Leased::Permit(name, _) => self.withdraw_permit(name.as_str(), stem, claim).await,
+                Leased::Set(names) => self.withdraw_all(names, stem, claim).await,
+            }
+        }
+    };
+}
+pub(crate) use lease_operations_by_kind;

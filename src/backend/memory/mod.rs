@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::fence::fence_of;
+use super::lease_operations_by_kind;
 use super::shared::SHARED_MARKER;
 use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListCursor,
@@ -185,58 +186,7 @@ fn strs(names: &[LockName]) -> Vec<&str> {
 }
 
 impl LeaseStore for MemoryBackend {
-    async fn acquire(
-        &self,
-        leased: Leased<'_>,
-        attempt: GrantAttempt<'_>,
-    ) -> Result<AcquireOutcome, BackendError> {
-        match leased {
-            Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
-            Leased::Shared(name) => self.acquire_shared(name.as_str(), attempt).await,
-            Leased::Permit(name, limit) => self.acquire_permit(name.as_str(), limit, attempt).await,
-            Leased::Set(names) => self.acquire_all(&strs(names), attempt).await,
-        }
-    }
-
-    async fn renew(
-        &self,
-        leased: Leased<'_>,
-        renewal: RenewAttempt<'_>,
-    ) -> Result<RenewOutcome, BackendError> {
-        match leased {
-            Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
-            Leased::Shared(name) => self.renew_shared(name.as_str(), renewal).await,
-            Leased::Permit(name, _) => self.renew_permit(name.as_str(), renewal).await,
-            Leased::Set(names) => self.renew_all(&strs(names), renewal).await,
-        }
-    }
-
-    async fn release(
-        &self,
-        leased: Leased<'_>,
-        token: &str,
-    ) -> Result<ReleaseOutcome, BackendError> {
-        match leased {
-            Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
-            Leased::Shared(name) => self.release_shared(name.as_str(), token).await,
-            Leased::Permit(name, _) => self.release_permit(name.as_str(), token).await,
-            Leased::Set(names) => self.release_all(&strs(names), token).await,
-        }
-    }
-
-    async fn withdraw(
-        &self,
-        leased: Leased<'_>,
-        stem: &str,
-        claim: Option<Claim>,
-    ) -> Result<bool, BackendError> {
-        match leased {
-            Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
-            Leased::Shared(name) => self.withdraw_shared(name.as_str(), stem, claim).await,
-            Leased::Permit(name, _) => self.withdraw_permit(name.as_str(), stem, claim).await,
-            Leased::Set(names) => self.withdraw_all(&strs(names), stem, claim).await,
-        }
-    }
+    lease_operations_by_kind!();
 
     /// A lock's (and its readers') releases; a semaphore's permits given back; any release of
     /// a set's names.

@@ -9,13 +9,15 @@ use super::{Held, MemoryBackend, acked, announce, wall_clock_micros};
 use crate::backend::fence::{fence_of, has_stem, next_fence, token};
 use crate::backend::{AcquireOutcome, BackendError, Claim, Lease, ReleaseOutcome, RenewOutcome};
 use crate::backend::{GrantAttempt, RenewAttempt};
+use crate::name::LockName;
 
 impl MemoryBackend {
     pub(super) async fn acquire_all(
         &self,
-        names: &[&str],
+        names: &[LockName],
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        let names: &[&str] = &super::strs(names);
         let (stem, ttl, ack, claim, holder) = attempt.parts();
         let now = Instant::now();
         let mut state = self.state();
@@ -77,9 +79,10 @@ impl MemoryBackend {
 
     pub(super) async fn renew_all(
         &self,
-        names: &[&str],
+        names: &[LockName],
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
+        let names: &[&str] = &super::strs(names);
         let RenewAttempt { token, ttl, ack } = renewal;
         let now = Instant::now();
         let mut state = self.state();
@@ -104,9 +107,10 @@ impl MemoryBackend {
 
     pub(super) async fn release_all(
         &self,
-        names: &[&str],
+        names: &[LockName],
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
+        let names: &[&str] = &super::strs(names);
         let now = Instant::now();
         let mut state = self.state();
         let mut mine = Vec::new();
@@ -134,10 +138,11 @@ impl MemoryBackend {
 
     pub(super) async fn withdraw_all(
         &self,
-        names: &[&str],
+        names: &[LockName],
         stem: &str,
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
+        let names: &[&str] = &super::strs(names);
         let now = Instant::now();
         let mut state = self.state();
         let first = names.first().copied().unwrap_or_default();
