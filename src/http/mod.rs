@@ -24,6 +24,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::http::HeaderName;
+use axum::http::header::AUTHORIZATION;
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -152,6 +155,14 @@ pub fn routers(
         .fallback(locks::unmatched)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(GateLayer(gate))
+        // Outside the gate: a header holding a secret prints as `Sensitive` wherever a
+        // request's headers are ever formatted. It adds no state to a request's future (its
+        // future is the gate's), so a waiting request pays nothing for it.
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            AUTHORIZATION,
+            HeaderName::from_static(extract::LOCK_TOKEN),
+            HeaderName::from_static(extract::IDEMPOTENCY_KEY),
+        ]))
         .with_state(state);
     (app, metrics_only)
 }

@@ -151,3 +151,73 @@ fn bearer_keys_are_read_case_insensitively() {
     assert_eq!(with("Basic abc"), None);
     assert_eq!(with("Bear"), None);
 }
+
+/// What each of tower-http's layers adds to a request's future, which a waiting request keeps
+/// for its whole wait (bench/README.md, "tower-http"): the sensitive-headers layer adds
+/// nothing (it is in the router); a propagated request id, a timeout, catch-panic and a trace
+/// span each add state of their own around the future, where the gate's one future already
+/// holds the same things (its id, its deadline, its panic answer, its span).
+#[test]
+fn what_tower_http_layers_add_to_a_request() {
+    use tower::ServiceBuilder;
+    use tower_http::catch_panic::CatchPanicLayer;
+    use tower_http::request_id::PropagateRequestIdLayer;
+    use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+    use tower_http::timeout::TimeoutLayer;
+    use tower_http::trace::TraceLayer;
+
+    fn future_size<S: Service<Request>>(_: &S) -> usize {
+        std::mem::size_of::<S::Future>()
+    }
+    let inner =
+        service_fn(|_: Request| async { Ok::<Response, Infallible>(Response::new(Body::empty())) });
+    let bare = future_size(&inner);
+    let added = |size: usize| size - bare;
+    let sensitive = ServiceBuilder::new()
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+        ]))
+        .service(inner);
+    assert_eq!(added(future_size(&sensitive)), 0);
+    let layered = [
+        (
+            "request id",
+            future_size(
+                &ServiceBuilder::new()
+                    .layer(PropagateRequestIdLayer::x_request_id())
+                    .service(inner),
+            ),
+        ),
+        (
+            "timeout",
+            future_size(
+                &ServiceBuilder::new()
+                    .layer(TimeoutLayer::with_status_code(
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        Duration::from_secs(1),
+                    ))
+                    .service(inner),
+            ),
+        ),
+        (
+            "catch panic",
+            future_size(
+                &ServiceBuilder::new()
+                    .layer(CatchPanicLayer::new())
+                    .service(inner),
+            ),
+        ),
+        (
+            "trace",
+            future_size(
+                &ServiceBuilder::new()
+                    .layer(TraceLayer::new_for_http())
+                    .service(inner),
+            ),
+        ),
+    ];
+    for (layer, size) in layered {
+        eprintln!("{layer}: +{} bytes per request future", added(size));
+        assert!(added(size) > 0, "{layer} adds state to every request");
+    }
+}
