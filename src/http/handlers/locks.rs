@@ -142,7 +142,7 @@ const RELEASE_LOCK: Route = Route::new(Operation::Release, &[routes::RELEASE, ro
     extensions(("x-lockgate-route" = json!(RELEASE_LOCK))),
     params(
         LockNameParam,
-        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the lock was acquired. Required unless `force=true`."),
         ("force" = Option<bool>, Query, nullable = false,
             description = "`true`: revoke the lock whoever holds it (needs the `revoke` operation).")

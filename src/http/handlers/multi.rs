@@ -14,7 +14,7 @@ use axum::response::Response;
 use futures_util::future::Either;
 
 use super::hold;
-use super::params::{IdempotencyKeyParam, LockTokenParam};
+use super::params::{IdempotencyKeyParam, LeaseTokenParam};
 use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
@@ -154,7 +154,7 @@ const RENEW_LOCKS: Route = Route::new(
     extensions(("x-lockgate-route" = json!(RENEW_LOCKS))),
     params(
         SetParams,
-        LockTokenParam
+        LeaseTokenParam
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
         content_type = "application/json"),
@@ -198,7 +198,7 @@ const RELEASE_LOCKS: Route = Route::new(
     extensions(("x-lockgate-route" = json!(RELEASE_LOCKS))),
     params(
         SetParams,
-        LockTokenParam
+        LeaseTokenParam
     ),
     responses(
         (status = 204, description = "Every lock of the set was released."),

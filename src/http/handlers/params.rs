@@ -39,10 +39,25 @@ pub struct IdempotencyKeyParam {
     key: Option<String>,
 }
 
-/// The `Lock-Token` header of renewals and releases.
+/// The `Lock-Token` header of a lock's renewal (`/locks/{name}`).
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]
 pub struct LockTokenParam {
+    /// The token the acquire returned. Anything else (another client's value, an internal
+    /// marker) is a 400 `invalid-request`: only a token lockgate issued moves a lock. A
+    /// multi-lock's token (marked `m`) is refused here too: it holds the whole set, renewed
+    /// and released at `/locks?name=…`.
+    #[param(
+        rename = "Lock-Token",
+        pattern = r"^[A-Za-z0-9_-]{22}o?s?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
+    )]
+    token: String,
+}
+
+/// The `Lock-Token` header of a set's or a permit's renewal and release.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct LeaseTokenParam {
     /// The token the acquire returned. Anything else (another client's value, an internal
     /// marker) is a 400 `invalid-request`: only a token lockgate issued moves a lock.
     #[param(

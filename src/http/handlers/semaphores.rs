@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::hold;
-use super::params::{IdempotencyKeyParam, LockTokenParam, SemaphoreNameParam};
+use super::params::{IdempotencyKeyParam, LeaseTokenParam, SemaphoreNameParam};
 use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::{
@@ -99,7 +99,7 @@ const RENEW_PERMIT: Route = Route::new(Operation::Renew, &[routes::RENEW]);
     extensions(("x-lockgate-route" = json!(RENEW_PERMIT))),
     params(
         SemaphoreNameParam,
-        LockTokenParam
+        LeaseTokenParam
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
         content_type = "application/json"),
@@ -135,7 +135,7 @@ const RELEASE_PERMIT: Route = Route::new(Operation::Release, &[routes::RELEASE])
     extensions(("x-lockgate-route" = json!(RELEASE_PERMIT))),
     params(
         SemaphoreNameParam,
-        LockTokenParam
+        LeaseTokenParam
     ),
     responses(
         (status = 204, description = "The permit was released."),
