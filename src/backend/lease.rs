@@ -30,14 +30,22 @@ pub enum Leased<'a> {
     Set(&'a [LockName]),
 }
 
+/// What each kind of lease is called in logs and waiting lines ([`Leased::kind`]).
+pub mod kinds {
+    pub const LOCK: &str = "lock";
+    pub const SHARED: &str = "shared";
+    pub const PERMIT: &str = "semaphore";
+    pub const SET: &str = "multi";
+}
+
 impl<'a> Leased<'a> {
     /// What the lease is called in logs and waiting lines.
     pub fn kind(self) -> &'static str {
         match self {
-            Self::Lock(_) => "lock",
-            Self::Shared(_) => "shared",
-            Self::Permit(..) => "semaphore",
-            Self::Set(_) => "multi",
+            Self::Lock(_) => kinds::LOCK,
+            Self::Shared(_) => kinds::SHARED,
+            Self::Permit(..) => kinds::PERMIT,
+            Self::Set(_) => kinds::SET,
         }
     }
 

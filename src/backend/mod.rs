@@ -42,8 +42,8 @@ pub use self::attempt::{
 pub(crate) use self::feed::AbortOnDrop;
 pub use self::feed::{ReleaseFeed, sleep_until_some};
 pub use self::holder::Holder;
-pub use self::lease::Leased;
 pub(crate) use self::lease::lease_operations_by_kind;
+pub use self::lease::{Leased, kinds};
 pub use self::listing::{ListCursor, ListPage};
 pub use self::outcome::{
     AcquireOutcome, Claim, Inspection, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,

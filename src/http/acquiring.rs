@@ -41,11 +41,7 @@ pub fn acquiring<P: Primitive>(
     key: Option<IdempotencyKey>,
     lease: RawLease,
 ) -> impl Future<Output = Result<Acquired<P>, ApiError>> + Send + use<P> {
-    // A kind of lease this store does not keep is refused before anything else is looked at.
-    let offered = app.service.check_offered(primitive.leased(&name));
-    let request = offered
-        .map_err(ApiError::from)
-        .and_then(|()| app.service.limits().lease(lease).map_err(ApiError::from));
+    let request = app.service.limits().lease(lease).map_err(ApiError::from);
     let service = app.service.clone();
     async move {
         let request = request?;

@@ -7,10 +7,9 @@ use std::time::{Duration, SystemTime};
 use super::LockName;
 use super::cursor::{CursorScope, ListPosition};
 use super::error::LockError;
-use super::primitive::{Exclusive, Primitive, Shared};
 use super::service::LockService;
 use crate::backend::fence::granted_at;
-use crate::backend::{Holder, Inspection, LeaseStore, Leased, ListCursor, PermitView};
+use crate::backend::{Holder, Inspection, LeaseStore, ListCursor, PermitView, kinds};
 
 /// What anyone may learn about a held lock. Never the token.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,10 +63,8 @@ impl LockService {
         if state.is_shared() {
             state.shared = self.backend.inspect_shared(name.as_str()).await?;
         }
-        let readers = Shared.leased(name).kind();
-        let sets = Leased::Set(std::slice::from_ref(name)).kind();
-        state.waiting += self.waiters.waiting_for(readers, name.as_str())
-            + self.waiters.waiting_for(sets, name.as_str());
+        state.waiting += self.waiters.waiting_for(kinds::SHARED, name.as_str())
+            + self.waiters.waiting_for(kinds::SET, name.as_str());
         Ok(())
     }
 
@@ -145,9 +142,7 @@ impl LockService {
             fence: seen.fence,
             granted_at: seen.fence.and_then(granted_at),
             holder: seen.holder,
-            waiting: self
-                .waiters
-                .waiting_for(Exclusive.leased(name).kind(), name.as_str()),
+            waiting: self.waiters.waiting_for(kinds::LOCK, name.as_str()),
         }
     }
 }

@@ -333,7 +333,7 @@ impl LockService {
 
     /// Whether the configured store keeps leases of this kind (on these names): 501
     /// `not-offered`, or a set across Cluster slots.
-    pub fn check_offered(&self, leased: Leased<'_>) -> Result<(), LockError> {
+    pub(super) fn check_offered(&self, leased: Leased<'_>) -> Result<(), LockError> {
         match self.backend.offers(leased) {
             Ok(()) => Ok(()),
             Err(Unoffered::Kind) => Err(LockError::NotOffered {

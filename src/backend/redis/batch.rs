@@ -91,11 +91,17 @@ impl Batcher {
         };
         let mut pipe = redis::pipe();
         let mut answers = Vec::with_capacity(batch.len());
-        for (cmd, answer) in batch {
+        // A request that gave up before its batch left (its client hung up) is not sent: as
+        // redis-rs does for a command whose caller is gone. (An acquire's guard withdraws
+        // whatever it may have been granted either way.)
+        for (cmd, answer) in batch.into_iter().filter(|(_, answer)| !answer.is_closed()) {
             pipe.add_command(cmd);
             answers.push(answer);
         }
-        // A request that gave up meanwhile has dropped its receiver: nothing to tell it.
+        if answers.is_empty() {
+            return;
+        }
+        // One that gives up while the batch is out has dropped its receiver: nothing to tell.
         let sent = conn.req_packed_commands(&pipe, 0, answers.len());
         let answered = tokio::time::timeout(timeout, sent)
             .await
@@ -145,6 +151,7 @@ mod tests {
     #[derive(Clone, Default)]
     struct Echo {
         writes: Arc<AtomicUsize>,
+        commands: Arc<AtomicUsize>,
         delay: Duration,
     }
 
@@ -160,6 +167,8 @@ mod tests {
             _: usize,
         ) -> RedisFuture<'a, Vec<Value>> {
             self.writes.fetch_add(1, Ordering::SeqCst);
+            self.commands
+                .fetch_add(pipeline.cmd_iter().count(), Ordering::SeqCst);
             let answers = pipeline
                 .cmd_iter()
                 .map(|cmd| match cmd.args_iter().nth(1) {
@@ -237,6 +246,26 @@ mod tests {
         first.abort();
         assert_eq!(second.await.expect("no panic").expect("an answer"), "1");
         assert_eq!(conn.writes.load(Ordering::SeqCst), 1);
+    }
+
+    /// A request that gave up before its batch left is not sent.
+    #[tokio::test]
+    async fn a_request_gone_before_its_batch_leaves_is_not_sent() {
+        let batcher = Arc::new(Batcher::default());
+        let conn = Echo::default();
+        let first = echo(0);
+        let mut gone = Box::pin(batcher.query::<String, _>(&conn, &first, Duration::from_secs(1)));
+        tokio::select! {
+            biased;
+            _ = &mut gone => panic!("answered before its batch left"),
+            () = std::future::ready(()) => {}
+        }
+        drop(gone);
+        let kept = batcher
+            .query::<String, _>(&conn, &echo(1), Duration::from_secs(1))
+            .await;
+        assert_eq!(kept.expect("an answer"), "1");
+        assert_eq!(conn.commands.load(Ordering::SeqCst), 1);
     }
 
     /// A batch that gets no answer in time answers every script of it with a timeout.

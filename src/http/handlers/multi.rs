@@ -22,12 +22,11 @@ use crate::http::extract::Caller;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader, query_flag};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
-use crate::lock::{LockName, Multi, Primitive};
+use crate::lock::{LockName, Multi};
 
 /// The set `names`, checked: valid names, 2 to 64 of them, allowed to the caller for
-/// `operation`, reachable in one step.
+/// `operation`. (Whether the store can take them in one step, the lease engine checks.)
 fn multi(
-    app: &AppState,
     names: impl IntoIterator<Item = String>,
     caller: Option<&Extension<Caller>>,
     operation: Operation,
@@ -45,7 +44,6 @@ fn multi(
     {
         return Err(ApiError::Forbidden);
     }
-    app.service.check_offered(multi.leased(multi.first()))?;
     Ok(multi)
 }
 
@@ -117,7 +115,7 @@ pub fn acquire_locks(
         } else {
             Operation::Acquire
         };
-        multi(&app, body.names.clone(), caller.as_ref(), operation).map(|multi| (hold, multi))
+        multi(body.names.clone(), caller.as_ref(), operation).map(|multi| (hold, multi))
     });
     acquiring::checked(checked.map(|(hold, multi)| {
         let first = multi.first().clone();
@@ -169,7 +167,7 @@ pub async fn renew_locks(
     LockTokenHeader(token): LockTokenHeader,
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Result<Json<LockRenewalBody>, ApiError> {
-    let multi = multi(&app, query_names(&uri), caller.as_ref(), Operation::Renew)?;
+    let multi = multi(query_names(&uri), caller.as_ref(), Operation::Renew)?;
     let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
     let first = multi.first().clone();
     let renewal = app
@@ -210,7 +208,7 @@ pub async fn release_locks(
     uri: Uri,
     LockTokenHeader(token): LockTokenHeader,
 ) -> Result<StatusCode, ApiError> {
-    let multi = multi(&app, query_names(&uri), caller.as_ref(), Operation::Release)?;
+    let multi = multi(query_names(&uri), caller.as_ref(), Operation::Release)?;
     let first = multi.first().clone();
     app.service.release_lease(&multi, &first, &token).await?;
     Ok(StatusCode::NO_CONTENT)
