@@ -47,7 +47,7 @@ use super::{
     AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListCursor,
     ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
-use crate::backend::{GrantAttempt, RenewAttempt};
+use crate::backend::{GrantAttempt, RenewAttempt, kinds};
 
 #[derive(Debug)]
 pub struct RedlockBackend {
@@ -464,8 +464,8 @@ impl RedlockBackend {
     }
 }
 
-/// Redlock keeps locks only (see [`super::Backend::offers`]): the other kinds are never
-/// asked for through the API, which checks first.
+/// Redlock keeps locks only (see [`super::Backend::offers`]): the other kinds never reach it,
+/// as the lease engine checks first.
 fn not_offered(leased: Leased<'_>) -> BackendError {
     not_offered_here(leased.kind())
 }
@@ -536,15 +536,15 @@ impl LeaseStore for RedlockBackend {
     }
 
     async fn inspect_shared(&self, _: &str) -> Result<Vec<PermitView>, BackendError> {
-        Err(not_offered_here("shared"))
+        Err(not_offered_here(kinds::SHARED))
     }
 
     async fn inspect_permits(&self, _: &str) -> Result<Permits, BackendError> {
-        Err(not_offered_here("semaphore"))
+        Err(not_offered_here(kinds::PERMIT))
     }
 
     async fn hold_off_shared(&self, _: &str, _: Option<Duration>) -> Result<(), BackendError> {
-        Err(not_offered_here("shared"))
+        Err(not_offered_here(kinds::SHARED))
     }
 
     async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
