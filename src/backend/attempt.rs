@@ -76,7 +76,7 @@ pub struct GrantAttempt<'a> {
 }
 
 /// What a store's acquire reads of a [`GrantAttempt`]: stem, ttl, the `WAIT` to send, claim,
-/// holder.
+/// holder (if it names anything: an empty record is not kept).
 pub type GrantParts<'a> = (
     &'a str,
     Duration,
@@ -103,7 +103,7 @@ impl<'a> GrantAttempt<'a> {
             self.request.ttl,
             self.request.replicas.ack(),
             self.claim,
-            self.request.holder.as_deref(),
+            self.request.holder.as_deref().filter(|h| !h.is_empty()),
         )
     }
 }

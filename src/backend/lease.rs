@@ -30,6 +30,17 @@ pub enum Leased<'a> {
     Set(&'a [LockName]),
 }
 
+/// Which of a name's sets of grants, for the kinds whose grants are many at once and kept
+/// alike (a sorted set of tokens on Redis): renewed, released and withdrawn by the same
+/// operations of a store, which differ only in keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantsOf {
+    /// A read/write lock's readers ([`Leased::Shared`]).
+    Readers,
+    /// A semaphore's permits ([`Leased::Permit`]).
+    Permits,
+}
+
 /// What each kind of lease is called in logs and waiting lines ([`Leased::kind`]).
 pub mod kinds {
     pub const LOCK: &str = "lock";
@@ -126,8 +137,14 @@ macro_rules! lease_operations_by_kind {
         ) -> Result<RenewOutcome, BackendError> {
             match leased {
                 Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
-                Leased::Shared(name) => self.renew_shared(name.as_str(), renewal).await,
-                Leased::Permit(name, _) => self.renew_permit(name.as_str(), renewal).await,
+                Leased::Shared(name) => {
+                    self.renew_grant(GrantsOf::Readers, name.as_str(), renewal)
+                        .await
+                }
+                Leased::Permit(name, _) => {
+                    self.renew_grant(GrantsOf::Permits, name.as_str(), renewal)
+                        .await
+                }
                 Leased::Set(names) => self.renew_all(names, renewal).await,
             }
         }
@@ -139,8 +156,14 @@ macro_rules! lease_operations_by_kind {
         ) -> Result<ReleaseOutcome, BackendError> {
             match leased {
                 Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
-                Leased::Shared(name) => self.release_shared(name.as_str(), token).await,
-                Leased::Permit(name, _) => self.release_permit(name.as_str(), token).await,
+                Leased::Shared(name) => {
+                    self.release_grant(GrantsOf::Readers, name.as_str(), token)
+                        .await
+                }
+                Leased::Permit(name, _) => {
+                    self.release_grant(GrantsOf::Permits, name.as_str(), token)
+                        .await
+                }
                 Leased::Set(names) => self.release_all(names, token).await,
             }
         }
@@ -153,8 +176,12 @@ macro_rules! lease_operations_by_kind {
         ) -> Result<bool, BackendError> {
             match leased {
                 Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
-                Leased::Shared(name) => self.withdraw_shared(name.as_str(), stem, claim).await,
-                Leased::Permit(name, _) => self.withdraw_permit(name.as_str(), stem, claim).await,
+                Leased::Shared(name) => {
+                    (self.withdraw_grant(GrantsOf::Readers, name.as_str(), stem, claim)).await
+                }
+                Leased::Permit(name, _) => {
+                    (self.withdraw_grant(GrantsOf::Permits, name.as_str(), stem, claim)).await
+                }
                 Leased::Set(names) => self.withdraw_all(names, stem, claim).await,
             }
         }

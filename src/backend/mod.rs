@@ -43,7 +43,7 @@ pub(crate) use self::feed::AbortOnDrop;
 pub use self::feed::{ReleaseFeed, sleep_until_some};
 pub use self::holder::Holder;
 pub(crate) use self::lease::lease_operations_by_kind;
-pub use self::lease::{Leased, kinds};
+pub use self::lease::{GrantsOf, Leased, kinds};
 pub use self::listing::{ListCursor, ListPage};
 pub use self::outcome::{
     AcquireOutcome, Claim, Inspection, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{Held, MemoryBackend, acked, announce, wall_clock_micros};
-use crate::backend::fence::{fence_of, has_stem, next_fence, token};
+use super::{Held, MemoryBackend, acked, announce};
+use crate::backend::fence::{fence_of, has_stem, token};
 use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, Lease, ReleaseOutcome, RenewAttempt,
@@ -42,8 +42,7 @@ impl MemoryBackend {
                 replicas_acked: acked(ack),
             }));
         }
-        let fence = next_fence(state.last_fence, wall_clock_micros());
-        state.last_fence = fence;
+        let fence = state.next_fence();
         state.locks.insert(
             name.to_owned(),
             Held {

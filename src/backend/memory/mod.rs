@@ -9,6 +9,7 @@
 //! advance it. There are no replicas: a request for replica acknowledgement gets 0.
 //!
 
+mod grants;
 mod lock;
 mod multi;
 mod semaphore;
@@ -21,13 +22,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::fence::fence_of;
-use super::lease_operations_by_kind;
+use super::fence::{fence_of, next_fence};
 use super::shared::SHARED_MARKER;
 use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListCursor,
     ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
+use super::{GrantsOf, lease_operations_by_kind};
 use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::name::LockName;
 
@@ -73,9 +74,9 @@ impl Drop for Watching {
 #[derive(Debug, Default)]
 struct State {
     locks: HashMap<String, Held>,
-    semaphores: HashMap<String, semaphore::Permits>,
+    semaphores: HashMap<String, grants::Grants>,
     /// Readers of read/write locks, by name; the lock entry holds [`SHARED_MARKER`] meanwhile.
-    readers: HashMap<String, semaphore::Permits>,
+    readers: HashMap<String, grants::Grants>,
     /// Until when new readers of a name are held off (a writer waits).
     hold_offs: HashMap<String, Instant>,
     /// Revoked tokens by name, until their leases would have ended.
@@ -142,6 +143,12 @@ impl State {
             self.locks.remove(name);
         }
         self.locks.get_mut(name)
+    }
+
+    /// The next fence, above every fence given before.
+    fn next_fence(&mut self) -> u64 {
+        self.last_fence = next_fence(self.last_fence, wall_clock_micros());
+        self.last_fence
     }
 
     fn note_write(&mut self, now: Instant) {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{Held, MemoryBackend, acked, announce, wall_clock_micros};
-use crate::backend::fence::{fence_of, has_stem, next_fence, token};
+use super::{Held, MemoryBackend, acked, announce};
+use crate::backend::fence::{fence_of, has_stem, token};
 use crate::backend::{AcquireOutcome, BackendError, Claim, Lease, ReleaseOutcome, RenewOutcome};
 use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::name::LockName;
@@ -49,8 +49,7 @@ impl MemoryBackend {
                 replicas_acked: acked(ack),
             }));
         }
-        let fence = next_fence(state.last_fence, wall_clock_micros());
-        state.last_fence = fence;
+        let fence = state.next_fence();
         let holder = holder
             .filter(|h| !h.is_empty())
             .map(|h| Arc::new(h.clone()));

@@ -1,169 +1,14 @@
 //! Semaphores in memory: per name, the limit and the live permits, under the store's one
 //! mutex (each operation is one critical section, as a script is on Redis).
 
-use std::sync::Arc;
-
 use tokio::time::Instant;
 
-use super::{MemoryBackend, acked, announce, wall_clock_micros};
-use crate::backend::fence::{fence_of, has_stem, next_fence, token};
-use crate::backend::semaphore::PermitView;
-use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseOutcome, RenewOutcome,
-};
-use crate::backend::{GrantAttempt, RenewAttempt};
-
-/// One semaphore's permits.
-#[derive(Debug)]
-pub(super) struct Permits {
-    limit: u32,
-    held: Vec<Permit>,
-}
-
-#[derive(Debug)]
-struct Permit {
-    /// `<stem>.<fence>`.
-    token: String,
-    expires: Instant,
-    claim: Option<Claim>,
-    holder: Option<Arc<Holder>>,
-}
-
-impl Permits {
-    pub(super) fn new(limit: u32) -> Self {
-        Self {
-            limit,
-            held: Vec::new(),
-        }
-    }
-
-    /// Drops expired permits; false when none is left (the semaphore is then forgotten).
-    pub(super) fn reclaim(&mut self, now: Instant) -> bool {
-        self.held.retain(|permit| permit.expires > now);
-        !self.held.is_empty()
-    }
-
-    fn position(&self, token: &str) -> Option<usize> {
-        self.held.iter().position(|permit| permit.token == token)
-    }
-
-    pub(super) fn add(
-        &mut self,
-        token: String,
-        expires: Instant,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
-    ) {
-        self.held.push(Permit {
-            token,
-            expires,
-            claim,
-            holder: holder
-                .filter(|h| !h.is_empty())
-                .map(|h| Arc::new(h.clone())),
-        });
-    }
-
-    /// The lease of the permit of a token of `stem` (an idempotent retry), taking `claim` over.
-    pub(super) fn find_again(
-        &mut self,
-        stem: &str,
-        claim: Option<Claim>,
-        now: Instant,
-        replicas_acked: Option<u32>,
-    ) -> Option<Lease> {
-        let permit = self
-            .held
-            .iter_mut()
-            .find(|permit| has_stem(&permit.token, stem))?;
-        if claim.is_some() {
-            permit.claim = claim;
-        }
-        Some(Lease {
-            fence: fence_of(&permit.token).unwrap_or(0),
-            ttl: permit.expires - now,
-            replicas_acked,
-        })
-    }
-
-    /// A new end for the permit `token` holds; `None` if it holds none.
-    pub(super) fn renew(&mut self, token: &str, expires: Instant) -> Option<()> {
-        let index = self.position(token)?;
-        self.held[index].expires = expires;
-        Some(())
-    }
-
-    /// Removes the first permit whose token matches; true if one did.
-    pub(super) fn remove(&mut self, matches: impl Fn(&str) -> bool) -> bool {
-        match self.held.iter().position(|permit| matches(&permit.token)) {
-            Some(index) => {
-                self.held.swap_remove(index);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Removes the permit of `stem` if `claim` (when given) is still its last claim.
-    pub(super) fn remove_claimed(&mut self, stem: &str, claim: Option<Claim>) -> bool {
-        match self.held.iter().position(|permit| {
-            has_stem(&permit.token, stem) && (claim.is_none() || permit.claim == claim)
-        }) {
-            Some(index) => {
-                self.held.swap_remove(index);
-                true
-            }
-            None => false,
-        }
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
-
-    /// When the permit that runs longest ends.
-    pub(super) fn last_end(&self) -> Option<Instant> {
-        self.held.iter().map(|permit| permit.expires).max()
-    }
-
-    /// What anyone may see of the permits, the first to end first.
-    pub(super) fn views(&self, now: Instant) -> Vec<PermitView> {
-        let mut held: Vec<&Permit> = self.held.iter().collect();
-        held.sort_by_key(|permit| permit.expires);
-        held.into_iter()
-            .map(|permit| PermitView {
-                fence: fence_of(&permit.token),
-                ttl: permit.expires - now,
-                holder: permit.holder.as_deref().cloned(),
-            })
-            .collect()
-    }
-}
-
-impl MemoryBackend {
-    /// The live permits of `name`, reclaiming expired ones first.
-    fn live_permits<'a>(
-        state: &'a mut super::State,
-        name: &str,
-        now: Instant,
-    ) -> Option<&'a mut Permits> {
-        if state
-            .semaphores
-            .get_mut(name)
-            .is_some_and(|permits| !permits.reclaim(now))
-        {
-            state.semaphores.remove(name);
-        }
-        state.semaphores.get_mut(name)
-    }
-
-    /// Forgets the semaphore `name` once its last permit is gone.
-    fn forget_if_empty(state: &mut super::State, name: &str) {
-        if state.semaphores.get(name).is_some_and(Permits::is_empty) {
-            state.semaphores.remove(name);
-        }
-    }
-}
+use super::grants::Grants;
+use super::{MemoryBackend, acked};
+use crate::backend::GrantsOf;
+use crate::backend::fence::token;
+use crate::backend::semaphore::Permits;
+use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, Lease};
 
 impl MemoryBackend {
     pub(super) async fn acquire_permit(
@@ -175,7 +20,7 @@ impl MemoryBackend {
         let (stem, ttl, ack, claim, holder) = attempt.parts();
         let now = Instant::now();
         let mut state = self.state();
-        if let Some(permits) = Self::live_permits(&mut state, name, now) {
+        if let Some(permits) = state.live_grants(GrantsOf::Permits, name, now) {
             if let Some(lease) = permits.find_again(stem, claim, now, acked(ack)) {
                 return Ok(AcquireOutcome::AlreadyHeld(lease));
             }
@@ -184,19 +29,17 @@ impl MemoryBackend {
                     limit: permits.limit,
                 });
             }
-            if permits.held.len() >= usize::try_from(limit).unwrap_or(usize::MAX) {
-                let first_end = permits.held.iter().map(|permit| permit.expires).min();
+            if permits.len() >= usize::try_from(limit).unwrap_or(usize::MAX) {
                 return Ok(AcquireOutcome::Held {
-                    ttl: first_end.map(|end| end - now),
+                    ttl: permits.first_end().map(|end| end - now),
                 });
             }
         }
-        let fence = next_fence(state.last_fence, wall_clock_micros());
-        state.last_fence = fence;
+        let fence = state.next_fence();
         state
             .semaphores
             .entry(name.to_owned())
-            .or_insert_with(|| Permits::new(limit))
+            .or_insert_with(|| Grants::new(limit))
             .add(token(stem, fence), now + ttl, claim, holder);
         state.note_write(now);
         Ok(AcquireOutcome::Granted(Lease {
@@ -206,76 +49,14 @@ impl MemoryBackend {
         }))
     }
 
-    pub(super) async fn renew_permit(
-        &self,
-        name: &str,
-        renewal: RenewAttempt<'_>,
-    ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
-        let now = Instant::now();
-        let mut state = self.state();
-        let renewed = Self::live_permits(&mut state, name, now)
-            .and_then(|permits| permits.renew(token, now + ttl));
-        if renewed.is_none() {
-            return Ok(RenewOutcome::NotHeld);
-        }
-        Ok(RenewOutcome::Renewed(Lease {
-            fence: fence_of(token).unwrap_or(0),
-            ttl,
-            replicas_acked: acked(ack),
-        }))
-    }
-
-    pub(super) async fn release_permit(
-        &self,
-        name: &str,
-        token: &str,
-    ) -> Result<ReleaseOutcome, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        let removed = Self::live_permits(&mut state, name, now)
-            .is_some_and(|permits| permits.remove(|t| t == token));
-        if !removed {
-            return Ok(ReleaseOutcome::NotHeld);
-        }
-        Self::forget_if_empty(&mut state, name);
-        drop(state);
-        announce(&self.permits_freed, name);
-        Ok(ReleaseOutcome::Released)
-    }
-
-    pub(super) async fn withdraw_permit(
-        &self,
-        name: &str,
-        stem: &str,
-        claim: Option<Claim>,
-    ) -> Result<bool, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        let removed = Self::live_permits(&mut state, name, now)
-            .is_some_and(|permits| permits.remove_claimed(stem, claim));
-        if !removed {
-            return Ok(false);
-        }
-        Self::forget_if_empty(&mut state, name);
-        drop(state);
-        announce(&self.permits_freed, name);
-        Ok(true)
-    }
-
-    pub(super) async fn permits_of(
-        &self,
-        name: &str,
-    ) -> Result<crate::backend::semaphore::Permits, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        Ok(Self::live_permits(&mut state, name, now).map_or_else(
-            crate::backend::semaphore::Permits::default,
-            |permits| crate::backend::semaphore::Permits {
-                limit: Some(permits.limit),
-                permits: permits.views(now),
-            },
-        ))
+    pub(super) async fn permits_of(&self, name: &str) -> Result<Permits, BackendError> {
+        let permits = self.grant_views(GrantsOf::Permits, name);
+        Ok(
+            permits.map_or_else(Permits::default, |(limit, permits)| Permits {
+                limit: Some(limit),
+                permits,
+            }),
+        )
     }
 }
 
@@ -284,7 +65,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::backend::LeaseRequest;
+    use crate::backend::{LeaseRequest, ReleaseOutcome, RenewAttempt, RenewOutcome};
 
     const TTL: Duration = Duration::from_secs(10);
 
@@ -347,7 +128,8 @@ mod tests {
         let mine = token("a", lease.fence);
         assert_eq!(
             backend
-                .renew_permit(
+                .renew_grant(
+                    GrantsOf::Permits,
                     "s",
                     RenewAttempt {
                         token: "a.1",
@@ -360,7 +142,8 @@ mod tests {
         );
         assert!(matches!(
             backend
-                .renew_permit(
+                .renew_grant(
+                    GrantsOf::Permits,
                     "s",
                     RenewAttempt {
                         token: &mine,
@@ -372,16 +155,13 @@ mod tests {
             Ok(RenewOutcome::Renewed(_))
         ));
         assert_eq!(
-            backend.release_permit("s", "a.1").await,
+            backend.release_grant(GrantsOf::Permits, "s", "a.1").await,
             Ok(ReleaseOutcome::NotHeld)
         );
         assert_eq!(
-            backend.release_permit("s", &mine).await,
+            backend.release_grant(GrantsOf::Permits, "s", &mine).await,
             Ok(ReleaseOutcome::Released)
         );
-        assert_eq!(
-            backend.permits_of("s").await,
-            Ok(crate::backend::semaphore::Permits::default())
-        );
+        assert_eq!(backend.permits_of("s").await, Ok(Permits::default()));
     }
 }

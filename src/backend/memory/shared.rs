@@ -5,38 +5,24 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::semaphore::Permits;
-use super::{Held, MemoryBackend, State, acked, wall_clock_micros};
-use crate::backend::fence::{next_fence, token};
+use super::grants::Grants;
+use super::{Held, MemoryBackend, State, acked};
+use crate::backend::GrantsOf;
+use crate::backend::fence::token;
 use crate::backend::semaphore::PermitView;
 use crate::backend::shared::SHARED_MARKER;
-use crate::backend::{AcquireOutcome, BackendError, Claim, ReleaseOutcome, RenewOutcome};
-use crate::backend::{GrantAttempt, RenewAttempt};
+use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, Lease};
 
 impl State {
-    /// The live readers of `name` and the marker's entry, or `None` if a writer (or nobody)
-    /// holds it. Expired readers are dropped first.
-    fn live_readers(&mut self, name: &str, now: Instant) -> Option<&mut Permits> {
-        let marked = self
-            .live_lock(name, now)
-            .is_some_and(|held| held.token == SHARED_MARKER);
-        if !marked {
-            self.readers.remove(name);
-            return None;
-        }
-        if self
-            .readers
-            .get_mut(name)
-            .is_some_and(|readers| !readers.reclaim(now))
-        {
-            self.readers.remove(name);
-        }
-        self.readers.get_mut(name)
+    /// Whether readers hold `name`: its lock entry is live and holds the marker.
+    pub(super) fn readers_hold(&mut self, name: &str, now: Instant) -> bool {
+        self.live_lock(name, now)
+            .is_some_and(|held| held.token == SHARED_MARKER)
     }
 
     /// The marker lives as long as the longest reader; with no reader left it goes.
-    fn fit_marker(&mut self, name: &str) -> bool {
-        match self.readers.get(name).and_then(Permits::last_end) {
+    pub(super) fn fit_marker(&mut self, name: &str) -> bool {
+        match self.readers.get(name).and_then(Grants::last_end) {
             Some(end) => {
                 if let Some(held) = self.locks.get_mut(name) {
                     held.expires = end;
@@ -68,7 +54,7 @@ impl MemoryBackend {
                 ttl: Some(held.expires - now),
             });
         }
-        if let Some(readers) = state.live_readers(name, now)
+        if let Some(readers) = state.live_grants(GrantsOf::Readers, name, now)
             && let Some(lease) = readers.find_again(stem, claim, now, acked(ack))
         {
             return Ok(AcquireOutcome::AlreadyHeld(lease));
@@ -78,12 +64,11 @@ impl MemoryBackend {
                 ttl: Some(until - now),
             });
         }
-        let fence = next_fence(state.last_fence, wall_clock_micros());
-        state.last_fence = fence;
+        let fence = state.next_fence();
         state
             .readers
             .entry(name.to_owned())
-            .or_insert_with(|| Permits::new(0))
+            .or_insert_with(|| Grants::new(0))
             .add(token(stem, fence), now + ttl, claim, holder);
         state.locks.entry(name.to_owned()).or_insert_with(|| Held {
             token: SHARED_MARKER.to_owned(),
@@ -93,90 +78,20 @@ impl MemoryBackend {
         });
         state.fit_marker(name);
         state.note_write(now);
-        Ok(AcquireOutcome::Granted(crate::backend::Lease {
+        Ok(AcquireOutcome::Granted(Lease {
             fence,
             ttl,
             replicas_acked: acked(ack),
         }))
     }
 
-    pub(super) async fn renew_shared(
-        &self,
-        name: &str,
-        renewal: RenewAttempt<'_>,
-    ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
-        let now = Instant::now();
-        let mut state = self.state();
-        let renewed = state
-            .live_readers(name, now)
-            .and_then(|readers| readers.renew(token, now + ttl));
-        if renewed.is_none() {
-            return Ok(RenewOutcome::NotHeld);
-        }
-        state.fit_marker(name);
-        Ok(RenewOutcome::Renewed(crate::backend::Lease {
-            fence: crate::backend::fence::fence_of(token).unwrap_or(0),
-            ttl,
-            replicas_acked: acked(ack),
-        }))
-    }
-
-    pub(super) async fn release_shared(
-        &self,
-        name: &str,
-        token: &str,
-    ) -> Result<ReleaseOutcome, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        let removed = state
-            .live_readers(name, now)
-            .is_some_and(|readers| readers.remove(|t| t == token));
-        if !removed {
-            return Ok(ReleaseOutcome::NotHeld);
-        }
-        let readers_left = state.fit_marker(name);
-        drop(state);
-        if !readers_left {
-            self.announce_release(name);
-        }
-        Ok(ReleaseOutcome::Released)
-    }
-
-    pub(super) async fn withdraw_shared(
-        &self,
-        name: &str,
-        stem: &str,
-        claim: Option<Claim>,
-    ) -> Result<bool, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        let removed = state
-            .live_readers(name, now)
-            .is_some_and(|readers| readers.remove_claimed(stem, claim));
-        if !removed {
-            return Ok(false);
-        }
-        let readers_left = state.fit_marker(name);
-        drop(state);
-        if !readers_left {
-            self.announce_release(name);
-        }
-        Ok(true)
-    }
-
     pub(super) async fn inspect_readers(
         &self,
         name: &str,
     ) -> Result<Vec<PermitView>, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        Ok(state
-            .live_readers(name, now)
-            .map(|readers| readers.views(now))
-            .unwrap_or_default())
+        let readers = self.grant_views(GrantsOf::Readers, name);
+        Ok(readers.map(|(_, views)| views).unwrap_or_default())
     }
-
     pub(super) async fn hold_off_readers(
         &self,
         name: &str,

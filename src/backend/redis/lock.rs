@@ -3,18 +3,15 @@
 
 use std::time::Duration;
 
-use redis::Value;
-
 use super::RedisBackend;
 use super::features::{Downgradable, ReleaseVia, RenewVia};
+use super::grants::{claim_and_holder, release_outcome};
 use super::keys::LockKeys;
-use super::replies::{acquire_outcome, renew_outcome};
 use super::scripts::{ACQUIRE, FINALIZE, RELEASE, RENEW, WITHDRAW};
 use super::send::{Request, claim_arg, evalsha};
 use crate::backend::fence::{Marks, fence_of};
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, Lease, ReleaseFeed, ReleaseOutcome, RenewOutcome,
-    millis,
+    AcquireOutcome, BackendError, Claim, Lease, ReleaseFeed, ReleaseOutcome, RenewOutcome, millis,
 };
 use crate::backend::{GrantAttempt, RenewAttempt};
 
@@ -118,10 +115,6 @@ impl RedisBackend {
     }
 }
 
-fn unexpected(script: &str, reply: &[i64]) -> BackendError {
-    BackendError::Protocol(format!("{script} script replied {reply:?}"))
-}
-
 impl RedisBackend {
     /// Takes the lock `name` (see [`crate::backend::LeaseStore::acquire`]).
     pub(crate) async fn acquire_lock(
@@ -129,25 +122,24 @@ impl RedisBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, ack, claim, holder) = attempt.parts();
+        let (stem, ttl, _, claim, holder) = attempt.parts();
         let keys = self.keys(name);
         let (lock, counter, legacy) = (keys.lock(), keys.counter(), keys.legacy_counter());
-        let holder = holder.filter(|h| !h.is_empty());
-        let mut call = if claim.is_none() && holder.is_none() {
+        // Without a claim or a holder the script needs neither their keys nor their arguments.
+        let bare = claim.is_none() && holder.is_none();
+        let mut call = if bare {
             evalsha(&ACQUIRE, &[lock, counter, legacy])
         } else {
-            let keys = [lock, counter, legacy, keys.claim(), keys.holder()];
-            evalsha(&ACQUIRE, &keys)
+            evalsha(
+                &ACQUIRE,
+                &[lock, counter, legacy, keys.claim(), keys.holder()],
+            )
         };
         call.arg(stem).arg(millis(ttl));
-        if claim.is_some() || holder.is_some() {
-            call.arg(claim_arg(claim))
-                .arg(holder.map(Holder::fields).unwrap_or_default());
+        if !bare {
+            claim_and_holder(&mut call, claim, holder);
         }
-        let (reply, acked) = self
-            .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
-            .await?;
-        acquire_outcome("acquire", reply, ttl, acked)
+        self.run_grant(name, &ACQUIRE, &call, attempt).await
     }
 
     /// Releases the lock `name` held by `token`.
@@ -169,12 +161,7 @@ impl RedisBackend {
             evalsha(&RELEASE, &[keys.lock()])
         };
         call.arg(token).arg(keys.channel());
-        match self.script::<i64>(&RELEASE, &call).await? {
-            1 => Ok(ReleaseOutcome::Released),
-            0 => Ok(ReleaseOutcome::NotHeld),
-            -1 => Ok(ReleaseOutcome::NotOwner),
-            other => Err(unexpected("release", &[other])),
-        }
+        release_outcome(&RELEASE, self.script::<i64>(&RELEASE, &call).await?)
     }
 
     /// Withdraws the grant of the lock `name` to a token of `stem`.
@@ -215,15 +202,10 @@ impl RedisBackend {
         {
             return Ok(outcome);
         }
-        let mut call = if Marks::of(token).holder {
-            evalsha(&RENEW, &[keys.lock(), keys.holder()])
+        if Marks::of(token).holder {
+            (self.renew_by(name, &RENEW, &[keys.lock(), keys.holder()], renewal)).await
         } else {
-            evalsha(&RENEW, &[keys.lock()])
-        };
-        call.arg(token).arg(millis(ttl));
-        let (reply, acked) = self
-            .run_lease_script::<i64>(name, &RENEW, &call, ack)
-            .await?;
-        renew_outcome("renew", reply, token, ttl, acked)
+            self.renew_by(name, &RENEW, &[keys.lock()], renewal).await
+        }
     }
 }

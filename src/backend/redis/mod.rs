@@ -43,6 +43,7 @@ mod connection;
 mod connectors;
 mod errors;
 mod features;
+mod grants;
 mod guards;
 mod keys;
 mod listing;

@@ -2,19 +2,20 @@
 //! ordinary keys of each name (lock key, holder key) and the claim key of the set's first
 //! name. One script per operation, so in a Cluster every name must be in one slot.
 
-use redis::Value;
-
 use super::RedisBackend;
 use super::cluster::slot;
+use super::grants::release_outcome;
 use super::keys::{Counters, Key};
-use super::replies::{acquire_outcome, protocol, renew_outcome};
 use super::scripts::{MULTI_ACQUIRE, MULTI_RELEASE, MULTI_RENEW};
-use super::send::{claim_arg, evalsha};
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Holder, ReleaseOutcome, RenewOutcome, millis,
+    AcquireOutcome, BackendError, Claim, GrantAttempt, ReleaseOutcome, RenewAttempt, RenewOutcome,
 };
-use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::name::LockName;
+
+/// The name whose slot the set's scripts run in (all are in one, see [`RedisBackend::same_slot`]).
+fn first(names: &[LockName]) -> &str {
+    names.first().map_or("", LockName::as_str)
+}
 
 impl RedisBackend {
     /// Whether one script can reach all of `names` (a Cluster needs them in one slot).
@@ -25,15 +26,18 @@ impl RedisBackend {
                 .all(|pair| slot(pair[0].as_str()) == slot(pair[1].as_str()))
     }
 
-    /// Each name's lock key and holder key, in order.
-    fn lock_and_holder_keys<'a>(&'a self, names: &'a [LockName]) -> Vec<Key<'a>> {
-        names
-            .iter()
-            .flat_map(|name| {
-                let keys = self.keys(name.as_str());
-                [keys.lock(), keys.holder()]
-            })
-            .collect()
+    /// `leading` keys, then each name's lock key and holder key, in order.
+    fn with_lock_and_holder_keys<'a>(
+        &'a self,
+        leading: impl IntoIterator<Item = Key<'a>>,
+        names: &'a [LockName],
+    ) -> Vec<Key<'a>> {
+        let mut keys: Vec<Key<'a>> = leading.into_iter().collect();
+        keys.extend(names.iter().flat_map(|name| {
+            let keys = self.keys(name.as_str());
+            [keys.lock(), keys.holder()]
+        }));
+        keys
     }
 
     /// `multi_release.lua`: release for `token`, or withdraw for `stem` and `claim`.
@@ -44,12 +48,8 @@ impl RedisBackend {
         stem: &str,
         claim: Option<Claim>,
     ) -> Result<i64, BackendError> {
-        let first = names.first().map_or("", LockName::as_str);
-        let mut keys = vec![self.keys(first).claim()];
-        keys.extend(self.lock_and_holder_keys(names));
-        let mut call = evalsha(&MULTI_RELEASE, &keys);
-        call.arg(token).arg(stem).arg(claim_arg(claim));
-        self.script::<i64>(&MULTI_RELEASE, &call).await
+        let keys = self.with_lock_and_holder_keys([self.keys(first(names)).claim()], names);
+        (self.remove_by(&MULTI_RELEASE, &keys, None, token, stem, claim)).await
     }
 
     pub(super) async fn acquire_all(
@@ -57,21 +57,10 @@ impl RedisBackend {
         names: &[LockName],
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, ack, claim, holder) = attempt.parts();
-        let first = names.first().map_or("", LockName::as_str);
-        let first_keys = self.keys(first);
-        let mut keys = vec![first_keys.counter(), first_keys.claim()];
-        keys.extend(self.lock_and_holder_keys(names));
-        let mut call = evalsha(&MULTI_ACQUIRE, &keys);
-        let holder = holder.filter(|h| !h.is_empty());
-        call.arg(stem)
-            .arg(millis(ttl))
-            .arg(claim_arg(claim))
-            .arg(holder.map(Holder::fields).unwrap_or_default());
-        let (reply, acked) = self
-            .run_lease_script::<Value>(first, &MULTI_ACQUIRE, &call, ack)
-            .await?;
-        acquire_outcome("multi_acquire", reply, ttl, acked)
+        let first_keys = self.keys(first(names));
+        let keys =
+            self.with_lock_and_holder_keys([first_keys.counter(), first_keys.claim()], names);
+        (self.grant(first(names), &MULTI_ACQUIRE, &keys, None, attempt)).await
     }
 
     pub(super) async fn renew_all(
@@ -79,14 +68,8 @@ impl RedisBackend {
         names: &[LockName],
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
-        let first = names.first().map_or("", LockName::as_str);
-        let mut call = evalsha(&MULTI_RENEW, &self.lock_and_holder_keys(names));
-        call.arg(token).arg(millis(ttl));
-        let (reply, acked) = self
-            .run_lease_script::<i64>(first, &MULTI_RENEW, &call, ack)
-            .await?;
-        renew_outcome("multi_renew", reply, token, ttl, acked)
+        let keys = self.with_lock_and_holder_keys([], names);
+        (self.renew_by(first(names), &MULTI_RENEW, &keys, renewal)).await
     }
 
     pub(super) async fn release_all(
@@ -94,12 +77,8 @@ impl RedisBackend {
         names: &[LockName],
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
-        match self.remove_all(names, token, "", None).await? {
-            1 => Ok(ReleaseOutcome::Released),
-            0 => Ok(ReleaseOutcome::NotHeld),
-            -1 => Ok(ReleaseOutcome::NotOwner),
-            other => Err(protocol("multi_release", other)),
-        }
+        let removed = self.remove_all(names, token, "", None).await?;
+        release_outcome(&MULTI_RELEASE, removed)
     }
 
     pub(super) async fn withdraw_all(

@@ -8,6 +8,8 @@ use redis::{Cmd, Script};
 /// A script and its source.
 #[derive(Debug)]
 pub struct Lua {
+    /// The script's name, for errors (`PERMIT_ACQUIRE`).
+    pub name: &'static str,
     pub script: Script,
     pub source: &'static str,
 }
@@ -38,7 +40,7 @@ macro_rules! scripts {
     ($($name:ident = [$($file:literal),+],)+) => {
         $(pub static $name: LazyLock<Lua> = LazyLock::new(|| {
             let source = concat!($(include_str!(concat!("../scripts/", $file))),+);
-            Lua { script: Script::new(source), source }
+            Lua { name: stringify!($name), script: Script::new(source), source }
         });)+
 
         /// Every script's source, for loading them all at once.

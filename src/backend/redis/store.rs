@@ -11,13 +11,13 @@ use super::replies::pttl;
 use super::scripts::{INSPECT, REVOKE};
 use super::send::evalsha;
 use crate::backend::fence::fence_of;
-use crate::backend::lease_operations_by_kind;
 use crate::backend::listing;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, Holder, Inspection, LeaseStore, Leased,
     ListCursor, ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewAttempt,
     RenewOutcome,
 };
+use crate::backend::{GrantsOf, lease_operations_by_kind};
 use crate::telemetry::metrics::RedisCall;
 
 impl LeaseStore for RedisBackend {
