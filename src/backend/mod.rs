@@ -181,15 +181,11 @@ pub trait LeaseStore: Send + Sync {
         name: &str,
     ) -> impl Future<Output = Result<Option<Inspection>, BackendError>> + Send;
 
-    /// The live shared grants of `name`, the first to end first.
-    fn inspect_shared(
+    /// The live grants of a set of `name`, the first to end first: a semaphore's permits
+    /// and limit, a read/write lock's readers (no limit).
+    fn inspect_grants(
         &self,
-        name: &str,
-    ) -> impl Future<Output = Result<Vec<PermitView>, BackendError>> + Send;
-
-    /// The limit and the live permits of the semaphore `name`.
-    fn inspect_permits(
-        &self,
+        of: GrantsOf,
         name: &str,
     ) -> impl Future<Output = Result<Permits, BackendError>> + Send;
 
@@ -336,12 +332,8 @@ impl LeaseStore for Backend {
         dispatch!(self, b => b.inspect(name))
     }
 
-    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
-        dispatch!(self, b => b.inspect_shared(name))
-    }
-
-    async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
-        dispatch!(self, b => b.inspect_permits(name))
+    async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {
+        dispatch!(self, b => b.inspect_grants(of, name))
     }
 
     async fn hold_off_shared(

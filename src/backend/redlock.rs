@@ -45,9 +45,9 @@ use super::listing::{self, Walk};
 use super::redis::RedisBackend;
 use super::{
     AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListCursor,
-    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
+    ListPage, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
-use crate::backend::{GrantAttempt, RenewAttempt, kinds};
+use crate::backend::{GrantAttempt, GrantsOf, RenewAttempt, kinds};
 
 #[derive(Debug)]
 pub struct RedlockBackend {
@@ -535,12 +535,11 @@ impl LeaseStore for RedlockBackend {
         self.nodes.iter().all(|n| n.sees_every_release(leased))
     }
 
-    async fn inspect_shared(&self, _: &str) -> Result<Vec<PermitView>, BackendError> {
-        Err(not_offered_here(kinds::SHARED))
-    }
-
-    async fn inspect_permits(&self, _: &str) -> Result<Permits, BackendError> {
-        Err(not_offered_here(kinds::PERMIT))
+    async fn inspect_grants(&self, of: GrantsOf, _: &str) -> Result<Permits, BackendError> {
+        Err(not_offered_here(match of {
+            GrantsOf::Readers => kinds::SHARED,
+            GrantsOf::Permits => kinds::PERMIT,
+        }))
     }
 
     async fn hold_off_shared(&self, _: &str, _: Option<Duration>) -> Result<(), BackendError> {

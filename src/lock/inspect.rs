@@ -9,7 +9,7 @@ use super::cursor::{CursorScope, ListPosition};
 use super::error::LockError;
 use super::service::LockService;
 use crate::backend::fence::granted_at;
-use crate::backend::{Holder, Inspection, LeaseStore, ListCursor, PermitView, kinds};
+use crate::backend::{GrantsOf, Holder, Inspection, LeaseStore, ListCursor, PermitView, kinds};
 
 /// What anyone may learn about a held lock. Never the token.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,7 +61,10 @@ impl LockService {
         state: &mut LockState,
     ) -> Result<(), LockError> {
         if state.is_shared() {
-            state.shared = self.backend.inspect_shared(name.as_str()).await?;
+            let readers = self
+                .backend
+                .inspect_grants(GrantsOf::Readers, name.as_str());
+            state.shared = readers.await?.permits;
         }
         state.waiting += self.waiters.waiting_for(kinds::SHARED, name.as_str())
             + self.waiters.waiting_for(kinds::SET, name.as_str());

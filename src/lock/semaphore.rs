@@ -13,7 +13,7 @@ use std::num::NonZeroU32;
 
 use super::primitive::Primitive;
 use super::{LockError, LockName, LockService};
-use crate::backend::{LeaseStore, Leased, PermitView, Permits};
+use crate::backend::{GrantsOf, LeaseStore, Leased, PermitView, Permits};
 
 /// Most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 10_000;
@@ -54,7 +54,10 @@ impl LockService {
     pub async fn inspect_semaphore(&self, name: &LockName) -> Result<SemaphoreState, LockError> {
         let leased = Semaphore::ANY.leased(name);
         self.check_offered(leased)?;
-        let Permits { limit, permits } = self.backend.inspect_permits(name.as_str()).await?;
+        let Permits { limit, permits } = self
+            .backend
+            .inspect_grants(GrantsOf::Permits, name.as_str())
+            .await?;
         Ok(SemaphoreState {
             limit,
             permits,

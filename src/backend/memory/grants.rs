@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::{MemoryBackend, State, acked, announce};
 use crate::backend::fence::{fence_of, has_stem};
-use crate::backend::semaphore::PermitView;
+use crate::backend::semaphore::{PermitView, Permits};
 use crate::backend::{
     BackendError, Claim, GrantsOf, Holder, Lease, ReleaseOutcome, RenewAttempt, RenewOutcome,
 };
@@ -241,12 +241,16 @@ impl MemoryBackend {
         true
     }
 
-    /// The live grants of `name`: the set's limit and what anyone may see of each.
-    pub(super) fn grant_views(&self, of: GrantsOf, name: &str) -> Option<(u32, Vec<PermitView>)> {
+    /// The live grants of `name`: what anyone may see of each, and a semaphore's limit.
+    pub(super) fn grant_views(&self, of: GrantsOf, name: &str) -> Permits {
         let now = Instant::now();
         let mut state = self.state();
-        state
-            .live_grants(of, name, now)
-            .map(|grants| (grants.limit, grants.views(now)))
+        let Some(grants) = state.live_grants(of, name, now) else {
+            return Permits::default();
+        };
+        Permits {
+            limit: (of == GrantsOf::Permits).then_some(grants.limit),
+            permits: grants.views(now),
+        }
     }
 }

@@ -26,7 +26,7 @@ use super::fence::{fence_of, next_fence};
 use super::shared::SHARED_MARKER;
 use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListCursor,
-    ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    ListPage, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use super::{GrantsOf, lease_operations_by_kind};
 use crate::backend::{GrantAttempt, RenewAttempt};
@@ -304,12 +304,8 @@ impl LeaseStore for MemoryBackend {
         feed(&self.granted, name)
     }
 
-    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
-        self.inspect_readers(name).await
-    }
-
-    async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
-        self.permits_of(name).await
+    async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {
+        Ok(self.grant_views(of, name))
     }
 
     async fn hold_off_shared(

@@ -7,7 +7,6 @@ use super::grants::Grants;
 use super::{MemoryBackend, acked};
 use crate::backend::GrantsOf;
 use crate::backend::fence::token;
-use crate::backend::semaphore::Permits;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, Lease};
 
 impl MemoryBackend {
@@ -48,16 +47,6 @@ impl MemoryBackend {
             replicas_acked: acked(ack),
         }))
     }
-
-    pub(super) async fn permits_of(&self, name: &str) -> Result<Permits, BackendError> {
-        let permits = self.grant_views(GrantsOf::Permits, name);
-        Ok(
-            permits.map_or_else(Permits::default, |(limit, permits)| Permits {
-                limit: Some(limit),
-                permits,
-            }),
-        )
-    }
 }
 
 #[cfg(test)]
@@ -65,7 +54,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::backend::{LeaseRequest, ReleaseOutcome, RenewAttempt, RenewOutcome};
+    use crate::backend::{LeaseRequest, Permits, ReleaseOutcome, RenewAttempt, RenewOutcome};
 
     const TTL: Duration = Duration::from_secs(10);
 
@@ -108,7 +97,7 @@ mod tests {
             take(&backend, 2, "c").await,
             AcquireOutcome::Granted(_)
         ));
-        let seen = backend.permits_of("s").await.expect("inspect");
+        let seen = backend.grant_views(GrantsOf::Permits, "s");
         assert_eq!(seen.limit, Some(2));
         assert_eq!(seen.permits.len(), 2);
         // Once every permit is gone, the next grant sets a new limit.
@@ -162,6 +151,9 @@ mod tests {
             backend.release_grant(GrantsOf::Permits, "s", &mine).await,
             Ok(ReleaseOutcome::Released)
         );
-        assert_eq!(backend.permits_of("s").await, Ok(Permits::default()));
+        assert_eq!(
+            backend.grant_views(GrantsOf::Permits, "s"),
+            Permits::default()
+        );
     }
 }

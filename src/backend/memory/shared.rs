@@ -9,7 +9,6 @@ use super::grants::Grants;
 use super::{Held, MemoryBackend, State, acked};
 use crate::backend::GrantsOf;
 use crate::backend::fence::token;
-use crate::backend::semaphore::PermitView;
 use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, Lease};
 
@@ -85,13 +84,6 @@ impl MemoryBackend {
         }))
     }
 
-    pub(super) async fn inspect_readers(
-        &self,
-        name: &str,
-    ) -> Result<Vec<PermitView>, BackendError> {
-        let readers = self.grant_views(GrantsOf::Readers, name);
-        Ok(readers.map(|(_, views)| views).unwrap_or_default())
-    }
     pub(super) async fn hold_off_readers(
         &self,
         name: &str,

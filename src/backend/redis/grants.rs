@@ -9,9 +9,12 @@ use redis::{Cmd, Value};
 
 use super::RedisBackend;
 use super::keys::Key;
-use super::replies::{acquire_outcome, protocol, renew_outcome};
-use super::scripts::{Lua, PERMIT_RELEASE, PERMIT_RENEW, SHARED_RELEASE, SHARED_RENEW};
+use super::replies::{acquire_outcome, permit_views, protocol, renew_outcome};
+use super::scripts::{
+    Lua, PERMIT_INSPECT, PERMIT_RELEASE, PERMIT_RENEW, SHARED_INSPECT, SHARED_RELEASE, SHARED_RENEW,
+};
 use super::send::{claim_arg, evalsha};
+use crate::backend::semaphore::Permits;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, GrantsOf, Holder, ReleaseOutcome,
     RenewAttempt, RenewOutcome, millis,
@@ -180,5 +183,38 @@ impl RedisBackend {
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
         Ok(self.remove_grant(of, name, "", stem, claim).await? == 1)
+    }
+
+    /// The live grants of `name`, the first to end first, and a semaphore's limit.
+    pub(super) async fn grants_of(
+        &self,
+        of: GrantsOf,
+        name: &str,
+    ) -> Result<Permits, BackendError> {
+        let keys = self.keys(name);
+        let (script, call) = match of {
+            GrantsOf::Readers => {
+                let set = [keys.readers(), keys.readers_info()];
+                (&*SHARED_INSPECT, evalsha(&SHARED_INSPECT, &set))
+            }
+            GrantsOf::Permits => {
+                let set = [keys.permits(), keys.semaphore()];
+                (&*PERMIT_INSPECT, evalsha(&PERMIT_INSPECT, &set))
+            }
+        };
+        let reply: Vec<String> = self.script(script, &call).await?;
+        // A semaphore's inspect script answers its limit first.
+        let (limit, listed) = match of {
+            GrantsOf::Readers => (None, &reply[..]),
+            GrantsOf::Permits => match reply.split_first() {
+                Some((limit, listed)) => (limit.parse().ok(), listed),
+                None => return Err(protocol(script.name, "an empty reply")),
+            },
+        };
+        let permits = permit_views(script.name, listed)?;
+        Ok(Permits {
+            limit: limit.filter(|_| !permits.is_empty()),
+            permits,
+        })
     }
 }

@@ -11,10 +11,7 @@
 //! the permits, `HGETALL` the rest.
 
 use super::RedisBackend;
-use super::replies::{permit_views, protocol};
-use super::scripts::{PERMIT_ACQUIRE, PERMIT_INSPECT};
-use super::send::evalsha;
-use crate::backend::semaphore::Permits;
+use super::scripts::PERMIT_ACQUIRE;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt};
 
 impl RedisBackend {
@@ -28,19 +25,5 @@ impl RedisBackend {
         let keys = [keys.permits(), keys.counter(), keys.semaphore()];
         self.grant(name, &PERMIT_ACQUIRE, &keys, Some(limit), attempt)
             .await
-    }
-
-    pub(super) async fn permits_of(&self, name: &str) -> Result<Permits, BackendError> {
-        let keys = self.keys(name);
-        let call = evalsha(&PERMIT_INSPECT, &[keys.permits(), keys.semaphore()]);
-        let reply: Vec<String> = self.script(&PERMIT_INSPECT, &call).await?;
-        let Some((limit, rest)) = reply.split_first() else {
-            return Err(protocol(PERMIT_INSPECT.name, "an empty reply"));
-        };
-        let permits = permit_views(PERMIT_INSPECT.name, rest)?;
-        Ok(Permits {
-            limit: limit.parse().ok().filter(|_| !permits.is_empty()),
-            permits,
-        })
     }
 }

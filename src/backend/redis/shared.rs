@@ -11,10 +11,8 @@
 use std::time::Duration;
 
 use super::RedisBackend;
-use super::replies::permit_views;
-use super::scripts::{SHARED_ACQUIRE, SHARED_INSPECT};
-use super::send::{Request, evalsha};
-use crate::backend::semaphore::PermitView;
+use super::scripts::SHARED_ACQUIRE;
+use super::send::Request;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, millis};
 
 impl RedisBackend {
@@ -35,12 +33,6 @@ impl RedisBackend {
             .await
     }
 
-    pub(super) async fn readers_of(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
-        let keys = self.keys(name);
-        let call = evalsha(&SHARED_INSPECT, &[keys.readers(), keys.readers_info()]);
-        let reply: Vec<String> = self.script(&SHARED_INSPECT, &call).await?;
-        permit_views(SHARED_INSPECT.name, &reply)
-    }
     pub(super) async fn hold_off_readers(
         &self,
         name: &str,

@@ -14,8 +14,7 @@ use crate::backend::fence::fence_of;
 use crate::backend::listing;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, Holder, Inspection, LeaseStore, Leased,
-    ListCursor, ListPage, PermitView, Permits, ReleaseFeed, ReleaseOutcome, RenewAttempt,
-    RenewOutcome,
+    ListCursor, ListPage, Permits, ReleaseFeed, ReleaseOutcome, RenewAttempt, RenewOutcome,
 };
 use crate::backend::{GrantsOf, lease_operations_by_kind};
 use crate::telemetry::metrics::RedisCall;
@@ -112,12 +111,8 @@ impl LeaseStore for RedisBackend {
         }))
     }
 
-    async fn inspect_shared(&self, name: &str) -> Result<Vec<PermitView>, BackendError> {
-        self.readers_of(name).await
-    }
-
-    async fn inspect_permits(&self, name: &str) -> Result<Permits, BackendError> {
-        self.permits_of(name).await
+    async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {
+        self.grants_of(of, name).await
     }
 
     async fn hold_off_shared(
