@@ -7,7 +7,8 @@
 # Schema cannot state (metadata's 1024 bytes). The gateway runs with a short --max-wait and --max-hold so that waits and
 # hold streams (which otherwise last as long as the client keeps them) end within seconds; and
 # since the 503s allowed there must be by design (insufficient-replicas), the gateway must
-# report no backend error at the end.
+# report no backend error at the end. Its answers may take up to 10 s before their first byte
+# (a `WAIT` of `replica_timeout_ms`, at most 10000, then --max-wait): schemathesis waits 15 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +49,7 @@ curl -sf "$base/openapi.json" >"$work/openapi.json"
 PYTHONPATH="$PWD/scripts" SCHEMATHESIS_HOOKS=schemathesis_hooks \
   "$TOOLS/schemathesis-venv/bin/schemathesis" run "$work/openapi.json" --url "$base" \
   --checks all --phases examples,coverage,fuzzing --max-examples 20 --seed 1 \
-  --request-timeout 5 --no-color
+  --request-timeout 15 --no-color
 
 errors=$(curl -sf "$base/metrics" | awk '/^lockgate_backend_errors_total/ && $NF != 0')
 if [[ -n "$errors" ]]; then

@@ -23,6 +23,9 @@ pub struct LeaseRequest {
     pub holder: Option<Arc<Holder>>,
     /// Longest the grant may be held, renewals included (see `lock::token` for how it is kept).
     pub max_hold: Option<Duration>,
+    /// A reentrant lock: its holder may take it again with its token (`reenter`), each time
+    /// one more release to give it back.
+    pub reentrant: bool,
 }
 
 impl LeaseRequest {
@@ -34,6 +37,7 @@ impl LeaseRequest {
             replicas: ReplicaPolicy::NONE,
             holder: None,
             max_hold: None,
+            reentrant: false,
         }
     }
 }

@@ -76,6 +76,9 @@ pub const HOLDER_MARK: char = 'o';
 pub const SHARED_MARK: char = 's';
 /// Mark: a multi-lock's grant (see `super::multi`): its token holds several names at once.
 pub const MULTI_MARK: char = 'm';
+/// Mark: a reentrant lock's grant: its holder may take it again with its token, and each
+/// release gives back one hold (see `LeaseStore::reenter`); its hold count is kept beside it.
+pub const REENTRANT_MARK: char = 'r';
 /// Mark, last: the grant may be held for at most this many milliseconds, `h<ms>`.
 pub const MAX_HOLD_MARK: char = 'h';
 
@@ -85,6 +88,7 @@ pub struct Marks {
     pub holder: bool,
     pub shared: bool,
     pub multi: bool,
+    pub reentrant: bool,
     pub max_hold_ms: Option<u64>,
 }
 
@@ -112,6 +116,7 @@ impl Marks {
             found
         };
         let (holder, shared, multi) = (mark(HOLDER_MARK), mark(SHARED_MARK), mark(MULTI_MARK));
+        let reentrant = mark(REENTRANT_MARK);
         // `h<ms>` as `stem` writes it: digits, no leading zero.
         let max_hold_ms = text
             .strip_prefix(MAX_HOLD_MARK)
@@ -129,6 +134,7 @@ impl Marks {
             holder,
             shared,
             multi,
+            reentrant,
             max_hold_ms,
         };
         (marks, text)
@@ -145,6 +151,9 @@ impl Marks {
         }
         if self.multi {
             stem.push(MULTI_MARK);
+        }
+        if self.reentrant {
+            stem.push(REENTRANT_MARK);
         }
         if let Some(ms) = self.max_hold_ms {
             stem.push(MAX_HOLD_MARK);
@@ -221,6 +230,7 @@ mod tests {
                 holder: true,
                 shared: true,
                 multi: true,
+                reentrant: true,
                 max_hold_ms: Some(90_000),
             },
             Marks {

@@ -108,13 +108,22 @@ impl<'a> Leased<'a> {
 }
 
 /// The lease operations of [`LeaseStore`](super::LeaseStore) (acquire, renew, release,
-/// withdraw) for a store that keeps each kind of lease in a module of its own, with functions
-/// named by kind: `acquire_lock`, `acquire_shared`, `acquire_permit` and `acquire_all` (and
-/// `renew_…`, `release_…`, `withdraw_…`), taking a name as `&str` and a set's names as
-/// `&[LockName]`. The dispatch from a [`Leased`] to its kind's function, written once for the
-/// memory and the Redis stores.
+/// withdraw, and a reentrant lock's re-entry) for a store that keeps each kind of lease in a
+/// module of its own, with functions named by kind: `acquire_lock`, `acquire_shared`,
+/// `acquire_permit` and `acquire_all` (and `renew_…`, `release_…`, `withdraw_…`; a permit's and
+/// a reader's renewal, release and withdrawal are one `…_grant` of [`GrantsOf`]; re-entry is
+/// `reenter_lock`), taking a name as `&str` and a set's names as `&[LockName]`. The dispatch
+/// from a [`Leased`] to its kind's function, written once for the memory and the Redis stores.
 macro_rules! lease_operations_by_kind {
     () => {
+        async fn reenter(
+            &self,
+            name: &str,
+            renewal: RenewAttempt<'_>,
+        ) -> Result<ReenterOutcome, BackendError> {
+            self.reenter_lock(name, renewal).await
+        }
+
         async fn acquire(
             &self,
             leased: Leased<'_>,

@@ -46,7 +46,8 @@ pub(crate) use self::lease::lease_operations_by_kind;
 pub use self::lease::{GrantsOf, Leased, kinds};
 pub use self::listing::{ListCursor, ListPage};
 pub use self::outcome::{
-    AcquireOutcome, Claim, Inspection, Lease, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, Claim, Inspection, Lease, ReenterOutcome, ReleaseOutcome, RenewOutcome,
+    ReplicaAck,
 };
 pub use self::semaphore::{PermitView, Permits};
 use crate::telemetry::BackendErrorKind;
@@ -154,6 +155,15 @@ pub trait LeaseStore: Send + Sync {
     /// feed still works once the store is back, and waiters fall back to the holder's ttl.
     fn watch_releases(&self, leased: Leased<'_>) -> impl Future<Output = ReleaseFeed> + Send;
 
+    /// The holder of `renewal.token`, a reentrant grant of the lock `name` (its token carries
+    /// the reentrant mark), takes it once more: one more hold, to be given back by one more
+    /// release; the lease is made to last at least `renewal.ttl` (never shortened).
+    fn reenter(
+        &self,
+        name: &str,
+        renewal: RenewAttempt<'_>,
+    ) -> impl Future<Output = Result<ReenterOutcome, BackendError>> + Send;
+
     /// Whether every release of `leased` is announced, including those made by other clients
     /// of the store; if not, waiters look again now and then (see `lock::acquire`).
     fn sees_every_release(&self, leased: Leased<'_>) -> bool;
@@ -239,6 +249,12 @@ impl Backend {
     /// masters: a set of readers, a permit count or a set of names kept per node falls short
     /// after a node restarts empty, and none is built); a Cluster a set only when its names
     /// share a hash slot (one script takes them all).
+    /// Whether the store keeps reentrant locks: not Redlock, whose nodes would each count
+    /// holds of their own, with no quorum rule for a count.
+    pub fn offers_reentrant(&self) -> bool {
+        !matches!(self, Self::Redlock(_))
+    }
+
     pub fn offers(&self, leased: Leased<'_>) -> Result<(), Unoffered> {
         match (self, leased) {
             (_, Leased::Lock(_)) => Ok(()),
@@ -302,6 +318,14 @@ impl LeaseStore for Backend {
         claim: Option<Claim>,
     ) -> Result<bool, BackendError> {
         dispatch!(self, b => b.withdraw(leased, stem, claim))
+    }
+
+    async fn reenter(
+        &self,
+        name: &str,
+        renewal: RenewAttempt<'_>,
+    ) -> Result<ReenterOutcome, BackendError> {
+        dispatch!(self, b => b.reenter(name, renewal))
     }
 
     async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {

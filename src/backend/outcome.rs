@@ -53,6 +53,22 @@ pub enum AcquireOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseOutcome {
     Released,
+    /// A reentrant lock held more than once gave back one hold: `holds` are left.
+    StillHeld {
+        holds: u32,
+    },
+    NotHeld,
+    NotOwner,
+}
+
+/// What a reentrant lock's holder taking it again gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReenterOutcome {
+    /// Held once more: `holds` times now, with the lease (at least the ttl asked).
+    Reentered {
+        lease: Lease,
+        holds: u32,
+    },
     NotHeld,
     NotOwner,
 }

@@ -47,7 +47,7 @@ use super::{
     AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListCursor,
     ListPage, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
-use crate::backend::{GrantAttempt, GrantsOf, RenewAttempt, kinds};
+use crate::backend::{GrantAttempt, GrantsOf, ReenterOutcome, RenewAttempt, kinds};
 
 #[derive(Debug)]
 pub struct RedlockBackend {
@@ -518,6 +518,10 @@ impl LeaseStore for RedlockBackend {
             Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
             _ => Err(not_offered(leased)),
         }
+    }
+
+    async fn reenter(&self, _: &str, _: RenewAttempt<'_>) -> Result<ReenterOutcome, BackendError> {
+        Err(not_offered_here("reentrant lock"))
     }
 
     async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {

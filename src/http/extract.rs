@@ -108,6 +108,22 @@ impl<S: Send + Sync> FromRequestParts<S> for LockTokenHeader {
     }
 }
 
+/// The optional `Lock-Token` of an acquire, read as [`LockTokenHeader`] reads it: `None` when
+/// absent. Only a reentrant lock's re-entry uses it, and only then does a malformed one
+/// matter (400); any other acquire ignores it.
+#[derive(Debug)]
+pub struct AcquireLockToken(pub Option<Result<LockToken, ApiError>>);
+
+impl<S: Send + Sync> FromRequestParts<S> for AcquireLockToken {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(parts.headers.contains_key(LOCK_TOKEN).then(|| {
+            LockTokenHeader::from_headers(&parts.headers).map(|LockTokenHeader(token)| token)
+        })))
+    }
+}
+
 impl LockTokenHeader {
     pub fn from_headers(headers: &axum::http::HeaderMap) -> Result<Self, ApiError> {
         let value = headers

@@ -65,14 +65,19 @@ pub fn apply_limits(doc: &mut utoipa::openapi::OpenApi, limits: &Limits) {
         ("wait_ms", 0, max_wait),
         ("max_hold_ms", min_ttl, max_hold),
     ];
-    let bounds = ["AcquireBody", "MultiAcquireBody", "SemaphoreAcquireBody"]
-        .into_iter()
-        .flat_map(|schema| {
-            acquire_bounds
-                .into_iter()
-                .map(move |(field, min, max)| (schema, field, min, max))
-        })
-        .chain([("RenewBody", "ttl_ms", min_ttl, max_ttl)]);
+    let bounds = [
+        "AcquireBody",
+        "HoldBody",
+        "MultiAcquireBody",
+        "SemaphoreAcquireBody",
+    ]
+    .into_iter()
+    .flat_map(|schema| {
+        acquire_bounds
+            .into_iter()
+            .map(move |(field, min, max)| (schema, field, min, max))
+    })
+    .chain([("RenewBody", "ttl_ms", min_ttl, max_ttl)]);
     let Some(components) = doc.components.as_mut() else {
         return;
     };

@@ -109,6 +109,17 @@ pub const RELEASE: &[ProblemKind] = &[
 /// What a lock's (or a set's) renewal and release add: another token holds it, or an
 /// operator revoked it. (A permit has neither.)
 pub const HELD_BY_ONE: &[ProblemKind] = &[NotOwner, LockRevoked];
+/// What a reentrant lock's re-entry adds (`POST /locks/{name}` with `reentrant: true` and
+/// the holder's `Lock-Token`): it is a renewal of the lock that also counts a hold, or a
+/// token that holds a lock not taken reentrant.
+pub const REENTER: &[ProblemKind] = &[
+    LockNotHeld,
+    MaxHoldReached,
+    OutcomeUnknown,
+    NotOwner,
+    LockRevoked,
+    ProblemKind::NotReentrant,
+];
 /// What a set adds: its names across Cluster slots, and names a key may not use (the gate
 /// cannot see them: they are in the body or the query).
 pub const OF_A_SET: &[ProblemKind] = &[CrossSlot, Forbidden];

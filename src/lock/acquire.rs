@@ -79,6 +79,9 @@ impl LockService {
     ) -> Result<Grant<P>, LockError> {
         let leased = primitive.leased(name);
         self.check_offered(leased)?;
+        if request.reentrant {
+            self.check_reentrant_offered()?;
+        }
         let derived =
             idempotency_key.map(|key| TokenStem::derive(&self.secret, name.as_str(), key));
         // Requests already waiting here go first: a newcomer does not overtake them.
@@ -254,6 +257,7 @@ impl LockService {
         let marks = Marks {
             holder: request.holder.is_some(),
             max_hold_ms: request.max_hold.map(millis),
+            reentrant: request.reentrant,
             ..leased.marks()
         };
         let stem = if marks == Marks::default() {

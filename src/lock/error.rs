@@ -26,6 +26,9 @@ pub enum LockError {
     },
     #[error("the lock is held with a different token")]
     NotOwner,
+    /// A holder asked to take again a lock that was not taken reentrant.
+    #[error("the lock was not taken with reentrant: true")]
+    NotReentrant,
     /// An operator revoked this token's grant (`DELETE …?force=true`).
     #[error("the lock was revoked by an operator")]
     Revoked,

@@ -54,6 +54,7 @@ pub struct RawLease {
     pub max_hold_ms: Option<u64>,
     pub owner: Option<String>,
     pub metadata: Option<Map<String, Value>>,
+    pub reentrant: bool,
 }
 
 /// Raw replica fields as a client sent them.
@@ -92,6 +93,7 @@ impl Limits {
             replicas,
             holder: holder(raw.owner, raw.metadata)?,
             max_hold,
+            reentrant: raw.reentrant,
         })
     }
 

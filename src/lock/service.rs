@@ -251,23 +251,29 @@ impl LockService {
         }
     }
 
-    /// Releases the lock held with `token`.
-    pub async fn release(&self, name: &LockName, token: &LockToken) -> Result<(), LockError> {
+    /// Releases the lock held with `token`: `Some(holds)` when a reentrant lock held more
+    /// than once gave back one hold and is still held `holds` times.
+    pub async fn release(
+        &self,
+        name: &LockName,
+        token: &LockToken,
+    ) -> Result<Option<u32>, LockError> {
         self.release_lease(&Exclusive, name, token).await
     }
 
-    /// Releases a lease of `primitive` held with `token`.
+    /// Releases a lease of `primitive` held with `token` (see [`LockService::release`]).
     pub async fn release_lease<P: Primitive>(
         &self,
         primitive: &P,
         name: &LockName,
         token: &LockToken,
-    ) -> Result<(), LockError> {
+    ) -> Result<Option<u32>, LockError> {
         let leased = primitive.leased(name);
         self.check_offered(leased)?;
         let released = self.backend.release(leased, token.expose()).await;
         match released.map_err(LockError::of_write)? {
-            ReleaseOutcome::Released => Ok(()),
+            ReleaseOutcome::Released => Ok(None),
+            ReleaseOutcome::StillHeld { holds } => Ok(Some(holds)),
             ReleaseOutcome::NotHeld => Err(self
                 .refusal(primitive, name, token, LockError::NotHeld)
                 .await),
@@ -279,7 +285,7 @@ impl LockService {
 
     /// Why the holder of `token` was refused: `refused`, or [`LockError::Revoked`] if an
     /// operator revoked its grant. One more round trip, on the refusal path only.
-    async fn refusal<P: Primitive>(
+    pub(super) async fn refusal<P: Primitive>(
         &self,
         primitive: &P,
         name: &LockName,

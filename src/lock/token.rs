@@ -114,6 +114,11 @@ impl LockToken {
         fence::Marks::of(&self.0).multi
     }
 
+    /// Whether this is the token of a reentrant lock's grant (see `super::reentrant`).
+    pub fn is_reentrant(&self) -> bool {
+        fence::Marks::of(&self.0).reentrant
+    }
+
     /// Whether this is the token of a shared grant of a read/write lock.
     pub fn is_shared(&self) -> bool {
         fence::Marks::of(&self.0).shared

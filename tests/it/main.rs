@@ -21,6 +21,7 @@
 //! * `metrics`: the Prometheus metrics.
 //! * `limits`: the concurrency limit, the request timeout, large requests.
 //! * `max_hold`: bounded holds (`max_hold_ms`, `--max-hold`).
+//! * `reentrant`: reentrant locks (`reentrant: true`, `hold_count`).
 //! * `shutdown`: graceful shutdown of the real binary.
 //! * `operations`: request ids, logs, TLS to Redis.
 //! * `traces`: OpenTelemetry spans over OTLP/HTTP.
@@ -46,6 +47,7 @@ mod openapi;
 mod operations;
 mod quiet_logs;
 mod redis_e2e;
+mod reentrant;
 mod revoke;
 mod run_command;
 mod rwlocks;

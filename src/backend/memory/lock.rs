@@ -8,8 +8,8 @@ use super::{Held, MemoryBackend, acked, announce};
 use crate::backend::fence::{fence_of, has_stem, token};
 use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, GrantAttempt, Lease, ReleaseOutcome, RenewAttempt,
-    RenewOutcome,
+    AcquireOutcome, BackendError, Claim, GrantAttempt, Lease, ReenterOutcome, ReleaseOutcome,
+    RenewAttempt, RenewOutcome,
 };
 
 impl MemoryBackend {
@@ -49,9 +49,8 @@ impl MemoryBackend {
                 token: token(stem, fence),
                 expires: now + ttl,
                 claim,
-                holder: holder
-                    .filter(|h| !h.is_empty())
-                    .map(|h| Arc::new(h.clone())),
+                holder: holder.map(|h| Arc::new(h.clone())),
+                holds: 1,
             },
         );
         state.note_write(now);
@@ -74,6 +73,11 @@ impl MemoryBackend {
         let outcome = match state.live_lock(name, now) {
             None => ReleaseOutcome::NotHeld,
             Some(held) if held.token != token => ReleaseOutcome::NotOwner,
+            // Only a reentrant grant is ever held more than once.
+            Some(held) if held.holds > 1 => {
+                held.holds -= 1;
+                ReleaseOutcome::StillHeld { holds: held.holds }
+            }
             Some(_) => {
                 state.locks.remove(name);
                 ReleaseOutcome::Released
@@ -126,6 +130,32 @@ impl MemoryBackend {
                     ttl,
                     replicas_acked: acked(ack),
                 }))
+            }
+        }
+    }
+
+    pub(super) async fn reenter_lock(
+        &self,
+        name: &str,
+        renewal: RenewAttempt<'_>,
+    ) -> Result<ReenterOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
+        let now = Instant::now();
+        let mut state = self.state();
+        match state.live_lock(name, now) {
+            None => Ok(ReenterOutcome::NotHeld),
+            Some(held) if held.token != token => Ok(ReenterOutcome::NotOwner),
+            Some(held) => {
+                held.holds += 1;
+                held.expires = held.expires.max(now + ttl);
+                Ok(ReenterOutcome::Reentered {
+                    lease: Lease {
+                        fence: fence_of(token).unwrap_or(0),
+                        ttl: held.expires - now,
+                        replicas_acked: acked(ack),
+                    },
+                    holds: held.holds,
+                })
             }
         }
     }

@@ -26,7 +26,7 @@ use super::fence::{fence_of, next_fence};
 use super::shared::SHARED_MARKER;
 use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListCursor,
-    ListPage, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    ListPage, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use super::{GrantsOf, lease_operations_by_kind};
 use crate::backend::{GrantAttempt, RenewAttempt};
@@ -95,6 +95,8 @@ struct Held {
     claim: Option<Claim>,
     /// Who holds it, when the acquire named a holder.
     holder: Option<Arc<Holder>>,
+    /// How many times it is held: more than once only for a reentrant grant taken again.
+    holds: u32,
 }
 
 impl MemoryBackend {

@@ -61,6 +61,7 @@ impl MemoryBackend {
                     expires: now + ttl,
                     claim: if i == 0 { claim } else { None },
                     holder: holder.clone(),
+                    holds: 1,
                 },
             );
         }

@@ -74,6 +74,7 @@ impl MemoryBackend {
             expires: now,
             claim: None,
             holder: None,
+            holds: 1,
         });
         state.fit_marker(name);
         state.note_write(now);

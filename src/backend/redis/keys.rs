@@ -72,6 +72,11 @@ impl<'a> LockKeys<'a> {
         self.key(Tag::Name(self.name), ":holder")
     }
 
+    /// A reentrant grant's hold count, while it is held more than once.
+    pub(super) fn holds(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":holds")
+    }
+
     /// The token of the grant last revoked, until its lease would have ended.
     pub(super) fn revoked(&self) -> Key<'a> {
         self.key(Tag::Name(self.name), ":revoked")

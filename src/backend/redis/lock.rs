@@ -3,15 +3,19 @@
 
 use std::time::Duration;
 
+use redis::Value;
+
 use super::RedisBackend;
 use super::features::{Downgradable, ReleaseVia, RenewVia};
 use super::grants::{claim_and_holder, release_outcome};
-use super::keys::LockKeys;
-use super::scripts::{ACQUIRE, FINALIZE, RELEASE, RENEW, WITHDRAW};
+use super::keys::{Key, LockKeys};
+use super::replies::{protocol, pttl};
+use super::scripts::{ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, RENEW, WITHDRAW};
 use super::send::{Request, claim_arg, evalsha};
 use crate::backend::fence::{Marks, fence_of};
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Lease, ReleaseFeed, ReleaseOutcome, RenewOutcome, millis,
+    AcquireOutcome, BackendError, Claim, Lease, ReenterOutcome, ReleaseFeed, ReleaseOutcome,
+    RenewOutcome, millis,
 };
 use crate::backend::{GrantAttempt, RenewAttempt};
 
@@ -92,9 +96,17 @@ impl RedisBackend {
         // atomic with the renewal, hence GT: it can only lengthen a record's life (by at most
         // one ttl, if this token no longer holds the lock), never cut short the record of a
         // live grant.
-        if Marks::of(token).holder {
+        let marks = Marks::of(token);
+        if marks.holder {
             pipe.cmd("PEXPIRE")
                 .arg(keys.holder())
+                .arg(millis(ttl))
+                .arg("GT")
+                .ignore();
+        }
+        if marks.reentrant {
+            pipe.cmd("PEXPIRE")
+                .arg(keys.holds())
                 .arg(millis(ttl))
                 .arg("GT")
                 .ignore();
@@ -112,6 +124,34 @@ impl RedisBackend {
             }),
             Some(_) => RenewOutcome::NotOwner,
         }))
+    }
+}
+
+/// The lock key and the keys that live as long as the grant of `token`, as its marks say it
+/// has them: `[lock, holder]` for a grant with a holder record, `[lock, holds, holder]` for a
+/// reentrant one (see `reenter.lua`); the first `n`.
+fn grant_keys<'a>(keys: &LockKeys<'a>, token: &str) -> ([Key<'a>; 3], usize) {
+    let marks = Marks::of(token);
+    let n = 1 + usize::from(marks.holder) + usize::from(marks.reentrant);
+    if marks.reentrant {
+        ([keys.lock(), keys.holds(), keys.holder()], n)
+    } else {
+        ([keys.lock(), keys.holder(), keys.holds()], n)
+    }
+}
+
+/// A reentrant release's reply (`reentrant_release.lua`).
+fn reentrant_release_outcome(reply: Value) -> Result<ReleaseOutcome, BackendError> {
+    match reply {
+        Value::Array(left) => match left.as_slice() {
+            [Value::Int(holds)] => Ok(ReleaseOutcome::StillHeld {
+                holds: u32::try_from(*holds)
+                    .map_err(|_| protocol(REENTRANT_RELEASE.name, holds))?,
+            }),
+            _ => Err(protocol(REENTRANT_RELEASE.name, format!("{left:?}"))),
+        },
+        Value::Int(reply) => release_outcome(&REENTRANT_RELEASE, reply),
+        other => Err(protocol(REENTRANT_RELEASE.name, format!("{other:?}"))),
     }
 }
 
@@ -149,17 +189,20 @@ impl RedisBackend {
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
         let keys = self.keys(name);
+        let (grant_keys, n) = grant_keys(&keys, token);
+        if Marks::of(token).reentrant {
+            let mut call = evalsha(&REENTRANT_RELEASE, &grant_keys[..n]);
+            call.arg(token).arg(keys.channel());
+            let reply = self.script::<Value>(&REENTRANT_RELEASE, &call).await?;
+            return reentrant_release_outcome(reply);
+        }
         let via = self.features().release;
         if via != ReleaseVia::Lua
             && let Some(outcome) = self.release_natively(keys, token, via).await?
         {
             return Ok(outcome);
         }
-        let mut call = if Marks::of(token).holder {
-            evalsha(&RELEASE, &[keys.lock(), keys.holder()])
-        } else {
-            evalsha(&RELEASE, &[keys.lock()])
-        };
+        let mut call = evalsha(&RELEASE, &grant_keys[..n]);
         call.arg(token).arg(keys.channel());
         release_outcome(&RELEASE, self.script::<i64>(&RELEASE, &call).await?)
     }
@@ -202,10 +245,36 @@ impl RedisBackend {
         {
             return Ok(outcome);
         }
-        if Marks::of(token).holder {
-            (self.renew_by(name, &RENEW, &[keys.lock(), keys.holder()], renewal)).await
-        } else {
-            self.renew_by(name, &RENEW, &[keys.lock()], renewal).await
+        let (grant_keys, n) = grant_keys(&keys, token);
+        self.renew_by(name, &RENEW, &grant_keys[..n], renewal).await
+    }
+
+    /// Takes the reentrant lock `name` once more for the holder of `renewal.token`.
+    pub(crate) async fn reenter_lock(
+        &self,
+        name: &str,
+        renewal: RenewAttempt<'_>,
+    ) -> Result<ReenterOutcome, BackendError> {
+        let RenewAttempt { token, ttl, ack } = renewal;
+        let keys = self.keys(name);
+        let (grant_keys, n) = grant_keys(&keys, token);
+        let mut call = evalsha(&REENTER, &grant_keys[..n]);
+        call.arg(token).arg(millis(ttl));
+        let (reply, acked) = self
+            .run_lease_script::<Vec<i64>>(name, &REENTER, &call, ack)
+            .await?;
+        match *reply {
+            [1, holds, left] => Ok(ReenterOutcome::Reentered {
+                lease: Lease {
+                    fence: fence_of(token).unwrap_or(0),
+                    ttl: pttl(left).unwrap_or(ttl),
+                    replicas_acked: acked,
+                },
+                holds: u32::try_from(holds).map_err(|_| protocol(REENTER.name, holds))?,
+            }),
+            [0] => Ok(ReenterOutcome::NotHeld),
+            [-1] => Ok(ReenterOutcome::NotOwner),
+            _ => Err(protocol(REENTER.name, format!("{reply:?}"))),
         }
     }
 }

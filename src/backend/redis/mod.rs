@@ -18,6 +18,7 @@
 //! | `lockgate:{orders:42}:claim` | the last attempt to claim an idempotent grant | at most the first lease |
 //! | `lockgate:{orders:42}:revoked` | the token of the grant an operator revoked (`DELETE …?force=true`), so that its holder is told | what was left of that lease |
 //! | `lockgate:{orders:42}:holder` | who holds the grant (`owner`, `metadata`; see `backend::holder`), only when the acquire named one | the lease |
+//! | `lockgate:{orders:42}:holds` | a reentrant grant's hold count, a hash: its token → count, only while it is held more than once (`reenter.lua`) | the lease |
 //!
 //! and the pub/sub channel `lockgate:{orders:42}:released`, on which releases are announced to
 //! gateways with waiters for the name (see [`notify`]). So Redis holds O(live grants + hash

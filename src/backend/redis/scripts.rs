@@ -56,6 +56,8 @@ scripts! {
     INSPECT = ["inspect.lua"],
     FINALIZE = ["grant.lua", "finalize.lua"],
     REVOKE = ["revoke.lua"],
+    REENTER = ["presented_token.lua", "reenter.lua"],
+    REENTRANT_RELEASE = ["presented_token.lua", "reentrant_release.lua"],
     PERMIT_ACQUIRE = ["grant.lua", "lease_set.lua", "permit_acquire.lua"],
     PERMIT_RENEW = ["grant.lua", "lease_set.lua", "permit_renew.lua"],
     PERMIT_RELEASE = ["grant.lua", "lease_set.lua", "permit_release.lua"],

@@ -14,7 +14,8 @@ use crate::backend::fence::fence_of;
 use crate::backend::listing;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, Holder, Inspection, LeaseStore, Leased,
-    ListCursor, ListPage, Permits, ReleaseFeed, ReleaseOutcome, RenewAttempt, RenewOutcome,
+    ListCursor, ListPage, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewAttempt,
+    RenewOutcome,
 };
 use crate::backend::{GrantsOf, lease_operations_by_kind};
 use crate::telemetry::metrics::RedisCall;
@@ -59,6 +60,7 @@ impl LeaseStore for RedisBackend {
                 keys.revoked(),
                 keys.readers(),
                 keys.readers_info(),
+                keys.holds(),
             ],
         );
         call.arg(keys.channel());

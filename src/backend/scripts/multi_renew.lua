@@ -6,12 +6,9 @@
 --
 -- Returns 1 renewed, 0 not held (a name is free), -1 a name is held by another token.
 for i = 1, #KEYS, 2 do
-  local value = redis.call('GET', KEYS[i])
-  if not value then
-    return 0
-  end
-  if value ~= ARGV[1] or is_marker(ARGV[1]) then
-    return -1
+  local held = held_by(KEYS[i], ARGV[1])
+  if held ~= 1 then
+    return held
   end
 end
 for i = 1, #KEYS, 2 do

@@ -7,3 +7,16 @@ local function is_marker(value)
   return string.byte(value, 1) == 126
 end
 
+-- Whether the token a client presents holds the lock `key`: 1 it does, 0 nobody holds it, -1
+-- another token does (or `token` is a marker, which holds nothing). The one compare of every
+-- script that acts on a presented token.
+local function held_by(key, token)
+  local value = redis.call('GET', key)
+  if not value then
+    return 0
+  end
+  if value ~= token or is_marker(token) then
+    return -1
+  end
+  return 1
+end

@@ -8,12 +8,9 @@
 -- ARGV[2]  the name's release channel (gateways with waiters for the name subscribe to it)
 --
 -- Returns 1 released, 0 not held, -1 held by another token (or ARGV[1] is a marker).
-local holder = redis.call('GET', KEYS[1])
-if not holder then
-  return 0
-end
-if holder ~= ARGV[1] or is_marker(ARGV[1]) then
-  return -1
+local held = held_by(KEYS[1], ARGV[1])
+if held ~= 1 then
+  return held
 end
 if KEYS[2] then
   redis.call('DEL', KEYS[1], KEYS[2])

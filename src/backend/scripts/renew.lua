@@ -1,22 +1,19 @@
 -- Renew: compare-and-expire. Only the holder's token may set a new ttl. The fence travels in
--- the token, so nothing else is read; the holder record, if the token is marked as having
--- one, gets the same ttl.
+-- the token, so nothing else is read; the keys that live as long as the grant (its holder
+-- record, a reentrant grant's hold count), if the token is marked as having them, get the
+-- same ttl. A renewal extends the lease, never a reentrant grant's hold count.
 --
 -- KEYS[1]  the lock key
--- KEYS[2]  (grants marked as having one) the holder key
+-- KEYS[2…] (grants marked as having them) the holder key, the holds hash
 -- ARGV[1]  token
 -- ARGV[2]  new ttl in milliseconds
 --
 -- Returns 1 renewed, 0 not held, -1 held by another token (or ARGV[1] is a marker).
-local holder = redis.call('GET', KEYS[1])
-if not holder then
-  return 0
+local held = held_by(KEYS[1], ARGV[1])
+if held ~= 1 then
+  return held
 end
-if holder ~= ARGV[1] or is_marker(ARGV[1]) then
-  return -1
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if KEYS[2] then
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+for i = 1, #KEYS do
+  redis.call('PEXPIRE', KEYS[i], ARGV[2])
 end
 return 1

@@ -6,6 +6,7 @@
 -- KEYS[2]  the holder key
 -- KEYS[3]  the revocation key: the revoked token, until the revoked lease would have ended
 -- KEYS[4]  the readers, KEYS[5] their hash (see shared_acquire.lua): deleted with the marker
+-- KEYS[6]  a reentrant grant's hold count (see reenter.lua)
 -- ARGV[1]  the name's release channel
 --
 -- Returns 1 revoked, 0 not held.
@@ -14,7 +15,7 @@ if not holder then
   return 0
 end
 local left = redis.call('PTTL', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[6])
 if holder == '~shared' then
   redis.call('DEL', KEYS[4], KEYS[5])
 end

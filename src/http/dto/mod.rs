@@ -20,7 +20,9 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use utoipa::ToSchema;
 
-use crate::lock::{Grant, LockName, Primitive, RawReplicas, Renewal, Validity, millis};
+use crate::lock::{
+    Grant, LockName, LockToken, Primitive, RawReplicas, Reentry, Renewal, Validity, millis,
+};
 
 /// Declares a body of an acquire: its own fields, then the lease settings every acquire
 /// takes (`ttl_ms`, `wait_ms`, replicas, `max_hold_ms`, `owner`, `metadata`), with
@@ -120,6 +122,7 @@ macro_rules! acquire_body {
                     max_hold_ms: self.max_hold_ms,
                     owner: self.owner,
                     metadata: self.metadata,
+                    reentrant: false,
                 }
             }
         }
@@ -136,6 +139,27 @@ acquire_body! {
         /// `exclusive` (the default: one holder, a writer) or `shared` (many holders at once,
         /// readers; none while a writer holds it, and none new while a writer waits). Each
         /// shared holder has its own token, fence and ttl, renewed and released as a lock's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mode: Option<LockMode>,
+        /// `true`: a reentrant lock. Its holder may take it again by sending this body with
+        /// its token in the `Lock-Token` header (200, the same token and fence, `hold_count`
+        /// one more, the lease made to last at least `ttl_ms`); each `DELETE` gives back one
+        /// hold, and the lock is free when the last is given back. Not with `mode: "shared"`,
+        /// a hold stream, or (a re-entry) an `Idempotency-Key`. Default false.
+        // No `default` here: with it, serde would also accept `[]` as a body.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub reentrant: Option<bool>,
+    }
+}
+
+acquire_body! {
+    /// Body of `POST /locks/{name}/hold`: as an acquire's, but a hold stream's lock is never
+    /// reentrant (nothing but the stream holds its token to take it again).
+    #[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    #[schema(example = json!({"ttl_ms": 10000}))]
+    pub struct HoldBody {
+        /// `exclusive` (the default) or `shared`, as for `POST /locks/{name}`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub mode: Option<LockMode>,
     }
@@ -233,6 +257,19 @@ pub struct LockGrantBody {
     /// the set with them: `PATCH /locks?name=…&name=…`, `DELETE /locks?name=…&name=…`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<Vec<String>>,
+    /// A reentrant lock's (`reentrant: true`): how many times its holder holds it, that is
+    /// how many releases free it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_count: Option<u32>,
+}
+
+/// A reentrant lock that gave back one hold and is still held (`DELETE /locks/{name}`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"name": "orders:42", "hold_count": 1}))]
+pub struct LockHoldsBody {
+    pub name: String,
+    /// How many times its holder still holds it: how many more releases free it.
+    pub hold_count: u32,
 }
 
 /// A renewed lease.
@@ -328,6 +365,23 @@ impl LockGrantBody {
             replicas_acked: grant.replicas_acked,
             max_hold_left_ms: grant.token.hold_deadline().map(left_ms),
             names: None,
+            hold_count: grant.token.is_reentrant().then_some(1),
+        }
+    }
+
+    /// A reentrant lock's grant, taken once more with `token`.
+    pub fn reentered(name: &LockName, token: &LockToken, reentry: &Reentry) -> Self {
+        let (ttl_ms, expires_at) = lease_times(&reentry.validity);
+        Self {
+            name: name.to_string(),
+            token: token.expose().to_owned(),
+            fence: reentry.fence,
+            ttl_ms,
+            expires_at,
+            replicas_acked: reentry.replicas_acked,
+            max_hold_left_ms: token.hold_deadline().map(left_ms),
+            names: None,
+            hold_count: Some(reentry.holds),
         }
     }
 

@@ -10,12 +10,22 @@ use crate::telemetry::LeaseKind;
 use crate::telemetry::access::AccessLine;
 use crate::telemetry::trace::Finished;
 
+/// A success a handler names itself, where the route and status do not tell it (a reentrant
+/// lock taken again answers 200 as a replay does): the `outcome` label, from [`OUTCOMES`].
+///
+/// [`OUTCOMES`]: crate::telemetry::metrics::OUTCOMES
+#[derive(Debug, Clone, Copy)]
+pub struct Succeeded(pub &'static str);
+
 /// Records the answer in the metrics and the log, and stamps the request id on it.
 pub(super) fn finish(log: &LogContext, mut response: Response) -> Response {
     let elapsed = log.started.elapsed();
     let status = response.status().as_u16();
     let problem = response.extensions().get::<ProblemKind>().copied();
-    let outcome = outcome(log.operation, status, problem);
+    let outcome = match response.extensions().get::<Succeeded>() {
+        Some(Succeeded(outcome)) if problem.is_none() => outcome,
+        _ => outcome(log.operation, status, problem),
+    };
     let kind = LeaseKind::of_path(&log.path);
     log.gate
         .metrics

@@ -50,6 +50,8 @@ use axum::response::{IntoResponse, Response};
 use tokio::time::Sleep;
 
 mod answer;
+
+pub use self::answer::Succeeded;
 mod request;
 
 use self::answer::finish;

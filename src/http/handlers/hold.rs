@@ -27,7 +27,7 @@ use super::params::{IdempotencyKeyParam, LockNameParam};
 use crate::http::AppState;
 use crate::http::acquiring::{self, Acquired};
 use crate::http::dto::LockMode;
-use crate::http::dto::{AcquireBody, LockGrantBody, LockRenewalBody};
+use crate::http::dto::{HoldBody, LockGrantBody, LockRenewalBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::http::problem::ApiError;
 use crate::lock::RawLease;
@@ -126,7 +126,7 @@ const HOLD_LOCK: Route = Route::new(Operation::Hold, &[routes::ACQUIRE]);
         LockNameParam,
         IdempotencyKeyParam
     ),
-    request_body(content = AcquireBody, description = "Lease settings; an empty body means all defaults. \
+    request_body(content = HoldBody, description = "Lease settings; an empty body means all defaults. \
         `require_replicas` applies to the acquire; renewals report `replicas_acked` without failing.",
         content_type = "application/json"),
     responses(
@@ -138,7 +138,7 @@ pub fn hold_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
-    JsonBody(body): JsonBody<AcquireBody>,
+    JsonBody(body): JsonBody<HoldBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     match body.mode {
         Some(LockMode::Shared) => Either::Left(holding(&app, Shared, name, key, body.lease())),

@@ -13,17 +13,22 @@ use super::params::{IdempotencyKeyParam, LockNameParam, LockTokenParam};
 use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::LockMode;
-use crate::http::dto::{AcquireBody, LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
+use crate::http::dto::{
+    AcquireBody, LockGrantBody, LockHoldsBody, LockInfoBody, LockRenewalBody, RenewBody,
+};
 use crate::http::extract::Caller;
 use crate::http::extract::{
-    IdempotencyKeyHeader, JsonBody, LOCK_TOKEN, LockPath, LockTokenHeader, query_flag,
+    AcquireLockToken, IdempotencyKeyHeader, JsonBody, LOCK_TOKEN, LockPath, LockTokenHeader,
+    query_flag,
 };
+use crate::http::gate::Succeeded;
 use crate::http::problem::ApiError;
-use crate::lock::{Exclusive, InvalidName, LockToken, Shared};
-use futures_util::future::Either;
+use crate::lock::{Exclusive, IdempotencyKey, InvalidName, LockName, LockToken, Shared};
+use axum::response::IntoResponse;
+use futures_util::future::{Either, ready};
 
 /// The route of [`acquire_lock`].
-const ACQUIRE_LOCK: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE]);
+const ACQUIRE_LOCK: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE, routes::REENTER]);
 
 /// Acquire a lock.
 ///
@@ -45,14 +50,17 @@ const ACQUIRE_LOCK: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE]);
     extensions(("x-lockgate-route" = json!(ACQUIRE_LOCK))),
     params(
         LockNameParam,
-        IdempotencyKeyParam
+        IdempotencyKeyParam,
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?r(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
+            description = "With `reentrant: true`: the token of the reentrant lock its holder takes once more.")
     ),
     request_body(content = AcquireBody, description = "Lease settings; an empty body means all defaults.",
         content_type = "application/json"),
     responses(
         (status = 201, description = "The lock was granted.", body = LockGrantBody,
             headers(("Location" = String, description = "The lock's URL, `/locks/{name}`."))),
-        (status = 200, description = "Retry of an idempotent acquire: the grant this `Idempotency-Key` already holds.",
+        (status = 200, description = "Retry of an idempotent acquire: the grant this `Idempotency-Key` already holds; \
+            or, with `reentrant: true` and the holder's `Lock-Token`, the reentrant lock taken once more.",
             body = LockGrantBody),
     )
 )]
@@ -60,27 +68,57 @@ pub fn acquire_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
+    AcquireLockToken(token): AcquireLockToken,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `acquiring::acquiring`.
-    match body.mode {
-        Some(LockMode::Shared) => Either::Left(acquiring::granting(
-            &app,
-            "locks",
-            Shared,
-            name,
-            key,
-            body.lease(),
-        )),
-        _ => Either::Right(acquiring::granting(
-            &app,
-            "locks",
-            Exclusive,
-            name,
-            key,
-            body.lease(),
-        )),
+    let reentrant = body.reentrant == Some(true);
+    if reentrant && body.mode == Some(LockMode::Shared) {
+        let refused = ApiError::body(
+            Some("reentrant".to_owned()),
+            "reentrant: a shared grant is not reentrant",
+        );
+        return Either::Left(Either::Left(ready(Err(refused))));
     }
+    if reentrant && let Some(token) = token {
+        // Boxed: the waiting acquires beside it keep their futures small (a re-entry waits
+        // for nothing).
+        let reentering = Box::pin(reentering(app, name, key, token, body));
+        return Either::Left(Either::Right(reentering));
+    }
+    let mode = body.mode;
+    let mut lease = body.lease();
+    lease.reentrant = reentrant;
+    Either::Right(match mode {
+        Some(LockMode::Shared) => {
+            Either::Left(acquiring::granting(&app, "locks", Shared, name, key, lease))
+        }
+        _ => Either::Right(acquiring::granting(
+            &app, "locks", Exclusive, name, key, lease,
+        )),
+    })
+}
+
+/// A reentrant lock's holder takes it once more (`reentrant: true` with its `Lock-Token`).
+async fn reentering(
+    app: AppState,
+    name: LockName,
+    key: Option<IdempotencyKey>,
+    token: Result<LockToken, ApiError>,
+    body: AcquireBody,
+) -> Result<Response, ApiError> {
+    let token = token?;
+    if key.is_some() {
+        return Err(ApiError::header(
+            "Idempotency-Key",
+            "a re-entry of a reentrant lock cannot be made idempotent: each one counts a hold",
+        ));
+    }
+    refuse_multi(&token)?;
+    let request = app.service.limits().lease(body.lease())?;
+    let reentry = app.service.reenter(&name, &token, &request).await?;
+    let body = LockGrantBody::reentered(&name, &token, &reentry);
+    Ok((Extension(Succeeded("reentered")), Json(body)).into_response())
 }
 
 /// The route of [`renew_lock`].
@@ -142,13 +180,15 @@ const RELEASE_LOCK: Route = Route::new(Operation::Release, &[routes::RELEASE, ro
     extensions(("x-lockgate-route" = json!(RELEASE_LOCK))),
     params(
         LockNameParam,
-        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the lock was acquired. Required unless `force=true`."),
         ("force" = Option<bool>, Query, nullable = false,
             description = "`true`: revoke the lock whoever holds it (needs the `revoke` operation).")
     ),
     responses(
         (status = 204, description = "The lock was released (or revoked)."),
+        (status = 200, description = "A reentrant lock held more than once gave back one hold and is still held.",
+            body = LockHoldsBody),
     )
 )]
 pub async fn release_lock(
@@ -157,7 +197,7 @@ pub async fn release_lock(
     caller: Option<Extension<Caller>>,
     uri: Uri,
     headers: HeaderMap,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     if query_flag(&uri, "force")? {
         // A revoke needs no token; one sent anyway must still be one lockgate could have
         // issued, as everywhere else.
@@ -169,16 +209,20 @@ pub async fn release_lock(
             .as_ref()
             .map_or("-", |Extension(Caller(key))| key.name.as_str());
         tracing::warn!(lock = %name, key, "lock revoked");
-        return Ok(StatusCode::NO_CONTENT);
+        return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let LockTokenHeader(token) = LockTokenHeader::from_headers(&headers)?;
     refuse_multi(&token)?;
     if token.is_shared() {
         app.service.release_lease(&Shared, &name, &token).await?;
-    } else {
-        app.service.release(&name, &token).await?;
+    } else if let Some(holds) = app.service.release(&name, &token).await? {
+        let body = LockHoldsBody {
+            name: name.to_string(),
+            hold_count: holds,
+        };
+        return Ok((Extension(Succeeded("hold-given-back")), Json(body)).into_response());
     }
-    Ok(StatusCode::NO_CONTENT)
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// A multi-lock's token acts on its whole set only: one name of it alone would leave the set

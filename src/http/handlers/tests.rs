@@ -20,6 +20,7 @@ use crate::access::MetricsAuth;
 use crate::backend::Backend;
 use crate::backend::memory::MemoryBackend;
 use crate::http::AppState;
+use crate::http::extract::AcquireLockToken;
 use crate::http::extract::Caller;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::http::gate::{Gate, GateOptions};
@@ -80,6 +81,7 @@ async fn waiting_acquires_keep_small_futures() {
             State(app.clone()),
             name(),
             no_key(),
+            AcquireLockToken(None),
             body(&format!(r#"{{"mode": "{mode}", "wait_ms": 1000}}"#)),
         );
         within_budget(

@@ -14,6 +14,7 @@ pub enum ProblemKind {
     NotOffered,
     CrossSlot,
     NotOwner,
+    NotReentrant,
     LockRevoked,
     MaxHoldReached,
     InsufficientReplicas,
@@ -39,7 +40,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for tests that check a table covers them all.
-    pub const ALL: [Self; 28] = [
+    pub const ALL: [Self; 29] = [
         Self::InvalidName,
         Self::InvalidRequest,
         Self::LockHeld,
@@ -48,6 +49,7 @@ impl ProblemKind {
         Self::NotOffered,
         Self::CrossSlot,
         Self::NotOwner,
+        Self::NotReentrant,
         Self::LockRevoked,
         Self::MaxHoldReached,
         Self::InsufficientReplicas,
@@ -81,6 +83,7 @@ impl ProblemKind {
             Self::NotOffered => "not-offered",
             Self::CrossSlot => "cross-slot",
             Self::NotOwner => "not-owner",
+            Self::NotReentrant => "not-reentrant",
             Self::LockRevoked => "lock-revoked",
             Self::MaxHoldReached => "max-hold-reached",
             Self::InsufficientReplicas => "insufficient-replicas",
@@ -114,6 +117,7 @@ impl ProblemKind {
             Self::NotOffered => "Not offered in this mode",
             Self::CrossSlot => "Names in different hash slots",
             Self::NotOwner => "Not the lock owner",
+            Self::NotReentrant => "Not a reentrant lock",
             Self::LockRevoked => "Lock was revoked",
             Self::MaxHoldReached => "Maximum hold reached",
             Self::InsufficientReplicas => "Insufficient replicas",
@@ -164,6 +168,10 @@ impl ProblemKind {
             }
             Self::CrossSlot => "Redis Cluster: the names map to different hash slots",
             Self::NotOwner => "it is held with a different token, and stays held",
+            Self::NotReentrant => {
+                "the `Lock-Token` holds a lock that was not taken with `reentrant: true`: it \
+                 cannot be taken again"
+            }
             Self::LockRevoked => "an operator revoked this token's lock",
             Self::MaxHoldReached => {
                 "it has been held for as long as `max_hold_ms` (or `--max-hold`) allows, and \
@@ -178,7 +186,7 @@ impl ProblemKind {
             Self::GrantsHeldBack => "new grants are held back after a step of the Redis clock",
             Self::OutcomeUnknown => {
                 "sent, but no answer came: it may or may not have taken effect, and is safe to \
-                 repeat"
+                 repeat (except a reentrant lock's re-entry or release, which counts holds)"
             }
             Self::WaitPoolExhausted => "every connection for replica acknowledgement is busy",
             Self::TooManyWaiters => "`--max-waiters` requests already wait for locks",
@@ -201,9 +209,11 @@ impl ProblemKind {
     pub fn status(self) -> StatusCode {
         match self {
             Self::InvalidName | Self::InvalidRequest | Self::CrossSlot => StatusCode::BAD_REQUEST,
-            Self::LockHeld | Self::NotOwner | Self::MaxHoldReached | Self::PermitsMismatch => {
-                StatusCode::CONFLICT
-            }
+            Self::LockHeld
+            | Self::NotOwner
+            | Self::NotReentrant
+            | Self::MaxHoldReached
+            | Self::PermitsMismatch => StatusCode::CONFLICT,
             Self::NotOffered => StatusCode::NOT_IMPLEMENTED,
             Self::LockNotHeld | Self::NotFound => StatusCode::NOT_FOUND,
             Self::LockRevoked => StatusCode::GONE,

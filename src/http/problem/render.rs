@@ -64,6 +64,14 @@ pub(super) fn render_lock_error(err: LockError) -> Rendered {
             retry_after: None,
             cause: None,
         },
+        LockError::NotReentrant => Rendered {
+            problem: Problem::new(
+                ProblemKind::NotReentrant,
+                "the lock was not taken with reentrant: true, so its holder cannot take it again",
+            ),
+            retry_after: None,
+            cause: None,
+        },
         LockError::Revoked => Rendered {
             problem: Problem::new(
                 ProblemKind::LockRevoked,

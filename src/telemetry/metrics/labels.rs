@@ -5,9 +5,11 @@ use super::{LeaseKind, Operation};
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 38] = [
+pub const OUTCOMES: [&str; 41] = [
     "acquired",
     "replayed",
+    "reentered",
+    "hold-given-back",
     "renewed",
     "released",
     "revoked",
@@ -18,6 +20,7 @@ pub const OUTCOMES: [&str; 38] = [
     "held",
     "not-held",
     "not-owner",
+    "not-reentrant",
     "permits-mismatch",
     "not-offered",
     "cross-slot",

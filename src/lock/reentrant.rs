@@ -1,0 +1,107 @@
+//! Reentrant locks: a lock taken with `reentrant: true` (its token carries the reentrant mark,
+//! see `backend::fence`) may be taken again by its holder, with its token, as Java's
+//! `ReentrantLock` and Redisson's `RLock` are: each re-entry counts one more hold, each release
+//! gives one back, and the lock is free when the last is given back. A renewal extends the
+//! lease, never the count. The store keeps the count beside the lock, for as long as the lease
+//! (`backend::LeaseStore::reenter`); Redlock does not keep reentrant locks.
+//!
+//! A re-entry is not idempotent: one whose answer was lost (503 `outcome-unknown`) may have
+//! counted, and a release that is repeated gives back two holds. A holder that cannot tell
+//! should release until the lock is free rather than guess.
+
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::LockName;
+use super::error::LockError;
+use super::primitive::Exclusive;
+use super::request::LeaseRequest;
+use super::service::{LockService, check_replicas, validity};
+use super::token::LockToken;
+use super::validity::Validity;
+use crate::backend::{LeaseStore, ReenterOutcome, RenewAttempt};
+
+/// A reentrant lock taken once more.
+#[derive(Debug)]
+pub struct Reentry {
+    pub fence: u64,
+    pub validity: Validity,
+    pub replicas_acked: Option<u32>,
+    /// How many times the holder holds it now.
+    pub holds: u32,
+}
+
+impl LockService {
+    /// Whether the configured store keeps reentrant locks (Redlock does not): 501
+    /// `not-offered`.
+    pub(super) fn check_reentrant_offered(&self) -> Result<(), LockError> {
+        if self.backend.offers_reentrant() {
+            Ok(())
+        } else {
+            Err(LockError::NotOffered {
+                kind: "reentrant lock",
+                mode: self.backend.kind(),
+            })
+        }
+    }
+
+    /// Takes the lock `name` once more for the holder of `token`, a reentrant grant: the lease
+    /// is made to last at least `request.ttl` (within the grant's hold bound, if it has one).
+    pub async fn reenter(
+        &self,
+        name: &LockName,
+        token: &LockToken,
+        request: &LeaseRequest,
+    ) -> Result<Reentry, LockError> {
+        self.check_reentrant_offered()?;
+        if !token.is_reentrant() {
+            return Err(LockError::NotReentrant);
+        }
+        let ttl = match token.hold_deadline() {
+            None => request.ttl,
+            Some(deadline) => {
+                let left = deadline
+                    .duration_since(SystemTime::now())
+                    .unwrap_or_default();
+                if left.is_zero() {
+                    return Err(LockError::MaxHoldReached);
+                }
+                request.ttl.min(left.max(Duration::from_millis(1)))
+            }
+        };
+        let started = Instant::now();
+        let reentered = self
+            .backend
+            .reenter(
+                name.as_str(),
+                RenewAttempt {
+                    token: token.expose(),
+                    ttl,
+                    ack: request.replicas.ack(),
+                },
+            )
+            .await
+            .map_err(LockError::of_write)?;
+        let (lease, holds) = match reentered {
+            ReenterOutcome::Reentered { lease, holds } => (lease, holds),
+            ReenterOutcome::NotHeld => {
+                let refused = LockError::NotHeld;
+                return Err(self.refusal(&Exclusive, name, token, refused).await);
+            }
+            ReenterOutcome::NotOwner => {
+                let refused = LockError::NotOwner;
+                return Err(self.refusal(&Exclusive, name, token, refused).await);
+            }
+        };
+        // The hold is counted: whatever goes wrong from here, the holder keeps it and gives
+        // it back with a release, as with a renewal that lacked replicas.
+        check_replicas(&request.replicas, &lease)?;
+        Ok(Reentry {
+            fence: lease.fence,
+            validity: validity(started, &lease)?,
+            replicas_acked: lease.replicas_acked,
+            holds,
+        })
+    }
+}
