@@ -9,15 +9,13 @@
 //! counted, and a release that is repeated gives back two holds. A holder that cannot tell
 //! should release until the lock is free rather than guess.
 
-use std::time::{Duration, SystemTime};
-
 use tokio::time::Instant;
 
 use super::LockName;
 use super::error::LockError;
 use super::primitive::Exclusive;
 use super::request::LeaseRequest;
-use super::service::{LockService, check_replicas, validity};
+use super::service::{LockService, check_replicas, validity, within_hold};
 use super::token::LockToken;
 use super::validity::Validity;
 use crate::backend::{LeaseStore, ReenterOutcome, RenewAttempt};
@@ -58,18 +56,11 @@ impl LockService {
         if !token.is_reentrant() {
             return Err(LockError::NotReentrant);
         }
-        let ttl = match token.hold_deadline() {
-            None => request.ttl,
-            Some(deadline) => {
-                let left = deadline
-                    .duration_since(SystemTime::now())
-                    .unwrap_or_default();
-                if left.is_zero() {
-                    return Err(LockError::MaxHoldReached);
-                }
-                request.ttl.min(left.max(Duration::from_millis(1)))
-            }
-        };
+        let hold_left = token.hold_left();
+        if hold_left.is_some_and(|left| left.is_zero()) {
+            return Err(LockError::MaxHoldReached);
+        }
+        let ttl = within_hold(request.ttl, hold_left);
         let started = Instant::now();
         let reentered = self
             .backend

@@ -183,11 +183,7 @@ impl LockService {
         self.check_offered(leased)?;
         let started = Instant::now();
         // A bounded hold is renewed up to its deadline, never past it.
-        let hold_left = token.hold_deadline().map(|deadline| {
-            deadline
-                .duration_since(SystemTime::now())
-                .unwrap_or_default()
-        });
+        let hold_left = token.hold_left();
         if hold_left.is_some_and(|left| left.is_zero()) {
             // The lease was last set to end at the bound as "bound - now" when that renewal was
             // sent, so in Redis it can outlive the bound by that renewal's trip: end it now,
@@ -196,11 +192,7 @@ impl LockService {
             let _ = self.release_lease(primitive, name, token).await;
             return Err(LockError::MaxHoldReached);
         }
-        // Rounded up to whole milliseconds, as the store takes a ttl: truncated, the lease could
-        // end up to a millisecond before the bound, and a renewal in that gap would be told
-        // "not held" (404) instead of `max-hold-reached`. Past the bound, the refusal above
-        // ends it.
-        let ttl = hold_left.map_or(request.ttl, |left| request.ttl.min(whole_millis_up(left)));
+        let ttl = within_hold(request.ttl, hold_left);
         // The bound, not the client's ttl, decides when this lease ends.
         let ends_at_bound = ttl < request.ttl;
         let outcome = self
@@ -373,6 +365,14 @@ pub(super) fn check_replicas(policy: &ReplicaPolicy, lease: &Lease) -> Result<()
 pub(super) fn validity(started: Instant, lease: &Lease) -> Result<Validity, LockError> {
     Validity::of_lease(started, lease.ttl, Duration::ZERO, Instant::now())
         .ok_or(LockError::LeaseExpired)
+}
+
+/// `ttl`, cut to what is left of a bounded hold (`hold_left`), rounded up to whole
+/// milliseconds as the store takes a ttl: truncated, the lease could end up to a millisecond
+/// before the bound, and a renewal in that gap would be told "not held" (404) instead of
+/// `max-hold-reached`. Past the bound, the caller's refusal ends it.
+pub(super) fn within_hold(ttl: Duration, hold_left: Option<Duration>) -> Duration {
+    hold_left.map_or(ttl, |left| ttl.min(whole_millis_up(left)))
 }
 
 /// `d` rounded up to whole milliseconds.

@@ -124,6 +124,17 @@ impl LockToken {
         fence::Marks::of(&self.0).shared
     }
 
+    /// How long this grant may still be held, if it has a bounded hold (zero once the bound
+    /// has passed).
+    pub fn hold_left(&self) -> Option<Duration> {
+        let deadline = self.hold_deadline()?;
+        Some(
+            deadline
+                .duration_since(SystemTime::now())
+                .unwrap_or_default(),
+        )
+    }
+
     /// Until when this grant may be renewed, if it has a bounded hold: its grant time (read
     /// from the fence) plus the bound its stem carries.
     pub fn hold_deadline(&self) -> Option<SystemTime> {
