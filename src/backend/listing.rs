@@ -286,6 +286,7 @@ mod tests {
                         fence: None,
                         holder: None,
                         shared: false,
+                        holds: None,
                     };
                     (name, seen)
                 })

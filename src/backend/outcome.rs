@@ -92,4 +92,6 @@ pub struct Inspection {
     pub holder: Option<Holder>,
     /// Held by the shared grants of a read/write lock (see [`shared`](super::shared)), not one holder.
     pub shared: bool,
+    /// How many times its holder holds it, for a reentrant lock's grant.
+    pub holds: Option<u32>,
 }

@@ -223,6 +223,8 @@ impl RedlockBackend {
                 // (it expired a moment earlier) does not hide it.
                 holder: seen.iter().find_map(|(_, s)| s.holder.clone()),
                 shared: false,
+                // Redlock keeps no reentrant lock.
+                holds: None,
             };
             return Ok(Some((inspection, seen[0].0)));
         }

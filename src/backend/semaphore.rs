@@ -38,6 +38,7 @@ impl PermitView {
             fence: self.fence,
             holder: self.holder,
             shared,
+            holds: None,
         }
     }
 }

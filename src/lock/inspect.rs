@@ -24,6 +24,8 @@ pub struct LockState {
     pub granted_at: Option<SystemTime>,
     /// Who holds it, when the grant named a holder.
     pub holder: Option<Holder>,
+    /// How many times its holder holds it, for a reentrant lock.
+    pub holds: Option<u32>,
     /// Requests waiting for it in this gateway.
     pub waiting: usize,
     /// Held by readers (a read/write lock's shared grants): each of them, the first to end
@@ -145,6 +147,7 @@ impl LockService {
             fence: seen.fence,
             granted_at: seen.fence.and_then(granted_at),
             holder: seen.holder,
+            holds: seen.holds,
             waiting: self.waiters.waiting_for(kinds::LOCK, name.as_str()),
         }
     }

@@ -6,8 +6,8 @@
 //! (`backend::LeaseStore::reenter`); Redlock does not keep reentrant locks.
 //!
 //! A re-entry is not idempotent: one whose answer was lost (503 `outcome-unknown`) may have
-//! counted, and a release that is repeated gives back two holds. A holder that cannot tell
-//! should release until the lock is free rather than guess.
+//! counted, and a release that is repeated gives back two holds. Inspect shows the count
+//! (`Inspection::holds`), so a holder that cannot tell looks before it repeats.
 
 use tokio::time::Instant;
 

@@ -101,6 +101,8 @@ async fn held_as_often_as_taken(gw: &Gateway) {
         let (status, seen) = status_json(gw.inspect(name).await).await;
         assert_eq!(status, 200, "still held after giving back one hold: {seen}");
         assert_eq!(seen["fence"], first["fence"], "{seen}");
+        assert_eq!(seen["hold_count"], left, "inspect shows the count: {seen}");
+        assert_eq!(seen["owner"], "worker-1", "{seen}");
         assert!(!waiter.is_finished(), "the waiter got a lock still held");
     }
     let (status, body) = release(gw, name, &held).await;
@@ -129,6 +131,8 @@ async fn refusals(gw: &Gateway) {
     let (status, plain) = status_json(gw.acquire("reentrant:plain", None).await).await;
     assert_eq!(status, 201, "{plain}");
     assert!(plain.get("hold_count").is_none(), "{plain}");
+    let (_, seen) = status_json(gw.inspect("reentrant:plain").await).await;
+    assert!(seen.get("hold_count").is_none(), "a plain lock has no count: {seen}");
     let (status, problem) = reenter(
         gw,
         "reentrant:plain",

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::fence::{fence_of, next_fence};
+use super::fence::{Marks, fence_of, next_fence};
 use super::shared::SHARED_MARKER;
 use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListCursor,
@@ -175,6 +175,7 @@ impl Held {
             fence: fence_of(&self.token),
             holder: self.holder.as_deref().cloned(),
             shared: self.token == SHARED_MARKER,
+            holds: Marks::of(&self.token).reentrant.then_some(self.holds),
         }
     }
 }

@@ -89,7 +89,12 @@ impl LeaseStore for RedisBackend {
         let keys = self.keys(name);
         let call = evalsha(
             &INSPECT,
-            &[keys.lock(), keys.legacy_counter(), keys.holder()],
+            &[
+                keys.lock(),
+                keys.legacy_counter(),
+                keys.holder(),
+                keys.holds(),
+            ],
         );
         let reply: Vec<Value> = self.script(&INSPECT, &call).await?;
         let number = |value: Option<&Value>| match value {
@@ -105,11 +110,16 @@ impl LeaseStore for RedisBackend {
             Some(Value::BulkString(record)) => Some(record.as_slice()),
             _ => None,
         };
+        let holds = match reply.get(4) {
+            Some(Value::Int(holds)) => u32::try_from(*holds).ok(),
+            _ => None,
+        };
         Ok(Some(Inspection {
             ttl: pttl(ttl),
             fence,
             holder: record.and_then(|r| Holder::of_record(r, fence)),
-            shared: reply.len() > 3,
+            shared: matches!(reply.get(3), Some(Value::Int(1))),
+            holds,
         }))
     }
 

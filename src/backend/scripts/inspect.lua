@@ -4,11 +4,13 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the name's old per-name fence counter, for a grant of an older lockgate
 -- KEYS[3]  the holder key
+-- KEYS[4]  the holds hash of reentrant grants (see reenter.lua)
 --
 -- Returns {pttl_ms, fence, record}: pttl -2 when not held, -1 when the key has no expiry;
 --         fence -1 when the holder's token carries none and no old counter exists; record
 --         the holder key's value, or false (the gateway checks that its fence is the grant's).
 --         {pttl_ms, -1, false, 1} when readers hold it (see shared_acquire.lua).
+--         {pttl_ms, fence, record, 0, holds} for a reentrant grant, held `holds` times.
 local holder = redis.call('GET', KEYS[1])
 if not holder then
   return {-2, -1, false}
@@ -23,5 +25,10 @@ local fence = tonumber(string.match(holder, '^[%w_-]+%.(%d+)$'))
 local record = false
 if string.sub(holder, 23, 23) == 'o' then
   record = redis.call('GET', KEYS[3])
+end
+-- A token marked `r` (after `o`, `s`, `m`, if any) is a reentrant grant's.
+if string.match(string.sub(holder, 23), '^o?s?m?r') then
+  local holds = tonumber(redis.call('HGET', KEYS[4], holder)) or 1
+  return {redis.call('PTTL', KEYS[1]), fence, record, 0, holds}
 end
 return {redis.call('PTTL', KEYS[1]), fence, record}

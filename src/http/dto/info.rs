@@ -52,6 +52,10 @@ pub struct LockInfoBody {
     #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
+    /// A reentrant lock's (`reentrant: true`): how many times its holder holds it, that is
+    /// how many releases free it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_count: Option<u32>,
     /// Requests waiting for this lock in this gateway (others may wait in other gateways).
     #[serde(default)]
     pub waiting: u64,
@@ -113,6 +117,7 @@ impl LockInfoBody {
                 .map(|at| humantime::format_rfc3339_micros(at).to_string()),
             owner,
             metadata,
+            hold_count: state.holds,
             waiting: u64::try_from(state.waiting).unwrap_or(u64::MAX),
             mode,
             shared_holders: state.shared.into_iter().map(PermitBody::new).collect(),
