@@ -132,7 +132,10 @@ async fn refusals(gw: &Gateway) {
     assert_eq!(status, 201, "{plain}");
     assert!(plain.get("hold_count").is_none(), "{plain}");
     let (_, seen) = status_json(gw.inspect("reentrant:plain").await).await;
-    assert!(seen.get("hold_count").is_none(), "a plain lock has no count: {seen}");
+    assert!(
+        seen.get("hold_count").is_none(),
+        "a plain lock has no count: {seen}"
+    );
     let (status, problem) = reenter(
         gw,
         "reentrant:plain",
