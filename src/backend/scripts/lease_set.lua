@@ -114,3 +114,16 @@ local function claimed(set, info, stem, claim)
   end
   return nil
 end
+
+-- What a release script removes: the lease `token`, or, to withdraw one never delivered
+-- (`token` ''), the lease of `stem` if `claim` ('' for any) is still its last. Returns the
+-- removed lease's end (ms), or nil if there was none.
+local function take_out(set, info, token, stem, claim)
+  if token == '' then
+    token = claimed(set, info, stem, claim)
+    if not token then
+      return nil
+    end
+  end
+  return remove(set, info, token)
+end

@@ -12,14 +12,7 @@
 -- Returns 1 released (a live permit), 0 not held (an expired permit not yet reclaimed is
 -- removed, but was not held any more).
 local _, now_ms = clock()
-local token = ARGV[1]
-if token == '' then
-  token = claimed(KEYS[1], KEYS[2], ARGV[3], ARGV[4])
-  if not token then
-    return 0
-  end
-end
-local ended = remove(KEYS[1], KEYS[2], token)
+local ended = take_out(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[4])
 if not ended then
   return 0
 end

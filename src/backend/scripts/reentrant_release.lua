@@ -21,9 +21,6 @@ elseif holds == 2 then
   redis.call('HDEL', KEYS[2], ARGV[1])
   return {1}
 end
-redis.call('DEL', KEYS[1], KEYS[2])
-if KEYS[3] then
-  redis.call('DEL', KEYS[3])
-end
+redis.call('DEL', unpack(KEYS))
 redis.call('PUBLISH', ARGV[2], '')
 return 1

@@ -12,10 +12,7 @@ local held = held_by(KEYS[1], ARGV[1])
 if held ~= 1 then
   return held
 end
-if KEYS[2] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-else
-  redis.call('DEL', KEYS[1])
-end
+-- The lock and the keys that live with its grant.
+redis.call('DEL', unpack(KEYS))
 redis.call('PUBLISH', ARGV[2], '')
 return 1

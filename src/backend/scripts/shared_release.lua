@@ -13,14 +13,7 @@
 --
 -- Returns 1 released (a live reader), 0 not held.
 local _, now_ms = clock()
-local token = ARGV[1]
-if token == '' then
-  token = claimed(KEYS[2], KEYS[3], ARGV[3], ARGV[4])
-  if not token then
-    return 0
-  end
-end
-local ended = remove(KEYS[2], KEYS[3], token)
+local ended = take_out(KEYS[2], KEYS[3], ARGV[1], ARGV[3], ARGV[4])
 if not ended then
   return 0
 end
