@@ -57,24 +57,33 @@ impl AccessLine<'_> {
         });
     }
 
+    /// The line's fields after `method`, in order.
+    fn fields(&self) -> [(&'static [u8], Field<'_>); 6] {
+        [
+            (b"path", Field::Text(self.path)),
+            (b"status", Field::Number(u64::from(self.status))),
+            (b"outcome", Field::Text(self.outcome)),
+            (b"micros", Field::Number(self.micros)),
+            (b"request_id", Field::Text(self.request_id)),
+            (b"key", Field::Text(self.key)),
+        ]
+    }
+
     /// `<time>  INFO lockgate::access: request method=POST path="/locks/a" …`, as
     /// tracing-subscriber's default format writes it.
     fn text(&self, now: SystemTime, out: &mut Vec<u8>) {
         timestamp(now, out);
         out.extend_from_slice(b"  INFO lockgate::access: request method=");
         out.extend_from_slice(self.method.as_bytes());
-        out.extend_from_slice(b" path=");
-        debug_str(self.path, out);
-        out.extend_from_slice(b" status=");
-        number(u64::from(self.status), out);
-        out.extend_from_slice(b" outcome=");
-        debug_str(self.outcome, out);
-        out.extend_from_slice(b" micros=");
-        number(self.micros, out);
-        out.extend_from_slice(b" request_id=");
-        debug_str(self.request_id, out);
-        out.extend_from_slice(b" key=");
-        debug_str(self.key, out);
+        for (name, value) in self.fields() {
+            out.push(b' ');
+            out.extend_from_slice(name);
+            out.push(b'=');
+            match value {
+                Field::Text(text) => debug_str(text, out),
+                Field::Number(n) => number(n, out),
+            }
+        }
         out.push(b'\n');
     }
 
@@ -86,20 +95,24 @@ impl AccessLine<'_> {
             b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"request\",\"method\":",
         );
         json_str(self.method, out);
-        out.extend_from_slice(b",\"path\":");
-        json_str(self.path, out);
-        out.extend_from_slice(b",\"status\":");
-        number(u64::from(self.status), out);
-        out.extend_from_slice(b",\"outcome\":");
-        json_str(self.outcome, out);
-        out.extend_from_slice(b",\"micros\":");
-        number(self.micros, out);
-        out.extend_from_slice(b",\"request_id\":");
-        json_str(self.request_id, out);
-        out.extend_from_slice(b",\"key\":");
-        json_str(self.key, out);
+        for (name, value) in self.fields() {
+            out.extend_from_slice(b",\"");
+            out.extend_from_slice(name);
+            out.extend_from_slice(b"\":");
+            match value {
+                Field::Text(text) => json_str(text, out),
+                Field::Number(n) => number(n, out),
+            }
+        }
         out.extend_from_slice(b"},\"target\":\"lockgate::access\"}\n");
     }
+}
+
+/// A field's value: text (quoted and escaped as each format does) or a number.
+#[derive(Clone, Copy)]
+enum Field<'a> {
+    Text(&'a str),
+    Number(u64),
 }
 
 /// Printable ASCII that no escaping changes: what a path, an id or a key name almost always is.
