@@ -143,7 +143,8 @@ impl State {
         sets.get_mut(name)
     }
 
-    pub(super) fn sets(&mut self, of: GrantsOf) -> &mut std::collections::HashMap<String, Grants> {
+    /// The sets of grants of kind `of`, by name.
+    fn sets(&mut self, of: GrantsOf) -> &mut std::collections::HashMap<String, Grants> {
         match of {
             GrantsOf::Readers => &mut self.readers,
             GrantsOf::Permits => &mut self.semaphores,
