@@ -1,0 +1,155 @@
+//! The answers about a lease: a grant, a renewal, a reentrant lock's hold given back. Every
+//! kind of lease answers with these (a permit, a shared grant and a set as a lock does).
+
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use utoipa::ToSchema;
+
+use super::expires_at;
+use crate::lock::{Grant, LockName, LockToken, Primitive, Reentry, Renewal, Validity, millis};
+
+/// A granted lock.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "name": "orders:42",
+    "token": "Yq3v7M1b0nqzT0m6k9xW2A.1763712000123456",
+    "fence": 1763712000123456u64,
+    "ttl_ms": 29998,
+    "expires_at": "2026-11-21T08:00:30.123Z"
+}))]
+pub struct LockGrantBody {
+    pub name: String,
+    /// Proof of ownership: send it in the `Lock-Token` header to renew or release. Keep it
+    /// secret. Opaque to clients; it is exactly the value Redis keeps for the lock (128 random
+    /// bits, a dot and the fence), so a plain Redis client can release the lock with the
+    /// classic compare-and-delete.
+    pub token: String,
+    /// Strictly increases with every grant of this name. Pass it to the resource the lock
+    /// protects, which should refuse writes with a smaller fence than one it has seen.
+    /// Below 2^53, so it is exact in JavaScript.
+    pub fence: u64,
+    /// Milliseconds of validity left when the response was built; the time spent in the
+    /// gateway and in Redis is already subtracted.
+    pub ttl_ms: u64,
+    /// When the lease ends, RFC 3339 (informative: compare clocks with care; rely on `ttl_ms`).
+    pub expires_at: String,
+    /// Replicas that acknowledged the write; present when `replicas` was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_acked: Option<u32>,
+    /// For a bounded hold (`max_hold_ms`, `--max-hold`): milliseconds until renewals stop and
+    /// the lock ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_hold_left_ms: Option<u64>,
+    /// A multi-lock's names (`POST /locks`), sorted; `name` is the first. Renew and release
+    /// the set with them: `PATCH /locks?name=…&name=…`, `DELETE /locks?name=…&name=…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
+    /// A reentrant lock's (`reentrant: true`): how many times its holder holds it, that is
+    /// how many releases free it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_count: Option<u32>,
+}
+
+/// A reentrant lock that gave back one hold and is still held (`DELETE /locks/{name}`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"name": "orders:42", "hold_count": 1}))]
+pub struct LockHoldsBody {
+    pub name: String,
+    /// How many times its holder still holds it: how many more releases free it.
+    pub hold_count: u32,
+}
+
+/// A renewed lease.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "name": "orders:42",
+    "fence": 1763712000123456u64,
+    "ttl_ms": 29999,
+    "expires_at": "2026-11-21T08:01:00.456Z"
+}))]
+pub struct LockRenewalBody {
+    pub name: String,
+    /// The fence of the current grant.
+    pub fence: u64,
+    /// Milliseconds of validity left when the response was built.
+    pub ttl_ms: u64,
+    /// When the lease ends, RFC 3339 (informative).
+    pub expires_at: String,
+    /// Replicas that acknowledged the renewal; present when `replicas` was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_acked: Option<u32>,
+    /// For a bounded hold: milliseconds until renewals stop and the lock ends (the lease is
+    /// never renewed past that).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_hold_left_ms: Option<u64>,
+}
+
+/// `ttl_ms` and `expires_at` of a validity, read once so the two agree.
+fn lease_times(validity: &Validity) -> (u64, String) {
+    let remaining = validity.remaining(Instant::now());
+    (millis(remaining), expires_at(remaining))
+}
+
+impl LockGrantBody {
+    pub fn new<P: Primitive>(name: &LockName, grant: &Grant<P>) -> Self {
+        let (ttl_ms, expires_at) = lease_times(&grant.validity);
+        Self {
+            name: name.to_string(),
+            token: grant.token.expose().to_owned(),
+            fence: grant.fence,
+            ttl_ms,
+            expires_at,
+            replicas_acked: grant.replicas_acked,
+            max_hold_left_ms: grant.token.hold_deadline().map(left_ms),
+            names: None,
+            hold_count: grant.token.is_reentrant().then_some(1),
+        }
+    }
+
+    /// A reentrant lock's grant, taken once more with `token`.
+    pub fn reentered(name: &LockName, token: &LockToken, reentry: &Reentry) -> Self {
+        let (ttl_ms, expires_at) = lease_times(&reentry.validity);
+        Self {
+            name: name.to_string(),
+            token: token.expose().to_owned(),
+            fence: reentry.fence,
+            ttl_ms,
+            expires_at,
+            replicas_acked: reentry.replicas_acked,
+            max_hold_left_ms: token.hold_deadline().map(left_ms),
+            names: None,
+            hold_count: Some(reentry.holds),
+        }
+    }
+
+    /// Lists a multi-lock's names (`held`, from [`Primitive::held_names`]).
+    pub fn holding(mut self, held: Option<&[LockName]>) -> Self {
+        self.names = held.map(|names| names.iter().map(LockName::to_string).collect());
+        self
+    }
+}
+
+impl LockRenewalBody {
+    pub fn new(name: &LockName, renewal: &Renewal) -> Self {
+        let (ttl_ms, expires_at) = lease_times(&renewal.validity);
+        Self {
+            name: name.to_string(),
+            fence: renewal.fence,
+            ttl_ms,
+            expires_at,
+            replicas_acked: renewal.replicas_acked,
+            max_hold_left_ms: renewal.hold_deadline.map(left_ms),
+        }
+    }
+}
+
+/// Whole milliseconds from now until `deadline` (0 once passed).
+fn left_ms(deadline: SystemTime) -> u64 {
+    millis(
+        deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or_default(),
+    )
+}
