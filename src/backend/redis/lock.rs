@@ -189,8 +189,8 @@ impl RedisBackend {
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
         let keys = self.keys(name);
-        let (grant_keys, n) = grant_keys(&keys, token);
         if Marks::of(token).reentrant {
+            let (grant_keys, n) = grant_keys(&keys, token);
             let mut call = evalsha(&REENTRANT_RELEASE, &grant_keys[..n]);
             call.arg(token).arg(keys.channel());
             let reply = self.script::<Value>(&REENTRANT_RELEASE, &call).await?;
@@ -202,6 +202,7 @@ impl RedisBackend {
         {
             return Ok(outcome);
         }
+        let (grant_keys, n) = grant_keys(&keys, token);
         let mut call = evalsha(&RELEASE, &grant_keys[..n]);
         call.arg(token).arg(keys.channel());
         release_outcome(&RELEASE, self.script::<i64>(&RELEASE, &call).await?)

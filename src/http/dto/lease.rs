@@ -94,33 +94,38 @@ fn lease_times(validity: &Validity) -> (u64, String) {
 
 impl LockGrantBody {
     pub fn new<P: Primitive>(name: &LockName, grant: &Grant<P>) -> Self {
-        let (ttl_ms, expires_at) = lease_times(&grant.validity);
-        Self {
-            name: name.to_string(),
-            token: grant.token.expose().to_owned(),
-            fence: grant.fence,
-            ttl_ms,
-            expires_at,
-            replicas_acked: grant.replicas_acked,
-            max_hold_left_ms: grant.token.hold_deadline().map(left_ms),
-            names: None,
-            hold_count: grant.token.is_reentrant().then_some(1),
-        }
+        let validity = (&grant.validity, grant.replicas_acked);
+        Self::held(name, &grant.token, grant.fence, validity)
     }
 
     /// A reentrant lock's grant, taken once more with `token`.
     pub fn reentered(name: &LockName, token: &LockToken, reentry: &Reentry) -> Self {
-        let (ttl_ms, expires_at) = lease_times(&reentry.validity);
+        let validity = (&reentry.validity, reentry.replicas_acked);
+        Self {
+            hold_count: Some(reentry.holds),
+            ..Self::held(name, token, reentry.fence, validity)
+        }
+    }
+
+    /// The grant `token` holds with `fence`, its validity and the replicas that acknowledged
+    /// it; a reentrant grant held once.
+    fn held(
+        name: &LockName,
+        token: &LockToken,
+        fence: u64,
+        (validity, replicas_acked): (&Validity, Option<u32>),
+    ) -> Self {
+        let (ttl_ms, expires_at) = lease_times(validity);
         Self {
             name: name.to_string(),
             token: token.expose().to_owned(),
-            fence: reentry.fence,
+            fence,
             ttl_ms,
             expires_at,
-            replicas_acked: reentry.replicas_acked,
+            replicas_acked,
             max_hold_left_ms: token.hold_deadline().map(left_ms),
             names: None,
-            hold_count: Some(reentry.holds),
+            hold_count: token.is_reentrant().then_some(1),
         }
     }
 
