@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Claim, Holder, ReplicaAck};
+use super::{Claim, Holder, QueuePlace, ReplicaAck};
 
 /// Default `replica_timeout_ms`.
 pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(100);
@@ -26,6 +26,9 @@ pub struct LeaseRequest {
     /// A reentrant lock: its holder may take it again with its token (`reenter`), each time
     /// one more release to give it back.
     pub reentrant: bool,
+    /// A fair waiter's priority (0 to 9, higher first): it waits in the name's queue, kept by
+    /// the store for every gateway (see [`super::queue`]). `None`: not fair.
+    pub fair: Option<u8>,
 }
 
 impl LeaseRequest {
@@ -38,6 +41,7 @@ impl LeaseRequest {
             holder: None,
             max_hold: None,
             reentrant: false,
+            fair: None,
         }
     }
 }
@@ -77,6 +81,9 @@ pub struct GrantAttempt<'a> {
     /// The attempt that claims the grant (see [`Claim`]), for idempotent acquires.
     pub claim: Option<Claim>,
     pub request: &'a LeaseRequest,
+    /// A fair waiter's place in the name's queue (a lock's only): the attempt takes it, or
+    /// keeps it, and is granted only at the head (see [`super::queue`]).
+    pub queue: Option<QueuePlace>,
 }
 
 /// What a store's acquire reads of a [`GrantAttempt`]: stem, ttl, the `WAIT` to send, claim,
@@ -96,6 +103,7 @@ impl<'a> GrantAttempt<'a> {
             stem,
             claim: None,
             request,
+            queue: None,
         }
     }
 

@@ -287,6 +287,7 @@ mod tests {
                         holder: None,
                         shared: false,
                         holds: None,
+                        queued: 0,
                     };
                     (name, seen)
                 })

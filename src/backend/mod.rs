@@ -28,6 +28,7 @@ pub mod listing;
 pub mod memory;
 pub mod multi;
 mod outcome;
+pub mod queue;
 pub mod redis;
 pub mod redlock;
 pub mod semaphore;
@@ -49,6 +50,7 @@ pub use self::outcome::{
     AcquireOutcome, Claim, Inspection, Lease, ReenterOutcome, ReleaseOutcome, RenewOutcome,
     ReplicaAck,
 };
+pub use self::queue::QueuePlace;
 pub use self::semaphore::{PermitView, Permits};
 use crate::telemetry::BackendErrorKind;
 
@@ -164,6 +166,18 @@ pub trait LeaseStore: Send + Sync {
         renewal: RenewAttempt<'_>,
     ) -> impl Future<Output = Result<ReenterOutcome, BackendError>> + Send;
 
+    /// Announcements to this gateway that one of its fair waiters of the lock `name` has come
+    /// to the head of the queue (see [`queue`]), returned once the subscription is in place.
+    fn watch_queue_head(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
+
+    /// Takes the fair waiter `waiter` of this gateway out of the queue of the lock `name`
+    /// (it gave up, or its client went away), telling the next head's gateway if it was first.
+    fn leave_queue(
+        &self,
+        name: &str,
+        waiter: u64,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
     /// Whether every release of `leased` is announced, including those made by other clients
     /// of the store; if not, waiters look again now and then (see `lock::acquire`).
     fn sees_every_release(&self, leased: Leased<'_>) -> bool;
@@ -244,17 +258,24 @@ impl Backend {
         }
     }
 
-    /// Whether this store can keep `leased`: every store keeps locks; Redlock nothing else
-    /// (shared grants, permits and sets each need a quorum design of their own on independent
-    /// masters: a set of readers, a permit count or a set of names kept per node falls short
-    /// after a node restarts empty, and none is built); a Cluster a set only when its names
-    /// share a hash slot (one script takes them all).
     /// Whether the store keeps reentrant locks: not Redlock, whose nodes would each count
     /// holds of their own, with no quorum rule for a count.
     pub fn offers_reentrant(&self) -> bool {
         !matches!(self, Self::Redlock(_))
     }
 
+    /// Whether the store keeps fair queues: not Redlock, whose nodes would each keep a queue
+    /// of their own, in orders that differ, with no quorum rule for an order (see
+    /// docs/modes.md).
+    pub fn offers_fair(&self) -> bool {
+        !matches!(self, Self::Redlock(_))
+    }
+
+    /// Whether this store can keep `leased`: every store keeps locks; Redlock nothing else
+    /// (shared grants, permits and sets each need a quorum design of their own on independent
+    /// masters: a set of readers, a permit count or a set of names kept per node falls short
+    /// after a node restarts empty, and none is built); a Cluster a set only when its names
+    /// share a hash slot (one script takes them all).
     pub fn offers(&self, leased: Leased<'_>) -> Result<(), Unoffered> {
         match (self, leased) {
             (_, Leased::Lock(_)) => Ok(()),
@@ -330,6 +351,14 @@ impl LeaseStore for Backend {
 
     async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
         dispatch!(self, b => b.watch_releases(leased))
+    }
+
+    async fn watch_queue_head(&self, name: &str) -> ReleaseFeed {
+        dispatch!(self, b => b.watch_queue_head(name))
+    }
+
+    async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
+        dispatch!(self, b => b.leave_queue(name, waiter))
     }
 
     fn sees_every_release(&self, leased: Leased<'_>) -> bool {

@@ -48,6 +48,15 @@ pub enum AcquireOutcome {
     LimitDiffers { limit: u32 },
     /// The name is held by shared grants (readers, see [`shared`](super::shared)); the longest ends in `ttl`.
     HeldShared { ttl: Option<Duration> },
+    /// A fair waiter is in the name's queue (see [`queue`](super::queue)), `position` from
+    /// its head (1: next), with the place `score` (to take again if it is ever skipped);
+    /// `ttl`: what is left of the lease that holds the lock, `None` when it is free (the head
+    /// is another waiter) or has no expiry.
+    Queued {
+        position: u32,
+        score: u64,
+        ttl: Option<Duration>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,4 +103,6 @@ pub struct Inspection {
     pub shared: bool,
     /// How many times its holder holds it, for a reentrant lock's grant.
     pub holds: Option<u32>,
+    /// Fair waiters in the name's queue, every gateway's (see [`queue`](super::queue)).
+    pub queued: u32,
 }

@@ -223,8 +223,9 @@ impl RedlockBackend {
                 // (it expired a moment earlier) does not hide it.
                 holder: seen.iter().find_map(|(_, s)| s.holder.clone()),
                 shared: false,
-                // Redlock keeps no reentrant lock.
+                // Redlock keeps no reentrant lock, and no fair queue.
                 holds: None,
+                queued: 0,
             };
             return Ok(Some((inspection, seen[0].0)));
         }
@@ -286,7 +287,9 @@ impl RedlockBackend {
                 Ok(AcquireOutcome::Held { ttl }) => Answer::Held(ttl),
                 // A lock's acquire never answers this.
                 Ok(AcquireOutcome::HeldShared { ttl }) => Answer::Held(ttl),
-                Ok(AcquireOutcome::LimitDiffers { .. }) | Err(_) => Answer::Failed,
+                // Nor this: no attempt of a Redlock takes a place in a queue.
+                Ok(AcquireOutcome::LimitDiffers { .. } | AcquireOutcome::Queued { .. })
+                | Err(_) => Answer::Failed,
             })
             .collect();
         let holders: Vec<(usize, Lease)> = answers
@@ -539,6 +542,15 @@ impl LeaseStore for RedlockBackend {
 
     fn sees_every_release(&self, leased: Leased<'_>) -> bool {
         self.nodes.iter().all(|n| n.sees_every_release(leased))
+    }
+
+    /// No fair queue (see `Backend::offers_fair`): nothing is ever announced.
+    async fn watch_queue_head(&self, _: &str) -> ReleaseFeed {
+        ReleaseFeed::silent()
+    }
+
+    async fn leave_queue(&self, _: &str, _: u64) -> Result<(), BackendError> {
+        Ok(())
     }
 
     async fn inspect_grants(&self, of: GrantsOf, _: &str) -> Result<Permits, BackendError> {

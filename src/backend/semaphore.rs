@@ -39,6 +39,7 @@ impl PermitView {
             holder: self.holder,
             shared,
             holds: None,
+            queued: 0,
         }
     }
 }

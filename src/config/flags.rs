@@ -113,6 +113,16 @@ pub struct RunArgs {
     #[arg(long, env = "LOCKGATE_PERMITS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub permits: Option<u32>,
 
+    /// Wait in the lock's fair queue: one order across every gateway, higher --priority
+    /// first, then arrival (see docs/api.md, "Fair queues"). A wait longer than one request
+    /// keeps its place from one request to the next.
+    #[arg(long, conflicts_with_all = ["permits", "shared"])]
+    pub fair: bool,
+
+    /// A fair waiter's priority, 0 to 9 (higher first). Needs --fair. Default 0.
+    #[arg(long, requires = "fair", value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub priority: Option<u8>,
+
     /// The lock's name (with --permits, the semaphore's). Several names: a multi-lock, all of
     /// them held together while the command runs.
     #[arg(value_name = "NAME", required = true, num_args = 1..)]

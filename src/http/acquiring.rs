@@ -18,6 +18,25 @@ use crate::lock::{
     Grant, IdempotencyKey, LeaseRequest, LockName, LockService, Primitive, RawLease,
 };
 
+/// `lease` with a body's fair-queue fields (`fair`, `priority`), which only an exclusive lock
+/// takes: a shared grant does not queue (`shared`: the body asked for `mode: "shared"`).
+pub fn queued_lease(
+    mut lease: RawLease,
+    shared: bool,
+    fair: Option<bool>,
+    priority: Option<u64>,
+) -> Result<RawLease, ApiError> {
+    lease.fair = fair == Some(true);
+    lease.priority = priority;
+    if lease.fair && shared {
+        return Err(ApiError::body(
+            Some("fair".to_owned()),
+            "fair: a shared grant does not wait in a queue",
+        ));
+    }
+    Ok(lease)
+}
+
 /// A lease granted by [`acquiring`], with what the handler needs next.
 #[derive(Debug)]
 pub struct Acquired<P: Primitive> {
@@ -46,7 +65,7 @@ pub fn acquiring<P: Primitive>(
     async move {
         let request = request?;
         let grant = service
-            .acquire_lease(&primitive, &name, &request, key.as_ref())
+            .acquire_lease(&primitive, &name, &request, key.as_ref(), None)
             .await?;
         Ok(Acquired {
             grant,

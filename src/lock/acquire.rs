@@ -1,6 +1,7 @@
 //! Acquiring a lease: one attempt, or a wait in line for the name (see [`super::service`]
-//! for what a waiting request does and costs). Split from `service.rs` so that the engine's
-//! struct, renew, release and inspect read on one screen, apart from the waiting loop.
+//! for what a waiting request does and costs), or in the name's fair queue (`fair.rs`). Split
+//! from `service.rs` so that the engine's struct, renew, release and inspect read on one
+//! screen, apart from the waiting loop; the attempt itself is `attempt.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,48 +10,33 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::LockName;
+use super::attempt::{Attempt, RETRY_AFTER_UNKNOWN_EXPIRY};
 use super::error::LockError;
-use super::guard::GrantGuard;
 use super::primitive::{Exclusive, Primitive};
 use super::request::LeaseRequest;
-use super::service::{Grant, LockService, check_replicas, validity};
-use super::token::{IdempotencyKey, LockToken, TokenStem};
+use super::service::{Grant, LockService};
+use super::token::{IdempotencyKey, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
-use crate::backend::fence::Marks;
-use crate::backend::{
-    AcquireOutcome, Backend, BackendError, Claim, GrantAttempt, LeaseStore, millis,
-};
+use crate::backend::queue::QUEUED_RETRY;
+use crate::backend::{Backend, LeaseStore};
 
-/// When the holder's lease has no expiry (a key written by another client), tell waiters to come
-/// back after this long.
-const RETRY_AFTER_UNKNOWN_EXPIRY: Duration = Duration::from_secs(1);
 /// A waiter never sleeps less than this before looking again: a lock with under a millisecond
 /// left reports a ttl of 0.
-const MIN_RECHECK: Duration = Duration::from_millis(1);
+pub(super) const MIN_RECHECK: Duration = Duration::from_millis(1);
 /// A waiter whose attempt met a transient backend error tries again after this, doubling up to
 /// [`MAX_BACKEND_RETRY`], until its deadline: a failover or restart should not end a wait the
 /// client was willing to make.
-const MIN_BACKEND_RETRY: Duration = Duration::from_millis(50);
-const MAX_BACKEND_RETRY: Duration = Duration::from_secs(1);
+pub(super) const MIN_BACKEND_RETRY: Duration = Duration::from_millis(50);
+pub(super) const MAX_BACKEND_RETRY: Duration = Duration::from_secs(1);
 /// Where the backend does not announce releases made by its other clients (a Redis without
 /// keyspace notifications), the head of a line looks again this often while it waits: a lock
 /// released by, say, redis-py is noticed within this plus a round trip, at the cost of one
 /// short script (GET, PTTL) per name with waiters, 20 per second.
 const FOREIGN_RELEASE_RECHECK: Duration = Duration::from_millis(50);
 
-/// One try at the backend.
-enum Attempt<P: Primitive> {
-    Granted(Grant<P>),
-    /// Held; `by_readers`: by a read/write lock's shared grants.
-    Held {
-        retry_after: Duration,
-        by_readers: bool,
-    },
-}
-
 /// Tells the request's trace how long it waited in line, from the deadline of a wait of `wait`:
 /// recomputed rather than timed, so that a waiting future holds no start time of its own.
-fn record_wait(deadline: Instant, wait: Duration) {
+pub(super) fn record_wait(deadline: Instant, wait: Duration) {
     let left = deadline.saturating_duration_since(Instant::now());
     crate::telemetry::trace::waited(wait.saturating_sub(left));
 }
@@ -63,19 +49,21 @@ impl LockService {
         request: &LeaseRequest,
         idempotency_key: Option<&IdempotencyKey>,
     ) -> Result<Grant, LockError> {
-        self.acquire_lease(&Exclusive, name, request, idempotency_key)
+        self.acquire_lease(&Exclusive, name, request, idempotency_key, None)
             .await
     }
 
     /// Takes a lease of `primitive`, waiting up to `request.wait` for it. With an idempotency
     /// key the stem is derived from (name, key), so a retry of a request whose response was
-    /// lost finds its own grant.
+    /// lost finds its own grant. A fair waiter's places in the queue go to `positions`, if
+    /// given (see [`LockService::wait_fair`]).
     pub async fn acquire_lease<P: Primitive>(
         &self,
         primitive: &P,
         name: &LockName,
         request: &LeaseRequest,
         idempotency_key: Option<&IdempotencyKey>,
+        positions: Option<&watch::Sender<u32>>,
     ) -> Result<Grant<P>, LockError> {
         let leased = primitive.leased(name);
         self.check_offered(leased)?;
@@ -84,13 +72,23 @@ impl LockService {
         }
         let derived =
             idempotency_key.map(|key| TokenStem::derive(&self.secret, name.as_str(), key));
+        if request.fair.is_some() {
+            self.check_fair_offered(leased)?;
+            if !request.wait.is_zero() {
+                // Boxed: the fair wait's future is kept apart from the plain one's.
+                let waiting = self.wait_fair(primitive, name, derived.as_ref(), request, positions);
+                return Box::pin(waiting).await;
+            }
+            // A fair try that does not wait takes no place: it is an acquire that does not
+            // overtake the queue, as every acquire.
+        }
         // Requests already waiting here go first: a newcomer does not overtake them.
         let mut held_off = false;
         if request.wait.is_zero() || !self.waiters.has_line(leased.kind(), name.as_str()) {
             // Boxed here and below: a waiting request keeps its future alive for the whole wait,
             // and the attempt (a backend round trip) is most of its size.
             let then_wait = !request.wait.is_zero();
-            let attempt = self.attempt(primitive, name, derived.as_ref(), request, then_wait);
+            let attempt = self.attempt(primitive, name, derived.as_ref(), request, then_wait, None);
             // The outcome is settled before anything else is awaited: a match kept open
             // across the wait would keep the outcome in the future for the whole wait too.
             held_off = match Box::pin(attempt).await {
@@ -98,9 +96,16 @@ impl LockService {
                 Ok(Attempt::Held { retry_after, .. }) if request.wait.is_zero() => {
                     return Err(LockError::Held { retry_after });
                 }
+                // Only a fair attempt is queued (this one is not): as held.
+                Ok(Attempt::Queued { .. }) if request.wait.is_zero() => {
+                    return Err(LockError::Held {
+                        retry_after: QUEUED_RETRY,
+                    });
+                }
                 Err(err) if request.wait.is_zero() || !err.is_transient() => return Err(err),
                 // Held, or the backend stumbled: wait in line.
                 Ok(Attempt::Held { by_readers, .. }) => by_readers,
+                Ok(Attempt::Queued { .. }) => false,
                 Err(_) => false,
             };
             if held_off {
@@ -187,7 +192,7 @@ impl LockService {
             // From here on, a release shows up as a change: none can slip between this attempt
             // and the next wait.
             releases.borrow_and_update();
-            match Box::pin(self.attempt(primitive, name, derived, request, true)).await {
+            match Box::pin(self.attempt(primitive, name, derived, request, true, None)).await {
                 Ok(Attempt::Granted(grant)) => {
                     drop(lift);
                     record_wait(deadline, request.wait);
@@ -212,135 +217,22 @@ impl LockService {
                     backend_retry = MIN_BACKEND_RETRY;
                     wake_at = Some(Instant::now() + retry_after.max(MIN_RECHECK));
                 }
+                // Only a fair attempt is queued (this one is not): as held, briefly.
+                Ok(Attempt::Queued { .. }) => {
+                    if Instant::now() >= deadline {
+                        record_wait(deadline, request.wait);
+                        return Err(LockError::Held {
+                            retry_after: QUEUED_RETRY,
+                        });
+                    }
+                    wake_at = Some(Instant::now() + QUEUED_RETRY);
+                }
                 Err(err) if err.is_transient() && Instant::now() < deadline => {
                     tracing::debug!(lock = %name, error = %err, "waiting through a backend error");
                     wake_at = Some(Instant::now() + backend_retry);
                     backend_retry = (backend_retry * 2).min(MAX_BACKEND_RETRY);
                 }
                 Err(err) => return Err(err),
-            }
-        }
-    }
-
-    /// The stem and claim of one attempt: a fresh random stem, or the idempotency key's stem
-    /// with a fresh claim.
-    fn attempt_stem(derived: Option<&TokenStem>) -> Result<(TokenStem, Option<Claim>), LockError> {
-        let random_failed = |e: getrandom::Error| {
-            LockError::BackendUnavailable(BackendError::Unavailable(format!(
-                "os random generator: {e}"
-            )))
-        };
-        match derived {
-            Some(stem) => Ok((
-                stem.clone(),
-                Some(Claim(super::entropy::u64().map_err(random_failed)?)),
-            )),
-            None => Ok((TokenStem::random().map_err(random_failed)?, None)),
-        }
-    }
-
-    /// One try: the grant, or how long until the holder's lease ends. When another attempt
-    /// may follow (`retry_may_follow`), a failed attempt withdraws its possible grant before it
-    /// returns; otherwise the withdrawal goes on in the background while the client gets its
-    /// answer (it can only ever match this attempt's grant).
-    async fn attempt<P: Primitive>(
-        &self,
-        primitive: &P,
-        name: &LockName,
-        derived: Option<&TokenStem>,
-        request: &LeaseRequest,
-        retry_may_follow: bool,
-    ) -> Result<Attempt<P>, LockError> {
-        self.check_hold_back()?;
-        let (stem, claim) = Self::attempt_stem(derived)?;
-        let leased = primitive.leased(name);
-        let marks = Marks {
-            holder: request.holder.is_some(),
-            max_hold_ms: request.max_hold.map(millis),
-            reentrant: request.reentrant,
-            ..leased.marks()
-        };
-        let stem = if marks == Marks::default() {
-            stem
-        } else {
-            stem.marked(marks)
-        };
-        // Armed before the script is sent: if this future is dropped mid-flight (the client
-        // hung up) the guard withdraws whatever may have been granted.
-        let guard = GrantGuard::new(
-            self.backend.clone(),
-            primitive.clone(),
-            name.clone(),
-            stem.clone(),
-            claim,
-        );
-        let started = Instant::now();
-        let sent = self
-            .backend
-            .acquire(
-                leased,
-                GrantAttempt {
-                    stem: stem.expose(),
-                    claim,
-                    request,
-                },
-            )
-            .await;
-        let outcome = match sent {
-            Ok(outcome) => outcome,
-            Err(err) if !err.outcome_unknown() => {
-                // Nothing ran: never sent (no connection, no free WAIT connection), or the
-                // store answered that it did not run it. Nothing to withdraw.
-                guard.disarm();
-                return Err(err.into());
-            }
-            Err(err) => {
-                // The script may have run and granted the lock: withdraw it (dropping the armed
-                // guard does so in the background).
-                if retry_may_follow && let Err(withdraw_error) = guard.withdraw().await {
-                    tracing::warn!(lock = %name, error = %withdraw_error, "could not withdraw an attempt that got no answer; it expires at its ttl");
-                }
-                return Err(err.into());
-            }
-        };
-        let (lease, replayed) = match outcome {
-            AcquireOutcome::Granted(lease) => (lease, false),
-            AcquireOutcome::AlreadyHeld(lease) => (lease, true),
-            AcquireOutcome::Held { ttl } => {
-                guard.disarm();
-                return Ok(Attempt::Held {
-                    retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
-                    by_readers: false,
-                });
-            }
-            AcquireOutcome::HeldShared { ttl } => {
-                guard.disarm();
-                return Ok(Attempt::Held {
-                    retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
-                    by_readers: true,
-                });
-            }
-            AcquireOutcome::LimitDiffers { limit } => {
-                guard.disarm();
-                return Err(LockError::LimitDiffers { held: limit });
-            }
-        };
-        let check =
-            check_replicas(&request.replicas, &lease).and_then(|()| validity(started, &lease));
-        match check {
-            Ok(validity) => Ok(Attempt::Granted(Grant {
-                token: LockToken::issued(&stem, lease.fence),
-                fence: lease.fence,
-                validity,
-                replicas_acked: lease.replicas_acked,
-                replayed,
-                guard,
-            })),
-            Err(err) => {
-                if let Err(withdraw_error) = guard.withdraw().await {
-                    tracing::warn!(lock = %name, error = %withdraw_error, "could not release a refused grant; it expires at its ttl");
-                }
-                Err(err)
             }
         }
     }
@@ -367,7 +259,7 @@ impl Drop for LiftHoldOff {
 
 /// Resolves at the next change of a release feed; never, if the feed has ended (waiters then
 /// rely on the holder's ttl).
-async fn next_release(releases: &mut watch::Receiver<()>) {
+pub(super) async fn next_release(releases: &mut watch::Receiver<()>) {
     if releases.changed().await.is_err() {
         std::future::pending::<()>().await;
     }

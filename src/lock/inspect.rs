@@ -26,8 +26,10 @@ pub struct LockState {
     pub holder: Option<Holder>,
     /// How many times its holder holds it, for a reentrant lock.
     pub holds: Option<u32>,
-    /// Requests waiting for it in this gateway.
+    /// Requests waiting for it in this gateway (fair waiters included).
     pub waiting: usize,
+    /// Fair waiters in its queue, every gateway's (see `backend::queue`).
+    pub queued: u32,
     /// Held by readers (a read/write lock's shared grants): each of them, the first to end
     /// first. Empty while a writer (or nobody) holds it.
     pub shared: Vec<PermitView>,
@@ -148,7 +150,9 @@ impl LockService {
             granted_at: seen.fence.and_then(granted_at),
             holder: seen.holder,
             holds: seen.holds,
-            waiting: self.waiters.waiting_for(kinds::LOCK, name.as_str()),
+            waiting: self.waiters.waiting_for(kinds::LOCK, name.as_str())
+                + self.fair.waiting_for(name.as_str()),
+            queued: seen.queued,
         }
     }
 }

@@ -3,10 +3,13 @@
 //! to `backend`).
 
 pub mod acquire;
+mod attempt;
 pub mod cursor;
 mod entropy;
 pub mod error;
 pub mod events;
+mod fair;
+mod fair_lines;
 pub mod guard;
 pub mod hold;
 pub mod inspect;

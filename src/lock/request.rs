@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::error::InvalidRequest;
 use crate::backend::Holder;
+use crate::backend::queue::MAX_PRIORITY;
 pub use crate::backend::{DEFAULT_REPLICA_TIMEOUT, LeaseRequest, ReplicaPolicy};
 
 /// Largest `replica_timeout_ms`. `WAIT` blocks a pooled connection this long at most.
@@ -55,6 +56,9 @@ pub struct RawLease {
     pub owner: Option<String>,
     pub metadata: Option<Map<String, Value>>,
     pub reentrant: bool,
+    /// Wait in the name's fair queue (`fair: true`), at `priority` (0 to 9, only with it).
+    pub fair: bool,
+    pub priority: Option<u64>,
 }
 
 /// Raw replica fields as a client sent them.
@@ -87,6 +91,24 @@ impl Limits {
                 self.max_hold.unwrap_or(MAX_HOLD_CEILING),
             )?),
         };
+        let fair = match (raw.fair, raw.priority) {
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(InvalidRequest {
+                    field: "priority",
+                    message: "is a fair waiter's: send it with \"fair\": true".to_owned(),
+                });
+            }
+            (true, priority) => Some(
+                u8::try_from(priority.unwrap_or(0))
+                    .ok()
+                    .filter(|&p| p <= MAX_PRIORITY)
+                    .ok_or_else(|| InvalidRequest {
+                        field: "priority",
+                        message: format!("must be between 0 and {MAX_PRIORITY}"),
+                    })?,
+            ),
+        };
         Ok(LeaseRequest {
             ttl: max_hold.map_or(ttl, |bound| ttl.min(bound)),
             wait,
@@ -94,6 +116,7 @@ impl Limits {
             holder: holder(raw.owner, raw.metadata)?,
             max_hold,
             reentrant: raw.reentrant,
+            fair,
         })
     }
 

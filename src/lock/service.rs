@@ -34,6 +34,7 @@ use super::LockName;
 use super::cursor::CursorSeal;
 use super::error::LockError;
 use super::events::{Watcher, Watches};
+use super::fair_lines::FairLines;
 use super::guard::GrantGuard;
 use super::primitive::{Exclusive, Primitive};
 use super::request::{Limits, RenewRequest, ReplicaPolicy};
@@ -77,6 +78,8 @@ pub struct LockService {
     /// Set by the guards after a store's clock stepped forward: no grant until it passes.
     hold_back: Arc<HoldBack>,
     pub(super) waiters: Waiters,
+    /// Fair waiters, in lines sorted as the store's queues.
+    pub(super) fair: FairLines,
     watches: Watches,
     pub(super) shutdown: CancellationToken,
     /// Set at the start of a shutdown: readiness fails from then on.
@@ -88,6 +91,7 @@ impl LockService {
         Self {
             backend: Arc::new(backend),
             waiters: Waiters::new(limits.max_waiters),
+            fair: FairLines::default(),
             watches: Watches::new(limits.max_watchers),
             limits,
             cursors: CursorSeal::new(&secret),

@@ -68,7 +68,28 @@ pub struct Ticket<'a> {
     handoff: Option<Handoff>,
 }
 
+/// A waiting request counted against the cap until dropped (a fair waiter, whose line is
+/// kept by `fair`).
+#[derive(Debug)]
+pub struct Admission<'a>(&'a Waiters);
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        self.0.inner().waiting -= 1;
+    }
+}
+
 impl Waiters {
+    /// Counts one more waiting request, if the cap allows.
+    pub fn admit(&self) -> Result<Admission<'_>, TooManyWaiters> {
+        let mut inner = self.inner();
+        if inner.waiting >= self.max {
+            return Err(TooManyWaiters);
+        }
+        inner.waiting += 1;
+        Ok(Admission(self))
+    }
+
     pub fn new(max: usize) -> Self {
         Self {
             max,

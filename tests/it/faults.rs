@@ -28,8 +28,8 @@ use crate::support::history::{History, Outcome, Report, Violation};
 use crate::support::process::ServerProcess;
 use crate::support::proxy::{LatencyProxy, Partition};
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup, signal};
-use crate::support::test_name;
 use crate::support::workload::{self, Workload};
+use crate::support::{eventually, test_name};
 
 /// Lease of the workload's locks: short, so that expiry, validity and pauses longer than a
 /// lease all play a part.
@@ -248,6 +248,9 @@ async fn under_partitions(workload: Workload, what: &str) {
         measured.print(&format!("{what}, {how}"));
         assert_clean(&measured);
     }
+    if workload.fair {
+        no_queue_left(&redis).await;
+    }
 }
 
 /// Semaphores of 2 permits under the partitions: never more than 2 permits valid at once,
@@ -276,6 +279,50 @@ async fn multilocks_under_partitions() {
     let mut workload = workload();
     workload.set_size = 2;
     under_partitions(workload, "multi-locks").await;
+}
+
+/// Fair waiters (three priorities) under the partitions: mutual exclusion and fences hold as
+/// for any lock, and no queue key is left once the clients are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_queues_under_partitions() {
+    let mut workload = workload();
+    workload.fair = true;
+    under_partitions(workload, "fair queues").await;
+}
+
+/// Fair waiters on a paused Redis (SIGSTOP): a pause longer than the gateways' liveness
+/// window may reorder the queue (docs/api.md), never grant two holders at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_queues_on_a_paused_redis() {
+    let redis = RedisServer::start();
+    let gateways = [
+        Gateway::start(redis_config(&redis.url())).await,
+        Gateway::start(redis_config(&redis.url())).await,
+    ];
+    let mut workload = workload();
+    workload.fair = true;
+    let bases: Vec<String> = gateways.iter().map(|gw| gw.url("")).collect();
+    let measured = run(&bases, &workload, |_| async {
+        signal(&redis, "-STOP");
+        tokio::time::sleep(FAULT).await;
+        signal(&redis, "-CONT");
+    })
+    .await;
+    measured.print("fair queues, two gateways, redis paused (SIGSTOP)");
+    assert_clean(&measured);
+    no_queue_left(&redis).await;
+}
+
+/// No fair queue is left in `redis` once every waiter is gone (a place given up is removed
+/// in the background: allow it a moment).
+async fn no_queue_left(redis: &RedisServer) {
+    eventually(Duration::from_secs(5), "no queue key left", || async {
+        let keys: Vec<String> = redis
+            .query(::redis::cmd("KEYS").arg("*:queue*"))
+            .expect("KEYS");
+        keys.is_empty().then_some(())
+    })
+    .await;
 }
 
 /// Semaphores of 2 permits on a paused Redis (SIGSTOP).

@@ -33,6 +33,7 @@ mod access;
 mod api;
 mod cli;
 mod events;
+mod fair;
 mod faults;
 mod grant_rules;
 mod guards;

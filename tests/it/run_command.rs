@@ -527,3 +527,58 @@ async fn a_permits_mismatch_ends_the_run_at_once() {
         .and_then(|n| n.parse::<u64>().ok());
     assert_eq!(refused, Some(2), "one request per run:\n{metrics}");
 }
+
+/// `lockgate run --fair`: runs wait in the lock's queue, a `--priority 9` run ahead of an
+/// earlier one at the default priority; `--priority` without `--fair` is a usage error.
+#[tokio::test]
+async fn fair_runs_go_in_queue_order() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("log");
+    let (status_code, holder) = crate::support::status_json(
+        gw.acquire("queue", Some(serde_json::json!({"ttl_ms": 60_000})))
+            .await,
+    )
+    .await;
+    assert_eq!(status_code, 201, "{holder}");
+    let queued = || async {
+        let (_, seen) = crate::support::status_json(gw.inspect("queue").await).await;
+        seen["queued"].as_u64().unwrap_or(0)
+    };
+    let mut runs = Vec::new();
+    for (i, priority) in [(1, "0"), (2, "9")] {
+        let script = format!("echo {priority} >> {}", log.display());
+        let cmd = run(
+            &gw,
+            &[
+                "--fair",
+                "--priority",
+                priority,
+                "--wait",
+                "30s",
+                "queue",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        runs.push(tokio::spawn(status(cmd)));
+        eventually(Duration::from_secs(10), "the run queued", || async {
+            (queued().await == i).then_some(())
+        })
+        .await;
+    }
+    let released = gw.release("queue", &crate::support::token(&holder)).await;
+    assert_eq!(released.status(), 204);
+    for handle in runs {
+        let (exit, stderr) = handle.await.expect("task");
+        assert_eq!(exit, Some(0), "{stderr}");
+    }
+    let order = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(order, "9\n0\n", "the higher priority ran first");
+
+    let (exit, stderr) = status(run(&gw, &["--priority", "3", "queue", "--", "true"])).await;
+    assert_eq!(exit, Some(64), "{stderr}");
+}

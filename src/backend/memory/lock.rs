@@ -6,6 +6,7 @@ use tokio::time::Instant;
 
 use super::{Held, MemoryBackend, acked, announce};
 use crate::backend::fence::{fence_of, has_stem, token};
+use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, Lease, ReenterOutcome, ReleaseOutcome,
@@ -19,28 +20,62 @@ impl MemoryBackend {
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let (stem, ttl, ack, claim, holder) = attempt.parts();
+        let place = attempt.queue;
         let now = Instant::now();
         let mut state = self.state();
         if let Some(held) = state.live_lock(name, now) {
             let remaining = held.expires - now;
-            if held.token == SHARED_MARKER {
-                return Ok(AcquireOutcome::HeldShared {
+            if has_stem(&held.token, stem) {
+                if claim.is_some() {
+                    held.claim = claim;
+                }
+                let fence = fence_of(&held.token).unwrap_or(0);
+                if let Some(place) = place {
+                    state.leave_queue(name, place.waiter);
+                }
+                return Ok(AcquireOutcome::AlreadyHeld(Lease {
+                    fence,
+                    ttl: remaining,
+                    replicas_acked: acked(ack),
+                }));
+            }
+            let shared = held.token == SHARED_MARKER;
+            if let Some(place) = place {
+                let (position, score) = state.enqueue(name, place);
+                return Ok(AcquireOutcome::Queued {
+                    position,
+                    score,
                     ttl: Some(remaining),
                 });
             }
-            if !has_stem(&held.token, stem) {
-                return Ok(AcquireOutcome::Held {
+            return Ok(if shared {
+                AcquireOutcome::HeldShared {
                     ttl: Some(remaining),
+                }
+            } else {
+                AcquireOutcome::Held {
+                    ttl: Some(remaining),
+                }
+            });
+        }
+        // Free: only for the queue's head, if anyone is queued.
+        let mut new_head = false;
+        if let Some(place) = place {
+            let (position, score) = state.enqueue(name, place);
+            if position > 1 {
+                drop(state);
+                self.announce_head(name);
+                return Ok(AcquireOutcome::Queued {
+                    position,
+                    score,
+                    ttl: None,
                 });
             }
-            if claim.is_some() {
-                held.claim = claim;
-            }
-            return Ok(AcquireOutcome::AlreadyHeld(Lease {
-                fence: fence_of(&held.token).unwrap_or(0),
-                ttl: remaining,
-                replicas_acked: acked(ack),
-            }));
+            new_head = state.leave_queue(name, place.waiter).is_some();
+        } else if state.queue_head(name).is_some() {
+            return Ok(AcquireOutcome::Held {
+                ttl: Some(QUEUED_RETRY),
+            });
         }
         let fence = state.next_fence();
         state.locks.insert(
@@ -56,6 +91,9 @@ impl MemoryBackend {
         state.note_write(now);
         drop(state);
         announce(&self.granted, name);
+        if new_head {
+            self.announce_head(name);
+        }
         Ok(AcquireOutcome::Granted(Lease {
             fence,
             ttl,

@@ -12,6 +12,7 @@
 mod grants;
 mod lock;
 mod multi;
+mod queue;
 mod semaphore;
 mod shared;
 
@@ -46,6 +47,8 @@ pub struct MemoryBackend {
     granted: Feeds,
     /// Permits given back, for semaphores somebody waits for.
     permits_freed: Feeds,
+    /// A fair queue's head changed, for names somebody waits for fairly.
+    heads: Feeds,
 }
 
 /// Announcement feeds by name.
@@ -81,6 +84,8 @@ struct State {
     hold_offs: HashMap<String, Instant>,
     /// Revoked tokens by name, until their leases would have ended.
     revoked: HashMap<String, (String, Instant)>,
+    /// Fair queues, by name, while anyone waits in them.
+    queues: HashMap<String, queue::Queue>,
     /// The fence counter (one for the whole store, as in standalone Redis).
     last_fence: u64,
     writes_since_sweep: usize,
@@ -176,6 +181,7 @@ impl Held {
             holder: self.holder.as_deref().cloned(),
             shared: self.token == SHARED_MARKER,
             holds: Marks::of(&self.token).reentrant.then_some(self.holds),
+            queued: 0,
         }
     }
 }
@@ -211,6 +217,14 @@ impl LeaseStore for MemoryBackend {
                     .collect(),
             ),
         }
+    }
+
+    async fn watch_queue_head(&self, name: &str) -> ReleaseFeed {
+        self.watch_head(name).await
+    }
+
+    async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
+        self.leave(name, waiter).await
     }
 
     fn sees_every_release(&self, _: Leased<'_>) -> bool {
@@ -261,7 +275,11 @@ impl LeaseStore for MemoryBackend {
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
-        Ok(state.live_lock(name, now).map(|held| held.inspection(now)))
+        let queued = state.queued(name);
+        Ok(state.live_lock(name, now).map(|held| Inspection {
+            queued,
+            ..held.inspection(now)
+        }))
     }
 
     /// Pages in name order; the cursor is the last name listed.

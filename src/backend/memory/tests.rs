@@ -19,7 +19,8 @@ fn lease(outcome: AcquireOutcome) -> Lease {
         AcquireOutcome::Granted(lease) | AcquireOutcome::AlreadyHeld(lease) => lease,
         AcquireOutcome::Held { .. }
         | AcquireOutcome::HeldShared { .. }
-        | AcquireOutcome::LimitDiffers { .. } => panic!("expected a grant, got {outcome:?}"),
+        | AcquireOutcome::LimitDiffers { .. }
+        | AcquireOutcome::Queued { .. } => panic!("expected a grant, got {outcome:?}"),
     }
 }
 

@@ -77,6 +77,22 @@ impl<'a> LockKeys<'a> {
         self.key(Tag::Name(self.name), ":holds")
     }
 
+    /// The lock's fair queue (see `backend::queue`, `fair.lua`).
+    pub(super) fn queue(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":queue")
+    }
+
+    /// The fair queue's liveness hash: each gateway's deadline, and the arrival counter.
+    pub(super) fn queue_live(&self) -> Key<'a> {
+        self.key(Tag::Name(self.name), ":queue:live")
+    }
+
+    /// The channel on which `gateway` is told that its fair waiter heads the queue (published
+    /// by the scripts, which derive it from the lock key: keep the two in step).
+    pub(super) fn head_channel_string(&self, gateway: &str) -> String {
+        format!("{}{{{}}}:head:{gateway}", self.prefix, self.name)
+    }
+
     /// The token of the grant last revoked, until its lease would have ended.
     pub(super) fn revoked(&self) -> Key<'a> {
         self.key(Tag::Name(self.name), ":revoked")

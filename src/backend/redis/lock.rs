@@ -165,17 +165,27 @@ impl RedisBackend {
         let (stem, ttl, _, claim, holder) = attempt.parts();
         let keys = self.keys(name);
         let (lock, counter, legacy) = (keys.lock(), keys.counter(), keys.legacy_counter());
+        let (queue, live) = (keys.queue(), keys.queue_live());
         // Without a claim or a holder the script needs neither their keys nor their arguments.
         let bare = claim.is_none() && holder.is_none();
         let mut call = if bare {
-            evalsha(&ACQUIRE, &[lock, counter, legacy])
+            evalsha(&ACQUIRE, &[lock, counter, legacy, queue, live])
         } else {
             evalsha(
                 &ACQUIRE,
-                &[lock, counter, legacy, keys.claim(), keys.holder()],
+                &[
+                    lock,
+                    counter,
+                    legacy,
+                    queue,
+                    live,
+                    keys.claim(),
+                    keys.holder(),
+                ],
             )
         };
         call.arg(stem).arg(millis(ttl));
+        self.queue_args(&mut call, attempt.queue);
         if !bare {
             claim_and_holder(&mut call, claim, holder);
         }

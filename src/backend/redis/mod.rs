@@ -19,9 +19,12 @@
 //! | `lockgate:{orders:42}:revoked` | the token of the grant an operator revoked (`DELETE …?force=true`), so that its holder is told | what was left of that lease |
 //! | `lockgate:{orders:42}:holder` | who holds the grant (`owner`, `metadata`; see `backend::holder`), only when the acquire named one | the lease |
 //! | `lockgate:{orders:42}:holds` | a reentrant grant's hold count, a hash: its token → count, only while it is held more than once (`reenter.lua`) | the lease |
+//! | `lockgate:{orders:42}:queue` | fair waiters in line, a sorted set (see `backend::queue`, `fair.lua`) | while any waits; 6 s after the last gateway's word |
+//! | `lockgate:{orders:42}:queue:live` | each gateway's liveness deadline for the queue, and its arrival counter | as the queue |
 //!
-//! and the pub/sub channel `lockgate:{orders:42}:released`, on which releases are announced to
-//! gateways with waiters for the name (see [`notify`]). So Redis holds O(live grants + hash
+//! and the pub/sub channels `lockgate:{orders:42}:released`, on which releases are announced to
+//! gateways with waiters for the name (see [`notify`]), and `lockgate:{orders:42}:head:<gateway>`,
+//! on which one gateway is told that its fair waiter heads the queue. So Redis holds O(live grants + hash
 //! slots) keys for lockgate, never one per name ever used (see `super::fence`). A lockgate
 //! older than this layout kept a counter per name, `lockgate:{orders:42}:fence`; the acquire
 //! script reads it on the name's next grant and deletes it.
@@ -52,6 +55,7 @@ mod lock;
 mod multi;
 mod notify;
 mod pool;
+mod queue;
 mod replies;
 mod scripts;
 mod semaphore;
@@ -79,6 +83,8 @@ use crate::telemetry::Metrics;
 pub struct RedisBackend {
     /// `redis`, `sentinel` or `cluster`.
     kind: &'static str,
+    /// This gateway's identity in fair queues (16 hex digits).
+    gateway: String,
     commands: Commands,
     waits: Waits,
     notifier: Notifier,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, Value};
 
 use crate::backend::fence::fence_of;
+use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::semaphore::PermitView;
 use crate::backend::{AcquireOutcome, BackendError, Holder, Lease, RenewOutcome};
 
@@ -47,6 +48,15 @@ pub(super) fn acquire_outcome(
         )?)),
         [0, left] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
         [0, left, 1] => Ok(AcquireOutcome::HeldShared { ttl: pttl(left) }),
+        [4, left, position, score] => Ok(AcquireOutcome::Queued {
+            position: u32::try_from(position).map_err(|_| protocol(script, position))?,
+            score: u64::try_from(score).map_err(|_| protocol(script, score))?,
+            // -2: free, with another waiter first.
+            ttl: pttl(left).filter(|_| left != -2),
+        }),
+        [5] => Ok(AcquireOutcome::Held {
+            ttl: Some(QUEUED_RETRY),
+        }),
         [3, limit] => Ok(AcquireOutcome::LimitDiffers {
             limit: u32::try_from(limit).map_err(|_| protocol(script, limit))?,
         }),

@@ -49,7 +49,8 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ACQUIRE = ["grant.lua", "acquire.lua"],
+    ACQUIRE = ["grant.lua", "fair.lua", "acquire.lua"],
+    QUEUE_LEAVE = ["fair.lua", "queue_leave.lua"],
     RELEASE = ["presented_token.lua", "release.lua"],
     WITHDRAW = ["grant.lua", "withdraw.lua"],
     RENEW = ["presented_token.lua", "renew.lua"],

@@ -44,6 +44,14 @@ impl LeaseStore for RedisBackend {
         }
     }
 
+    async fn watch_queue_head(&self, name: &str) -> ReleaseFeed {
+        self.watch_head(name).await
+    }
+
+    async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
+        self.leave(name, waiter).await
+    }
+
     /// Only lockgate writes semaphores, and each of its releases is announced; a lock can be
     /// released by any Redis client, announced only with keyspace notifications on.
     fn sees_every_release(&self, leased: Leased<'_>) -> bool {
@@ -94,6 +102,7 @@ impl LeaseStore for RedisBackend {
                 keys.legacy_counter(),
                 keys.holder(),
                 keys.holds(),
+                keys.queue(),
             ],
         );
         let reply: Vec<Value> = self.script(&INSPECT, &call).await?;
@@ -110,8 +119,8 @@ impl LeaseStore for RedisBackend {
             Some(Value::BulkString(record)) => Some(record.as_slice()),
             _ => None,
         };
-        let holds = match reply.get(4) {
-            Some(Value::Int(holds)) => u32::try_from(*holds).ok(),
+        let count = |at: usize| match reply.get(at) {
+            Some(Value::Int(n)) => u32::try_from(*n).ok().filter(|&n| n > 0),
             _ => None,
         };
         Ok(Some(Inspection {
@@ -119,7 +128,8 @@ impl LeaseStore for RedisBackend {
             fence,
             holder: record.and_then(|r| Holder::of_record(r, fence)),
             shared: matches!(reply.get(3), Some(Value::Int(1))),
-            holds,
+            holds: count(4),
+            queued: count(5).unwrap_or(0),
         }))
     }
 

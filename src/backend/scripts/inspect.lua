@@ -5,18 +5,21 @@
 -- KEYS[2]  the name's old per-name fence counter, for a grant of an older lockgate
 -- KEYS[3]  the holder key
 -- KEYS[4]  the holds hash of reentrant grants (see reenter.lua)
+-- KEYS[5]  the lock's fair queue (see fair.lua)
 --
--- Returns {pttl_ms, fence, record}: pttl -2 when not held, -1 when the key has no expiry;
---         fence -1 when the holder's token carries none and no old counter exists; record
---         the holder key's value, or false (the gateway checks that its fence is the grant's).
---         {pttl_ms, -1, false, 1} when readers hold it (see shared_acquire.lua).
---         {pttl_ms, fence, record, 0, holds} for a reentrant grant, held `holds` times.
+-- Returns {-2, -1, false} when not held; else {pttl_ms, fence, record, shared, holds, queued}:
+--         pttl -1 when the key has no expiry; fence -1 when the holder's token carries none
+--         and no old counter exists; record the holder key's value, or false (the gateway
+--         checks that its fence is the grant's); shared 1 when readers hold it (see
+--         shared_acquire.lua; fence -1, no record), else 0; holds, for a reentrant grant,
+--         how many times it is held, else 0; queued, the fair waiters in the queue.
+local queued = redis.call('ZCARD', KEYS[5])
 local holder = redis.call('GET', KEYS[1])
 if not holder then
   return {-2, -1, false}
 end
 if holder == '~shared' then
-  return {redis.call('PTTL', KEYS[1]), -1, false, 1}
+  return {redis.call('PTTL', KEYS[1]), -1, false, 1, 0, queued}
 end
 local fence = tonumber(string.match(holder, '^[%w_-]+%.(%d+)$'))
   or tonumber(redis.call('GET', KEYS[2]))
@@ -29,6 +32,6 @@ end
 -- A token marked `r` (after `o`, `s`, `m`, if any) is a reentrant grant's.
 if string.match(string.sub(holder, 23), '^o?s?m?r') then
   local holds = tonumber(redis.call('HGET', KEYS[4], holder)) or 1
-  return {redis.call('PTTL', KEYS[1]), fence, record, 0, holds}
+  return {redis.call('PTTL', KEYS[1]), fence, record, 0, holds, queued}
 end
-return {redis.call('PTTL', KEYS[1]), fence, record}
+return {redis.call('PTTL', KEYS[1]), fence, record, 0, 0, queued}

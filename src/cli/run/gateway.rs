@@ -13,6 +13,8 @@ impl Runner {
             metadata: self.metadata.clone(),
             max_hold_ms: self.max_hold.map(millis),
             mode: self.shared.then_some(LockMode::Shared),
+            fair: self.fair.map(|_| true),
+            priority: self.fair.map(u64::from),
             ..AcquireBody::default()
         };
         let mut body = serde_json::to_value(lease).unwrap_or_default();

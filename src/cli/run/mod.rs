@@ -26,6 +26,9 @@
 //! The grant names its holder: `--owner` (default `<hostname>:<pid>`) and `--metadata`, shown by
 //! `GET /locks/{name}`.
 //!
+//! With `--fair` (and `--priority`) the acquire waits in the lock's fair queue; its requests
+//! share the run's idempotency key, so the gateway keeps its place from one to the next.
+//!
 //! The acquire carries an `Idempotency-Key`, so retrying after a lost response finds the same
 //! grant; and if `lockgate run` dies while its acquire is in flight, the gateway releases the
 //! grant it could not deliver.
@@ -198,6 +201,8 @@ struct Runner {
     permits: Option<u32>,
     /// Under a shared (read) grant of the lock `name`.
     shared: bool,
+    /// Waiting in the lock's fair queue, at this priority.
+    fair: Option<u8>,
     /// Under a multi-lock of these names (`name` is the first).
     set: Option<Vec<String>>,
 }
@@ -227,10 +232,10 @@ impl Runner {
             .map(|name| LockName::parse(name).map_err(|e| fail(EXIT_USAGE, format!("{e}"))))
             .collect::<Result<Vec<_>, _>>()?;
         let set = (names.len() > 1).then(|| args.names.clone());
-        if set.is_some() && (args.permits.is_some() || args.shared) {
+        if set.is_some() && (args.permits.is_some() || args.shared || args.fair) {
             return Err(fail(
                 EXIT_USAGE,
-                "several names (a multi-lock) cannot go with --permits or --shared",
+                "several names (a multi-lock) cannot go with --permits, --shared or --fair",
             ));
         }
         let name = names[0].clone();
@@ -263,6 +268,7 @@ impl Runner {
                 .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?,
             permits: args.permits,
             shared: args.shared,
+            fair: args.fair.then(|| args.priority.unwrap_or(0)),
             set,
         })
     }

@@ -59,6 +59,11 @@ pub struct LockInfoBody {
     /// Requests waiting for this lock in this gateway (others may wait in other gateways).
     #[serde(default)]
     pub waiting: u64,
+    /// Fair waiters (`fair: true`) in the lock's queue, every gateway's together; absent
+    /// when none wait. Waiters of a gateway that died are counted until they reach the
+    /// head of the queue, where they are skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<u32>,
     /// `exclusive` (one holder: the fields above are its) or `shared` (readers hold it: each
     /// is in `shared_holders`, and `ttl_ms` is the longest's).
     #[serde(default = "exclusive")]
@@ -119,6 +124,7 @@ impl LockInfoBody {
             metadata,
             hold_count: state.holds,
             waiting: u64::try_from(state.waiting).unwrap_or(u64::MAX),
+            queued: (state.queued > 0).then_some(state.queued),
             mode,
             shared_holders: state.shared.into_iter().map(PermitBody::new).collect(),
         }

@@ -122,6 +122,8 @@ macro_rules! acquire_body {
                     owner: self.owner,
                     metadata: self.metadata,
                     reentrant: false,
+                    fair: false,
+                    priority: None,
                 }
             }
         }
@@ -148,6 +150,22 @@ acquire_body! {
         // No `default` here: with it, serde would also accept `[]` as a body.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub reentrant: Option<bool>,
+        /// `true`: wait in the lock's fair queue, kept in Redis for every gateway: grants go
+        /// in queue order (higher `priority` first, then arrival), and an acquire that is not
+        /// fair never overtakes a waiting queue. Only with `wait_ms` > 0 does a request take a
+        /// place; not with `mode: "shared"`. Default false.
+        // No `default` here: with it, serde would also accept `[]` as a body.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub fair: Option<bool>,
+        /// A fair waiter's priority, 0 to 9 (higher first; FIFO within a priority). Only with
+        /// `fair: true`. Default 0.
+        #[schema(minimum = 0, maximum = 9)]
+        #[serde(
+            default,
+            deserialize_with = "whole_number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        pub priority: Option<u64>,
     }
 }
 
@@ -161,6 +179,22 @@ acquire_body! {
         /// `exclusive` (the default) or `shared`, as for `POST /locks/{name}`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub mode: Option<LockMode>,
+        /// `true`: wait in the lock's fair queue, kept in Redis for every gateway: grants go
+        /// in queue order (higher `priority` first, then arrival), and an acquire that is not
+        /// fair never overtakes a waiting queue. Only with `wait_ms` > 0 does a request take a
+        /// place; not with `mode: "shared"`. Default false.
+        // No `default` here: with it, serde would also accept `[]` as a body.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub fair: Option<bool>,
+        /// A fair waiter's priority, 0 to 9 (higher first; FIFO within a priority). Only with
+        /// `fair: true`. Default 0.
+        #[schema(minimum = 0, maximum = 9)]
+        #[serde(
+            default,
+            deserialize_with = "whole_number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        pub priority: Option<u64>,
     }
 }
 

@@ -7,11 +7,15 @@
 //! at once. This module only turns the watchdog's events into NDJSON lines.
 //!
 //! Failures before the lock is held (held past `wait_ms`, bad input, backend down) answer the
-//! same problem documents as `POST /locks/{name}`, not a stream.
+//! same problem documents as `POST /locks/{name}`, not a stream; except for a fair waiter
+//! (`fair: true` with `wait_ms`), whose stream starts at once so that it can tell the waiter
+//! its place (`queued` lines, 1 = next): its wait's failure is the stream's last line,
+//! `not-acquired`, with the problem document a `POST` would have answered.
 
 use crate::http::routes::{self, Route};
 use crate::operation::Operation;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -29,15 +33,17 @@ use crate::http::acquiring::{self, Acquired};
 use crate::http::dto::LockMode;
 use crate::http::dto::{HoldBody, LockGrantBody, LockRenewalBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
-use crate::http::problem::ApiError;
-use crate::lock::RawLease;
+use crate::http::problem::{ApiError, Problem};
+use crate::lock::error::LockError;
 use crate::lock::hold::Hold;
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
     self, Exclusive, Grant, IdempotencyKey, LockName, LockService, Primitive, RenewRequest, Shared,
 };
+use crate::lock::{LeaseRequest, RawLease};
 use crate::telemetry::metrics::Metrics;
-use futures_util::future::Either;
+use futures_util::future::{Either, ready};
+use tokio::sync::watch;
 
 pub const NDJSON: &str = "application/x-ndjson";
 
@@ -61,6 +67,26 @@ pub enum HoldEvent {
     MaxHoldReached(EndOfHold),
     /// The gateway released the lock because it is shutting down; the stream ends.
     Released(EndOfHold),
+    /// A fair waiter's place in the queue (1: next), when it changes.
+    Queued(QueuedBody),
+    /// A fair waiter's wait ended without the lock; the stream ends.
+    #[serde(rename = "not-acquired")]
+    NotAcquired(NotAcquiredBody),
+}
+
+/// A fair waiter's place (the `queued` line of a hold stream).
+#[derive(Debug, Serialize)]
+pub struct QueuedBody {
+    pub name: String,
+    pub position: u32,
+}
+
+/// Why a fair waiter's hold stream ended without the lock (its `not-acquired` line).
+#[derive(Debug, Serialize)]
+pub struct NotAcquiredBody {
+    pub name: String,
+    /// What `POST /locks/{name}` would have answered.
+    pub problem: Problem,
 }
 
 /// One line of a hold stream (`application/x-ndjson`: read the response line by line, each
@@ -72,12 +98,16 @@ pub enum HoldEvent {
 #[schema(as = HoldEvent)]
 #[allow(dead_code)] // Documentation only: the stream writes `HoldEvent`.
 pub struct HoldEventSchema {
-    /// `acquired` (first line: the lock is held), `renewed` (the watchdog renewed the lease),
+    /// `acquired` (the lock is held), `renewed` (the watchdog renewed the lease),
     /// `lost` (the lock is no longer held; stop relying on it), `revoked` (an operator
     /// revoked it; stop relying on it), `max-hold-reached` (held for as long as `max_hold_ms`
     /// allows, and released) or `released` (the gateway released it because it is shutting
-    /// down).
-    #[schema(pattern = "^(acquired|renewed|lost|revoked|max-hold-reached|released)$")]
+    /// down). A fair waiter's stream (`fair: true` with `wait_ms`) starts before the lock is
+    /// held: `queued` (its place changed) lines come first, and `not-acquired` ends it if
+    /// the wait fails.
+    #[schema(
+        pattern = "^(acquired|renewed|lost|revoked|max-hold-reached|released|queued|not-acquired)$"
+    )]
     event: String,
     name: String,
     /// `acquired`: the lock token, as in the acquire response.
@@ -95,6 +125,11 @@ pub struct HoldEventSchema {
     /// `lost`: `not-held`, `not-owner` or `expired`; `revoked`: `revoked`;
     /// `max-hold-reached`: `max-hold`; `released`: `shutdown`.
     reason: Option<String>,
+    /// `queued`: the fair waiter's place in the queue, 1 = next.
+    position: Option<u32>,
+    /// `not-acquired`: the problem document `POST /locks/{name}` would have answered
+    /// (`lock-held` when `wait_ms` ran out).
+    problem: Option<Problem>,
 }
 
 /// Why a hold stream ended.
@@ -115,7 +150,8 @@ const HOLD_LOCK: Route = Route::new(Operation::Hold, &[routes::ACQUIRE]);
 /// Acquires like `POST /locks/{name}` (same body, `wait_ms` allowed) and answers a stream of
 /// NDJSON events, one JSON object per line: `acquired`, then `renewed` every third of the ttl,
 /// and a final `lost`, `revoked`, `max-hold-reached` or `released`. Closing the connection
-/// releases the lock at once.
+/// releases the lock at once. A fair waiter's stream starts at once with `queued` lines (its
+/// place, 1 = next) and ends with `not-acquired` if its wait fails.
 #[utoipa::path(
     post,
     path = "/locks/{name}/hold",
@@ -140,10 +176,19 @@ pub fn hold_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<HoldBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    match body.mode {
-        Some(LockMode::Shared) => Either::Left(holding(&app, Shared, name, key, body.lease())),
-        _ => Either::Right(holding(&app, Exclusive, name, key, body.lease())),
+    let (mode, fair, priority) = (body.mode, body.fair, body.priority);
+    let shared = mode == Some(LockMode::Shared);
+    let lease = match acquiring::queued_lease(body.lease(), shared, fair, priority) {
+        Ok(lease) => lease,
+        Err(refused) => return Either::Left(ready(Err(refused))),
+    };
+    if lease.fair && lease.wait_ms.is_some_and(|ms| ms > 0) {
+        return Either::Left(ready(queueing(&app, name, key, lease)));
     }
+    Either::Right(match mode {
+        Some(LockMode::Shared) => Either::Left(holding(&app, Shared, name, key, lease)),
+        _ => Either::Right(holding(&app, Exclusive, name, key, lease)),
+    })
 }
 
 /// Acquires a lease of `primitive` and answers its hold stream: what every hold route does.
@@ -165,29 +210,78 @@ pub fn holding<P: Primitive>(
             name,
             service,
         } = acquired?;
-        let renewals = RenewRequest {
-            ttl: request.ttl,
-            replicas: ReplicaPolicy {
-                required: false,
-                ..request.replicas
-            },
-        };
-        let open = OpenStream::counted(metrics);
-        let lost = open.0.clone();
-        let events =
-            hold_events(service, primitive, name, renewals, grant, lost).map(move |event| {
-                // Owned by the stream: counts it open until the stream is dropped.
-                let _ = &open;
-                event
-            });
-        let mut response = Response::new(Body::from_stream(events));
-        let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        // Tell buffering proxies (nginx) to pass each line on as it comes.
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        Ok(response)
+        let renewals = renewals_of(&request);
+        let start = Phase::Start(grant, primitive);
+        Ok(stream_response(service, name, renewals, start, metrics))
     })
+}
+
+/// A fair waiter's hold stream: answered at once, with its place in the queue as it changes,
+/// then as any hold stream once the lock is held.
+fn queueing(
+    app: &AppState,
+    name: LockName,
+    key: Option<IdempotencyKey>,
+    lease: RawLease,
+) -> Result<Response, ApiError> {
+    let request = app.service.limits().lease(lease)?;
+    app.service.check_fair_offered(Exclusive.leased(&name))?;
+    let (positions, seen) = watch::channel(0);
+    let waiting = {
+        let (service, name, request) = (app.service.clone(), name.clone(), request.clone());
+        async move {
+            let positions = Some(&positions);
+            let key = key.as_ref();
+            service
+                .acquire_lease(&Exclusive, &name, &request, key, positions)
+                .await
+        }
+    };
+    let start = Phase::Queued(Box::pin(waiting), seen, Exclusive);
+    let (service, metrics) = (app.service.clone(), app.gate.metrics.clone());
+    Ok(stream_response(
+        service,
+        name,
+        renewals_of(&request),
+        start,
+        metrics,
+    ))
+}
+
+/// The watchdog's renewals of a lease asked with `request`: its ttl, its replicas reported
+/// but not required.
+fn renewals_of(request: &LeaseRequest) -> RenewRequest {
+    RenewRequest {
+        ttl: request.ttl,
+        replicas: ReplicaPolicy {
+            required: false,
+            ..request.replicas
+        },
+    }
+}
+
+/// 200 with the hold stream from `start` on.
+fn stream_response<P: Primitive>(
+    service: Arc<LockService>,
+    name: LockName,
+    renewals: RenewRequest,
+    start: Phase<P>,
+    metrics: Arc<Metrics>,
+) -> Response {
+    let open = OpenStream::counted(metrics);
+    let lost = open.0.clone();
+    let events = hold_events(service, name, renewals, start, lost).map(move |event| {
+        // Owned by the stream: counts it open until the stream is dropped.
+        let _ = &open;
+        event
+    });
+    let mut response = Response::new(Body::from_stream(events));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // Tell buffering proxies (nginx) to pass each line on as it comes.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
 }
 
 /// Counts a hold stream in the `lockgate_hold_streams` gauge while it lives.
@@ -206,8 +300,13 @@ impl Drop for OpenStream {
     }
 }
 
+/// A fair waiter's wait for its grant.
+type Waiting<P> = Pin<Box<dyn Future<Output = Result<Grant<P>, LockError>> + Send>>;
+
 /// Where a hold stream is in its life.
 enum Phase<P: Primitive> {
+    /// A fair waiter, before its grant, with its place as the engine last saw it.
+    Queued(Waiting<P>, watch::Receiver<u32>, P),
     Start(Grant<P>, P),
     Holding(Hold<P>),
     Done,
@@ -215,63 +314,80 @@ enum Phase<P: Primitive> {
 
 fn hold_events<P: Primitive>(
     service: Arc<LockService>,
-    primitive: P,
     name: LockName,
     renewals: RenewRequest,
-    grant: Grant<P>,
+    start: Phase<P>,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     let context = (service, name, renewals, metrics);
-    stream::unfold(
-        (Phase::Start(grant, primitive), context),
-        |(phase, context)| async move {
-            let (service, name, renewals, metrics) = context;
-            let (line, next) = match phase {
-                Phase::Done => return None,
-                Phase::Start(grant, primitive) => {
-                    let held = primitive.leased(&name).held_names();
-                    let body = LockGrantBody::new(&name, &grant).holding(held);
-                    let line = HoldEvent::Acquired(body);
-                    let hold = Hold::new(service.clone(), primitive, name.clone(), grant, renewals);
-                    (line, Phase::Holding(hold))
+    stream::unfold((start, context), |(phase, context)| async move {
+        let (service, name, renewals, metrics) = context;
+        let (line, next) = match phase {
+            Phase::Done => return None,
+            Phase::Queued(mut waiting, mut seen, primitive) => {
+                tokio::select! {
+                    biased;
+                    granted = &mut waiting => match granted {
+                        Ok(grant) => {
+                            let held = primitive.leased(&name).held_names();
+                            let body = LockGrantBody::new(&name, &grant).holding(held);
+                            let hold = Hold::new(service.clone(), primitive, name.clone(), grant, renewals);
+                            (HoldEvent::Acquired(body), Phase::Holding(hold))
+                        }
+                        Err(err) => {
+                            let problem = ApiError::from(err).into_problem();
+                            let name = name.to_string();
+                            (HoldEvent::NotAcquired(NotAcquiredBody { name, problem }), Phase::Done)
+                        }
+                    },
+                    Ok(()) = seen.changed() => {
+                        let position = *seen.borrow_and_update();
+                        let queued = QueuedBody { name: name.to_string(), position };
+                        (HoldEvent::Queued(queued), Phase::Queued(waiting, seen, primitive))
+                    }
                 }
-                Phase::Holding(hold) => {
-                    let (event, hold) = hold.next().await;
-                    let line = match event {
-                        lock::hold::HoldEvent::Renewed(renewal) => {
-                            HoldEvent::Renewed(LockRenewalBody::new(&name, &renewal))
-                        }
-                        lock::hold::HoldEvent::Lost(reason) => {
-                            metrics.hold_stream_lost(reason.as_str());
-                            HoldEvent::Lost(EndOfHold {
-                                name: name.to_string(),
-                                reason: reason.as_str(),
-                            })
-                        }
-                        lock::hold::HoldEvent::Revoked => HoldEvent::Revoked(EndOfHold {
+            }
+            Phase::Start(grant, primitive) => {
+                let held = primitive.leased(&name).held_names();
+                let body = LockGrantBody::new(&name, &grant).holding(held);
+                let line = HoldEvent::Acquired(body);
+                let hold = Hold::new(service.clone(), primitive, name.clone(), grant, renewals);
+                (line, Phase::Holding(hold))
+            }
+            Phase::Holding(hold) => {
+                let (event, hold) = hold.next().await;
+                let line = match event {
+                    lock::hold::HoldEvent::Renewed(renewal) => {
+                        HoldEvent::Renewed(LockRenewalBody::new(&name, &renewal))
+                    }
+                    lock::hold::HoldEvent::Lost(reason) => {
+                        metrics.hold_stream_lost(reason.as_str());
+                        HoldEvent::Lost(EndOfHold {
                             name: name.to_string(),
-                            reason: "revoked",
-                        }),
-                        lock::hold::HoldEvent::MaxHoldReached => {
-                            HoldEvent::MaxHoldReached(EndOfHold {
-                                name: name.to_string(),
-                                reason: "max-hold",
-                            })
-                        }
-                        lock::hold::HoldEvent::Released => HoldEvent::Released(EndOfHold {
-                            name: name.to_string(),
-                            reason: "shutdown",
-                        }),
-                    };
-                    (line, hold.map_or(Phase::Done, Phase::Holding))
-                }
-            };
-            Some((
-                Ok(ndjson(&line)),
-                (next, (service, name, renewals, metrics)),
-            ))
-        },
-    )
+                            reason: reason.as_str(),
+                        })
+                    }
+                    lock::hold::HoldEvent::Revoked => HoldEvent::Revoked(EndOfHold {
+                        name: name.to_string(),
+                        reason: "revoked",
+                    }),
+                    lock::hold::HoldEvent::MaxHoldReached => HoldEvent::MaxHoldReached(EndOfHold {
+                        name: name.to_string(),
+                        reason: "max-hold",
+                    }),
+                    lock::hold::HoldEvent::Released => HoldEvent::Released(EndOfHold {
+                        name: name.to_string(),
+                        reason: "shutdown",
+                    }),
+                };
+                (line, hold.map_or(Phase::Done, Phase::Holding))
+            }
+        };
+        Some((
+            Ok(ndjson(&line)),
+            (next, (service, name, renewals, metrics)),
+        ))
+    })
 }
 
 fn ndjson(event: &HoldEvent) -> Bytes {

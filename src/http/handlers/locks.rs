@@ -86,8 +86,12 @@ pub fn acquire_lock(
         let reentering = Box::pin(reentering(app, name, key, token, body));
         return Either::Left(Either::Right(reentering));
     }
-    let mode = body.mode;
-    let mut lease = body.lease();
+    let (mode, fair, priority) = (body.mode, body.fair, body.priority);
+    let shared = mode == Some(LockMode::Shared);
+    let mut lease = match acquiring::queued_lease(body.lease(), shared, fair, priority) {
+        Ok(lease) => lease,
+        Err(refused) => return Either::Left(Either::Left(ready(Err(refused)))),
+    };
     lease.reentrant = reentrant;
     Either::Right(match mode {
         Some(LockMode::Shared) => {

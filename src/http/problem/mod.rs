@@ -190,6 +190,12 @@ pub(super) struct Rendered {
 }
 
 impl ApiError {
+    /// The problem document this error answers (for a stream's last line, where no status
+    /// can be sent any more).
+    pub fn into_problem(self) -> Problem {
+        self.render().problem
+    }
+
     fn render(self) -> Rendered {
         let plain = |problem| Rendered {
             problem,

@@ -39,6 +39,8 @@ pub struct Workload {
     /// Multi-locks: each acquire takes this many names at once (`POST /locks`), recorded as a
     /// grant of each (0 or 1: one lock at a time).
     pub set_size: usize,
+    /// Fair waiters (`"fair": true`), client `i` at priority `i % 3`.
+    pub fair: bool,
 }
 
 impl Workload {
@@ -55,6 +57,7 @@ impl Workload {
             permits: None,
             shared_one_in: 0,
             set_size: 0,
+            fair: false,
         }
     }
 
@@ -197,6 +200,10 @@ impl Client {
         let mut body = self.with_extras(json!({"ttl_ms": w.ttl_ms, "wait_ms": w.wait_ms}));
         if let Some(permits) = w.permits {
             body["permits"] = permits.into();
+        }
+        if w.fair {
+            body["fair"] = true.into();
+            body["priority"] = (self.id % 3).into();
         }
         let (ttl_ms, wait_ms, shared_one_in) = (w.ttl_ms, w.wait_ms, w.shared_one_in);
         let shared = shared_one_in > 0 && self.next(shared_one_in) == 0;

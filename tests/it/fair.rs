@@ -1,0 +1,592 @@
+//! Fair queues (`"fair": true`): grants in queue order across every gateway, higher `priority`
+//! first then arrival; waiters of a gateway that dies or is cut off skipped within the stated
+//! bound; a waiter whose client hangs up gone at once; no queue key left behind. On the
+//! memory backend, standalone Redis, Sentinel and Cluster; Redlock answers 501.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::support::gateway::{
+    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
+};
+use crate::support::process::ServerProcess;
+use crate::support::proxy::{LatencyProxy, Partition};
+use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
+use crate::support::{Lines, assert_problem, eventually, status_json, token};
+
+/// How long after a gateway was last heard from its waiters stop holding a queue up:
+/// `backend::queue::{LIVENESS, RECHECK}` (2 s + 0.5 s), as docs/api.md states it, plus what a
+/// loaded test machine needs for a round trip and a timer.
+const DEAD_GATEWAY_BOUND: Duration = Duration::from_millis(2_500 + 500);
+
+/// A fair waiter sent to `url` (a lock's URL): when granted it releases the lock at once, and
+/// answers its fence.
+fn waiter(http: &reqwest::Client, url: String, priority: u8, wait_ms: u64) -> JoinHandle<u64> {
+    let http = http.clone();
+    tokio::spawn(async move {
+        let response = http
+            .post(&url)
+            .json(
+                &json!({"fair": true, "priority": priority, "wait_ms": wait_ms, "ttl_ms": 10_000}),
+            )
+            .send()
+            .await
+            .expect("fair acquire");
+        let (status, grant) = status_json(response).await;
+        assert_eq!(status, 201, "{grant}");
+        let released = http
+            .delete(&url)
+            .header("Lock-Token", token(&grant))
+            .send()
+            .await
+            .expect("release");
+        assert_eq!(released.status(), 204);
+        grant["fence"].as_u64().expect("fence")
+    })
+}
+
+/// The `queued` count `GET /locks/{name}` shows (0 when absent).
+async fn queued(gw: &Gateway, name: &str) -> u64 {
+    let (_, seen) = status_json(gw.inspect(name).await).await;
+    seen["queued"].as_u64().unwrap_or(0)
+}
+
+/// Waits until `name`'s queue holds `n` waiters, as `gw` shows it.
+async fn until_queued(gw: &Gateway, name: &str, n: u64) {
+    eventually(Duration::from_secs(5), &format!("{n} queued"), || async {
+        (queued(gw, name).await == n).then_some(())
+    })
+    .await;
+}
+
+/// Sends `n` fair waiters (priority 0, waiting up to a minute) to `on`, each queued (as
+/// `seen_by` shows the queue, which holds `ahead` before them) before the next is sent.
+async fn queue_up(
+    on: &Gateway,
+    seen_by: &Gateway,
+    name: &str,
+    n: u64,
+    ahead: u64,
+) -> Vec<JoinHandle<u64>> {
+    let mut waiters = Vec::new();
+    for i in 0..n {
+        waiters.push(waiter(
+            &on.http,
+            on.url(&format!("/locks/{name}")),
+            0,
+            60_000,
+        ));
+        until_queued(seen_by, name, ahead + i + 1).await;
+    }
+    waiters
+}
+
+/// Takes `name` on `gw` for a minute: the holder the waiters queue behind. Its token.
+async fn hold(gw: &Gateway, name: &str) -> String {
+    let (status, holder) =
+        status_json(gw.acquire(name, Some(json!({"ttl_ms": 60_000}))).await).await;
+    assert_eq!(status, 201, "{holder}");
+    token(&holder)
+}
+
+/// Releases `holder`'s lock `name` on `gw` and checks that `next`, the first live waiter
+/// behind a dead or cut-off gateway's, is granted within [`DEAD_GATEWAY_BOUND`].
+async fn next_granted_within_the_bound(
+    gw: &Gateway,
+    name: &str,
+    holder: &str,
+    next: JoinHandle<u64>,
+) {
+    let freed = Instant::now();
+    assert_eq!(gw.release(name, holder).await.status(), 204);
+    tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next live waiter is granted")
+        .expect("waiter task");
+    let took = freed.elapsed();
+    eprintln!("the next live waiter was granted {took:?} after the lock freed");
+    assert!(
+        took <= DEAD_GATEWAY_BOUND,
+        "granted {took:?} after the lock freed"
+    );
+}
+
+/// Waits until no queue key is left in `redis` (a place given up is removed in the
+/// background, and a keyed one a second later: allow for both).
+async fn no_queue_left(redis: &RedisServer) {
+    eventually(Duration::from_secs(3), "no queue key left", || async {
+        queue_keys(redis).is_empty().then_some(())
+    })
+    .await;
+}
+
+/// While a holder keeps `name`, sends one fair waiter per `(gateway, priority)` of `arrivals`,
+/// in order, each queued before the next is sent; then releases the holder and answers the
+/// waiters' indices in the order they were granted (their fences' order).
+async fn grant_order(gateways: &[&Gateway], name: &str, arrivals: &[(usize, u8)]) -> Vec<usize> {
+    let first = gateways[0];
+    let holder = hold(first, name).await;
+    let mut waiters = Vec::new();
+    for (i, &(gw, priority)) in arrivals.iter().enumerate() {
+        let gw = gateways[gw];
+        waiters.push(waiter(
+            &gw.http,
+            gw.url(&format!("/locks/{name}")),
+            priority,
+            60_000,
+        ));
+        until_queued(first, name, i as u64 + 1).await;
+    }
+    assert_eq!(first.release(name, &holder).await.status(), 204);
+    let mut fences = Vec::new();
+    for (i, waiter) in waiters.into_iter().enumerate() {
+        let fence = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("every waiter is granted")
+            .expect("waiter task");
+        fences.push((fence, i));
+    }
+    fences.sort_unstable();
+    fences.into_iter().map(|(_, i)| i).collect()
+}
+
+/// The order a fair queue owes `arrivals`: higher priority first, then arrival.
+fn owed(arrivals: &[(usize, u8)]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..arrivals.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(arrivals[i].1));
+    order
+}
+
+/// `n` arrivals spread over `gateways` in turn, all at priority 0, or at mixed priorities.
+fn arrivals(n: usize, gateways: usize, mixed: bool) -> Vec<(usize, u8)> {
+    (0..n)
+        .map(|i| (i % gateways, if mixed { ((i * 7) % 10) as u8 } else { 0 }))
+        .collect()
+}
+
+/// Pairs granted out of the order owed.
+fn inversions(granted: &[usize], owed: &[usize]) -> usize {
+    let rank: Vec<usize> = {
+        let mut rank = vec![0; owed.len()];
+        for (place, &i) in owed.iter().enumerate() {
+            rank[i] = place;
+        }
+        rank
+    };
+    let mut count = 0;
+    for a in 0..granted.len() {
+        for b in a + 1..granted.len() {
+            if rank[granted[a]] > rank[granted[b]] {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+/// Keys of fair queues left in `redis`.
+fn queue_keys(redis: &RedisServer) -> Vec<String> {
+    redis
+        .query(redis::cmd("KEYS").arg("*:queue*"))
+        .expect("KEYS")
+}
+
+async fn in_order(gateways: &[&Gateway], name: &str, arrivals: &[(usize, u8)]) {
+    let granted = grant_order(gateways, name, arrivals).await;
+    let owed = owed(arrivals);
+    assert_eq!(
+        inversions(&granted, &owed),
+        0,
+        "granted {granted:?}, owed {owed:?}"
+    );
+}
+
+/// The acceptance's walk: 60 waiters on 3 gateways over one Redis, granted in exactly their
+/// arrival order; then 60 at mixed priorities, higher first, then arrival. No queue key is
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_waiters_on_three_gateways_are_granted_in_queue_order() {
+    let redis = RedisServer::start();
+    let gateways = [
+        Gateway::start(redis_config(&redis.url())).await,
+        Gateway::start(redis_config(&redis.url())).await,
+        Gateway::start(redis_config(&redis.url())).await,
+    ];
+    let gateways: Vec<&Gateway> = gateways.iter().collect();
+    in_order(&gateways, "fair:arrival", &arrivals(60, 3, false)).await;
+    in_order(&gateways, "fair:priority", &arrivals(60, 3, true)).await;
+    assert_eq!(queue_keys(&redis), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fair_queues_keep_their_order_on_sentinel_and_cluster() {
+    let group = SentinelGroup::start();
+    let sentinel = [
+        Gateway::start(sentinel_config(&group.urls(), MASTER)).await,
+        Gateway::start(sentinel_config(&group.urls(), MASTER)).await,
+    ];
+    in_order(
+        &sentinel.iter().collect::<Vec<_>>(),
+        "fair:sentinel",
+        &arrivals(12, 2, true),
+    )
+    .await;
+
+    let cluster = RedisCluster::start(3, 0);
+    let gateways = [
+        Gateway::start(cluster_config(&cluster.seed_urls())).await,
+        Gateway::start(cluster_config(&cluster.seed_urls())).await,
+    ];
+    let gateways: Vec<&Gateway> = gateways.iter().collect();
+    for name in ["fair:cluster:a", "fair:cluster:b", "fair:cluster:c"] {
+        in_order(&gateways, name, &arrivals(8, 2, true)).await;
+    }
+    for master in cluster.masters() {
+        assert_eq!(queue_keys(master), Vec::<String>::new());
+    }
+}
+
+#[tokio::test]
+async fn the_memory_store_queues_as_redis_does() {
+    let gw = Gateway::dev().await;
+    in_order(&[&gw], "fair:memory", &arrivals(20, 1, true)).await;
+}
+
+/// An acquire that is not fair does not overtake a queue of live waiters, and a queue of
+/// waiters whose gateway is dead holds nothing up (written into Redis by hand: a member of a
+/// gateway whose deadline is far ahead, then one whose deadline has passed).
+#[tokio::test]
+async fn unfair_acquires_do_not_overtake_a_live_queue() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let name = "fair:overtake";
+    let (queue, live) = (
+        format!("lockgate:{{{name}}}:queue"),
+        format!("lockgate:{{{name}}}:queue:live"),
+    );
+    let (secs, _): (u64, u64) = redis.query(&redis::cmd("TIME")).expect("TIME");
+    let _: () = redis
+        .query(
+            redis::cmd("ZADD")
+                .arg(&queue)
+                .arg(1)
+                .arg("feedfacefeedface:1"),
+        )
+        .expect("ZADD");
+    let _: () = redis
+        .query(
+            redis::cmd("HSET")
+                .arg(&live)
+                .arg("feedfacefeedface")
+                .arg((secs + 60) * 1000),
+        )
+        .expect("HSET");
+    for body in [json!({}), json!({"fair": true}), json!({"wait_ms": 300})] {
+        let (status, problem) = status_json(gw.acquire(name, Some(body.clone())).await).await;
+        assert_problem(status, &problem, 409, "lock-held");
+        assert!(
+            problem["retry_after_ms"].as_u64().unwrap() <= 100,
+            "{body}: {problem}"
+        );
+    }
+    let _: () = redis
+        .query(
+            redis::cmd("HSET")
+                .arg(&live)
+                .arg("feedfacefeedface")
+                .arg((secs - 1) * 1000),
+        )
+        .expect("HSET");
+    let (status, grant) = status_json(gw.acquire(name, None).await).await;
+    assert_eq!(status, 201, "a dead gateway's waiter is skipped: {grant}");
+    assert_eq!(
+        queue_keys(&redis),
+        Vec::<String>::new(),
+        "the emptied queue is deleted"
+    );
+}
+
+/// A gateway holding 10 queued waiters is SIGKILLed: the next waiter, on another gateway, is
+/// granted within the stated bound after the lock frees; nothing of the queue is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_gateways_waiters_are_skipped_within_the_bound() {
+    let redis = RedisServer::start();
+    let survivor = Gateway::start(redis_config(&redis.url())).await;
+    let mut doomed = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
+    let name = "fair:killed";
+    let holder = hold(&survivor, name).await;
+    let http = crate::support::http_client();
+    let mut doomed_waiters = Vec::new();
+    for i in 0..10 {
+        let url = doomed.url(&format!("/locks/{name}"));
+        let http = http.clone();
+        doomed_waiters.push(tokio::spawn(async move {
+            http.post(url)
+                .json(&json!({"fair": true, "wait_ms": 60_000}))
+                .send()
+                .await
+        }));
+        until_queued(&survivor, name, i + 1).await;
+    }
+    let next = queue_up(&survivor, &survivor, name, 1, 10).await.remove(0);
+    doomed.signal("KILL");
+    doomed.exit_within(Duration::from_secs(5)).await;
+    next_granted_within_the_bound(&survivor, name, &holder, next).await;
+    for waiter in doomed_waiters {
+        assert!(
+            waiter.await.expect("task").is_err(),
+            "the killed gateway answered"
+        );
+    }
+    assert_eq!(queue_keys(&redis), Vec::<String>::new());
+}
+
+/// The same with the gateway cut off from Redis by a partition (the test proxy): its waiters
+/// are skipped within the bound; when the partition heals they take their places again and
+/// are served, and the queue is gone afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partitioned_gateways_waiters_are_skipped_within_the_bound() {
+    let redis = RedisServer::start();
+    let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
+    let survivor = Gateway::start(redis_config(&redis.url())).await;
+    let cut_off = Gateway::start(redis_config(&proxy.url())).await;
+    let name = "fair:partitioned";
+    let holder = hold(&survivor, name).await;
+    let cut_off_waiters = queue_up(&cut_off, &survivor, name, 10, 0).await;
+    let next = queue_up(&survivor, &survivor, name, 1, 10).await.remove(0);
+    proxy.partition(Partition::Both);
+    next_granted_within_the_bound(&survivor, name, &holder, next).await;
+    proxy.partition(Partition::Healed);
+    for waiter in cut_off_waiters {
+        tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("the healed gateway's waiters are served")
+            .expect("waiter task");
+    }
+    no_queue_left(&redis).await;
+}
+
+/// A client that hangs up while 5th in line is gone from the queue within 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiter_that_hangs_up_leaves_the_queue_at_once() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let name = "fair:hang-up";
+    let holder = hold(&gw, name).await;
+    let mut waiters = queue_up(&gw, &gw, name, 5, 0).await;
+    let fifth = waiters.pop().expect("five");
+    fifth.abort();
+    let hung_up = Instant::now();
+    let queue = format!("lockgate:{{{name}}}:queue");
+    loop {
+        let left: u64 = redis.query(redis::cmd("ZCARD").arg(&queue)).expect("ZCARD");
+        if left == 4 {
+            break;
+        }
+        assert!(
+            hung_up.elapsed() < Duration::from_millis(100),
+            "still {left} queued {:?} after the hang-up",
+            hung_up.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(gw.release(name, &holder).await.status(), 204);
+    for waiter in waiters {
+        waiter.await.expect("waiter task");
+    }
+    assert_eq!(queue_keys(&redis), Vec::<String>::new());
+}
+
+/// What fair mode refuses: a priority without it, one out of range, a shared grant; and
+/// Redlock, which keeps no queue.
+#[tokio::test]
+async fn fair_refusals() {
+    let gw = Gateway::dev().await;
+    for body in [
+        json!({"priority": 3}),
+        json!({"fair": true, "priority": 10}),
+        json!({"fair": true, "mode": "shared"}),
+    ] {
+        let (status, problem) = status_json(gw.acquire("fair:refused", Some(body)).await).await;
+        assert_problem(status, &problem, 400, "invalid-request");
+    }
+    let nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let redlock = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    for body in [
+        json!({"fair": true}),
+        json!({"fair": true, "wait_ms": 1000}),
+    ] {
+        let (status, problem) =
+            status_json(redlock.acquire("fair:redlock", Some(body)).await).await;
+        assert_problem(status, &problem, 501, "not-offered");
+    }
+}
+
+/// A waiter that gives up (its `wait_ms` ran out) answers 409 with the holder's lease left,
+/// and leaves no place behind.
+#[tokio::test]
+async fn a_waiter_whose_wait_runs_out_leaves_no_place() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let (status, holder) = status_json(
+        gw.acquire("fair:timeout", Some(json!({"ttl_ms": 60_000})))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{holder}");
+    let (status, problem) = status_json(
+        gw.acquire("fair:timeout", Some(json!({"fair": true, "wait_ms": 300})))
+            .await,
+    )
+    .await;
+    assert_problem(status, &problem, 409, "lock-held");
+    assert!(
+        problem["retry_after_ms"].as_u64().unwrap() > 50_000,
+        "{problem}"
+    );
+    no_queue_left(&redis).await;
+}
+
+/// `POST /locks/{name}/hold` of a fair waiter: the stream starts at once and tells the waiter
+/// its place (`queued`, 1 = next) as it moves, then `acquired`; a wait that runs out ends the
+/// stream with `not-acquired` and the problem a `POST` would have answered. On Redis, with the
+/// waiters ahead on another gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fair_hold_stream_is_told_its_place() {
+    let redis = RedisServer::start();
+    let (gw, other) = (
+        Gateway::start(redis_config(&redis.url())).await,
+        Gateway::start(redis_config(&redis.url())).await,
+    );
+    let name = "fair:stream";
+    let holder = hold(&gw, name).await;
+    let mut ahead = Vec::new();
+    for i in 0..2 {
+        ahead.push(waiter(
+            &other.http,
+            other.url(&format!("/locks/{name}")),
+            0,
+            60_000,
+        ));
+        until_queued(&gw, name, i + 1).await;
+    }
+    let stream = gw
+        .http
+        .post(gw.url(&format!("/locks/{name}/hold")))
+        .json(&json!({"fair": true, "wait_ms": 60_000, "ttl_ms": 10_000}))
+        .send()
+        .await
+        .expect("hold request");
+    assert_eq!(stream.status(), 200, "a fair hold stream answers at once");
+    let mut lines = Lines::new(stream);
+    let first = lines.next().await.expect("a line");
+    assert_eq!(
+        first,
+        json!({"event": "queued", "name": name, "position": 3})
+    );
+    assert_eq!(gw.release(name, &holder).await.status(), 204);
+    let mut last = 3;
+    let acquired = loop {
+        let line = lines.next().await.expect("a line");
+        match line["event"].as_str() {
+            Some("queued") => {
+                let position = line["position"].as_u64().expect("position");
+                assert!(position < last, "places only move forward: {line}");
+                last = position;
+            }
+            Some("acquired") => break line,
+            _ => panic!("unexpected {line}"),
+        }
+    };
+    for waiter in ahead {
+        let fence = waiter.await.expect("waiter task");
+        assert!(
+            fence < acquired["fence"].as_u64().unwrap(),
+            "the waiters ahead went first"
+        );
+    }
+    // Closing the stream releases the lock (in the background).
+    drop(lines);
+
+    // Held by someone else past the wait: the stream's last line says why.
+    let holder = eventually(
+        Duration::from_secs(5),
+        "the stream's lock released",
+        || async {
+            let (status, holder) =
+                status_json(gw.acquire(name, Some(json!({"ttl_ms": 60_000}))).await).await;
+            (status == 201).then_some(holder)
+        },
+    )
+    .await;
+    let stream = gw
+        .http
+        .post(gw.url(&format!("/locks/{name}/hold")))
+        .json(&json!({"fair": true, "wait_ms": 300}))
+        .send()
+        .await
+        .expect("hold request");
+    let mut lines = Lines::new(stream);
+    assert_eq!(
+        lines.next().await,
+        Some(json!({"event": "queued", "name": name, "position": 1}))
+    );
+    let ended = lines.next().await.expect("a last line");
+    assert_eq!(ended["event"], "not-acquired", "{ended}");
+    assert_problem(409, &ended["problem"], 409, "lock-held");
+    assert_eq!(lines.next().await, None, "the stream ends");
+    assert_eq!(gw.release(name, &token(&holder)).await.status(), 204);
+    no_queue_left(&redis).await;
+}
+
+/// A fair waiter with an `Idempotency-Key` keeps its place for a moment after its request
+/// ends: the next request with the same key takes it again, ahead of a waiter that arrived in
+/// between (what `lockgate run --fair` does across its 30 s requests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_keyed_waiter_keeps_its_place_across_requests() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let name = "fair:keyed";
+    let url = gw.url(&format!("/locks/{name}"));
+    let holder = hold(&gw, name).await;
+    let keyed = |wait_ms: u64| {
+        gw.http
+            .post(&url)
+            .header("Idempotency-Key", "a-run-of-the-nightly-job")
+            .json(&json!({"fair": true, "wait_ms": wait_ms}))
+            .send()
+    };
+    let (status, problem) = status_json(keyed(200).await.expect("first request")).await;
+    assert_problem(status, &problem, 409, "lock-held");
+    // Arrives while the keyed place is kept: behind it.
+    let later = waiter(&gw.http, url.clone(), 0, 60_000);
+    until_queued(&gw, name, 2).await;
+    let again = {
+        let request = keyed(60_000);
+        tokio::spawn(async move { status_json(request.await.expect("second request")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        queued(&gw, name).await,
+        2,
+        "the same key took its place again"
+    );
+    assert_eq!(gw.release(name, &holder).await.status(), 204);
+    let (status, grant) = again.await.expect("task");
+    assert_eq!(status, 201, "{grant}");
+    assert_eq!(gw.release(name, &token(&grant)).await.status(), 204);
+    let later_fence = later.await.expect("waiter task");
+    assert!(
+        grant["fence"].as_u64().unwrap() < later_fence,
+        "the keyed waiter kept its turn: {grant}, later {later_fence}"
+    );
+    no_queue_left(&redis).await;
+}
