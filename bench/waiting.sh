@@ -8,6 +8,9 @@
 #     doing nothing else. Clients arrive 10, 100 and 500 at a time; each figure is a fresh
 #     process.
 #
+#   * the same on three gateways over one Redis, first come first served per gateway, then in
+#     fair mode (`"fair": true`: one queue in Redis for every gateway).
+#
 # Usage: bench/waiting.sh [seconds of contention, default 10] [waiting clients, default 10000]
 # Needs: redis-server, redis-cli, python3, curl.
 set -euo pipefail
@@ -57,11 +60,15 @@ start_gateway() {
 echo "machine: $(nproc) cores, $(uname -r); $(redis-server --version | cut -d' ' -f3); lockgate $(./target/release/lockgate --version | cut -d' ' -f2)"
 
 # --- hand-off and commands per acquisition ---------------------------------------------
-start_gateway
-redis-cli -p "$REDIS_PORT" config resetstat >/dev/null
-./target/release/examples/handoff "http://127.0.0.1:$GW_PORT" 32 "$SECONDS_RUN" | tee "$OUT/handoff.txt"
-redis-cli -p "$REDIS_PORT" info commandstats >"$OUT/commandstats.txt"
-python3 - "$OUT/handoff.txt" "$OUT/commandstats.txt" <<'PY'
+# Runs examples/handoff against the gateways (comma-separated URLs) with its extra arguments,
+# and prints its figures and the Redis commands per acquisition around it.
+handoff() {
+    local label=$1 urls=$2
+    shift 2
+    redis-cli -p "$REDIS_PORT" config resetstat >/dev/null
+    ./target/release/examples/handoff "$urls" 32 "$SECONDS_RUN" "$@" | tee "$OUT/handoff.txt"
+    redis-cli -p "$REDIS_PORT" info commandstats >"$OUT/commandstats.txt"
+    python3 - "$OUT/handoff.txt" "$OUT/commandstats.txt" "$label" <<'PY'
 import re, sys
 figures = dict(kv.split("=") for kv in open(sys.argv[1]).read().split())
 acquisitions = int(figures["acquisitions"])
@@ -69,14 +76,32 @@ calls = {m[0]: int(m[1]) for m in re.findall(r"cmdstat_([^:]+):calls=(\d+)", ope
 calls.pop("config|resetstat", None)
 # Commands the scripts run inside Redis (counted by commandstats too) versus commands the
 # gateway sends: EVALSHA for every operation, (UN)SUBSCRIBE, PING, connection setup.
-inside = {"get", "set", "pttl", "pexpire", "del", "time", "publish"}
+inside = {"get", "set", "pttl", "pexpire", "del", "time", "publish", "zscore", "zadd", "zrank",
+          "zrange", "zrem", "zcard", "hset", "hget", "hincrby", "exists"}
 sent = {k: v for k, v in calls.items() if k not in inside}
-print(f"commands per acquisition, sent by the gateway: {sum(sent.values()) / acquisitions:.2f} {sent}")
-print(f"commands per acquisition, including those run inside scripts: {sum(calls.values()) / acquisitions:.2f} "
+label = sys.argv[3]
+print(f"{label}: commands per acquisition, sent by the gateway: {sum(sent.values()) / acquisitions:.2f} {sent}")
+print(f"{label}: commands per acquisition, including those run inside scripts: {sum(calls.values()) / acquisitions:.2f} "
       f"{ {k: v for k, v in calls.items() if k in inside} }")
 PY
+}
+
+start_gateway
+handoff "one gateway" "http://127.0.0.1:$GW_PORT"
 echo "gateway RSS idle: $(rss_mib "$GW_PID") MiB"
-kill "$GW_PID"; wait "$GW_PID" 2>/dev/null || true
+URLS="http://127.0.0.1:$GW_PORT"
+for _ in 2 3; do
+    start_gateway
+    URLS="$URLS,http://127.0.0.1:$GW_PORT"
+done
+handoff "three gateways, first come first served per gateway" "$URLS"
+handoff "three gateways, fair" "$URLS" fair
+# Stops the three gateways (every process started so far but Redis, the first).
+for pid in "${PIDS[@]:1}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+done
+PIDS=("${PIDS[0]}")
 
 # --- memory with many waiting clients --------------------------------------------------
 for batch in 10 100 500; do

@@ -7,7 +7,10 @@
 //! Mutual exclusion is checked on the way: no grant may be seen before the previous holder
 //! sent its release.
 //!
-//! Usage: cargo run --release --example handoff -- GATEWAY_URL [CLIENTS=32] [SECONDS=10]
+//! Usage: cargo run --release --example handoff -- GATEWAY_URL[,GATEWAY_URL…] [CLIENTS=32]
+//!        [SECONDS=10] [fair]
+//! With several gateways (one Redis behind them), client `i` uses gateway `i mod n`; with
+//! `fair`, the clients wait in the lock's fair queue (`"fair": true`).
 //! Prints one line of `key=value` figures for bench/waiting.sh.
 
 use std::time::{Duration, Instant};
@@ -34,30 +37,36 @@ struct Cycle {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let gateway = args
+    let gateways = args
         .next()
-        .ok_or("usage: handoff GATEWAY_URL [CLIENTS] [SECONDS]")?;
+        .ok_or("usage: handoff GATEWAY_URL[,GATEWAY_URL…] [CLIENTS] [SECONDS] [fair]")?;
     let clients: usize = args.next().map_or(Ok(32), |a| a.parse())?;
     let seconds: u64 = args.next().map_or(Ok(10), |a| a.parse())?;
+    let fair = args.next().as_deref() == Some("fair");
     lockgate::tls::install_crypto_provider();
-    let url = format!("{}/locks/bench:handoff", gateway.trim_end_matches('/'));
+    let urls: Vec<String> = gateways
+        .split(',')
+        .map(|gateway| format!("{}/locks/bench:handoff", gateway.trim_end_matches('/')))
+        .collect();
     let until = Instant::now() + Duration::from_secs(seconds);
+    let body = if fair {
+        json!({"wait_ms": 30000, "ttl_ms": 10000, "fair": true})
+    } else {
+        json!({"wait_ms": 30000, "ttl_ms": 10000})
+    };
 
     let mut tasks = Vec::new();
-    for _ in 0..clients {
+    for i in 0..clients {
         // One connection per client, as separate processes would have.
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(1)
             .build()?;
-        let url = url.clone();
+        let url = urls[i % urls.len()].clone();
+        let body = body.clone();
         tasks.push(tokio::spawn(async move {
             let mut cycles = Vec::new();
             while Instant::now() < until {
-                let response = http
-                    .post(&url)
-                    .json(&json!({"wait_ms": 30000, "ttl_ms": 10000}))
-                    .send()
-                    .await?;
+                let response = http.post(&url).json(&body).send().await?;
                 if response.status() != 201 {
                     return Err(format!("acquire answered {}", response.status()).into());
                 }
