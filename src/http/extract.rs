@@ -109,8 +109,8 @@ impl<S: Send + Sync> FromRequestParts<S> for LockTokenHeader {
 }
 
 /// The optional `Lock-Token` of an acquire, read as [`LockTokenHeader`] reads it: `None` when
-/// absent. Only a reentrant lock's re-entry uses it, and only then does a malformed one
-/// matter (400); any other acquire ignores it.
+/// absent. Only a reentrant lock's re-entry uses it; a malformed one is 400 on any acquire,
+/// and a well-formed one is ignored by any other.
 #[derive(Debug)]
 pub struct AcquireLockToken(pub Option<Result<LockToken, ApiError>>);
 

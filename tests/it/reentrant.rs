@@ -147,6 +147,9 @@ async fn refusals(gw: &Gateway) {
     // Without `reentrant: true`, a Lock-Token on POST is no re-entry: the lock is held.
     let (status, problem) = reenter(gw, "reentrant:plain", &token(&plain), json!({})).await;
     assert_problem(status, &problem, 409, "lock-held");
+    // One that lockgate could not have issued is bad input, re-entry or not.
+    let (status, problem) = reenter(gw, "reentrant:plain", "0", json!({})).await;
+    assert_problem(status, &problem, 400, "invalid-request");
     assert_eq!(release(gw, "reentrant:plain", &token(&plain)).await.0, 204);
 
     let (status, problem) = status_json(

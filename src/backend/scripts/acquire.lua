@@ -32,8 +32,14 @@
 --         {5}                  (not fair) free, but fair waiters are queued for it
 --
 -- The fence is next_fence() of grant.lua over the slot counter and the old per-name counter.
-local time = redis.call('TIME')
 local queue, live, member = KEYS[4], KEYS[5], ARGV[3]
+-- Redis TIME, read once and only where needed: an acquire that is not fair and finds the
+-- lock held reads no clock, as before fair queues.
+local time
+local function clock()
+  time = time or redis.call('TIME')
+  return time
+end
 local holder = redis.call('GET', KEYS[1])
 if holder then
   local ours = fence_text_of(holder, ARGV[1])
@@ -42,16 +48,15 @@ if holder then
       redis.call('SET', KEYS[6], ARGV[7], 'PX', ARGV[2])
     end
     if member ~= '' then
-      leave_queue(KEYS[1], queue, live, member, time_ms(time))
+      leave_queue(KEYS[1], queue, live, member, time_ms(clock()))
     end
     return {2, tonumber(ours), redis.call('PTTL', KEYS[1])}
   end
 end
-local now = time_ms(time)
 local score
 if member ~= '' then
-  score = enqueue(queue, live, member, tonumber(ARGV[4]), tonumber(ARGV[5]), now,
-    tonumber(ARGV[6]))
+  score = enqueue(queue, live, member, tonumber(ARGV[4]), tonumber(ARGV[5]),
+    time_ms(clock()), tonumber(ARGV[6]))
 end
 if holder then
   local left = redis.call('PTTL', KEYS[1])
@@ -64,6 +69,7 @@ if holder then
   return {0, left}
 end
 if member ~= '' or redis.call('EXISTS', queue) == 1 then
+  local now = time_ms(clock())
   local head = queue_head(queue, live, now)
   if head and head ~= member then
     -- Free, and another waiter is first. Its gateway was told when it came first, and looks
@@ -78,7 +84,7 @@ if member ~= '' or redis.call('EXISTS', queue) == 1 then
     leave_queue(KEYS[1], queue, live, member, now)
   end
 end
-local fence, text = next_fence(KEYS[2], time, KEYS[3])
+local fence, text = next_fence(KEYS[2], clock(), KEYS[3])
 redis.call('SET', KEYS[1], ARGV[1] .. '.' .. text, 'PX', ARGV[2])
 -- Announced to gateways watching the name (GET /locks/{name}/events).
 redis.call('PUBLISH', KEYS[1] .. ':acquired', '')

@@ -80,6 +80,14 @@ pub fn acquire_lock(
         );
         return Either::Left(Either::Left(ready(Err(refused))));
     }
+    // A `Lock-Token` that lockgate could not have issued is bad input, whatever the body says:
+    // 400, as on every route. (A well-formed one is ignored unless the body asks for a
+    // re-entry.)
+    let token = match token {
+        Some(Err(malformed)) => return Either::Left(Either::Left(ready(Err(malformed)))),
+        Some(Ok(token)) => Some(token),
+        None => None,
+    };
     if reentrant && let Some(token) = token {
         // Boxed: the waiting acquires beside it keep their futures small (a re-entry waits
         // for nothing).
@@ -108,10 +116,9 @@ async fn reentering(
     app: AppState,
     name: LockName,
     key: Option<IdempotencyKey>,
-    token: Result<LockToken, ApiError>,
+    token: LockToken,
     body: AcquireBody,
 ) -> Result<Response, ApiError> {
-    let token = token?;
     if key.is_some() {
         return Err(ApiError::header(
             "Idempotency-Key",
