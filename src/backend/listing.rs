@@ -1,4 +1,4 @@
-//! Listing held locks by name prefix, a page at a time.
+//! Listing held locks (and semaphores with permits held) by name prefix, a page at a time.
 //!
 //! Redis keeps no index of lock names (that would be per-name state outliving grants), so a
 //! listing walks the keyspace with `SCAN`: on the one server, on every master of a Cluster one
@@ -18,10 +18,13 @@
 //! Cost: the whole keyspace of every node is walked once per full listing, SCAN_COUNT keys per
 //! step, plus one inspect per lock listed. At most MAX_SCANS_PER_PAGE steps per page bound
 //! the time of one request whatever the keyspace holds.
+//!
+//! Semaphores are listed the same way, by their permits' keys (`<prefix>{<name>}:permits`),
+//! each looked at as `GET /semaphores/{name}` looks.
 
 use std::future::Future;
 
-use super::{BackendError, Inspection};
+use super::{BackendError, Inspection, Permits};
 
 /// Keys SCAN looks at per step (its `COUNT`).
 pub const SCAN_COUNT: usize = 1000;
@@ -44,6 +47,14 @@ pub struct ListCursor {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListPage {
     pub locks: Vec<(String, Inspection)>,
+    /// Where the next page starts; `None` when the listing is complete.
+    pub next: Option<ListCursor>,
+}
+
+/// One page of semaphores with permits held, in the order found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SemaphorePage {
+    pub semaphores: Vec<(String, Permits)>,
     /// Where the next page starts; `None` when the listing is complete.
     pub next: Option<ListCursor>,
 }
@@ -80,6 +91,9 @@ impl ListCursor {
 
 /// What a store needs to offer for [`page`] to list it.
 pub(crate) trait Walk {
+    /// What a look finds of a name: a lock's [`Inspection`], a semaphore's [`Permits`].
+    type Found: Send;
+
     /// One SCAN step on `node`: the next cursor (0 when the node is done) and the lock names
     /// found whose keys match `prefix`. `None` when there is no such node (the listing is done).
     fn scan(
@@ -89,26 +103,52 @@ pub(crate) trait Walk {
         prefix: &str,
     ) -> impl Future<Output = Result<Option<(u64, Vec<String>)>, BackendError>> + Send;
 
-    /// The held locks among `names` (found on `node`), in the order given.
+    /// The held ones among `names` (found on `node`), in the order given.
     fn look(
         &self,
         node: usize,
         names: Vec<String>,
-    ) -> impl Future<Output = Result<Vec<(String, Inspection)>, BackendError>> + Send;
+    ) -> impl Future<Output = Result<Vec<(String, Self::Found)>, BackendError>> + Send;
 }
 
 /// One page of at most `limit` (≥ 1) held locks under `prefix`, from `cursor` on.
 pub(crate) async fn page(
-    store: &impl Walk,
+    store: &impl Walk<Found = Inspection>,
     prefix: &str,
     cursor: ListCursor,
     limit: usize,
 ) -> Result<ListPage, BackendError> {
+    let (locks, next) = walk(store, prefix, cursor, limit).await?;
+    Ok(ListPage { locks, next })
+}
+
+/// One page of at most `limit` (≥ 1) semaphores with permits held under `prefix`, from
+/// `cursor` on.
+pub(crate) async fn semaphore_page(
+    store: &impl Walk<Found = Permits>,
+    prefix: &str,
+    cursor: ListCursor,
+    limit: usize,
+) -> Result<SemaphorePage, BackendError> {
+    let (semaphores, next) = walk(store, prefix, cursor, limit).await?;
+    Ok(SemaphorePage { semaphores, next })
+}
+
+/// What was found held, and where to go on.
+type Walked<T> = (Vec<(String, T)>, Option<ListCursor>);
+
+/// One page of a walk: at most `limit` held names under `prefix`, from `cursor` on.
+async fn walk<W: Walk>(
+    store: &W,
+    prefix: &str,
+    cursor: ListCursor,
+    limit: usize,
+) -> Result<Walked<W::Found>, BackendError> {
     let mut locks = Vec::new();
     let mut at = cursor;
     for _ in 0..MAX_SCANS_PER_PAGE {
         let Some((next, mut names)) = store.scan(at.node, at.scan, prefix).await? else {
-            return Ok(ListPage { locks, next: None });
+            return Ok((locks, None));
         };
         names.sort_unstable();
         names.dedup();
@@ -121,10 +161,7 @@ pub(crate) async fn page(
             // Taken in name order; the rest of this step on the next page.
             locks.extend(found.into_iter().take(room));
             let after = locks.last().map(|(name, _)| name.clone());
-            return Ok(ListPage {
-                locks,
-                next: Some(ListCursor { after, ..at }),
-            });
+            return Ok((locks, Some(ListCursor { after, ..at })));
         }
         locks.extend(found);
         at = if next == 0 {
@@ -143,10 +180,7 @@ pub(crate) async fn page(
             break;
         }
     }
-    Ok(ListPage {
-        locks,
-        next: Some(at),
-    })
+    Ok((locks, Some(at)))
 }
 
 /// The locks to list among `names`, from what a look at each found (in the same order):
@@ -180,6 +214,15 @@ pub fn match_pattern(key_prefix: &str, prefix: &str) -> String {
     pattern.push_str(prefix);
     pattern.push_str("*}");
     pattern
+}
+
+/// What a semaphore's permits key adds to `<key prefix>{<name>}`.
+pub const PERMITS_SUFFIX: &str = ":permits";
+
+/// The semaphore name in a permits key `<key prefix>{<name>}:permits`; `None` for any other.
+pub fn semaphore_of_key<'a>(key_prefix: &str, key: &'a [u8]) -> Option<&'a str> {
+    let key = key.strip_suffix(PERMITS_SUFFIX.as_bytes())?;
+    name_of_key(key_prefix, key)
 }
 
 /// The lock name in a lock key `<key prefix>{<name>}`; `None` for any other key (a `SCAN`
@@ -234,6 +277,11 @@ mod tests {
             name_of_key("lockgate:", b"lockgate:{orders:42}"),
             Some("orders:42")
         );
+        assert_eq!(
+            semaphore_of_key("lockgate:", b"lockgate:{pool:1}:permits"),
+            Some("pool:1")
+        );
+        assert_eq!(semaphore_of_key("lockgate:", b"lockgate:{pool:1}"), None);
         for other in [
             &b"lockgate:{orders:42}:holder"[..],
             b"lockgate:fences",
@@ -252,6 +300,8 @@ mod tests {
     }
 
     impl Walk for Nodes {
+        type Found = Inspection;
+
         async fn scan(
             &self,
             node: usize,

@@ -21,6 +21,7 @@
 mod attempt;
 mod feed;
 pub mod fence;
+pub mod granted;
 pub mod guards;
 pub mod holder;
 mod lease;
@@ -42,10 +43,11 @@ pub use self::attempt::{
 };
 pub(crate) use self::feed::AbortOnDrop;
 pub use self::feed::{ReleaseFeed, sleep_until_some};
+pub use self::granted::{GrantNews, GrantedNames};
 pub use self::holder::Holder;
 pub(crate) use self::lease::lease_operations_by_kind;
 pub use self::lease::{GrantsOf, Leased, kinds};
-pub use self::listing::{ListCursor, ListPage};
+pub use self::listing::{ListCursor, ListPage, SemaphorePage};
 pub use self::outcome::{
     AcquireOutcome, Claim, Inspection, Lease, ReenterOutcome, ReleaseOutcome, RenewOutcome,
     ReplicaAck,
@@ -230,6 +232,15 @@ pub trait LeaseStore: Send + Sync {
         limit: usize,
     ) -> impl Future<Output = Result<ListPage, BackendError>> + Send;
 
+    /// One page of at most `limit` (≥ 1) semaphores with permits held whose names start
+    /// with `prefix`, from `cursor` on (see [`listing`]).
+    fn list_semaphores(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> impl Future<Output = Result<SemaphorePage, BackendError>> + Send;
+
     /// Answers when the store can serve requests.
     fn ping(&self) -> impl Future<Output = Result<(), BackendError>> + Send;
 
@@ -237,6 +248,10 @@ pub trait LeaseStore: Send + Sync {
     /// gateway), returned once the subscription is in place, as
     /// [`LeaseStore::watch_releases`].
     fn watch_grants(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
+
+    /// Announcements of the grants of every lock whose name starts with `prefix` (see
+    /// [`granted`]), returned once the subscription is in place.
+    fn watch_grants_under(&self, prefix: &str) -> impl Future<Output = GrantedNames> + Send;
 }
 
 /// The configured backend.
@@ -406,11 +421,24 @@ impl LeaseStore for Backend {
         dispatch!(self, b => b.list(prefix, cursor, limit))
     }
 
+    async fn list_semaphores(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<SemaphorePage, BackendError> {
+        dispatch!(self, b => b.list_semaphores(prefix, cursor, limit))
+    }
+
     async fn ping(&self) -> Result<(), BackendError> {
         dispatch!(self, b => b.ping())
     }
 
     async fn watch_grants(&self, name: &str) -> ReleaseFeed {
         dispatch!(self, b => b.watch_grants(name))
+    }
+
+    async fn watch_grants_under(&self, prefix: &str) -> GrantedNames {
+        dispatch!(self, b => b.watch_grants_under(prefix))
     }
 }

@@ -47,7 +47,9 @@ use super::{
     AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListCursor,
     ListPage, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
-use crate::backend::{GrantAttempt, GrantsOf, ReenterOutcome, RenewAttempt, kinds};
+use crate::backend::{
+    GrantAttempt, GrantedNames, GrantsOf, ReenterOutcome, RenewAttempt, SemaphorePage, kinds,
+};
 
 #[derive(Debug)]
 pub struct RedlockBackend {
@@ -246,6 +248,8 @@ impl RedlockBackend {
 /// A listing walks every node; a lock held by a majority is found on each node of it, and
 /// listed only where it is found on the lowest of them, so once.
 impl Walk for RedlockBackend {
+    type Found = Inspection;
+
     async fn scan(
         &self,
         node: usize,
@@ -602,6 +606,16 @@ impl LeaseStore for RedlockBackend {
         listing::page(self, prefix, cursor, limit).await
     }
 
+    /// Semaphores are not offered on Redlock (see `lock::semaphore`): nothing to list.
+    async fn list_semaphores(
+        &self,
+        _prefix: &str,
+        _cursor: ListCursor,
+        _limit: usize,
+    ) -> Result<SemaphorePage, BackendError> {
+        Ok(SemaphorePage::default())
+    }
+
     async fn ping(&self) -> Result<(), BackendError> {
         let answered = join_all(self.nodes.iter().map(RedisBackend::ping))
             .await
@@ -618,6 +632,12 @@ impl LeaseStore for RedlockBackend {
     async fn watch_grants(&self, name: &str) -> ReleaseFeed {
         // A grant on any node may complete a majority: look again.
         ReleaseFeed::merged(join_all(self.nodes.iter().map(|n| n.watch_grants(name))).await)
+    }
+
+    async fn watch_grants_under(&self, prefix: &str) -> GrantedNames {
+        GrantedNames::merged(
+            join_all(self.nodes.iter().map(|n| n.watch_grants_under(prefix))).await,
+        )
     }
 }
 

@@ -266,6 +266,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_ALLOW_EVICTION", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub allow_eviction: bool,
 
+    /// Serve the operator's console at /ui (a static page: it shows what the API shows to the
+    /// API key entered in it, and nothing else). `--console=false` answers 404 there.
+    #[arg(long, env = "LOCKGATE_CONSOLE", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new())]
+    pub console: bool,
+
     /// After a Redis node's clock steps forward (which ends leases early), hold new grants back
     /// for the step (at most --max-ttl), so that none overlaps a lease the step cut short.
     #[arg(long, env = "LOCKGATE_CLOCK_STEP_HOLD_BACK", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new())]

@@ -108,4 +108,6 @@ pub struct Config {
     pub redis_check_interval: Duration,
     /// Hold grants back after a Redis node's clock stepped forward.
     pub clock_step_hold_back: bool,
+    /// Serve the operator's console at `/ui`.
+    pub console: bool,
 }

@@ -259,6 +259,7 @@ impl Config {
             redis_check_interval: args.redis_check_interval,
             pubsub_linger: args.pubsub_linger,
             clock_step_hold_back: args.clock_step_hold_back,
+            console: args.console,
         })
     }
 }

@@ -32,7 +32,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::gate::{Gate, GateLayer, GateOptions};
-use self::handlers::{events, health, hold, listing, locks, metrics, multi, semaphores};
+use self::handlers::{console, events, health, hold, listing, locks, metrics, multi, semaphores};
 use self::problem::ApiError;
 use self::routes::RouteTable;
 use crate::lock::{Limits, LockService};
@@ -66,12 +66,16 @@ pub struct AppParts {
     pub max_body_bytes: usize,
     /// The OpenAPI document, serialized once.
     pub openapi_json: Bytes,
+    /// Whether `/ui` serves the console (else 404).
+    pub console: bool,
 }
 
 /// HTTP settings the router needs.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
     pub max_body_bytes: usize,
+    /// Serve the operator's console at `/ui`.
+    pub console: bool,
     pub gate: GateOptions,
 }
 
@@ -93,6 +97,7 @@ pub(crate) fn api() -> (Router<AppState>, utoipa::openapi::OpenApi, RouteTable) 
         ))
         .routes(routes!(hold::hold_lock))
         .routes(routes!(events::watch_lock))
+        .routes(routes!(events::watch_prefix))
         .routes(routes!(
             semaphores::acquire_permit,
             semaphores::renew_permit,
@@ -100,11 +105,16 @@ pub(crate) fn api() -> (Router<AppState>, utoipa::openapi::OpenApi, RouteTable) 
             semaphores::inspect_semaphore
         ))
         .routes(routes!(semaphores::hold_permit))
+        .routes(routes!(listing::list_semaphores))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi_json))
         .routes(routes!(health::index))
         .routes(routes!(metrics::metrics))
+        .routes(routes!(console::page))
+        .routes(routes!(console::script))
+        .routes(routes!(console::style))
+        .routes(routes!(console::access))
         .split_for_parts();
     let table = RouteTable::take_from(&mut doc);
     openapi::make_request_bodies_optional(&mut doc);
@@ -145,6 +155,7 @@ pub fn routers(
         gate: gate.clone(),
         max_body_bytes: options.max_body_bytes,
         openapi_json,
+        console: options.console,
     });
     let metrics_only = Router::new()
         .route("/metrics", axum::routing::get(handlers::metrics::metrics))

@@ -26,7 +26,8 @@ use crate::lock::request::MAX_HOLD_CEILING;
     tags(
         (name = "locks", description = "Acquire, renew, release and inspect locks."),
         (name = "semaphores", description = "Counting semaphores: up to `permits` holders at once, each with a permit lease of its own."),
-        (name = "health", description = "Liveness, readiness and this document.")
+        (name = "health", description = "Liveness, readiness and this document."),
+        (name = "console", description = "The operator's console: a page served from the gateway that shows the locks under a prefix live.")
     ),
     components(schemas(Problem))
 )]

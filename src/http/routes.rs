@@ -200,7 +200,7 @@ fn gate_problems(operation: Operation) -> &'static [ProblemKind] {
         Forbidden, HeadersTooLarge, InvalidRequest, Overloaded, Timeout, Unauthorized,
     };
     match operation {
-        Operation::Healthz | Operation::Readyz => &[HeadersTooLarge],
+        Operation::Healthz | Operation::Readyz | Operation::Console => &[HeadersTooLarge],
         Operation::Metrics => &[InvalidRequest, Unauthorized, Forbidden, HeadersTooLarge],
         operation if operation.is_lock_operation() => &[
             InvalidRequest,

@@ -34,6 +34,21 @@ pub struct ListPosition {
     pub at: ListCursor,
 }
 
+impl ListPosition {
+    /// Where a listing of `parts` prefixes goes on after a page of the `part`th that ended at
+    /// `next`: further in it, at the start of the next prefix, or nowhere (it is complete).
+    pub fn after(part: usize, next: Option<ListCursor>, parts: usize) -> Option<Self> {
+        match next {
+            Some(at) => Some(Self { part, at }),
+            None if part + 1 < parts => Some(Self {
+                part: part + 1,
+                at: ListCursor::default(),
+            }),
+            None => None,
+        }
+    }
+}
+
 /// Who a cursor is for: the API key that listed (its name; empty without API keys) and the
 /// `prefix` it asked for. A cursor opens only for the same scope.
 #[derive(Debug, Clone, Copy)]

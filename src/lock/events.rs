@@ -66,8 +66,8 @@ pub enum LockEvent {
     },
 }
 
-/// The watches of one gateway, at most `max` watchers in all.
-#[derive(Debug)]
+/// The watches of one gateway, at most `max` watchers in all. Clones share them.
+#[derive(Debug, Clone)]
 pub struct Watches {
     max: usize,
     watchers: Arc<AtomicUsize>,
@@ -135,6 +135,17 @@ impl Watches {
     /// Watchers now, all names together.
     pub fn watchers(&self) -> usize {
         self.watchers.load(Ordering::Relaxed)
+    }
+
+    /// Takes one watcher slot, if one is left.
+    pub fn reserve(&self) -> Result<WatcherSlot, LockError> {
+        if self.watchers.fetch_add(1, Ordering::Relaxed) >= self.max {
+            self.watchers.fetch_sub(1, Ordering::Relaxed);
+            return Err(LockError::TooManyWatchers);
+        }
+        Ok(WatcherSlot {
+            _slot: Counted(self.watchers.clone()),
+        })
     }
 
     /// Starts watching `name`: the first event is the lock as it is now.
@@ -210,7 +221,15 @@ impl Watches {
     }
 }
 
+/// One watcher slot held by a watch of something other than a name (a prefix: see
+/// `super::prefix_events`), given back when dropped.
+#[derive(Debug)]
+pub struct WatcherSlot {
+    _slot: Counted,
+}
+
 /// A watcher slot, given back if the watch does not start.
+#[derive(Debug)]
 struct Counted(Arc<AtomicUsize>);
 
 impl Counted {

@@ -119,15 +119,7 @@ impl LockService {
             return Ok((Vec::new(), None));
         };
         let (locks, next) = self.list(prefix, position.at, limit).await?;
-        let next = match next {
-            Some(at) => Some(ListPosition { part, at }),
-            None if part + 1 < prefixes.len() => Some(ListPosition {
-                part: part + 1,
-                at: ListCursor::default(),
-            }),
-            None => None,
-        };
-        Ok((locks, next))
+        Ok((locks, ListPosition::after(part, next, prefixes.len())))
     }
 
     /// `position` as an opaque cursor for `scope` (see [`super::cursor`]).

@@ -11,6 +11,7 @@
 
 use std::num::NonZeroU32;
 
+use super::cursor::ListPosition;
 use super::primitive::Primitive;
 use super::{LockError, LockName, LockService};
 use crate::backend::{GrantsOf, LeaseStore, Leased, PermitView, Permits};
@@ -63,5 +64,47 @@ impl LockService {
             permits,
             waiting: self.waiters.waiting_for(leased.kind(), name.as_str()),
         })
+    }
+
+    /// One page of the semaphores with permits held under `prefixes` (walked one after the
+    /// other, as [`LockService::list_prefixes`] walks locks), from `position` on, and where the
+    /// next page starts. Always empty on a store that keeps no semaphores (Redlock).
+    pub async fn list_semaphores(
+        &self,
+        prefixes: &[String],
+        position: ListPosition,
+        limit: usize,
+    ) -> Result<(Vec<(LockName, SemaphoreState)>, Option<ListPosition>), LockError> {
+        let part = position.part;
+        let Some(prefix) = prefixes.get(part) else {
+            return Ok((Vec::new(), None));
+        };
+        let page = self
+            .backend
+            .list_semaphores(prefix, position.at, limit)
+            .await?;
+        let semaphores = page
+            .semaphores
+            .into_iter()
+            // A key of another program can look like a permits key; its name may not be one.
+            .filter_map(|(name, Permits { limit, permits })| {
+                let name = LockName::from_string(name).ok()?;
+                let waiting = self
+                    .waiters
+                    .waiting_for(Semaphore::ANY.leased(&name).kind(), name.as_str());
+                Some((
+                    name,
+                    SemaphoreState {
+                        limit,
+                        permits,
+                        waiting,
+                    },
+                ))
+            })
+            .collect();
+        Ok((
+            semaphores,
+            ListPosition::after(part, page.next, prefixes.len()),
+        ))
     }
 }

@@ -36,6 +36,7 @@ use super::error::LockError;
 use super::events::{Watcher, Watches};
 use super::fair_lines::FairLines;
 use super::guard::GrantGuard;
+use super::prefix_events::PrefixWatcher;
 use super::primitive::{Exclusive, Primitive};
 use super::request::{Limits, RenewRequest, ReplicaPolicy};
 use super::token::{LockToken, TokenSecret};
@@ -141,6 +142,11 @@ impl LockService {
     /// Starts watching the lock `name` (see [`super::events`]).
     pub async fn watch(&self, name: &LockName) -> Result<Watcher, LockError> {
         self.watches.watch(&self.backend, name).await
+    }
+
+    /// Starts watching every lock under `prefix` (see [`super::prefix_events`]).
+    pub async fn watch_prefix(&self, prefix: String) -> Result<PrefixWatcher, LockError> {
+        self.watches.watch_prefix(&self.backend, prefix).await
     }
 
     /// Stops waiting requests (they answer "shutting down") and tells long-lived holders, such

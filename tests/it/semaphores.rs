@@ -1,7 +1,7 @@
 //! Counting semaphores (`/semaphores/{name}`): permits granted up to the limit, renewed and
 //! released by their token only, reclaimed at expiry, handed to waiters on release, found
 //! again on an idempotent retry; never more permits valid at once than the limit under 32
-//! concurrent clients. On the memory backend, standalone Redis, Sentinel and Cluster; Redlock
+//! concurrent clients; listed by prefix. On the memory backend, standalone Redis, Sentinel and Cluster; Redlock
 //! answers 501 `not-offered`.
 
 use std::sync::Arc;
@@ -219,7 +219,88 @@ async fn hold_stream_holds_a_permit(gw: &Gateway) {
     .await;
 }
 
+/// `GET /semaphores?prefix=`: the semaphores with permits held under the prefix, each as
+/// inspect shows it, a page at a time; none once the permits are given back.
+async fn listed_by_prefix(gw: &Gateway) {
+    let mut tokens = Vec::new();
+    for (name, permits, owner) in [
+        ("listed:a", 3, "a1"),
+        ("listed:a", 3, "a2"),
+        ("listed:b", 2, "b1"),
+        ("unlisted:c", 2, "c1"),
+    ] {
+        let (status, grant) = acquire(gw, name, json!({"permits": permits, "owner": owner})).await;
+        assert_eq!(status, 201, "{grant}");
+        tokens.push((name, token(&grant)));
+    }
+    let list = async |query: &str| {
+        let response = gw
+            .http
+            .get(gw.url(&format!("/semaphores?{query}")))
+            .send()
+            .await;
+        let (status, page) = status_json(response.expect("list")).await;
+        assert_eq!(status, 200, "{page}");
+        page
+    };
+    let page = list("prefix=listed:").await;
+    let seen: Vec<(String, u64, u64, Vec<String>)> = page["semaphores"]
+        .as_array()
+        .expect("semaphores")
+        .iter()
+        .map(|s| {
+            let mut owners: Vec<String> = s["holders"]
+                .as_array()
+                .expect("holders")
+                .iter()
+                .map(|h| h["owner"].as_str().expect("owner").to_owned())
+                .collect();
+            owners.sort();
+            (
+                s["name"].as_str().expect("name").to_owned(),
+                s["in_use"].as_u64().expect("in_use"),
+                s["permits"].as_u64().expect("permits"),
+                owners,
+            )
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                "listed:a".to_owned(),
+                2,
+                3,
+                vec!["a1".to_owned(), "a2".to_owned()]
+            ),
+            ("listed:b".to_owned(), 1, 2, vec!["b1".to_owned()]),
+        ]
+    );
+    // A page at a time: every one once.
+    let mut names = Vec::new();
+    let mut query = "prefix=listed:&limit=1".to_owned();
+    for _ in 0..100 {
+        let page = list(&query).await;
+        for s in page["semaphores"].as_array().expect("semaphores") {
+            names.push(s["name"].as_str().expect("name").to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(cursor) => query = format!("prefix=listed:&limit=1&cursor={cursor}"),
+            None => break,
+        }
+    }
+    names.sort();
+    assert_eq!(names, ["listed:a", "listed:b"]);
+    for (name, token) in tokens {
+        assert_eq!(release(gw, name, &token).await, 204);
+    }
+    assert_eq!(list("prefix=listed:").await["semaphores"], json!([]));
+}
+
 async fn every_walk(gw: &Gateway) {
+    listed_by_prefix(gw).await;
     semaphore_round_trip(gw).await;
     idempotent_retry(gw).await;
     waiter_gets_the_released_permit(gw).await;
@@ -248,7 +329,9 @@ async fn semaphores_on_redis_leave_no_keys_behind() {
     let gw = Gateway::start(redis_config(&redis.url())).await;
     every_walk(&gw).await;
     let conn = redis.conn().await;
-    for name in ["payments", "retried", "handoff", "held"] {
+    for name in [
+        "payments", "retried", "handoff", "held", "listed:a", "listed:b",
+    ] {
         for suffix in [":permits", ":semaphore"] {
             let key = format!("lockgate:{{{name}}}{suffix}");
             assert!(!key_exists(&conn, &key).await, "{key} left behind");
@@ -291,6 +374,10 @@ async fn redlock_does_not_offer_semaphores() {
     let response = gw.http.get(gw.url("/semaphores/payments")).send().await;
     let (status, body) = status_json(response.expect("inspect")).await;
     assert_problem(status, &body, 501, "not-offered");
+    // Nothing to list: none can be held.
+    let response = gw.http.get(gw.url("/semaphores")).send().await;
+    let (status, body) = status_json(response.expect("list")).await;
+    assert_eq!((status, body), (200, json!({"semaphores": []})));
 }
 
 /// Expired permits are reclaimed by the next acquire, with nothing else running.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{Held, MemoryBackend, acked, announce};
+use super::{Held, MemoryBackend, acked};
 use crate::backend::fence::{fence_of, has_stem, token};
 use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::shared::SHARED_MARKER;
@@ -90,7 +90,7 @@ impl MemoryBackend {
         );
         state.note_write(now);
         drop(state);
-        announce(&self.granted, name);
+        self.announce_grant(name);
         if new_head {
             self.announce_head(name);
         }

@@ -9,6 +9,8 @@
 //! advance it. There are no replicas: a request for replica acknowledgement gets 0.
 //!
 
+use crate::backend::{GrantedNames, SemaphorePage};
+
 mod grants;
 mod lock;
 mod multi;
@@ -20,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::fence::{Marks, fence_of, next_fence};
@@ -45,11 +47,26 @@ pub struct MemoryBackend {
     watched: Feeds,
     /// Grant announcements, for names somebody watches.
     granted: Feeds,
+    /// Every grant's name, for those who watch a prefix.
+    granted_names: GrantedNamesSender,
     /// Permits given back, for semaphores somebody waits for.
     permits_freed: Feeds,
     /// A fair queue's head changed, for names somebody waits for fairly.
     heads: Feeds,
 }
+
+/// Every grant's name as it is made (see [`MemoryBackend::announce_grant`]).
+#[derive(Debug)]
+struct GrantedNamesSender(broadcast::Sender<Arc<str>>);
+
+impl Default for GrantedNamesSender {
+    fn default() -> Self {
+        Self(broadcast::channel(GRANTED_NAMES_BACKLOG).0)
+    }
+}
+
+/// Grants kept for a slow watcher of a prefix, which then looks at the store again.
+const GRANTED_NAMES_BACKLOG: usize = 1024;
 
 /// Announcement feeds by name.
 type Feeds = Arc<Mutex<HashMap<String, watch::Sender<()>>>>;
@@ -119,6 +136,13 @@ impl MemoryBackend {
 
     fn announce_release(&self, name: &str) {
         announce(&self.watched, name);
+    }
+
+    /// Tells the watchers of `name`, and of every prefix of it, that it was granted.
+    fn announce_grant(&self, name: &str) {
+        announce(&self.granted, name);
+        // Nobody watching a prefix right now is not an error.
+        let _ = self.granted_names.0.send(Arc::from(name));
     }
 }
 
@@ -317,12 +341,58 @@ impl LeaseStore for MemoryBackend {
         Ok(ListPage { locks, next })
     }
 
+    /// Pages in name order; the cursor is the last name listed.
+    async fn list_semaphores(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<SemaphorePage, BackendError> {
+        let after = cursor.after.as_deref().unwrap_or("");
+        let mut names: Vec<String> = self
+            .state()
+            .semaphores
+            .keys()
+            .filter(|name| name.starts_with(prefix) && name.as_str() > after)
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        let mut semaphores = Vec::new();
+        let mut more = false;
+        for name in names {
+            let permits = self.grant_views(GrantsOf::Permits, &name);
+            if permits.permits.is_empty() {
+                continue;
+            }
+            if semaphores.len() == limit {
+                more = true;
+                break;
+            }
+            semaphores.push((name, permits));
+        }
+        let next = more.then(|| ListCursor {
+            after: semaphores.last().map(|(name, _)| name.clone()),
+            ..ListCursor::default()
+        });
+        Ok(SemaphorePage { semaphores, next })
+    }
+
     async fn ping(&self) -> Result<(), BackendError> {
         Ok(())
     }
 
     async fn watch_grants(&self, name: &str) -> ReleaseFeed {
         feed(&self.granted, name)
+    }
+
+    async fn watch_grants_under(&self, prefix: &str) -> GrantedNames {
+        let prefix = prefix.to_owned();
+        // Nothing is ever missed in one process but by a reader that fell behind.
+        GrantedNames::new(
+            self.granted_names.0.subscribe(),
+            ReleaseFeed::silent(),
+            move |name| name.starts_with(&prefix).then(|| name.to_owned()),
+        )
     }
 
     async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {

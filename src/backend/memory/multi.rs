@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{Held, MemoryBackend, acked, announce};
+use super::{Held, MemoryBackend, acked};
 use crate::backend::fence::{fence_of, has_stem, token};
 use crate::backend::{AcquireOutcome, BackendError, Claim, Lease, ReleaseOutcome, RenewOutcome};
 use crate::backend::{GrantAttempt, RenewAttempt};
@@ -68,7 +68,7 @@ impl MemoryBackend {
         state.note_write(now);
         drop(state);
         for name in names {
-            announce(&self.granted, name);
+            self.announce_grant(name);
         }
         Ok(AcquireOutcome::Granted(Lease {
             fence,

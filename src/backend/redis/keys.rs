@@ -3,6 +3,9 @@
 
 use super::cluster::with_slot_tag;
 
+/// What the channel of a name's grant announcements adds to its lock key.
+pub(super) const ACQUIRED: &str = ":acquired";
+
 /// Where fence counters are: one per server, or one per hash slot (Cluster).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Counters {
@@ -143,7 +146,7 @@ impl<'a> LockKeys<'a> {
     /// The channel on which grants of the name are announced (by the acquire script, which
     /// derives it from the lock key: keep the two in step).
     pub(super) fn acquired_channel(&self) -> String {
-        format!("{}{{{}}}:acquired", self.prefix, self.name)
+        format!("{}{{{}}}{ACQUIRED}", self.prefix, self.name)
     }
 
     /// The lock key as a string (for the subscriptions of waiters).

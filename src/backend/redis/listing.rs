@@ -9,8 +9,10 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use super::errors::classify;
 use super::send::Request;
 use super::{Commands, RedisBackend, Waits};
-use crate::backend::listing::{SCAN_COUNT, Walk, kept, match_pattern, name_of_key};
-use crate::backend::{BackendError, Inspection, LeaseStore};
+use crate::backend::listing::{
+    PERMITS_SUFFIX, SCAN_COUNT, Walk, kept, match_pattern, name_of_key, semaphore_of_key,
+};
+use crate::backend::{BackendError, GrantsOf, Inspection, LeaseStore, Permits};
 use crate::telemetry::metrics::RedisCall;
 
 /// A `SCAN` reply: the next cursor and the keys of this step.
@@ -72,6 +74,8 @@ impl RedisBackend {
 }
 
 impl Walk for RedisBackend {
+    type Found = Inspection;
+
     async fn scan(
         &self,
         node: usize,
@@ -98,5 +102,55 @@ impl Walk for RedisBackend {
         // Concurrently: the inspections travel pipelined on the command connection.
         let looks = join_all(names.iter().map(|name| self.inspect(name))).await;
         kept(names, looks, Some)
+    }
+}
+
+/// The semaphores of a Redis backend, walked by their permits' keys.
+pub(super) struct SemaphoreWalk<'a>(pub(super) &'a RedisBackend);
+
+impl Walk for SemaphoreWalk<'_> {
+    type Found = Permits;
+
+    async fn scan(
+        &self,
+        node: usize,
+        cursor: u64,
+        prefix: &str,
+    ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+        let backend = self.0;
+        let pattern = format!(
+            "{}{PERMITS_SUFFIX}",
+            match_pattern(&backend.key_prefix, prefix)
+        );
+        let Some((next, keys)) = backend.scan_step(node, cursor, &pattern).await? else {
+            return Ok(None);
+        };
+        let names = keys
+            .iter()
+            .filter_map(|key| semaphore_of_key(&backend.key_prefix, key))
+            .map(str::to_owned)
+            .collect();
+        Ok(Some((next, names)))
+    }
+
+    async fn look(
+        &self,
+        _node: usize,
+        names: Vec<String>,
+    ) -> Result<Vec<(String, Permits)>, BackendError> {
+        let looks = join_all(
+            names
+                .iter()
+                .map(|name| self.0.inspect_grants(GrantsOf::Permits, name)),
+        )
+        .await;
+        let mut held = Vec::with_capacity(names.len());
+        for (name, look) in names.into_iter().zip(looks) {
+            let permits = look?;
+            if !permits.permits.is_empty() {
+                held.push((name, permits));
+            }
+        }
+        Ok(held)
     }
 }

@@ -29,6 +29,10 @@
 //!   master, it reconnects with backoff, subscribes to every name still wanted, and bumps every
 //!   feed, because releases during the outage went unseen.
 //!
+//! Besides channels, it subscribes to **patterns** (`PSUBSCRIBE`) for those who watch a whole
+//! name prefix ([`Notifier::watch_pattern`]): each message's channel is passed on to them, so
+//! that they learn which name it was about.
+//!
 //! The task starts with the first watcher, so a gateway whose clients never wait never opens
 //! the connection; and it closes the connection once nothing has been watched for
 //! `--pubsub-linger` (30 s by default), opening it again for the next waiter. A fleet of
@@ -48,7 +52,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::PubSubSink;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::errors::classify_connect;
 use super::source::NodeSource;
@@ -68,6 +72,11 @@ const RELEASED: &str = ":released";
 /// Starts the feed key of a channel subscribed as it is (see [`Notifier::watch_channel`]),
 /// whatever the mode. Lock keys cannot contain it.
 const RAW: char = '\0';
+/// Starts the feed key of a pattern, subscribed with PSUBSCRIBE (see
+/// [`Notifier::watch_pattern`]). Lock keys cannot contain it.
+const PATTERN: char = '\u{1}';
+/// Channels of a pattern's messages kept for a slow reader, which then learns it missed some.
+const PATTERN_BACKLOG: usize = 1024;
 
 #[derive(Debug)]
 pub struct Notifier {
@@ -103,6 +112,9 @@ struct Shared {
 struct Feed {
     tx: watch::Sender<()>,
     watchers: usize,
+    /// A pattern's: the channel of each of its messages (its `tx` changes only when messages
+    /// may have gone unseen: a reconnect).
+    channels: Option<broadcast::Sender<Arc<str>>>,
 }
 
 #[derive(Debug)]
@@ -121,7 +133,7 @@ enum Mode {
 
 impl Mode {
     fn channel(&self, key: &str) -> String {
-        if let Some(channel) = key.strip_prefix(RAW) {
+        if let Some(channel) = key.strip_prefix(RAW).or_else(|| key.strip_prefix(PATTERN)) {
             return channel.to_owned();
         }
         match self {
@@ -177,6 +189,18 @@ impl Shared {
         }
     }
 
+    /// Passes the channel of a message of the pattern `key` on.
+    fn tell(&self, key: &str, channel: &str) {
+        if let Some(Feed {
+            channels: Some(channels),
+            ..
+        }) = self.feeds().get(key)
+        {
+            // Nobody reading right now is not an error.
+            let _ = channels.send(Arc::from(channel));
+        }
+    }
+
     fn bump_all(&self) {
         for feed in self.feeds().values() {
             feed.tx.send_replace(());
@@ -225,18 +249,41 @@ impl Notifier {
         self.watch(format!("{RAW}{channel}")).await
     }
 
+    /// The channels of the messages on every channel matching the glob `pattern`, as they come,
+    /// and a feed that changes when some may have gone unseen (the connection was lost);
+    /// returned as [`Notifier::watch`] returns.
+    pub async fn watch_pattern(
+        &self,
+        pattern: &str,
+    ) -> (ReleaseFeed, broadcast::Receiver<Arc<str>>) {
+        let (feed, channels) = self.subscribe(format!("{PATTERN}{pattern}")).await;
+        let channels = channels.unwrap_or_else(|| broadcast::channel(1).1);
+        (feed, channels)
+    }
+
     /// A feed of releases of the lock `key`, returned once Redis confirmed the subscription (or
     /// the timeout passed: the subscription then happens when the connection is back).
     pub async fn watch(&self, key: String) -> ReleaseFeed {
+        self.subscribe(key).await.0
+    }
+
+    /// The feed of `key` (a lock key, a raw channel or a pattern), and a pattern's channels.
+    async fn subscribe(&self, key: String) -> (ReleaseFeed, Option<broadcast::Receiver<Arc<str>>>) {
         self.start();
-        let receiver = {
+        let (receiver, channels) = {
             let mut feeds = self.shared.feeds();
             let feed = feeds.entry(key.clone()).or_insert_with(|| Feed {
                 tx: watch::channel(()).0,
                 watchers: 0,
+                channels: key
+                    .starts_with(PATTERN)
+                    .then(|| broadcast::channel(PATTERN_BACKLOG).0),
             });
             feed.watchers += 1;
-            feed.tx.subscribe()
+            (
+                feed.tx.subscribe(),
+                feed.channels.as_ref().map(broadcast::Sender::subscribe),
+            )
         };
         // Armed before the confirmation is awaited: a caller that goes away meanwhile still
         // gives its place back.
@@ -259,7 +306,7 @@ impl Notifier {
                 "release subscription not confirmed; waiters fall back to the holder's ttl"
             );
         }
-        ReleaseFeed::new(receiver, unwatch)
+        (ReleaseFeed::new(receiver, unwatch), channels)
     }
 
     fn start(&self) {
@@ -344,13 +391,8 @@ impl Connection {
                 .keyspace
                 .store(matches!(mode, Mode::Keyspace(_)), Ordering::Relaxed);
             let (mut sink, mut stream) = pubsub.split();
-            let wanted: Vec<String> = self
-                .shared
-                .feeds()
-                .keys()
-                .map(|key| mode.channel(key))
-                .collect();
-            if subscribe_all(&mut sink, &wanted).await.is_err() {
+            let wanted: Vec<String> = self.shared.feeds().keys().cloned().collect();
+            if subscribe_all(&mut sink, &mode, &wanted).await.is_err() {
                 continue;
             }
             if !first {
@@ -389,6 +431,12 @@ impl Connection {
                         Some(message) => {
                             let payload = message.get_payload_bytes();
                             let channel = message.get_channel_name();
+                            if message.from_pattern() {
+                                if let Ok(pattern) = message.get_pattern::<String>() {
+                                    self.shared.tell(&format!("{PATTERN}{pattern}"), channel);
+                                }
+                                continue;
+                            }
                             match mode.released_key(channel, payload) {
                                 Some(key) => self.shared.bump(key),
                                 None => self.shared.bump(&format!("{RAW}{channel}")),
@@ -459,9 +507,20 @@ async fn master_moved(moves: &mut Option<watch::Receiver<u64>>) -> Option<()> {
     }
 }
 
-async fn subscribe_all(sink: &mut PubSubSink, channels: &[String]) -> redis::RedisResult<()> {
+/// Subscribes to the channel or pattern of every key of `keys`.
+async fn subscribe_all(
+    sink: &mut PubSubSink,
+    mode: &Mode,
+    keys: &[String],
+) -> redis::RedisResult<()> {
+    let (patterns, channels): (Vec<&String>, Vec<&String>) =
+        keys.iter().partition(|key| key.starts_with(PATTERN));
+    let channels: Vec<String> = channels.into_iter().map(|key| mode.channel(key)).collect();
     for chunk in channels.chunks(BATCH) {
         sink.subscribe(chunk).await?;
+    }
+    for pattern in patterns {
+        sink.psubscribe(mode.channel(pattern)).await?;
     }
     Ok(())
 }
@@ -480,13 +539,23 @@ async fn execute(
     let mut next = Some(first);
     while let Some(command) = next.take() {
         match command {
+            Command::Subscribe(key, confirmed) if key.starts_with(PATTERN) => {
+                flush(sink, shared, &mut channels, &mut confirmations).await?;
+                sink.psubscribe(mode.channel(&key)).await?;
+                confirmations.push((key, confirmed));
+                confirm(shared, &mut confirmations);
+            }
             Command::Subscribe(key, confirmed) => {
                 channels.push(mode.channel(&key));
                 confirmations.push((key, confirmed));
             }
             Command::Unsubscribe(key) => {
                 flush(sink, shared, &mut channels, &mut confirmations).await?;
-                sink.unsubscribe(mode.channel(&key)).await?;
+                if key.starts_with(PATTERN) {
+                    sink.punsubscribe(mode.channel(&key)).await?;
+                } else {
+                    sink.unsubscribe(mode.channel(&key)).await?;
+                }
             }
         }
         if channels.len() >= BATCH {
@@ -508,6 +577,12 @@ async fn flush(
     }
     sink.subscribe(channels.as_slice()).await?;
     channels.clear();
+    confirm(shared, confirmations);
+    Ok(())
+}
+
+/// Tells those who asked for `confirmations` that their subscriptions are in place.
+fn confirm(shared: &Shared, confirmations: &mut Vec<(String, oneshot::Sender<()>)>) {
     for (key, confirmed) in confirmations.drain(..) {
         // Whoever asked stopped waiting for the confirmation (the connection was slow) and
         // went on without it: what was announced before now went unseen, so look again.
@@ -515,7 +590,6 @@ async fn flush(
             shared.bump(&key);
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

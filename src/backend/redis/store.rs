@@ -7,17 +7,19 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::RedisBackend;
+use super::keys::ACQUIRED;
+use super::listing::SemaphoreWalk;
 use super::replies::pttl;
 use super::scripts::{INSPECT, REVOKE};
 use super::send::evalsha;
 use crate::backend::fence::fence_of;
-use crate::backend::listing;
+use crate::backend::listing::{self, match_pattern, name_of_key};
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, Holder, Inspection, LeaseStore, Leased,
     ListCursor, ListPage, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewAttempt,
     RenewOutcome,
 };
-use crate::backend::{GrantsOf, lease_operations_by_kind};
+use crate::backend::{GrantedNames, GrantsOf, SemaphorePage, lease_operations_by_kind};
 use crate::telemetry::metrics::RedisCall;
 
 impl LeaseStore for RedisBackend {
@@ -93,6 +95,19 @@ impl LeaseStore for RedisBackend {
             .await
     }
 
+    /// One pattern subscription over the grant channels of the prefix's names.
+    async fn watch_grants_under(&self, prefix: &str) -> GrantedNames {
+        let pattern = format!("{}{ACQUIRED}", match_pattern(&self.key_prefix, prefix));
+        let (missed, announcements) = self.notifier.watch_pattern(&pattern).await;
+        let key_prefix = self.key_prefix.clone();
+        let prefix = prefix.to_owned();
+        GrantedNames::new(announcements, missed, move |channel| {
+            let key = channel.strip_suffix(ACQUIRED)?;
+            let name = name_of_key(&key_prefix, key.as_bytes())?;
+            name.starts_with(&prefix).then(|| name.to_owned())
+        })
+    }
+
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let keys = self.keys(name);
         let call = evalsha(
@@ -152,6 +167,15 @@ impl LeaseStore for RedisBackend {
         limit: usize,
     ) -> Result<ListPage, BackendError> {
         listing::page(self, prefix, cursor, limit).await
+    }
+
+    async fn list_semaphores(
+        &self,
+        prefix: &str,
+        cursor: ListCursor,
+        limit: usize,
+    ) -> Result<SemaphorePage, BackendError> {
+        listing::semaphore_page(&SemaphoreWalk(self), prefix, cursor, limit).await
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

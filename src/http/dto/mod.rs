@@ -12,7 +12,7 @@ mod semaphore;
 pub use info::{LockInfoBody, LockListBody};
 pub use lease::{LockGrantBody, LockHoldsBody, LockRenewalBody};
 pub use multi::MultiAcquireBody;
-pub use semaphore::{PermitBody, SemaphoreAcquireBody, SemaphoreInfoBody};
+pub use semaphore::{PermitBody, SemaphoreAcquireBody, SemaphoreInfoBody, SemaphoreListBody};
 
 use std::time::{Duration, SystemTime};
 

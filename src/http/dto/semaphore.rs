@@ -109,3 +109,14 @@ impl SemaphoreInfoBody {
         }
     }
 }
+
+/// A page of semaphores with permits held (`GET /semaphores`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SemaphoreListBody {
+    /// Semaphores with at least one permit held, as `GET /semaphores/{name}` shows each.
+    pub semaphores: Vec<SemaphoreInfoBody>,
+    /// Pass as `cursor` for the next page of the same listing (same `prefix`, same API key);
+    /// absent when the listing is complete. Opaque: it says nothing about names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}

@@ -132,6 +132,11 @@ impl Gate {
         }
     }
 
+    /// Whether requests must present an API key.
+    pub fn checks_keys(&self) -> bool {
+        self.keys.is_some()
+    }
+
     /// Requests being handled now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
@@ -217,7 +222,7 @@ where
         // Probes and scrapes come every few seconds from machines, not callers: no spans.
         let probe = matches!(
             operation,
-            Operation::Healthz | Operation::Readyz | Operation::Metrics
+            Operation::Healthz | Operation::Readyz | Operation::Metrics | Operation::Console
         );
         let traced = gate.tracing.as_ref().filter(|_| !probe);
         let mut span = traced.map(|tracing| {

@@ -1,4 +1,5 @@
-//! `GET /locks/{name}/events`: what happens to a lock, as Server-Sent Events or NDJSON.
+//! `GET /locks/{name}/events` and `GET /locks/events?prefix=`: what happens to a lock, or to
+//! every lock under a prefix, as Server-Sent Events or NDJSON.
 
 use crate::http::problem::ProblemKind;
 use crate::http::routes::Route;
@@ -6,11 +7,12 @@ use crate::operation::Operation;
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::Response;
-use futures_util::stream::{self, Stream};
+use futures_util::stream::{self, Stream, StreamExt};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -18,9 +20,10 @@ use utoipa::ToSchema;
 use super::hold::NDJSON;
 use super::params::LockNameParam;
 use crate::http::AppState;
-use crate::http::extract::LockPath;
+use crate::http::extract::{Caller, LockPath};
 use crate::http::problem::ApiError;
-use crate::lock::events::{Held, LockEvent, Watcher};
+use crate::lock::events::{Held, LockEvent};
+use crate::lock::prefix_events::{PrefixEvent, PrefixWatcher};
 use crate::lock::{LockName, millis};
 
 /// Server-Sent Events.
@@ -33,12 +36,14 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// lock as it is; `held` false when free) and `acquired` have what inspect shows (`fence`,
 /// `ttl_ms`, `expires_at`, `acquired_at`, `owner`, `metadata`); `released`, `expired` and
 /// `revoked` have the `fence` of the grant that ended; `keep-alive` (NDJSON only; SSE sends a
-/// comment) has nothing.
+/// comment) has nothing but `name` (the watched name or prefix). A prefix stream's last event
+/// may be `overflow`: no watcher slot was left to follow `name` (see `--max-watchers`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LockEventBody {
     /// `state`, `acquired`, `released` (its holder released it), `expired` (its lease ran
-    /// out), `revoked` (an operator revoked it) or `keep-alive`.
-    #[schema(pattern = "^(state|acquired|released|expired|revoked|keep-alive)$")]
+    /// out), `revoked` (an operator revoked it), `keep-alive`, or (last of a prefix stream)
+    /// `overflow`.
+    #[schema(pattern = "^(state|acquired|released|expired|revoked|keep-alive|overflow)$")]
     pub event: &'static str,
     pub name: String,
     /// `state`: whether the lock is held.
@@ -64,10 +69,10 @@ pub struct LockEventBody {
 }
 
 impl LockEventBody {
-    fn new(name: &LockName, event: &'static str) -> Self {
+    fn new(name: &str, event: &'static str) -> Self {
         Self {
             event,
-            name: name.to_string(),
+            name: name.to_owned(),
             held: None,
             fence: None,
             ttl_ms: None,
@@ -90,7 +95,7 @@ impl LockEventBody {
         self
     }
 
-    fn of(name: &LockName, event: LockEvent) -> Self {
+    fn of(name: &str, event: LockEvent) -> Self {
         match event {
             LockEvent::State(None) => Self {
                 held: Some(false),
@@ -156,49 +161,166 @@ pub async fn watch_lock(
     LockPath(name): LockPath,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let ndjson = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .any(|value| value.to_str().is_ok_and(|v| v.contains(NDJSON)));
     let watcher = app.service.watch(&name).await?;
-    let shutdown = app.service.shutdown_token();
-    let events = event_stream(watcher, name, ndjson, shutdown);
-    let mut response = Response::new(Body::from_stream(events));
-    let headers = response.headers_mut();
-    let content_type = if ndjson { NDJSON } else { SSE };
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    // Tell buffering proxies (nginx) to pass each event on as it comes.
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    let events = stream::unfold((watcher, name.clone()), |(mut watcher, name)| async move {
+        let event = watcher.next().await?;
+        Some((LockEventBody::of(name.as_str(), event), (watcher, name)))
+    });
+    Ok(event_response(
+        events,
+        name.to_string(),
+        wants_ndjson(&headers),
+        &app,
+    ))
 }
 
-fn event_stream(
-    watcher: Watcher,
-    name: LockName,
+/// The query of `GET /locks/events`.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Documentation only: the handler reads the query with `prefix_of`.
+pub struct PrefixParams {
+    /// Every lock whose name starts with this (from the name alphabet). Default: every lock.
+    #[param(
+        pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$",
+        example = "orders:"
+    )]
+    prefix: Option<String>,
+}
+
+/// The route of [`watch_prefix`].
+const WATCH_PREFIX: Route = Route::new(
+    Operation::Watch,
+    &[&[
+        ProblemKind::InvalidRequest,
+        ProblemKind::Forbidden,
+        ProblemKind::TooManyWatchers,
+        ProblemKind::BackendUnavailable,
+        ProblemKind::ShuttingDown,
+    ]],
+);
+
+/// Watch every lock under a prefix.
+///
+/// What happens to every lock whose name starts with `prefix`, as `GET /locks/{name}/events`
+/// tells it for one: first a `state` event for each lock held now, then `acquired`,
+/// `released`, `expired` and `revoked` as they happen, in order for each name. Server-Sent
+/// Events by default, NDJSON with `Accept: application/x-ndjson`; a keep-alive every 15 s.
+/// With API keys, the key must be allowed to inspect every name under the prefix (its scope
+/// must cover the prefix), else 403. Each lock followed takes a watcher slot
+/// (`--max-watchers`); when none is left the stream ends with an `overflow` event. Costs the
+/// store one pattern subscription while it is open, and one look per change. The lock named
+/// `events` cannot be reached at `/locks/events`, which is this stream.
+#[utoipa::path(
+    get,
+    path = "/locks/events",
+    tag = "locks",
+    operation_id = "watch_prefix",
+    extensions(("x-lockgate-route" = json!(WATCH_PREFIX))),
+    params(PrefixParams),
+    responses(
+        (status = 200, description = "The events, one `LockEvent` each: SSE `event:`/`data:` pairs, or NDJSON lines.",
+            content(
+                (LockEventBody = "text/event-stream"),
+                (LockEventBody = "application/x-ndjson"),
+            )),
+    )
+)]
+pub async fn watch_prefix(
+    State(app): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let prefix = prefix_of(uri.query())?;
+    if let Some(Extension(Caller(key))) = &caller
+        && !key.allows(Operation::Inspect, Some(&prefix))
+    {
+        return Err(ApiError::Forbidden);
+    }
+    let watcher = app.service.watch_prefix(prefix.clone()).await?;
+    let events = stream::unfold(Some(watcher), |watcher: Option<PrefixWatcher>| async move {
+        let mut watcher = watcher?;
+        match watcher.next().await? {
+            PrefixEvent::Lock(name, event) => {
+                Some((LockEventBody::of(name.as_str(), event), Some(watcher)))
+            }
+            // The last event: the stream ends after it.
+            PrefixEvent::Overflow(name) => {
+                Some((LockEventBody::new(name.as_str(), "overflow"), None))
+            }
+        }
+    });
+    Ok(event_response(events, prefix, wants_ndjson(&headers), &app))
+}
+
+/// The `prefix` of a prefix stream's query: empty (every lock) or the start of a lock name.
+fn prefix_of(query: Option<&str>) -> Result<String, ApiError> {
+    let mut prefix = String::new();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match &*key {
+            "prefix" if value.is_empty() => prefix.clear(),
+            "prefix" => {
+                LockName::parse(&value).map_err(|_| {
+                    ApiError::body(
+                        Some("prefix".into()),
+                        "prefix: must be the start of a lock name: letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
+                    )
+                })?;
+                prefix = value.into_owned();
+            }
+            _ => {
+                return Err(ApiError::body(
+                    None,
+                    "unknown query parameter (expected prefix)",
+                ));
+            }
+        }
+    }
+    Ok(prefix)
+}
+
+/// Whether the client asked for NDJSON rather than SSE.
+fn wants_ndjson(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|value| value.to_str().is_ok_and(|v| v.contains(NDJSON)))
+}
+
+/// The streamed answer of a watch: `events` encoded, a keep-alive (naming `watched`) when idle,
+/// ended by a shutdown.
+fn event_response(
+    events: impl Stream<Item = LockEventBody> + Send + 'static,
+    watched: String,
     ndjson: bool,
-    shutdown: tokio_util::sync::CancellationToken,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-    stream::unfold(
-        (watcher, name, shutdown),
-        move |(mut watcher, name, shutdown)| async move {
+    app: &AppState,
+) -> Response {
+    let shutdown = app.service.shutdown_token();
+    let bytes = stream::unfold(
+        (Box::pin(events), watched, shutdown),
+        move |(mut events, watched, shutdown)| async move {
             let bytes = tokio::select! {
-                event = watcher.next() => {
-                    let event = event?;
-                    encode(&LockEventBody::of(&name, event), ndjson)
-                }
+                event = events.next() => encode(&event?, ndjson),
                 () = tokio::time::sleep(KEEP_ALIVE) => {
                     if ndjson {
-                        encode(&LockEventBody::new(&name, "keep-alive"), true)
+                        encode(&LockEventBody::new(&watched, "keep-alive"), true)
                     } else {
                         Bytes::from_static(b": keep-alive\n\n")
                     }
                 }
                 () = shutdown.cancelled() => return None,
             };
-            Some((Ok(bytes), (watcher, name, shutdown)))
+            Some((Ok::<_, Infallible>(bytes), (events, watched, shutdown)))
         },
-    )
+    );
+    let mut response = Response::new(Body::from_stream(bytes));
+    let headers = response.headers_mut();
+    let content_type = if ndjson { NDJSON } else { SSE };
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // Tell buffering proxies (nginx) to pass each event on as it comes.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
 }
 
 /// One SSE event (`event:` and `data:` lines) or one NDJSON line.

@@ -122,11 +122,17 @@ pub struct IndexLinks {
     pub hold: &'static str,
     /// A lock's events (`acquired`, `released`, `expired`, `revoked`), SSE or NDJSON.
     pub events: &'static str,
+    /// The same events for every lock under a name prefix.
+    pub prefix_events: &'static str,
     /// A multi-lock: `POST /locks` with `names` takes them all; renew, release and inspect
     /// the set at `/locks?name=a&name=b`.
     pub lock_set: &'static str,
     /// A counting semaphore: the same operations as a lock, plus `permits`.
     pub semaphore: &'static str,
+    /// Semaphores with permits held, listed by name prefix.
+    pub semaphores: &'static str,
+    /// The operator's console, in a browser (404 with `--console=false`).
+    pub console: &'static str,
     /// Liveness.
     pub healthz: &'static str,
     /// Readiness.
@@ -163,8 +169,11 @@ pub async fn index(State(app): State<AppState>) -> Json<IndexBody> {
             locks: "/locks?prefix=",
             hold: "/locks/{name}/hold",
             events: "/locks/{name}/events",
+            prefix_events: "/locks/events?prefix=",
             lock_set: "/locks?name={name}&name={name}",
             semaphore: "/semaphores/{name}",
+            semaphores: "/semaphores?prefix=",
+            console: "/ui",
             healthz: "/healthz",
             readyz: "/readyz",
             metrics: "/metrics",

@@ -1,5 +1,6 @@
 //! `GET /locks`: held locks under a name prefix, a page at a time; or, with `name`
 //! parameters, those of the named locks that are held (a multi-lock's `Location`).
+//! `GET /semaphores`: semaphores with permits held under a name prefix, the same way.
 
 use crate::http::problem::ProblemKind;
 use crate::http::routes::Route;
@@ -7,9 +8,11 @@ use crate::operation::Operation;
 use axum::Extension;
 use axum::extract::State;
 use axum::http::Uri;
+use std::sync::Arc;
 
+use crate::access::ApiKey;
 use crate::http::AppState;
-use crate::http::dto::{LockInfoBody, LockListBody};
+use crate::http::dto::{LockInfoBody, LockListBody, SemaphoreInfoBody, SemaphoreListBody};
 use crate::http::extract::Caller;
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
@@ -156,23 +159,132 @@ pub async fn list_locks(
     if !query.names.is_empty() {
         return named_locks(&app, caller.as_ref(), query.names).await;
     }
-    let key = caller.as_ref().map(|Extension(Caller(key))| key);
-    // What the caller may see under the prefix, and nothing else, is walked: a page's locks,
-    // whether it is full and its cursor then tell nothing of names outside the key's scope.
-    let prefixes: Vec<String> = match key {
-        None => vec![query.prefix.clone()],
-        Some(key) => key
-            .prefixes_within(Operation::Inspect, &query.prefix)
+    let Some(walk) = PrefixWalk::of(&app, caller.as_ref(), &query)? else {
+        // Nothing the key may see is under the prefix: an empty page, whatever the store
+        // holds there, without looking.
+        return Ok(Json(LockListBody {
+            locks: Vec::new(),
+            next_cursor: None,
+        }));
+    };
+    let (locks, next) = app
+        .service
+        .list_prefixes(&walk.prefixes, walk.position.clone(), query.limit)
+        .await?;
+    Ok(Json(LockListBody {
+        locks: locks
             .into_iter()
-            // A key prefix outside the name alphabet covers no name; it never reaches SCAN.
-            .filter(|p| p.is_empty() || LockName::parse(p).is_ok())
+            .filter(|(name, _)| walk.visible(name))
+            .map(|(name, state)| LockInfoBody::new(&name, state))
             .collect(),
+        next_cursor: next.map(|position| walk.seal(&app, &position)),
+    }))
+}
+
+/// The route of [`list_semaphores`].
+const LIST_SEMAPHORES: Route = Route::new(
+    Operation::List,
+    &[&[ProblemKind::InvalidRequest, ProblemKind::BackendUnavailable]],
+);
+
+/// The query of `GET /semaphores`.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Documentation only: the handler reads the query with `ListQuery::parse`.
+pub struct SemaphoreListParams {
+    /// Only semaphores whose names start with this (from the name alphabet). Default: all.
+    #[param(pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$", example = "pools:")]
+    prefix: Option<String>,
+    /// Most semaphores in one page, 1 to 1000. Default 100.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u64>,
+    /// The `next_cursor` of the previous page; absent for the first page.
+    cursor: Option<String>,
+}
+
+/// List semaphores with permits held.
+///
+/// Semaphores whose names start with `prefix` and that have at least one permit held, with
+/// what `GET /semaphores/{name}` shows of each (never a token), a page at a time, as
+/// `GET /locks` lists locks: follow `next_cursor` until a page has none; with API keys, only
+/// the names the key may inspect. Costs a walk of Redis's keyspace (`SCAN`). Always empty
+/// on Redlock, which keeps no semaphores.
+#[utoipa::path(
+    get,
+    path = "/semaphores",
+    tag = "semaphores",
+    operation_id = "list_semaphores",
+    extensions(("x-lockgate-route" = json!(LIST_SEMAPHORES))),
+    params(SemaphoreListParams),
+    responses(
+        (status = 200, description = "A page of semaphores with permits held.", body = SemaphoreListBody),
+    )
+)]
+pub async fn list_semaphores(
+    State(app): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+) -> Result<Json<SemaphoreListBody>, ApiError> {
+    let query = ListQuery::parse(uri.query())?;
+    if !query.names.is_empty() {
+        return Err(ApiError::body(
+            None,
+            "unknown query parameter (expected prefix, limit and cursor)",
+        ));
+    }
+    let Some(walk) = PrefixWalk::of(&app, caller.as_ref(), &query)? else {
+        return Ok(Json(SemaphoreListBody {
+            semaphores: Vec::new(),
+            next_cursor: None,
+        }));
     };
-    let scope = CursorScope {
-        key: key.map_or("", |key| key.name.as_str()),
-        prefix: &query.prefix,
-    };
-    let position = match &query.cursor {
+    let (semaphores, next) = app
+        .service
+        .list_semaphores(&walk.prefixes, walk.position.clone(), query.limit)
+        .await?;
+    Ok(Json(SemaphoreListBody {
+        semaphores: semaphores
+            .into_iter()
+            .filter(|(name, _)| walk.visible(name))
+            .map(|(name, state)| SemaphoreInfoBody::new(&name, state))
+            .collect(),
+        next_cursor: next.map(|position| walk.seal(&app, &position)),
+    }))
+}
+
+/// What a listing of a prefix walks for its caller: the prefixes its key may see under the
+/// one asked for, and where to start.
+struct PrefixWalk<'a> {
+    key: Option<&'a Arc<ApiKey>>,
+    prefix: &'a str,
+    prefixes: Vec<String>,
+    position: ListPosition,
+}
+
+impl<'a> PrefixWalk<'a> {
+    /// `None` when the key may see nothing under the prefix.
+    fn of(
+        app: &AppState,
+        caller: Option<&'a Extension<Caller>>,
+        query: &'a ListQuery,
+    ) -> Result<Option<Self>, ApiError> {
+        let key = caller.map(|Extension(Caller(key))| key);
+        // What the caller may see under the prefix, and nothing else, is walked: a page's locks,
+        // whether it is full and its cursor then tell nothing of names outside the key's scope.
+        let prefixes: Vec<String> = match key {
+            None => vec![query.prefix.clone()],
+            Some(key) => key
+                .prefixes_within(Operation::Inspect, &query.prefix)
+                .into_iter()
+                // A key prefix outside the name alphabet covers no name; it never reaches SCAN.
+                .filter(|p| p.is_empty() || LockName::parse(p).is_ok())
+                .collect(),
+        };
+        let scope = CursorScope {
+            key: key.map_or("", |key| key.name.as_str()),
+            prefix: &query.prefix,
+        };
+        let position = match &query.cursor {
         None => ListPosition::default(),
         Some(text) => app
             .service
@@ -185,31 +297,32 @@ pub async fn list_locks(
                 )
             })?,
     };
-    if prefixes.is_empty() {
-        // Nothing the key may see is under the prefix: an empty page, whatever the store
-        // holds there, without looking.
-        return Ok(Json(LockListBody {
-            locks: Vec::new(),
-            next_cursor: None,
-        }));
+        if prefixes.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            key,
+            prefix: &query.prefix,
+            prefixes,
+            position,
+        }))
     }
-    let (locks, next) = app
-        .service
-        .list_prefixes(&prefixes, position, query.limit)
-        .await?;
-    let visible = |name: &LockName| {
-        caller.as_ref().is_none_or(|Extension(Caller(key))| {
-            key.allows(Operation::Inspect, Some(name.as_str()))
-        })
-    };
-    Ok(Json(LockListBody {
-        locks: locks
-            .into_iter()
-            .filter(|(name, _)| visible(name))
-            .map(|(name, state)| LockInfoBody::new(&name, state))
-            .collect(),
-        next_cursor: next.map(|position| app.service.seal_cursor(&position, scope)),
-    }))
+
+    /// Whether the key may see `name` (the walk can find names under a key prefix that a
+    /// narrower rule of the key leaves out).
+    fn visible(&self, name: &LockName) -> bool {
+        self.key
+            .is_none_or(|key| key.allows(Operation::Inspect, Some(name.as_str())))
+    }
+
+    /// `position` as the opaque cursor of this walk, for this key and prefix only.
+    fn seal(&self, app: &AppState, position: &ListPosition) -> String {
+        let scope = CursorScope {
+            key: self.key.map_or("", |key| key.name.as_str()),
+            prefix: self.prefix,
+        };
+        app.service.seal_cursor(position, scope)
+    }
 }
 
 /// Those of `names` that are held, in the order given (each once).

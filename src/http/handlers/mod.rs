@@ -2,6 +2,7 @@
 //! input with the extractors of `super::extract`, calls the service, and answers a DTO of
 //! `super::dto` or a problem document (`super::problem`).
 
+pub mod console;
 pub mod events;
 pub mod health;
 pub mod hold;

@@ -54,6 +54,7 @@ fn state() -> AppState {
         )),
         max_body_bytes: 4096,
         openapi_json: Bytes::new(),
+        console: true,
     })
 }
 

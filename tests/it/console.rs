@@ -1,0 +1,360 @@
+//! The operator's console (`/ui`) in a real browser (headless Chromium over WebDriver), against
+//! a gateway on Redis with API keys: a lock taken by a client shows within 1 s with its owner
+//! and fence, and goes within 1 s of its release; a waiter shows as waiting; a semaphore shows
+//! its permits in use; a key without `revoke` gets no revoke button, one with it does, and
+//! revoking from the page makes the holder's next renew 410. Values from locks are text: an
+//! owner and metadata made of markup render as themselves, run nothing, open no dialog and log
+//! no error. `LOCKGATE_CONSOLE_SCREENSHOT=path` saves the screenshot the README shows.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::browser::Browser;
+use crate::support::gateway::{Gateway, redis_config};
+use crate::support::redis::RedisServer;
+use crate::support::{status_json, token};
+
+const KEYS: &str = r#"[
+    {"name": "viewer", "key": "viewer-key-0123456789", "prefixes": ["app:"], "operations": ["inspect"]},
+    {"name": "operator", "key": "operator-key-0123456789", "prefixes": ["app:"], "operations": ["inspect", "revoke"]},
+    {"name": "worker", "key": "worker-key-0123456789", "prefixes": ["app:"]}
+]"#;
+const WORKER: &str = "worker-key-0123456789";
+
+/// How long the page may take to show a lock taken or released (the issue's bar).
+const SHOWN_WITHIN: Duration = Duration::from_secs(1);
+
+async fn acquire(gw: &Gateway, name: &str, body: Value) -> Value {
+    let response = gw
+        .http
+        .post(gw.url(&format!("/locks/{name}")))
+        .bearer_auth(WORKER)
+        .json(&body)
+        .send()
+        .await
+        .expect("acquire");
+    let (status, grant) = status_json(response).await;
+    assert_eq!(status, 201, "{grant}");
+    grant
+}
+
+async fn release(gw: &Gateway, name: &str, grant: &Value) {
+    let response = gw
+        .http
+        .delete(gw.url(&format!("/locks/{name}")))
+        .bearer_auth(WORKER)
+        .header("Lock-Token", token(grant))
+        .send()
+        .await
+        .expect("release");
+    assert_eq!(response.status(), 204);
+}
+
+/// Runs `script` every 25 ms until it returns something other than `null`; that, and how
+/// long it took. Fails after 10 s.
+async fn wait_for(browser: &Browser, what: &str, script: &str, args: Value) -> (Value, Duration) {
+    let started = Instant::now();
+    loop {
+        let value = browser.run(script, args.clone()).await;
+        if !value.is_null() {
+            return (value, started.elapsed());
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            let status = browser
+                .run(
+                    "return document.getElementById('status').textContent;",
+                    json!([]),
+                )
+                .await;
+            panic!("the page never showed {what} (its status: {status})");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A lock's row as the page shows it, or `null`.
+const ROW: &str = r#"
+    const row = Array.from(document.querySelectorAll('#locks tbody tr'))
+        .find((tr) => tr.dataset.name === arguments[0]);
+    if (!row) return null;
+    return {
+        owner: row.querySelector('.owner').textContent,
+        meta: row.querySelector('.meta').textContent,
+        fence: row.querySelector('.fence').textContent,
+        waiting: row.querySelector('.waiting-count').textContent,
+        revoke: row.querySelector('button.revoke') !== null,
+    };
+"#;
+
+/// `true` once the lock's row is gone, else `null`.
+const NO_ROW: &str = r#"
+    const found = Array.from(document.querySelectorAll('#locks tbody tr'))
+        .some((tr) => tr.dataset.name === arguments[0]);
+    return found ? null : true;
+"#;
+
+/// Watches `prefix` with `key`, and waits until the page says it is live.
+async fn watch(browser: &Browser, prefix: &str, key: &str) {
+    browser
+        .run(
+            "document.getElementById('prefix').value = arguments[0];
+             document.getElementById('key').value = arguments[1];
+             document.getElementById('watch').requestSubmit();",
+            json!([prefix, key]),
+        )
+        .await;
+    wait_for(
+        browser,
+        "that it is live",
+        "const s = document.getElementById('status');
+         return s.dataset.level === 'ok' && s.textContent.startsWith('Live') ? s.textContent : null;",
+        json!([]),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
+    let redis = RedisServer::start();
+    let mut cfg = redis_config(&redis.url());
+    cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
+    let gw = Gateway::start(cfg).await;
+    let browser = Browser::start(1280, 860).await;
+    browser.open(&gw.url("/ui")).await;
+    watch(&browser, "app:", "viewer-key-0123456789").await;
+
+    // Taken with a client: on the page within 1 s, owner and fence; gone within 1 s of release.
+    let sent = Instant::now();
+    let one = acquire(&gw, "app:one", json!({"owner": "alice", "ttl_ms": 30_000})).await;
+    let (row, _) = wait_for(&browser, "app:one", ROW, json!(["app:one"])).await;
+    let shown = sent.elapsed();
+    assert!(shown <= SHOWN_WITHIN, "app:one shown after {shown:?}");
+    assert_eq!(row["owner"], "alice");
+    assert_eq!(
+        row["fence"],
+        one["fence"].as_u64().expect("fence").to_string()
+    );
+    let released = Instant::now();
+    release(&gw, "app:one", &one).await;
+    wait_for(&browser, "app:one gone", NO_ROW, json!(["app:one"])).await;
+    let gone = released.elapsed();
+    assert!(
+        gone <= SHOWN_WITHIN,
+        "app:one still shown {gone:?} after release"
+    );
+
+    // A lock with a waiter, one more held, and a semaphore with two of three permits.
+    let busy = acquire(&gw, "app:busy", json!({"owner": "bob", "ttl_ms": 30_000})).await;
+    let waiter = {
+        let http = gw.http.clone();
+        let url = gw.url("/locks/app:busy");
+        tokio::spawn(async move {
+            let response = http
+                .post(url)
+                .bearer_auth(WORKER)
+                .json(&json!({"owner": "carol", "wait_ms": 20_000}))
+                .send()
+                .await
+                .expect("waiting acquire");
+            status_json(response).await
+        })
+    };
+    let (row, _) = wait_for(
+        &browser,
+        "a waiter on app:busy",
+        &format!("const r = (() => {{ {ROW} }})(); return r && r.waiting === '1' ? r : null;"),
+        json!(["app:busy"]),
+    )
+    .await;
+    assert_eq!(row["owner"], "bob");
+    let held = acquire(
+        &gw,
+        "app:held",
+        json!({"owner": "worker-7f9c:4242", "metadata": {"addr": "10.0.0.7:8080"}, "ttl_ms": 30_000}),
+    )
+    .await;
+    for owner in ["pool-a", "pool-b"] {
+        let response = gw
+            .http
+            .post(gw.url("/semaphores/app:pool"))
+            .bearer_auth(WORKER)
+            .json(&json!({"permits": 3, "owner": owner, "ttl_ms": 30_000}))
+            .send()
+            .await
+            .expect("permit");
+        assert_eq!(response.status(), 201);
+    }
+    let (permits, _) = wait_for(
+        &browser,
+        "the semaphore's permits",
+        "const row = Array.from(document.querySelectorAll('#semaphores tbody tr'))
+             .find((tr) => tr.dataset.name === arguments[0]);
+         return row ? row.querySelector('.permits').textContent : null;",
+        json!(["app:pool"]),
+    )
+    .await;
+    assert_eq!(permits, "2 of 3");
+
+    // Markup in an owner and in metadata is shown as text and runs nothing.
+    let owner = "<img src=x onerror=alert(1)>";
+    let script = "</script><script>alert(2)</script>";
+    let xss = acquire(
+        &gw,
+        "app:xss",
+        json!({"owner": owner, "metadata": {"note": script}, "ttl_ms": 30_000}),
+    )
+    .await;
+    let (row, _) = wait_for(&browser, "app:xss", ROW, json!(["app:xss"])).await;
+    assert_eq!(row["owner"], owner);
+    assert_eq!(row["meta"], json!({"note": script}).to_string());
+    // Time for an image's error handler to have run, were there an image.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(browser.open_dialog().await, None, "a dialog opened");
+    let page = browser
+        .run(
+            "return {images: document.images.length, scripts: document.scripts.length};",
+            json!([]),
+        )
+        .await;
+    assert_eq!(page, json!({"images": 0, "scripts": 1}));
+    release(&gw, "app:xss", &xss).await;
+
+    // A key without `revoke`: no revoke button on any row.
+    let buttons = browser
+        .run(
+            "return document.querySelectorAll('#locks tbody tr').length > 0
+                 ? document.querySelectorAll('button.revoke').length : null;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(buttons, 0);
+
+    // A key with it: a button on every row; the README's screenshot.
+    watch(&browser, "app:", "operator-key-0123456789").await;
+    let (row, _) = wait_for(
+        &browser,
+        "a revoke button on app:held",
+        &format!("const r = (() => {{ {ROW} }})(); return r && r.revoke ? r : null;"),
+        json!(["app:held"]),
+    )
+    .await;
+    assert_eq!(row["owner"], "worker-7f9c:4242");
+    wait_for(
+        &browser,
+        "the waiter again",
+        &format!("const r = (() => {{ {ROW} }})(); return r && r.waiting === '1' ? r : null;"),
+        json!(["app:busy"]),
+    )
+    .await;
+    wait_for(
+        &browser,
+        "the semaphore again",
+        "return document.querySelectorAll('#semaphores tbody tr').length > 0 ? true : null;",
+        json!([]),
+    )
+    .await;
+    if let Some(path) = std::env::var_os("LOCKGATE_CONSOLE_SCREENSHOT") {
+        std::fs::write(path, browser.screenshot().await).expect("write the screenshot");
+    } else {
+        assert!(!browser.screenshot().await.is_empty());
+    }
+
+    // Revoked from the page, behind its confirmation: the holder's next renew is 410.
+    browser
+        .run(
+            "Array.from(document.querySelectorAll('#locks tbody tr'))
+                 .find((tr) => tr.dataset.name === arguments[0])
+                 .querySelector('button.revoke').click();",
+            json!(["app:held"]),
+        )
+        .await;
+    let asked = browser
+        .run(
+            "const d = document.getElementById('confirm');
+             return {open: d.open, name: document.getElementById('confirm-name').textContent};",
+            json!([]),
+        )
+        .await;
+    assert_eq!(asked, json!({"open": true, "name": "app:held"}));
+    browser
+        .run("document.getElementById('confirm-yes').click();", json!([]))
+        .await;
+    wait_for(&browser, "app:held gone", NO_ROW, json!(["app:held"])).await;
+    let renew = gw
+        .http
+        .patch(gw.url("/locks/app:held"))
+        .bearer_auth(WORKER)
+        .header("Lock-Token", token(&held))
+        .json(&json!({"ttl_ms": 30_000}))
+        .send()
+        .await
+        .expect("renew");
+    let (status, problem) = status_json(renew).await;
+    assert_eq!(status, 410, "{problem}");
+    assert_eq!(
+        problem["type"],
+        "https://lockgate.dev/problems/lock-revoked"
+    );
+
+    release(&gw, "app:busy", &busy).await;
+    let (status, _) = waiter.await.expect("waiter");
+    assert_eq!(status, 201);
+    let errors: Vec<(String, String)> = browser
+        .console()
+        .await
+        .into_iter()
+        .filter(|(level, _)| level == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
+
+/// The page's answers carry a strict policy: no inline script, this origin only, no frames;
+/// `--console=false` serves none of it.
+#[tokio::test]
+async fn the_console_is_served_with_a_strict_policy_and_can_be_turned_off() {
+    let gw = Gateway::dev().await;
+    for path in ["/ui", "/ui/console.js", "/ui/console.css"] {
+        let response = gw.http.get(gw.url(path)).send().await.expect("console");
+        assert_eq!(response.status(), 200, "{path}");
+        let csp = response.headers()["content-security-policy"]
+            .to_str()
+            .expect("CSP");
+        for directive in [
+            "default-src 'none'",
+            "script-src 'self'",
+            "connect-src 'self'",
+            "frame-ancestors 'none'",
+        ] {
+            assert!(csp.contains(directive), "{path}: {csp}");
+        }
+        assert!(!csp.contains("unsafe"), "{path}: {csp}");
+        assert_eq!(response.headers()["x-frame-options"], "DENY");
+    }
+    let page = gw
+        .http
+        .get(gw.url("/ui"))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("text");
+    // No inline script or style, nothing from elsewhere.
+    assert!(
+        !page.contains("<script>") && !page.contains("<style"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "{page}"
+    );
+
+    let mut cfg = crate::support::gateway::config(lockgate::config::BackendChoice::Memory);
+    cfg.console = false;
+    let off = Gateway::start(cfg).await;
+    for path in ["/ui", "/ui/console.js", "/ui/console.css"] {
+        let response = off.http.get(off.url(path)).send().await.expect("console");
+        assert_eq!(response.status(), 404, "{path}");
+    }
+}

@@ -1,0 +1,357 @@
+//! Watching a prefix (`GET /locks/events?prefix=`): every transition of the names under it, in
+//! order per name, and nothing outside it, on the dev backend, Redis, a Cluster and Redlock; scoped by
+//! `inspect` over the whole prefix; bounded by `--max-watchers`; one pattern subscription while
+//! open and none after; names let go once free; grants during a lost pub/sub connection found
+//! again.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use lockgate::config::BackendChoice;
+use serde_json::{Value, json};
+
+use crate::support::gateway::{Gateway, cluster_config, config, redis_config, redlock_config};
+use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::{Lines, assert_problem, eventually, status_json, token};
+
+/// Human pace: one transition every this long.
+const PACE: Duration = Duration::from_millis(50);
+
+async fn watch_prefix(gw: &Gateway, prefix: &str) -> Lines {
+    let response = gw
+        .http
+        .get(gw.url(&format!("/locks/events?prefix={prefix}")))
+        .header("accept", "application/x-ndjson")
+        .send()
+        .await
+        .expect("prefix events");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    Lines::new(response)
+}
+
+/// The next event that is not a keep-alive, within 5 s.
+async fn next_event(lines: &mut Lines) -> Value {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let event = lines.next().await.expect("the stream goes on");
+            if event["event"] != "keep-alive" {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("an event within 5 s")
+}
+
+/// (event, fence) of an event.
+fn summary(event: &Value) -> (String, Option<u64>) {
+    (
+        event["event"].as_str().expect("event").to_owned(),
+        event["fence"].as_u64(),
+    )
+}
+
+/// Three names under `jobs:` go through grants, releases, an expiry and a revoke, one
+/// transition every 50 ms, interleaved, while names outside the prefix (`other:1`, and
+/// `jobsx`, which starts with `jobs` but not `jobs:`) change too. The stream first tells the
+/// lock held before it opened (`state`), then every transition of the three names, in order
+/// for each, with owners and fences, and nothing else.
+async fn a_prefix_sees_every_transition_in_order(gw: &Gateway) {
+    let (_, before) = status_json(
+        gw.acquire("jobs:0", Some(json!({"ttl_ms": 60_000, "owner": "early"})))
+            .await,
+    )
+    .await;
+    let mut lines = watch_prefix(gw, "jobs:").await;
+    let first = next_event(&mut lines).await;
+    assert_eq!(
+        (
+            summary(&first),
+            first["name"].clone(),
+            first["owner"].clone()
+        ),
+        (
+            ("state".to_owned(), before["fence"].as_u64()),
+            json!("jobs:0"),
+            json!("early")
+        )
+    );
+
+    let mut expected: BTreeMap<String, Vec<(String, Option<u64>)>> = BTreeMap::new();
+    let mut owners: BTreeMap<u64, String> = BTreeMap::new();
+    let names = ["jobs:a", "jobs:b", "jobs:c"];
+    let mut step = tokio::time::interval(PACE);
+    for round in 0..3 {
+        let mut grants = Vec::new();
+        for name in names {
+            step.tick().await;
+            let owner = format!("{name}/{round}");
+            let ttl = if name == "jobs:b" && round == 1 {
+                120
+            } else {
+                10_000
+            };
+            let (status, grant) = status_json(
+                gw.acquire(name, Some(json!({"ttl_ms": ttl, "owner": owner})))
+                    .await,
+            )
+            .await;
+            assert_eq!(status, 201, "{grant}");
+            let fence = grant["fence"].as_u64().expect("fence");
+            owners.insert(fence, owner);
+            expected
+                .entry(name.to_owned())
+                .or_default()
+                .push(("acquired".into(), Some(fence)));
+            grants.push((name, ttl, grant));
+            // Outside the prefix: never told.
+            for outside in ["other:1", "jobsx"] {
+                let (_, grant) = status_json(gw.acquire(outside, None).await).await;
+                assert_eq!(gw.release(outside, &token(&grant)).await.status(), 204);
+            }
+        }
+        for (name, ttl, grant) in grants {
+            let fence = grant["fence"].as_u64();
+            let end = if ttl < 1000 {
+                // Left to expire: its end is told when the lease runs out.
+                tokio::time::sleep(Duration::from_millis(ttl + 20)).await;
+                "expired"
+            } else if name == "jobs:c" && round == 2 {
+                step.tick().await;
+                let revoke = gw
+                    .http
+                    .delete(gw.url(&format!("/locks/{name}?force=true")))
+                    .send()
+                    .await
+                    .expect("revoke");
+                assert_eq!(revoke.status(), 204);
+                "revoked"
+            } else {
+                step.tick().await;
+                assert_eq!(gw.release(name, &token(&grant)).await.status(), 204);
+                "released"
+            };
+            expected
+                .entry(name.to_owned())
+                .or_default()
+                .push((end.into(), fence));
+        }
+    }
+
+    let total: usize = expected.values().map(Vec::len).sum();
+    let mut seen: BTreeMap<String, Vec<(String, Option<u64>)>> = BTreeMap::new();
+    for _ in 0..total {
+        let event = next_event(&mut lines).await;
+        let name = event["name"].as_str().expect("name").to_owned();
+        assert!(
+            names.contains(&name.as_str()),
+            "outside the prefix: {event}"
+        );
+        if event["event"] == "acquired" {
+            let fence = event["fence"].as_u64().expect("fence");
+            assert_eq!(
+                event["owner"].as_str(),
+                owners.get(&fence).map(String::as_str)
+            );
+        }
+        seen.entry(name).or_default().push(summary(&event));
+    }
+    assert_eq!(seen, expected);
+    // And nothing more: the last transition was told, the outside names never are.
+    let quiet = tokio::time::timeout(Duration::from_millis(300), next_event(&mut lines)).await;
+    assert!(quiet.is_err(), "unexpected: {quiet:?}");
+}
+
+#[tokio::test]
+async fn a_prefix_on_the_dev_backend() {
+    a_prefix_sees_every_transition_in_order(&Gateway::dev().await).await;
+}
+
+#[tokio::test]
+async fn a_prefix_on_redis() {
+    let redis = RedisServer::start();
+    a_prefix_sees_every_transition_in_order(&Gateway::start(redis_config(&redis.url())).await)
+        .await;
+}
+
+#[tokio::test]
+async fn a_prefix_on_redlock() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    a_prefix_sees_every_transition_in_order(
+        &Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_prefix_on_a_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    a_prefix_sees_every_transition_in_order(
+        &Gateway::start(cluster_config(&cluster.seed_urls())).await,
+    )
+    .await;
+}
+
+/// With API keys, a prefix stream needs `inspect` on every name under the prefix: a key scoped
+/// to `jobs:` may watch `jobs:` and anything under it, not `job`, not everything.
+#[tokio::test]
+async fn a_prefix_needs_inspect_over_all_of_it() {
+    const KEYS: &str = r#"[
+        {"name": "auditor", "key": "auditor-key-0123456789", "prefixes": ["jobs:"], "operations": ["inspect"]},
+        {"name": "worker", "key": "worker-key-0123456789", "prefixes": ["jobs:"], "operations": ["acquire", "release"]}
+    ]"#;
+    let mut cfg = config(BackendChoice::Memory);
+    cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
+    let gw = Gateway::start(cfg).await;
+    let watch = |query: &str, key: &'static str| {
+        gw.http
+            .get(gw.url(&format!("/locks/events{query}")))
+            .bearer_auth(key)
+            .send()
+    };
+    for query in ["?prefix=jobs:", "?prefix=jobs:eu:"] {
+        let allowed = watch(query, "auditor-key-0123456789").await.expect("watch");
+        assert_eq!(allowed.status(), 200, "{query}");
+    }
+    for (query, key) in [
+        ("?prefix=jobs:", "worker-key-0123456789"),
+        ("?prefix=job", "auditor-key-0123456789"),
+        ("?prefix=", "auditor-key-0123456789"),
+        ("", "auditor-key-0123456789"),
+        ("?prefix=other:", "auditor-key-0123456789"),
+    ] {
+        let (status, problem) = status_json(watch(query, key).await.expect("watch")).await;
+        assert_problem(status, &problem, 403, "forbidden");
+    }
+    let anonymous = gw
+        .http
+        .get(gw.url("/locks/events?prefix=jobs:"))
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(anonymous.status(), 401);
+    for query in ["?prefix=jobs*", "?prefix=%7Bjobs", "?name=jobs:1"] {
+        let (status, problem) =
+            status_json(watch(query, "auditor-key-0123456789").await.expect("watch")).await;
+        assert_problem(status, &problem, 400, "invalid-request");
+    }
+}
+
+/// A prefix stream takes a watcher slot, and one more per name it follows: past
+/// `--max-watchers` a new one is refused (503), and one that cannot follow a newly granted
+/// name ends with `overflow`.
+#[tokio::test]
+async fn prefix_streams_are_bounded() {
+    let mut cfg = config(BackendChoice::Memory);
+    cfg.limits.max_watchers = 3;
+    let gw = Gateway::start(cfg).await;
+    let mut lines = watch_prefix(&gw, "p:").await;
+    let (_, one) = status_json(gw.acquire("p:1", None).await).await;
+    assert_eq!(
+        summary(&next_event(&mut lines).await),
+        ("acquired".to_owned(), one["fence"].as_u64())
+    );
+    let _other = watch_prefix(&gw, "q:").await;
+    let refused = gw
+        .http
+        .get(gw.url("/locks/events?prefix=r:"))
+        .send()
+        .await
+        .expect("events");
+    let (status, problem) = status_json(refused).await;
+    assert_problem(status, &problem, 503, "too-many-watchers");
+    status_json(gw.acquire("p:2", None).await).await;
+    let last = next_event(&mut lines).await;
+    assert_eq!(
+        (&last["event"], &last["name"]),
+        (&json!("overflow"), &json!("p:2"))
+    );
+    assert!(
+        lines.next().await.is_none(),
+        "the stream ends after overflow"
+    );
+}
+
+/// Patterns the gateway subscribed to on `redis`.
+fn patterns(redis: &RedisServer) -> i64 {
+    redis
+        .query(redis::cmd("PUBSUB").arg("NUMPAT"))
+        .expect("PUBSUB NUMPAT")
+}
+
+/// Channels the gateway is subscribed to on `redis` that mention `name`.
+fn channels_of(redis: &RedisServer, name: &str) -> Vec<String> {
+    redis
+        .query(
+            redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .arg(format!("*{name}*")),
+        )
+        .expect("PUBSUB CHANNELS")
+}
+
+/// What a prefix stream costs Redis: nothing before it opens, one pattern subscription while
+/// it is open (plus the channels of the names it follows, let go once free for the linger),
+/// nothing after it closes.
+#[tokio::test]
+async fn a_prefix_costs_one_pattern_while_watched() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    assert_eq!(patterns(&redis), 0);
+    let mut lines = watch_prefix(&gw, "jobs:").await;
+    assert_eq!(patterns(&redis), 1);
+    let (_, grant) = status_json(gw.acquire("jobs:1", None).await).await;
+    assert_eq!(next_event(&mut lines).await["event"], "acquired");
+    assert!(!channels_of(&redis, "jobs:1").is_empty());
+    assert_eq!(gw.release("jobs:1", &token(&grant)).await.status(), 204);
+    assert_eq!(next_event(&mut lines).await["event"], "released");
+    let freed = Instant::now();
+    eventually(Duration::from_secs(10), "a free name is let go", || async {
+        channels_of(&redis, "jobs:1").is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        freed.elapsed() >= lockgate::lock::prefix_events::LINGER,
+        "let go after {:?}",
+        freed.elapsed()
+    );
+    // Taken again after it was let go: followed again.
+    let (_, again) = status_json(gw.acquire("jobs:1", None).await).await;
+    let event = next_event(&mut lines).await;
+    assert_eq!(
+        summary(&event),
+        ("acquired".to_owned(), again["fence"].as_u64())
+    );
+    drop(lines);
+    eventually(Duration::from_secs(5), "the pattern is dropped", || async {
+        (patterns(&redis) == 0).then_some(())
+    })
+    .await;
+}
+
+/// Grants made while the pub/sub connection was cut are not lost: the stream walks the prefix
+/// again once reconnected and tells each lock it did not know as `state`.
+#[tokio::test]
+async fn grants_during_a_lost_connection_are_found_again() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let mut lines = watch_prefix(&gw, "jobs:").await;
+    let _: i64 = redis
+        .query(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub"))
+        .expect("CLIENT KILL");
+    let (_, grant) = status_json(
+        gw.acquire("jobs:late", Some(json!({"owner": "late"})))
+            .await,
+    )
+    .await;
+    let event = next_event(&mut lines).await;
+    assert_eq!(event["name"], "jobs:late");
+    assert_eq!(event["fence"].as_u64(), grant["fence"].as_u64());
+    assert_eq!(event["owner"], "late");
+    assert!(
+        ["state", "acquired"].contains(&event["event"].as_str().expect("event")),
+        "{event}"
+    );
+}
