@@ -183,16 +183,16 @@ async fn walk<W: Walk>(
     Ok((locks, Some(at)))
 }
 
-/// The locks to list among `names`, from what a look at each found (in the same order):
-/// those `keep` turns into an inspection. The first error fails the page.
-pub(crate) fn kept<T>(
+/// What to list among `names`, from what a look at each found (in the same order): those
+/// `keep` turns into something found. The first error fails the page.
+pub(crate) fn kept<T, F>(
     names: Vec<String>,
-    looks: Vec<Result<Option<T>, BackendError>>,
-    keep: impl Fn(T) -> Option<Inspection>,
-) -> Result<Vec<(String, Inspection)>, BackendError> {
+    looks: Vec<Result<T, BackendError>>,
+    keep: impl Fn(T) -> Option<F>,
+) -> Result<Vec<(String, F)>, BackendError> {
     let mut held = Vec::with_capacity(names.len());
     for (name, look) in names.into_iter().zip(looks) {
-        if let Some(seen) = look?.and_then(&keep) {
+        if let Some(seen) = keep(look?) {
             held.push((name, seen));
         }
     }

@@ -279,6 +279,31 @@ impl Backend {
         !matches!(self, Self::Redlock(_))
     }
 
+    /// What inspect sees of the lock `name`, and whether the grant seen certainly has its
+    /// final fence: Redlock gives a grant a fence per node, then raises them all to the
+    /// highest once every node answered; its fence is certain once every node holds it with
+    /// one fence (a node that does not hold it may not have answered yet, or have refused).
+    /// Elsewhere a grant's fence is final when it is seen.
+    pub async fn inspect_settled(
+        &self,
+        name: &str,
+    ) -> Result<(Option<Inspection>, bool), BackendError> {
+        match self {
+            Self::Redlock(redlock) => redlock.inspect_settled(name).await,
+            other => Ok((other.inspect(name).await?, true)),
+        }
+    }
+
+    /// How long after it is first seen a new grant may still change its fence: on Redlock,
+    /// within two per-node timeouts (every node's acquire, then the raising of the fences);
+    /// elsewhere, no time.
+    pub fn fence_settles_within(&self) -> Duration {
+        match self {
+            Self::Redlock(redlock) => redlock.fence_settles_within(),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// Whether the store keeps fair queues: not Redlock, whose nodes would each keep a queue
     /// of their own, in orders that differ, with no quorum rule for an order (see
     /// docs/modes.md).

@@ -146,6 +146,28 @@ impl RedlockBackend {
         self.nodes.len() / 2 + 1
     }
 
+    /// What inspect sees, and whether the grant seen has its final fence (see
+    /// [`Backend::inspect_settled`]).
+    pub(crate) async fn inspect_settled(
+        &self,
+        name: &str,
+    ) -> Result<(Option<Inspection>, bool), BackendError> {
+        Ok(match self.majority_view(name).await? {
+            Some((seen, _, settled)) => (Some(seen), settled),
+            None => (None, true),
+        })
+    }
+
+    /// Every node's acquire answers within its timeout, and the raising of the fences that
+    /// follows within another (see `Backend::fence_settles_within`).
+    pub(crate) fn fence_settles_within(&self) -> Duration {
+        self.nodes
+            .iter()
+            .map(|node| node.timeout() * 2)
+            .max()
+            .unwrap_or_default()
+    }
+
     fn unavailable(&self, what: &str, answered: usize) -> BackendError {
         BackendError::Unavailable(format!(
             "redlock: {what}: {answered} of {} nodes answered, {} needed",
@@ -202,25 +224,44 @@ impl RedlockBackend {
     }
 }
 
+/// What tells one grant's copies on the nodes apart from other grants: the digest of its
+/// token's stem, or, for a token no lockgate wrote (no stem to read), its fence.
+#[derive(Debug, Hash, PartialEq, Eq)]
+enum GrantKey {
+    Stem(u64),
+    Fence(Option<u64>),
+}
+
 impl RedlockBackend {
     /// What a majority of nodes holds for `name`, with the lowest index of the nodes that
-    /// hold it; `None` when no grant can have a majority. An error when the nodes that
-    /// answered leave it open.
-    async fn majority_view(&self, name: &str) -> Result<Option<(Inspection, usize)>, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.inspect(name))).await;
+    /// hold it and whether its fence is final (every node holds it, with one fence); `None`
+    /// when no grant can have a majority. An error when the nodes that answered leave it open.
+    async fn majority_view(
+        &self,
+        name: &str,
+    ) -> Result<Option<(Inspection, usize, bool)>, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.inspect_grant(name))).await;
         let unanswered = outcomes.iter().filter(|o| o.is_err()).count();
-        // Each grant (told apart by its fence) with what the nodes that hold it saw.
-        let mut grants: HashMap<Option<u64>, Vec<(usize, Inspection)>> = HashMap::new();
+        // Each grant with what the nodes that hold it saw. A grant is told apart by the digest
+        // of its token's stem, the same on every node, not by its fence: each node gives it a
+        // fence of its own, and the gateway raises them all to the highest just after (see
+        // `acquire_lock`), so a look in between sees a majority whose fences differ. Its fence
+        // is the highest of its copies: the one it ends with, and its holder was given.
+        let mut grants: HashMap<GrantKey, Vec<(usize, Inspection)>> = HashMap::new();
         for (index, outcome) in outcomes.into_iter().enumerate() {
-            if let Ok(Some(seen)) = outcome {
-                grants.entry(seen.fence).or_default().push((index, seen));
+            if let Ok(Some((seen, grant))) = outcome {
+                let key = match grant {
+                    Some(stem) => GrantKey::Stem(stem),
+                    None => GrantKey::Fence(seen.fence),
+                };
+                grants.entry(key).or_default().push((index, seen));
             }
         }
         let quorum = self.quorum();
-        if let Some((fence, seen)) = grants.iter().find(|(_, seen)| seen.len() >= quorum) {
+        if let Some(seen) = grants.values().find(|seen| seen.len() >= quorum) {
             let inspection = Inspection {
                 ttl: seen.iter().map(|(_, s)| s.ttl).min().flatten(),
-                fence: *fence,
+                fence: seen.iter().filter_map(|(_, s)| s.fence).max(),
                 // Every node of the grant was given the same holder; one that lost its record
                 // (it expired a moment earlier) does not hide it.
                 holder: seen.iter().find_map(|(_, s)| s.holder.clone()),
@@ -229,7 +270,9 @@ impl RedlockBackend {
                 holds: None,
                 queued: 0,
             };
-            return Ok(Some((inspection, seen[0].0)));
+            let settled = seen.len() == self.nodes.len()
+                && seen.iter().all(|(_, s)| s.fence == inspection.fence);
+            return Ok(Some((inspection, seen[0].0, settled)));
         }
         // "Not held" only when no grant could have a majority, whatever the silent nodes hold.
         let could_be_held = grants
@@ -268,8 +311,8 @@ impl Walk for RedlockBackend {
         names: Vec<String>,
     ) -> Result<Vec<(String, Inspection)>, BackendError> {
         let views = join_all(names.iter().map(|name| self.majority_view(name))).await;
-        listing::kept(names, views, |(seen, lowest)| {
-            (lowest == node).then_some(seen)
+        listing::kept(names, views, |view| {
+            view.and_then(|(seen, lowest, _)| (lowest == node).then_some(seen))
         })
     }
 }
@@ -594,7 +637,7 @@ impl LeaseStore for RedlockBackend {
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
-        Ok(self.majority_view(name).await?.map(|(seen, _)| seen))
+        Ok(self.majority_view(name).await?.map(|(seen, ..)| seen))
     }
 
     async fn list(

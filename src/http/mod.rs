@@ -112,8 +112,7 @@ pub(crate) fn api() -> (Router<AppState>, utoipa::openapi::OpenApi, RouteTable) 
         .routes(routes!(health::index))
         .routes(routes!(metrics::metrics))
         .routes(routes!(console::page))
-        .routes(routes!(console::script))
-        .routes(routes!(console::style))
+        .routes(routes!(console::file))
         .routes(routes!(console::access))
         .split_for_parts();
     let table = RouteTable::take_from(&mut doc);

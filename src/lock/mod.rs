@@ -14,6 +14,7 @@ pub mod guard;
 pub mod hold;
 pub mod inspect;
 pub mod multi;
+mod observer;
 pub mod prefix_events;
 pub mod primitive;
 pub mod reentrant;

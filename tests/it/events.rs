@@ -1,5 +1,5 @@
 //! Watching locks (`GET /locks/{name}/events`): Server-Sent Events and NDJSON, in order, on the
-//! dev backend, Redis and Redis Cluster; expiry noticed at its time; leader hand-off seen by a
+//! dev backend, Redis and Redis Cluster; on Redlock, the holder's fence; expiry noticed at its time; leader hand-off seen by a
 //! watcher; many watchers on one name; the watcher limit.
 
 use std::time::{Duration, Instant};
@@ -184,6 +184,39 @@ async fn events_on_redis_with_keyspace_notifications() {
 async fn events_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
     events_come_in_order(&Gateway::start(cluster_config(&cluster.seed_urls())).await).await;
+}
+
+/// On Redlock each node gives a grant a fence of its own, and the gateway then raises them all
+/// to the highest: a watcher is told the fence the holder got, never one in between. Each
+/// grant is held until the watcher told it, so that none merges away.
+#[tokio::test]
+async fn redlock_watchers_are_told_the_holders_fence() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let gw = Gateway::start(crate::support::gateway::redlock_config(
+        &urls,
+        Duration::from_millis(200),
+    ))
+    .await;
+    let mut lines = ndjson(&gw, "fenced").await;
+    assert_eq!(lines.next().await.expect("state")["held"], false);
+    for round in 0..60 {
+        let (status, grant) = status_json(gw.acquire("fenced", None).await).await;
+        assert_eq!(status, 201, "{grant}");
+        let told = lines.next().await.expect("acquired");
+        assert_eq!(
+            summary(&told),
+            ("acquired".to_owned(), grant["fence"].as_u64(), None),
+            "round {round}"
+        );
+        assert_eq!(gw.release("fenced", &token(&grant)).await.status(), 204);
+        let told = lines.next().await.expect("released");
+        assert_eq!(
+            summary(&told),
+            ("released".to_owned(), grant["fence"].as_u64(), None),
+            "round {round}"
+        );
+    }
 }
 
 /// Leader election: two campaigns (hold streams naming their owner), one watcher. When the

@@ -73,6 +73,27 @@ impl RedisBackend {
     }
 }
 
+impl RedisBackend {
+    /// One SCAN step over the keys matching `pattern`, and the names `name_of` reads in them.
+    async fn scan_names(
+        &self,
+        node: usize,
+        cursor: u64,
+        pattern: &str,
+        name_of: for<'k> fn(&str, &'k [u8]) -> Option<&'k str>,
+    ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+        let Some((next, keys)) = self.scan_step(node, cursor, pattern).await? else {
+            return Ok(None);
+        };
+        let names = keys
+            .iter()
+            .filter_map(|key| name_of(&self.key_prefix, key))
+            .map(str::to_owned)
+            .collect();
+        Ok(Some((next, names)))
+    }
+}
+
 impl Walk for RedisBackend {
     type Found = Inspection;
 
@@ -83,15 +104,7 @@ impl Walk for RedisBackend {
         prefix: &str,
     ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
         let pattern = match_pattern(&self.key_prefix, prefix);
-        let Some((next, keys)) = self.scan_step(node, cursor, &pattern).await? else {
-            return Ok(None);
-        };
-        let names = keys
-            .iter()
-            .filter_map(|key| name_of_key(&self.key_prefix, key))
-            .map(str::to_owned)
-            .collect();
-        Ok(Some((next, names)))
+        self.scan_names(node, cursor, &pattern, name_of_key).await
     }
 
     async fn look(
@@ -101,7 +114,7 @@ impl Walk for RedisBackend {
     ) -> Result<Vec<(String, Inspection)>, BackendError> {
         // Concurrently: the inspections travel pipelined on the command connection.
         let looks = join_all(names.iter().map(|name| self.inspect(name))).await;
-        kept(names, looks, Some)
+        kept(names, looks, |seen| seen)
     }
 }
 
@@ -122,15 +135,9 @@ impl Walk for SemaphoreWalk<'_> {
             "{}{PERMITS_SUFFIX}",
             match_pattern(&backend.key_prefix, prefix)
         );
-        let Some((next, keys)) = backend.scan_step(node, cursor, &pattern).await? else {
-            return Ok(None);
-        };
-        let names = keys
-            .iter()
-            .filter_map(|key| semaphore_of_key(&backend.key_prefix, key))
-            .map(str::to_owned)
-            .collect();
-        Ok(Some((next, names)))
+        backend
+            .scan_names(node, cursor, &pattern, semaphore_of_key)
+            .await
     }
 
     async fn look(
@@ -144,13 +151,8 @@ impl Walk for SemaphoreWalk<'_> {
                 .map(|name| self.0.inspect_grants(GrantsOf::Permits, name)),
         )
         .await;
-        let mut held = Vec::with_capacity(names.len());
-        for (name, look) in names.into_iter().zip(looks) {
-            let permits = look?;
-            if !permits.permits.is_empty() {
-                held.push((name, permits));
-            }
-        }
-        Ok(held)
+        kept(names, looks, |permits| {
+            (!permits.permits.is_empty()).then_some(permits)
+        })
     }
 }

@@ -115,6 +115,11 @@ impl RedisBackend {
         self.kind
     }
 
+    /// The bound on each of its operations.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     fn keys<'a>(&'a self, name: &'a str) -> LockKeys<'a> {
         LockKeys {
             prefix: &self.key_prefix,

@@ -109,43 +109,7 @@ impl LeaseStore for RedisBackend {
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
-        let keys = self.keys(name);
-        let call = evalsha(
-            &INSPECT,
-            &[
-                keys.lock(),
-                keys.legacy_counter(),
-                keys.holder(),
-                keys.holds(),
-                keys.queue(),
-            ],
-        );
-        let reply: Vec<Value> = self.script(&INSPECT, &call).await?;
-        let number = |value: Option<&Value>| match value {
-            Some(Value::Int(n)) => Ok(*n),
-            other => Err(BackendError::Protocol(format!("inspect script: {other:?}"))),
-        };
-        let ttl = number(reply.first())?;
-        if ttl == -2 {
-            return Ok(None);
-        }
-        let fence = u64::try_from(number(reply.get(1))?).ok();
-        let record = match reply.get(2) {
-            Some(Value::BulkString(record)) => Some(record.as_slice()),
-            _ => None,
-        };
-        let count = |at: usize| match reply.get(at) {
-            Some(Value::Int(n)) => u32::try_from(*n).ok().filter(|&n| n > 0),
-            _ => None,
-        };
-        Ok(Some(Inspection {
-            ttl: pttl(ttl),
-            fence,
-            holder: record.and_then(|r| Holder::of_record(r, fence)),
-            shared: matches!(reply.get(3), Some(Value::Int(1))),
-            holds: count(4),
-            queued: count(5).unwrap_or(0),
-        }))
+        Ok(self.inspect_grant(name).await?.map(|(seen, _)| seen))
     }
 
     async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {
@@ -183,5 +147,58 @@ impl LeaseStore for RedisBackend {
         let outcome = self.ping_once().await;
         self.record(RedisCall::Ping, started, &outcome);
         outcome
+    }
+}
+
+impl RedisBackend {
+    /// What inspect sees, with an identity of the grant held (a digest of its token's stem, the
+    /// same on every node of a Redlock grant; see inspect.lua): how Redlock tells one grant's
+    /// copies apart while their fences still differ.
+    pub(crate) async fn inspect_grant(
+        &self,
+        name: &str,
+    ) -> Result<Option<(Inspection, Option<u64>)>, BackendError> {
+        let keys = self.keys(name);
+        let call = evalsha(
+            &INSPECT,
+            &[
+                keys.lock(),
+                keys.legacy_counter(),
+                keys.holder(),
+                keys.holds(),
+                keys.queue(),
+            ],
+        );
+        let reply: Vec<Value> = self.script(&INSPECT, &call).await?;
+        let number = |value: Option<&Value>| match value {
+            Some(Value::Int(n)) => Ok(*n),
+            other => Err(BackendError::Protocol(format!("inspect script: {other:?}"))),
+        };
+        let ttl = number(reply.first())?;
+        if ttl == -2 {
+            return Ok(None);
+        }
+        let fence = u64::try_from(number(reply.get(1))?).ok();
+        let record = match reply.get(2) {
+            Some(Value::BulkString(record)) => Some(record.as_slice()),
+            _ => None,
+        };
+        let count = |at: usize| match reply.get(at) {
+            Some(Value::Int(n)) => u32::try_from(*n).ok().filter(|&n| n > 0),
+            _ => None,
+        };
+        let grant = match reply.get(6) {
+            Some(Value::Int(n)) => u64::try_from(*n).ok(),
+            _ => None,
+        };
+        let seen = Inspection {
+            ttl: pttl(ttl),
+            fence,
+            holder: record.and_then(|r| Holder::of_record(r, fence)),
+            shared: matches!(reply.get(3), Some(Value::Int(1))),
+            holds: count(4),
+            queued: count(5).unwrap_or(0),
+        };
+        Ok(Some((seen, grant)))
     }
 }

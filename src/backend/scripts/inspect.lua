@@ -7,12 +7,16 @@
 -- KEYS[4]  the holds hash of reentrant grants (see reenter.lua)
 -- KEYS[5]  the lock's fair queue (see fair.lua)
 --
--- Returns {-2, -1, false} when not held; else {pttl_ms, fence, record, shared, holds, queued}:
+-- Returns {-2, -1, false} when not held; else {pttl_ms, fence, record, shared, holds, queued,
+--         grant}:
 --         pttl -1 when the key has no expiry; fence -1 when the holder's token carries none
 --         and no old counter exists; record the holder key's value, or false (the gateway
 --         checks that its fence is the grant's); shared 1 when readers hold it (see
 --         shared_acquire.lua; fence -1, no record), else 0; holds, for a reentrant grant,
---         how many times it is held, else 0; queued, the fair waiters in the queue.
+--         how many times it is held, else 0; queued, the fair waiters in the queue; grant, the
+--         first 48 bits of the SHA-1 of the token's 22 characters of entropy (its stem): the
+--         same for every copy of one grant (the nodes of a Redlock, whose fences differ until
+--         the gateway raises them all to the highest), and no help in guessing the token.
 local queued = redis.call('ZCARD', KEYS[5])
 local holder = redis.call('GET', KEYS[1])
 if not holder then
@@ -24,6 +28,7 @@ end
 local fence = tonumber(string.match(holder, '^[%w_-]+%.(%d+)$'))
   or tonumber(redis.call('GET', KEYS[2]))
   or -1
+local grant = tonumber(string.sub(redis.sha1hex(string.sub(holder, 1, 22)), 1, 12), 16)
 -- Only a token marked `o` after its 22 characters of entropy has a holder record.
 local record = false
 if string.sub(holder, 23, 23) == 'o' then
@@ -32,6 +37,6 @@ end
 -- A token marked `r` (after `o`, `s`, `m`, if any) is a reentrant grant's.
 if string.match(string.sub(holder, 23), '^o?s?m?r') then
   local holds = tonumber(redis.call('HGET', KEYS[4], holder)) or 1
-  return {redis.call('PTTL', KEYS[1]), fence, record, 0, holds, queued}
+  return {redis.call('PTTL', KEYS[1]), fence, record, 0, holds, queued, grant}
 end
-return {redis.call('PTTL', KEYS[1]), fence, record, 0, 0, queued}
+return {redis.call('PTTL', KEYS[1]), fence, record, 0, 0, queued, grant}

@@ -12,7 +12,7 @@
 
 use axum::Extension;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -60,34 +60,24 @@ pub async fn page(State(app): State<AppState>) -> Result<Response, ApiError> {
     asset(&app, PAGE, "text/html; charset=utf-8")
 }
 
-/// The console's script.
+/// The console's script and style sheet.
 #[utoipa::path(
     get,
-    path = "/ui/console.js",
+    path = "/ui/{file}",
     tag = "console",
-    operation_id = "console_script",
+    operation_id = "console_file",
     extensions(("x-lockgate-route" = json!(CONSOLE))),
+    params(("file" = String, Path, description = "`console.js` or `console.css`; anything else is 404.")),
     responses(
-        (status = 200, description = "The console's script.", content_type = "text/javascript", body = String),
+        (status = 200, description = "The console's script (`text/javascript`) or style sheet (`text/css`).", content_type = "text/plain", body = String),
     )
 )]
-pub async fn script(State(app): State<AppState>) -> Result<Response, ApiError> {
-    asset(&app, SCRIPT, "text/javascript; charset=utf-8")
-}
-
-/// The console's style sheet.
-#[utoipa::path(
-    get,
-    path = "/ui/console.css",
-    tag = "console",
-    operation_id = "console_style",
-    extensions(("x-lockgate-route" = json!(CONSOLE))),
-    responses(
-        (status = 200, description = "The console's style sheet.", content_type = "text/css", body = String),
-    )
-)]
-pub async fn style(State(app): State<AppState>) -> Result<Response, ApiError> {
-    asset(&app, STYLE, "text/css; charset=utf-8")
+pub async fn file(State(app): State<AppState>, uri: Uri) -> Result<Response, ApiError> {
+    match uri.path().strip_prefix("/ui/") {
+        Some("console.js") => asset(&app, SCRIPT, "text/javascript; charset=utf-8"),
+        Some("console.css") => asset(&app, STYLE, "text/css; charset=utf-8"),
+        _ => Err(ApiError::NotFound),
+    }
 }
 
 fn asset(
