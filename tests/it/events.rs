@@ -8,6 +8,7 @@ use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 
 use crate::support::gateway::{Gateway, cluster_config, config, redis_config};
+use crate::support::proxy::LatencyProxy;
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::{Lines, assert_problem, status_json, token};
 
@@ -187,12 +188,15 @@ async fn events_on_a_cluster() {
 }
 
 /// On Redlock each node gives a grant a fence of its own, and the gateway then raises them all
-/// to the highest: a watcher is told the fence the holder got, never one in between. Each
-/// grant is held until the watcher told it, so that none merges away.
+/// to the highest: a watcher is told the fence the holder got, never one in between. One node
+/// answers 20 ms late (a proxy), so that every grant is seen on the other two, with their own
+/// fences, before it is final. Each grant is held until the watcher told it, so that none
+/// merges away.
 #[tokio::test]
 async fn redlock_watchers_are_told_the_holders_fence() {
     let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let slow = LatencyProxy::start(nodes[2].port(), Duration::from_millis(10)).await;
+    let urls = vec![nodes[0].url(), nodes[1].url(), slow.url()];
     let gw = Gateway::start(crate::support::gateway::redlock_config(
         &urls,
         Duration::from_millis(200),
@@ -200,7 +204,7 @@ async fn redlock_watchers_are_told_the_holders_fence() {
     .await;
     let mut lines = ndjson(&gw, "fenced").await;
     assert_eq!(lines.next().await.expect("state")["held"], false);
-    for round in 0..60 {
+    for round in 0..50 {
         let (status, grant) = status_json(gw.acquire("fenced", None).await).await;
         assert_eq!(status, 201, "{grant}");
         let told = lines.next().await.expect("acquired");
