@@ -9,9 +9,8 @@
 //! advance it. There are no replicas: a request for replica acknowledgement gets 0.
 //!
 
-use crate::backend::{GrantedNames, SemaphorePage};
-
 mod grants;
+mod listing;
 mod lock;
 mod multi;
 mod queue;
@@ -32,7 +31,7 @@ use super::{
     ListPage, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use super::{GrantsOf, lease_operations_by_kind};
-use crate::backend::{GrantAttempt, RenewAttempt};
+use crate::backend::{GrantAttempt, GrantedNames, RenewAttempt, SemaphorePage};
 use crate::name::LockName;
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
@@ -306,75 +305,22 @@ impl LeaseStore for MemoryBackend {
         }))
     }
 
-    /// Pages in name order; the cursor is the last name listed.
     async fn list(
         &self,
         prefix: &str,
         cursor: ListCursor,
         limit: usize,
     ) -> Result<ListPage, BackendError> {
-        let now = Instant::now();
-        let state = self.state();
-        let after = cursor.after.as_deref().unwrap_or("");
-        let mut names: Vec<&String> = state
-            .locks
-            .iter()
-            .filter(|(name, held)| {
-                held.expires > now && name.starts_with(prefix) && name.as_str() > after
-            })
-            .map(|(name, _)| name)
-            .collect();
-        names.sort_unstable();
-        let more = names.len() > limit;
-        let locks: Vec<(String, Inspection)> = names
-            .into_iter()
-            .take(limit)
-            .map(|name| {
-                let held = &state.locks[name];
-                (name.clone(), held.inspection(now))
-            })
-            .collect();
-        let next = more.then(|| ListCursor {
-            after: locks.last().map(|(name, _)| name.clone()),
-            ..ListCursor::default()
-        });
-        Ok(ListPage { locks, next })
+        Ok(self.list_locks(prefix, cursor, limit))
     }
 
-    /// Pages in name order; the cursor is the last name listed.
     async fn list_semaphores(
         &self,
         prefix: &str,
         cursor: ListCursor,
         limit: usize,
     ) -> Result<SemaphorePage, BackendError> {
-        let after = cursor.after.as_deref().unwrap_or("");
-        let mut names: Vec<String> = self
-            .state()
-            .semaphores
-            .keys()
-            .filter(|name| name.starts_with(prefix) && name.as_str() > after)
-            .cloned()
-            .collect();
-        names.sort_unstable();
-        let mut semaphores = Vec::new();
-        let mut more = false;
-        for name in names {
-            let permits = self.grant_views(GrantsOf::Permits, &name);
-            if permits.permits.is_empty() {
-                continue;
-            }
-            if semaphores.len() == limit {
-                more = true;
-                break;
-            }
-            semaphores.push((name, permits));
-        }
-        let next = more.then(|| ListCursor {
-            after: semaphores.last().map(|(name, _)| name.clone()),
-            ..ListCursor::default()
-        });
-        Ok(SemaphorePage { semaphores, next })
+        Ok(self.list_permits(prefix, cursor, limit))
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

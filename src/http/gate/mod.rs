@@ -132,11 +132,6 @@ impl Gate {
         }
     }
 
-    /// Whether requests must present an API key.
-    pub fn checks_keys(&self) -> bool {
-        self.keys.is_some()
-    }
-
     /// Requests being handled now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)

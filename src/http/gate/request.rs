@@ -27,6 +27,11 @@ impl Gate {
         RequestId::Generated(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// Whether requests must present an API key.
+    pub fn checks_keys(&self) -> bool {
+        self.keys.is_some()
+    }
+
     /// Checks the bearer key for `operation`: the caller, or the refusal.
     pub(super) fn authenticate(
         &self,
