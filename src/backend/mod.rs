@@ -17,6 +17,10 @@
 //! masters) and [`memory::MemoryBackend`] (in-process, for `--dev` and fast API tests).
 //! [`Backend`] is the closed set the server dispatches over without boxing a future per
 //! request.
+//!
+//! One piece, over 400 lines: the contract (`LeaseStore`, one method per operation with what
+//! each promises) and its dispatch over [`Backend`], which must list every method once more;
+//! splitting them would put a method's promise and its dispatch in different files.
 
 mod attempt;
 mod feed;
