@@ -373,17 +373,6 @@ async fn watching_needs_inspect() {
     assert_eq!(anonymous.status(), 401);
 }
 
-/// Channels the gateway is subscribed to on `redis` that mention `name`.
-fn channels_of(redis: &RedisServer, name: &str) -> Vec<String> {
-    redis
-        .query(
-            redis::cmd("PUBSUB")
-                .arg("CHANNELS")
-                .arg(format!("*{name}*")),
-        )
-        .expect("PUBSUB CHANNELS")
-}
-
 /// A watcher that goes away takes its name's subscriptions with it, while the pub/sub
 /// connection stays open for others: the gateway's subscriptions are O(names watched now),
 /// never O(names ever watched).
@@ -395,12 +384,15 @@ async fn a_watcher_that_leaves_unsubscribes_its_name() {
     let _other = Sse::open(&gw, "still-watched").await;
     for round in 0..3 {
         let watcher = Sse::open(&gw, "left").await;
-        assert!(!channels_of(&redis, "left").is_empty(), "round {round}");
+        assert!(
+            !redis.channels_mentioning("left").is_empty(),
+            "round {round}"
+        );
         drop(watcher);
         crate::support::eventually(Duration::from_secs(5), "unsubscribed", || async {
-            channels_of(&redis, "left").is_empty().then_some(())
+            redis.channels_mentioning("left").is_empty().then_some(())
         })
         .await;
     }
-    assert!(!channels_of(&redis, "still-watched").is_empty());
+    assert!(!redis.channels_mentioning("still-watched").is_empty());
 }

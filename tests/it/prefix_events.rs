@@ -274,24 +274,6 @@ async fn prefix_streams_are_bounded() {
     );
 }
 
-/// Patterns the gateway subscribed to on `redis`.
-fn patterns(redis: &RedisServer) -> i64 {
-    redis
-        .query(redis::cmd("PUBSUB").arg("NUMPAT"))
-        .expect("PUBSUB NUMPAT")
-}
-
-/// Channels the gateway is subscribed to on `redis` that mention `name`.
-fn channels_of(redis: &RedisServer, name: &str) -> Vec<String> {
-    redis
-        .query(
-            redis::cmd("PUBSUB")
-                .arg("CHANNELS")
-                .arg(format!("*{name}*")),
-        )
-        .expect("PUBSUB CHANNELS")
-}
-
 /// What a prefix stream costs Redis: nothing before it opens, one pattern subscription while
 /// it is open (plus the channels of the names it follows, let go once free for the linger),
 /// nothing after it closes.
@@ -299,17 +281,17 @@ fn channels_of(redis: &RedisServer, name: &str) -> Vec<String> {
 async fn a_prefix_costs_one_pattern_while_watched() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    assert_eq!(patterns(&redis), 0);
+    assert_eq!(redis.patterns_subscribed(), 0);
     let mut lines = watch_prefix(&gw, "jobs:").await;
-    assert_eq!(patterns(&redis), 1);
+    assert_eq!(redis.patterns_subscribed(), 1);
     let (_, grant) = status_json(gw.acquire("jobs:1", None).await).await;
     assert_eq!(next_event(&mut lines).await["event"], "acquired");
-    assert!(!channels_of(&redis, "jobs:1").is_empty());
+    assert!(!redis.channels_mentioning("jobs:1").is_empty());
     assert_eq!(gw.release("jobs:1", &token(&grant)).await.status(), 204);
     assert_eq!(next_event(&mut lines).await["event"], "released");
     let freed = Instant::now();
     eventually(Duration::from_secs(10), "a free name is let go", || async {
-        channels_of(&redis, "jobs:1").is_empty().then_some(())
+        redis.channels_mentioning("jobs:1").is_empty().then_some(())
     })
     .await;
     assert!(
@@ -326,7 +308,7 @@ async fn a_prefix_costs_one_pattern_while_watched() {
     );
     drop(lines);
     eventually(Duration::from_secs(5), "the pattern is dropped", || async {
-        (patterns(&redis) == 0).then_some(())
+        (redis.patterns_subscribed() == 0).then_some(())
     })
     .await;
 }

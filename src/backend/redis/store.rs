@@ -109,7 +109,7 @@ impl LeaseStore for RedisBackend {
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
-        Ok(self.inspect_grant(name).await?.map(|(seen, _)| seen))
+        Ok(self.look(name, false).await?.map(|(seen, _)| seen))
     }
 
     async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {
@@ -158,8 +158,17 @@ impl RedisBackend {
         &self,
         name: &str,
     ) -> Result<Option<(Inspection, Option<u64>)>, BackendError> {
+        self.look(name, true).await
+    }
+
+    /// One inspect; the grant's digest only `with_grant` (no SHA-1 where nothing reads it).
+    async fn look(
+        &self,
+        name: &str,
+        with_grant: bool,
+    ) -> Result<Option<(Inspection, Option<u64>)>, BackendError> {
         let keys = self.keys(name);
-        let call = evalsha(
+        let mut call = evalsha(
             &INSPECT,
             &[
                 keys.lock(),
@@ -169,6 +178,9 @@ impl RedisBackend {
                 keys.queue(),
             ],
         );
+        if with_grant {
+            call.arg("1");
+        }
         let reply: Vec<Value> = self.script(&INSPECT, &call).await?;
         let number = |value: Option<&Value>| match value {
             Some(Value::Int(n)) => Ok(*n),

@@ -6,6 +6,7 @@
 -- KEYS[3]  the holder key
 -- KEYS[4]  the holds hash of reentrant grants (see reenter.lua)
 -- KEYS[5]  the lock's fair queue (see fair.lua)
+-- ARGV[1]  '1' to have the grant's digest (below) computed; absent otherwise
 --
 -- Returns {-2, -1, false} when not held; else {pttl_ms, fence, record, shared, holds, queued,
 --         grant}:
@@ -13,8 +14,8 @@
 --         and no old counter exists; record the holder key's value, or false (the gateway
 --         checks that its fence is the grant's); shared 1 when readers hold it (see
 --         shared_acquire.lua; fence -1, no record), else 0; holds, for a reentrant grant,
---         how many times it is held, else 0; queued, the fair waiters in the queue; grant, the
---         first 48 bits of the SHA-1 of the token's 22 characters of entropy (its stem): the
+--         how many times it is held, else 0; queued, the fair waiters in the queue; grant (when asked,
+--         else false), the first 48 bits of the SHA-1 of the token's 22 characters of entropy (its stem): the
 --         same for every copy of one grant (the nodes of a Redlock, whose fences differ until
 --         the gateway raises them all to the highest), and no help in guessing the token.
 local queued = redis.call('ZCARD', KEYS[5])
@@ -28,7 +29,10 @@ end
 local fence = tonumber(string.match(holder, '^[%w_-]+%.(%d+)$'))
   or tonumber(redis.call('GET', KEYS[2]))
   or -1
-local grant = tonumber(string.sub(redis.sha1hex(string.sub(holder, 1, 22)), 1, 12), 16)
+local grant = false
+if ARGV[1] == '1' then
+  grant = tonumber(string.sub(redis.sha1hex(string.sub(holder, 1, 22)), 1, 12), 16)
+end
 -- Only a token marked `o` after its 22 characters of entropy has a holder record.
 local record = false
 if string.sub(holder, 23, 23) == 'o' then

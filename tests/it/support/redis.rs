@@ -303,6 +303,22 @@ impl RedisServer {
         cmd.query(&mut conn)
     }
 
+    /// The pub/sub channels clients are subscribed to that mention `text`.
+    pub fn channels_mentioning(&self, text: &str) -> Vec<String> {
+        self.query(
+            redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .arg(format!("*{text}*")),
+        )
+        .expect("PUBSUB CHANNELS")
+    }
+
+    /// How many patterns clients are subscribed to.
+    pub fn patterns_subscribed(&self) -> i64 {
+        self.query(redis::cmd("PUBSUB").arg("NUMPAT"))
+            .expect("PUBSUB NUMPAT")
+    }
+
     fn wait_for_link(&self) {
         let deadline = Instant::now() + SETTLE_DEADLINE;
         loop {
