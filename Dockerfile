@@ -6,11 +6,14 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 # Cargo needs every target the manifest names (the integration tests, the examples).
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+# The allocator's settings and the release binary's link (.cargo/config.toml, link/cc.sh).
+COPY .cargo ./.cargo
+COPY link ./link
 COPY src ./src
 COPY tests ./tests
 COPY examples ./examples
-# jemalloc builds from C source with the image's cc and make.
+# jemalloc builds from C source with the image's cc and make; link/cc.sh uses its nm and c++filt.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin lockgate \

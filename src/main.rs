@@ -124,6 +124,7 @@ fn config_error(line: &str) -> ExitCode {
 /// jemalloc instead of glibc's allocator or mimalloc: with 10,000 waiting clients the gateway
 /// needs a fraction of the memory (it leaves untouched parts of hyper's per-connection buffers
 /// unresident and returns freed memory to the OS), idles smaller, and serves lock cycles at
-/// least as fast (figures in bench/README.md).
+/// least as fast (figures in bench/README.md). Built with one arena (`.cargo/config.toml` says
+/// why; `tests/it/cli.rs` checks it).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -125,6 +125,25 @@ async fn help_and_version_exit_0() {
     assert_eq!(run(&["--version"]).await.0, Some(0));
 }
 
+/// The binary's allocator is built with one arena (`.cargo/config.toml`; why there): jemalloc
+/// reports the setting it was built with when asked for its statistics at exit.
+#[tokio::test]
+async fn the_allocator_is_built_with_one_arena() {
+    let out = lockgate()
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .await
+        .expect("run lockgate");
+    assert_eq!(out.status.code(), Some(0));
+    let stats = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stats.contains("config.malloc_conf: \"narenas:1\""),
+        "jemalloc's statistics do not show the build setting:\n{stats}"
+    );
+    assert!(stats.contains("opt.narenas: 1\n"), "{stats}");
+}
+
 /// `lockgate openapi` prints the document the server serves.
 #[tokio::test]
 async fn the_openapi_subcommand_prints_the_document() {
