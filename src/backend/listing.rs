@@ -43,21 +43,37 @@ pub struct ListCursor {
     pub after: Option<String>,
 }
 
-/// One page of held locks, in the order found.
+/// What a listing asks for: at most `limit` (≥ 1) held names under `prefix`, from `cursor`
+/// on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageRequest<'a> {
+    pub prefix: &'a str,
+    pub cursor: ListCursor,
+    pub limit: usize,
+}
+
+/// One page of what a listing found held (each name with what a look at it saw), in the
+/// order found.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ListPage {
-    pub locks: Vec<(String, Inspection)>,
+pub struct Page<T> {
+    pub found: Vec<(String, T)>,
     /// Where the next page starts; `None` when the listing is complete.
     pub next: Option<ListCursor>,
 }
 
-/// One page of semaphores with permits held, in the order found.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SemaphorePage {
-    pub semaphores: Vec<(String, Permits)>,
-    /// Where the next page starts; `None` when the listing is complete.
-    pub next: Option<ListCursor>,
+impl<T> Default for Page<T> {
+    fn default() -> Self {
+        Self {
+            found: Vec::new(),
+            next: None,
+        }
+    }
 }
+
+/// One page of held locks.
+pub type ListPage = Page<Inspection>;
+/// One page of semaphores with permits held.
+pub type SemaphorePage = Page<Permits>;
 
 /// Separates the parts of a cursor's text. Not in the name alphabet.
 const CURSOR_SEPARATOR: char = '~';
@@ -111,59 +127,37 @@ pub(crate) trait Walk {
     ) -> impl Future<Output = Result<Vec<(String, Self::Found)>, BackendError>> + Send;
 }
 
-/// One page of at most `limit` (≥ 1) held locks under `prefix`, from `cursor` on.
-pub(crate) async fn page(
-    store: &impl Walk<Found = Inspection>,
-    prefix: &str,
-    cursor: ListCursor,
-    limit: usize,
-) -> Result<ListPage, BackendError> {
-    let (locks, next) = walk(store, prefix, cursor, limit).await?;
-    Ok(ListPage { locks, next })
-}
-
-/// One page of at most `limit` (≥ 1) semaphores with permits held under `prefix`, from
-/// `cursor` on.
-pub(crate) async fn semaphore_page(
-    store: &impl Walk<Found = Permits>,
-    prefix: &str,
-    cursor: ListCursor,
-    limit: usize,
-) -> Result<SemaphorePage, BackendError> {
-    let (semaphores, next) = walk(store, prefix, cursor, limit).await?;
-    Ok(SemaphorePage { semaphores, next })
-}
-
-/// What was found held, and where to go on.
-type Walked<T> = (Vec<(String, T)>, Option<ListCursor>);
-
-/// One page of a walk: at most `limit` held names under `prefix`, from `cursor` on.
-async fn walk<W: Walk>(
+/// One page of a walk of `store` (locks or semaphores, as its [`Walk::Found`] says).
+pub(crate) async fn page<W: Walk>(
     store: &W,
-    prefix: &str,
-    cursor: ListCursor,
-    limit: usize,
-) -> Result<Walked<W::Found>, BackendError> {
-    let mut locks = Vec::new();
+    request: PageRequest<'_>,
+) -> Result<Page<W::Found>, BackendError> {
+    let PageRequest {
+        prefix,
+        cursor,
+        limit,
+    } = request;
+    let mut found = Vec::new();
     let mut at = cursor;
     for _ in 0..MAX_SCANS_PER_PAGE {
         let Some((next, mut names)) = store.scan(at.node, at.scan, prefix).await? else {
-            return Ok((locks, None));
+            return Ok(Page { found, next: None });
         };
         names.sort_unstable();
         names.dedup();
         if let Some(after) = &at.after {
             names.retain(|name| name > after);
         }
-        let found = store.look(at.node, names).await?;
-        let room = limit - locks.len();
-        if found.len() > room {
+        let held = store.look(at.node, names).await?;
+        let room = limit - found.len();
+        if held.len() > room {
             // Taken in name order; the rest of this step on the next page.
-            locks.extend(found.into_iter().take(room));
-            let after = locks.last().map(|(name, _)| name.clone());
-            return Ok((locks, Some(ListCursor { after, ..at })));
+            found.extend(held.into_iter().take(room));
+            let after = found.last().map(|(name, _)| name.clone());
+            let next = Some(ListCursor { after, ..at });
+            return Ok(Page { found, next });
         }
-        locks.extend(found);
+        found.extend(held);
         at = if next == 0 {
             ListCursor {
                 node: at.node + 1,
@@ -176,11 +170,14 @@ async fn walk<W: Walk>(
                 after: None,
             }
         };
-        if locks.len() == limit {
+        if found.len() == limit {
             break;
         }
     }
-    Ok((locks, Some(at)))
+    Ok(Page {
+        found,
+        next: Some(at),
+    })
 }
 
 /// What to list among `names`, from what a look at each found (in the same order): those
@@ -360,9 +357,14 @@ mod tests {
         let mut cursor = Some(ListCursor::default());
         let mut pages = 0;
         while let Some(at) = cursor {
-            let page = page(&nodes, "", at, 3).await.expect("page");
-            assert!(page.locks.len() <= 3);
-            for (name, _) in page.locks {
+            let request = PageRequest {
+                prefix: "",
+                cursor: at,
+                limit: 3,
+            };
+            let page = page(&nodes, request).await.expect("page");
+            assert!(page.found.len() <= 3);
+            for (name, _) in page.found {
                 *seen.entry(name).or_insert(0) += 1;
             }
             cursor = page
@@ -374,10 +376,13 @@ mod tests {
         assert_eq!(seen.len(), 12, "{seen:?}");
         assert!(seen.values().all(|&n| n == 1), "{seen:?}");
 
-        let only_b = page(&nodes, "b:", ListCursor::default(), 100)
-            .await
-            .expect("page");
-        assert_eq!(only_b.locks.len(), 5);
+        let request = PageRequest {
+            prefix: "b:",
+            limit: 100,
+            ..PageRequest::default()
+        };
+        let only_b = page(&nodes, request).await.expect("page");
+        assert_eq!(only_b.found.len(), 5);
         assert_eq!(only_b.next, None);
     }
 }

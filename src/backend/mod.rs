@@ -51,7 +51,7 @@ pub use self::granted::{GrantNews, GrantedNames};
 pub use self::holder::Holder;
 pub(crate) use self::lease::lease_operations_by_kind;
 pub use self::lease::{GrantsOf, Leased, kinds};
-pub use self::listing::{ListCursor, ListPage, SemaphorePage};
+pub use self::listing::{ListCursor, ListPage, PageRequest, SemaphorePage};
 pub use self::outcome::{
     AcquireOutcome, Claim, Inspection, Lease, ReenterOutcome, ReleaseOutcome, RenewOutcome,
     ReplicaAck,
@@ -227,22 +227,16 @@ pub trait LeaseStore: Send + Sync {
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
-    /// One page of at most `limit` (≥ 1) held locks whose names start with `prefix`, from
-    /// `cursor` on (see [`listing`]).
+    /// One page of held locks (see [`listing`]).
     fn list(
         &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
+        request: PageRequest<'_>,
     ) -> impl Future<Output = Result<ListPage, BackendError>> + Send;
 
-    /// One page of at most `limit` (≥ 1) semaphores with permits held whose names start
-    /// with `prefix`, from `cursor` on (see [`listing`]).
+    /// One page of semaphores with permits held (see [`listing`]).
     fn list_semaphores(
         &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
+        request: PageRequest<'_>,
     ) -> impl Future<Output = Result<SemaphorePage, BackendError>> + Send;
 
     /// Answers when the store can serve requests.
@@ -441,22 +435,15 @@ impl LeaseStore for Backend {
         dispatch!(self, b => b.hold_off_shared(name, wait))
     }
 
-    async fn list(
-        &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
-    ) -> Result<ListPage, BackendError> {
-        dispatch!(self, b => b.list(prefix, cursor, limit))
+    async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError> {
+        dispatch!(self, b => b.list(request))
     }
 
     async fn list_semaphores(
         &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
+        request: PageRequest<'_>,
     ) -> Result<SemaphorePage, BackendError> {
-        dispatch!(self, b => b.list_semaphores(prefix, cursor, limit))
+        dispatch!(self, b => b.list_semaphores(request))
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

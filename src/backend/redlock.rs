@@ -44,8 +44,8 @@ use futures_util::future::join_all;
 use super::listing::{self, Walk};
 use super::redis::RedisBackend;
 use super::{
-    AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListCursor,
-    ListPage, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListPage,
+    PageRequest, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
 use crate::backend::{
     GrantAttempt, GrantedNames, GrantsOf, ReenterOutcome, RenewAttempt, SemaphorePage, kinds,
@@ -640,22 +640,12 @@ impl LeaseStore for RedlockBackend {
         Ok(self.majority_view(name).await?.map(|(seen, ..)| seen))
     }
 
-    async fn list(
-        &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
-    ) -> Result<ListPage, BackendError> {
-        listing::page(self, prefix, cursor, limit).await
+    async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError> {
+        listing::page(self, request).await
     }
 
     /// Semaphores are not offered on Redlock (see `lock::semaphore`): nothing to list.
-    async fn list_semaphores(
-        &self,
-        _prefix: &str,
-        _cursor: ListCursor,
-        _limit: usize,
-    ) -> Result<SemaphorePage, BackendError> {
+    async fn list_semaphores(&self, _: PageRequest<'_>) -> Result<SemaphorePage, BackendError> {
         Ok(SemaphorePage::default())
     }
 

@@ -9,7 +9,9 @@ use super::cursor::{CursorScope, ListPosition};
 use super::error::LockError;
 use super::service::LockService;
 use crate::backend::fence::granted_at;
-use crate::backend::{GrantsOf, Holder, Inspection, LeaseStore, ListCursor, PermitView, kinds};
+use crate::backend::{
+    GrantsOf, Holder, Inspection, LeaseStore, ListCursor, PageRequest, PermitView, kinds,
+};
 
 /// What anyone may learn about a held lock. Never the token.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,9 +85,14 @@ impl LockService {
         cursor: ListCursor,
         limit: usize,
     ) -> Result<(Vec<(LockName, LockState)>, Option<ListCursor>), LockError> {
-        let page = self.backend.list(prefix, cursor, limit).await?;
+        let request = PageRequest {
+            prefix,
+            cursor,
+            limit,
+        };
+        let page = self.backend.list(request).await?;
         let mut locks: Vec<(LockName, LockState)> = page
-            .locks
+            .found
             .into_iter()
             // A key of another program can look like a lock key; its name may not be one.
             .filter_map(|(name, seen)| {

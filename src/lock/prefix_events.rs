@@ -30,7 +30,9 @@ use tokio_util::sync::CancellationToken;
 use super::LockName;
 use super::error::LockError;
 use super::events::{LockEvent, Watcher, WatcherSlot, Watches};
-use crate::backend::{AbortOnDrop, Backend, GrantNews, GrantedNames, LeaseStore, ListCursor};
+use crate::backend::{
+    AbortOnDrop, Backend, GrantNews, GrantedNames, LeaseStore, ListCursor, PageRequest,
+};
 
 /// How long a followed name stays followed once free (a name taken again soon is not looked
 /// up again).
@@ -299,9 +301,14 @@ async fn walk(backend: Arc<Backend>, prefix: String) -> Result<Vec<LockName>, Lo
     let mut held = Vec::new();
     let mut cursor = ListCursor::default();
     loop {
-        let page = backend.list(&prefix, cursor, WALK_PAGE).await?;
+        let request = PageRequest {
+            prefix: &prefix,
+            cursor,
+            limit: WALK_PAGE,
+        };
+        let page = backend.list(request).await?;
         held.extend(
-            page.locks
+            page.found
                 .into_iter()
                 .filter_map(|(name, _)| LockName::from_string(name).ok()),
         );

@@ -14,7 +14,7 @@ use std::num::NonZeroU32;
 use super::cursor::ListPosition;
 use super::primitive::Primitive;
 use super::{LockError, LockName, LockService};
-use crate::backend::{GrantsOf, LeaseStore, Leased, PermitView, Permits};
+use crate::backend::{GrantsOf, LeaseStore, Leased, PageRequest, PermitView, Permits};
 
 /// Most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 10_000;
@@ -79,12 +79,14 @@ impl LockService {
         let Some(prefix) = prefixes.get(part) else {
             return Ok((Vec::new(), None));
         };
-        let page = self
-            .backend
-            .list_semaphores(prefix, position.at, limit)
-            .await?;
+        let request = PageRequest {
+            prefix,
+            cursor: position.at,
+            limit,
+        };
+        let page = self.backend.list_semaphores(request).await?;
         let semaphores = page
-            .semaphores
+            .found
             .into_iter()
             // A key of another program can look like a permits key; its name may not be one.
             .filter_map(|(name, Permits { limit, permits })| {

@@ -4,11 +4,16 @@
 use tokio::time::Instant;
 
 use super::MemoryBackend;
-use crate::backend::{GrantsOf, Inspection, ListCursor, ListPage, SemaphorePage};
+use crate::backend::{GrantsOf, Inspection, ListCursor, ListPage, PageRequest, SemaphorePage};
 
 impl MemoryBackend {
     /// A page of held locks in name order; the cursor is the last name listed.
-    pub(super) fn list_locks(&self, prefix: &str, cursor: ListCursor, limit: usize) -> ListPage {
+    pub(super) fn list_locks(&self, request: PageRequest<'_>) -> ListPage {
+        let PageRequest {
+            prefix,
+            cursor,
+            limit,
+        } = request;
         let now = Instant::now();
         let state = self.state();
         let after = cursor.after.as_deref().unwrap_or("");
@@ -22,7 +27,7 @@ impl MemoryBackend {
             .collect();
         names.sort_unstable();
         let more = names.len() > limit;
-        let locks: Vec<(String, Inspection)> = names
+        let found: Vec<(String, Inspection)> = names
             .into_iter()
             .take(limit)
             .map(|name| {
@@ -30,21 +35,20 @@ impl MemoryBackend {
                 (name.clone(), held.inspection(now))
             })
             .collect();
-        let next = more.then(|| ListCursor {
-            after: locks.last().map(|(name, _)| name.clone()),
-            ..ListCursor::default()
-        });
-        ListPage { locks, next }
+        ListPage {
+            next: after_the_last(more, &found),
+            found,
+        }
     }
 
     /// A page of semaphores with permits held, in name order; the cursor is the last name
     /// listed.
-    pub(super) fn list_permits(
-        &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
-    ) -> SemaphorePage {
+    pub(super) fn list_permits(&self, request: PageRequest<'_>) -> SemaphorePage {
+        let PageRequest {
+            prefix,
+            cursor,
+            limit,
+        } = request;
         let after = cursor.after.as_deref().unwrap_or("");
         let mut names: Vec<String> = self
             .state()
@@ -54,23 +58,31 @@ impl MemoryBackend {
             .cloned()
             .collect();
         names.sort_unstable();
-        let mut semaphores = Vec::new();
+        let mut found = Vec::new();
         let mut more = false;
         for name in names {
             let permits = self.grant_views(GrantsOf::Permits, &name);
             if permits.permits.is_empty() {
                 continue;
             }
-            if semaphores.len() == limit {
+            if found.len() == limit {
                 more = true;
                 break;
             }
-            semaphores.push((name, permits));
+            found.push((name, permits));
         }
-        let next = more.then(|| ListCursor {
-            after: semaphores.last().map(|(name, _)| name.clone()),
-            ..ListCursor::default()
-        });
-        SemaphorePage { semaphores, next }
+        SemaphorePage {
+            next: after_the_last(more, &found),
+            found,
+        }
     }
+}
+
+/// Where a page of the memory store's listing goes on, when there is `more`: after its last
+/// name.
+fn after_the_last<T>(more: bool, found: &[(String, T)]) -> Option<ListCursor> {
+    more.then(|| ListCursor {
+        after: found.last().map(|(name, _)| name.clone()),
+        ..ListCursor::default()
+    })
 }

@@ -27,8 +27,8 @@ use tokio::time::Instant;
 use super::fence::{Marks, fence_of, next_fence};
 use super::shared::SHARED_MARKER;
 use super::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListCursor,
-    ListPage, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListPage,
+    PageRequest, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use super::{GrantsOf, lease_operations_by_kind};
 use crate::backend::{GrantAttempt, GrantedNames, RenewAttempt, SemaphorePage};
@@ -305,22 +305,15 @@ impl LeaseStore for MemoryBackend {
         }))
     }
 
-    async fn list(
-        &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
-    ) -> Result<ListPage, BackendError> {
-        Ok(self.list_locks(prefix, cursor, limit))
+    async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError> {
+        Ok(self.list_locks(request))
     }
 
     async fn list_semaphores(
         &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
+        request: PageRequest<'_>,
     ) -> Result<SemaphorePage, BackendError> {
-        Ok(self.list_permits(prefix, cursor, limit))
+        Ok(self.list_permits(request))
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

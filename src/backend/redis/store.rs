@@ -16,7 +16,7 @@ use crate::backend::fence::fence_of;
 use crate::backend::listing::{self, match_pattern, name_of_key};
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, Holder, Inspection, LeaseStore, Leased,
-    ListCursor, ListPage, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewAttempt,
+    ListPage, PageRequest, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewAttempt,
     RenewOutcome,
 };
 use crate::backend::{GrantedNames, GrantsOf, SemaphorePage, lease_operations_by_kind};
@@ -124,22 +124,15 @@ impl LeaseStore for RedisBackend {
         self.hold_off_readers(name, wait).await
     }
 
-    async fn list(
-        &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
-    ) -> Result<ListPage, BackendError> {
-        listing::page(self, prefix, cursor, limit).await
+    async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError> {
+        listing::page(self, request).await
     }
 
     async fn list_semaphores(
         &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
+        request: PageRequest<'_>,
     ) -> Result<SemaphorePage, BackendError> {
-        listing::semaphore_page(&SemaphoreWalk(self), prefix, cursor, limit).await
+        listing::page(&SemaphoreWalk(self), request).await
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
