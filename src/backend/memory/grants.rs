@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{MemoryBackend, State, acked, announce};
+use super::{MemoryBackend, State, announce, issued_fence, lease};
 use crate::backend::fence::{fence_of, has_stem};
 use crate::backend::semaphore::{PermitView, Permits};
 use crate::backend::{
@@ -76,7 +76,7 @@ impl Grants {
             grant.claim = claim;
         }
         Some(Lease {
-            fence: fence_of(&grant.token).unwrap_or(0),
+            fence: issued_fence(&grant.token),
             ttl: grant.expires - now,
             replicas_acked,
         })
@@ -185,12 +185,7 @@ impl MemoryBackend {
         };
         grant.expires = now + ttl;
         state.settle(of, name);
-        Ok(RenewOutcome::Renewed(Lease {
-            // Every token stored here was issued here, with its fence.
-            fence: fence_of(token).unwrap_or(0),
-            ttl,
-            replicas_acked: acked(ack),
-        }))
+        Ok(RenewOutcome::Renewed(lease(issued_fence(token), ttl, ack)))
     }
 
     pub(super) async fn release_grant(

@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{Held, MemoryBackend, acked};
-use crate::backend::fence::{fence_of, has_stem, token};
+use super::{Held, MemoryBackend, issued_fence, lease};
+use crate::backend::fence::{has_stem, token};
 use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, GrantAttempt, Lease, ReenterOutcome, ReleaseOutcome,
+    AcquireOutcome, BackendError, Claim, GrantAttempt, ReenterOutcome, ReleaseOutcome,
     RenewAttempt, RenewOutcome,
 };
 
@@ -29,15 +29,11 @@ impl MemoryBackend {
                 if claim.is_some() {
                     held.claim = claim;
                 }
-                let fence = fence_of(&held.token).unwrap_or(0);
+                let fence = issued_fence(&held.token);
                 if let Some(place) = place {
                     state.leave_queue(name, place.waiter);
                 }
-                return Ok(AcquireOutcome::AlreadyHeld(Lease {
-                    fence,
-                    ttl: remaining,
-                    replicas_acked: acked(ack),
-                }));
+                return Ok(AcquireOutcome::AlreadyHeld(lease(fence, remaining, ack)));
             }
             let shared = held.token == SHARED_MARKER;
             if let Some(place) = place {
@@ -94,11 +90,7 @@ impl MemoryBackend {
         if new_head {
             self.announce_head(name);
         }
-        Ok(AcquireOutcome::Granted(Lease {
-            fence,
-            ttl,
-            replicas_acked: acked(ack),
-        }))
+        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
     }
 
     pub(super) async fn release_lock(
@@ -162,12 +154,7 @@ impl MemoryBackend {
             Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
             Some(held) => {
                 held.expires = now + ttl;
-                Ok(RenewOutcome::Renewed(Lease {
-                    // Every token stored here was issued here, with its fence.
-                    fence: fence_of(token).unwrap_or(0),
-                    ttl,
-                    replicas_acked: acked(ack),
-                }))
+                Ok(RenewOutcome::Renewed(lease(issued_fence(token), ttl, ack)))
             }
         }
     }
@@ -187,11 +174,7 @@ impl MemoryBackend {
                 held.holds += 1;
                 held.expires = held.expires.max(now + ttl);
                 Ok(ReenterOutcome::Reentered {
-                    lease: Lease {
-                        fence: fence_of(token).unwrap_or(0),
-                        ttl: held.expires - now,
-                        replicas_acked: acked(ack),
-                    },
+                    lease: lease(issued_fence(token), held.expires - now, ack),
                     holds: held.holds,
                 })
             }

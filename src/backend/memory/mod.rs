@@ -31,7 +31,7 @@ use super::{
     PageRequest, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use super::{GrantsOf, lease_operations_by_kind};
-use crate::backend::{GrantAttempt, GrantedNames, RenewAttempt, SemaphorePage};
+use crate::backend::{GrantAttempt, GrantedNames, Lease, RenewAttempt, SemaphorePage};
 use crate::name::LockName;
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
@@ -215,8 +215,23 @@ fn wall_clock_micros() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// Replicas that acknowledged a write, when asked: none here, there are no replicas.
 fn acked(ack: Option<ReplicaAck>) -> Option<u32> {
     ack.map(|_| 0)
+}
+
+/// A lease as the memory store answers it.
+fn lease(fence: u64, ttl: Duration, ack: Option<ReplicaAck>) -> Lease {
+    Lease {
+        fence,
+        ttl,
+        replicas_acked: acked(ack),
+    }
+}
+
+/// The fence of a token this store holds: every one of them was issued here, with its fence.
+fn issued_fence(token: &str) -> u64 {
+    fence_of(token).unwrap_or(0)
 }
 
 /// A set's names as the store's maps key them.

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{Held, MemoryBackend, acked};
-use crate::backend::fence::{fence_of, has_stem, token};
-use crate::backend::{AcquireOutcome, BackendError, Claim, Lease, ReleaseOutcome, RenewOutcome};
+use super::{Held, MemoryBackend, issued_fence, lease};
+use crate::backend::fence::{has_stem, token};
+use crate::backend::{AcquireOutcome, BackendError, Claim, ReleaseOutcome, RenewOutcome};
 use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::name::LockName;
 
@@ -43,11 +43,11 @@ impl MemoryBackend {
             {
                 held.claim = claim;
             }
-            return Ok(AcquireOutcome::AlreadyHeld(Lease {
-                fence: fence_of(&token).unwrap_or(0),
-                ttl: expires - now,
-                replicas_acked: acked(ack),
-            }));
+            return Ok(AcquireOutcome::AlreadyHeld(lease(
+                issued_fence(&token),
+                expires - now,
+                ack,
+            )));
         }
         let fence = state.next_fence();
         let holder = holder
@@ -70,11 +70,7 @@ impl MemoryBackend {
         for name in names {
             self.announce_grant(name);
         }
-        Ok(AcquireOutcome::Granted(Lease {
-            fence,
-            ttl,
-            replicas_acked: acked(ack),
-        }))
+        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
     }
 
     pub(super) async fn renew_all(
@@ -98,11 +94,7 @@ impl MemoryBackend {
                 held.expires = now + ttl;
             }
         }
-        Ok(RenewOutcome::Renewed(Lease {
-            fence: fence_of(token).unwrap_or(0),
-            ttl,
-            replicas_acked: acked(ack),
-        }))
+        Ok(RenewOutcome::Renewed(lease(issued_fence(token), ttl, ack)))
     }
 
     pub(super) async fn release_all(

@@ -4,10 +4,10 @@
 use tokio::time::Instant;
 
 use super::grants::Grants;
-use super::{MemoryBackend, acked};
+use super::{MemoryBackend, acked, lease};
 use crate::backend::GrantsOf;
 use crate::backend::fence::token;
-use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, Lease};
+use crate::backend::{AcquireOutcome, BackendError, GrantAttempt};
 
 impl MemoryBackend {
     pub(super) async fn acquire_permit(
@@ -41,11 +41,7 @@ impl MemoryBackend {
             .or_insert_with(|| Grants::new(limit))
             .add(token(stem, fence), now + ttl, claim, holder);
         state.note_write(now);
-        Ok(AcquireOutcome::Granted(Lease {
-            fence,
-            ttl,
-            replicas_acked: acked(ack),
-        }))
+        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
     }
 }
 

@@ -6,11 +6,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::grants::Grants;
-use super::{Held, MemoryBackend, State, acked};
+use super::{Held, MemoryBackend, State, acked, lease};
 use crate::backend::GrantsOf;
 use crate::backend::fence::token;
 use crate::backend::shared::SHARED_MARKER;
-use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, Lease};
+use crate::backend::{AcquireOutcome, BackendError, GrantAttempt};
 
 impl State {
     /// Whether readers hold `name`: its lock entry is live and holds the marker.
@@ -78,11 +78,7 @@ impl MemoryBackend {
         });
         state.fit_marker(name);
         state.note_write(now);
-        Ok(AcquireOutcome::Granted(Lease {
-            fence,
-            ttl,
-            replicas_acked: acked(ack),
-        }))
+        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
     }
 
     pub(super) async fn hold_off_readers(
