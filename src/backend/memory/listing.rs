@@ -9,14 +9,10 @@ use crate::backend::{GrantsOf, Inspection, ListCursor, ListPage, PageRequest, Se
 impl MemoryBackend {
     /// A page of held locks in name order; the cursor is the last name listed.
     pub(super) fn list_locks(&self, request: PageRequest<'_>) -> ListPage {
-        let PageRequest {
-            prefix,
-            cursor,
-            limit,
-        } = request;
+        let (prefix, limit) = (request.prefix, request.limit);
         let now = Instant::now();
         let state = self.state();
-        let after = cursor.after.as_deref().unwrap_or("");
+        let after = request.cursor.after.as_deref().unwrap_or("");
         let mut names: Vec<&String> = state
             .locks
             .iter()
@@ -44,12 +40,8 @@ impl MemoryBackend {
     /// A page of semaphores with permits held, in name order; the cursor is the last name
     /// listed.
     pub(super) fn list_permits(&self, request: PageRequest<'_>) -> SemaphorePage {
-        let PageRequest {
-            prefix,
-            cursor,
-            limit,
-        } = request;
-        let after = cursor.after.as_deref().unwrap_or("");
+        let (prefix, limit) = (request.prefix, request.limit);
+        let after = request.cursor.after.as_deref().unwrap_or("");
         let mut names: Vec<String> = self
             .state()
             .semaphores
