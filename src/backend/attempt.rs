@@ -120,6 +120,25 @@ impl<'a> GrantAttempt<'a> {
     }
 }
 
+/// A grant to undo, as every store's withdraw takes it: one an attempt may have made but never
+/// delivered (its answer was lost, or its client went away), whose fence the gateway may not
+/// know.
+#[derive(Debug, Clone, Copy)]
+pub struct Withdrawal<'a> {
+    /// The stem of the attempt's token: the grant of a token of this stem is withdrawn.
+    pub stem: &'a str,
+    /// The attempt's claim, for an idempotent one: the grant is withdrawn only while this is
+    /// still its last claim (see [`Claim`]), so that a retry that found it keeps it.
+    pub claim: Option<Claim>,
+}
+
+impl Withdrawal<'_> {
+    /// Whether it withdraws a grant held by `token` and last claimed by `claim`.
+    pub fn takes(&self, token: &str, claim: Option<Claim>) -> bool {
+        super::fence::has_stem(token, self.stem) && (self.claim.is_none() || claim == self.claim)
+    }
+}
+
 /// One renewal of a grant, as every store's renew takes it.
 #[derive(Debug, Clone, Copy)]
 pub struct RenewAttempt<'a> {

@@ -180,18 +180,17 @@ macro_rules! lease_operations_by_kind {
         async fn withdraw(
             &self,
             leased: Leased<'_>,
-            stem: &str,
-            claim: Option<Claim>,
+            withdrawal: $crate::backend::Withdrawal<'_>,
         ) -> Result<bool, BackendError> {
             match leased {
-                Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
+                Leased::Lock(name) => self.withdraw_lock(name.as_str(), withdrawal).await,
                 Leased::Shared(name) => {
-                    (self.withdraw_grant(GrantsOf::Readers, name.as_str(), stem, claim)).await
+                    (self.withdraw_grant(GrantsOf::Readers, name.as_str(), withdrawal)).await
                 }
                 Leased::Permit(name, _) => {
-                    (self.withdraw_grant(GrantsOf::Permits, name.as_str(), stem, claim)).await
+                    (self.withdraw_grant(GrantsOf::Permits, name.as_str(), withdrawal)).await
                 }
-                Leased::Set(names) => self.withdraw_all(names, stem, claim).await,
+                Leased::Set(names) => self.withdraw_all(names, withdrawal).await,
             }
         }
     };

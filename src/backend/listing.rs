@@ -105,6 +105,13 @@ impl ListCursor {
     }
 }
 
+/// One SCAN step's answer: the next cursor (0 when the node is done) and the names found;
+/// `None` when there is no such node.
+pub(crate) type Scanned = Result<Option<(u64, Vec<String>)>, BackendError>;
+
+/// A look's answer: the held ones among the names, with what was found of each.
+pub(crate) type Looked<T> = Result<Vec<(String, T)>, BackendError>;
+
 /// What a store needs to offer for [`page`] to list it.
 pub(crate) trait Walk {
     /// What a look finds of a name: a lock's [`Inspection`], a semaphore's [`Permits`].
@@ -112,19 +119,14 @@ pub(crate) trait Walk {
 
     /// One SCAN step on `node`: the next cursor (0 when the node is done) and the lock names
     /// found whose keys match `prefix`. `None` when there is no such node (the listing is done).
-    fn scan(
-        &self,
-        node: usize,
-        cursor: u64,
-        prefix: &str,
-    ) -> impl Future<Output = Result<Option<(u64, Vec<String>)>, BackendError>> + Send;
+    fn scan(&self, node: usize, cursor: u64, prefix: &str) -> impl Future<Output = Scanned> + Send;
 
     /// The held ones among `names` (found on `node`), in the order given.
     fn look(
         &self,
         node: usize,
         names: Vec<String>,
-    ) -> impl Future<Output = Result<Vec<(String, Self::Found)>, BackendError>> + Send;
+    ) -> impl Future<Output = Looked<Self::Found>> + Send;
 }
 
 /// One page of a walk of `store` (locks or semaphores, as its [`Walk::Found`] says).
@@ -299,12 +301,7 @@ mod tests {
     impl Walk for Nodes {
         type Found = Inspection;
 
-        async fn scan(
-            &self,
-            node: usize,
-            cursor: u64,
-            prefix: &str,
-        ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+        async fn scan(&self, node: usize, cursor: u64, prefix: &str) -> Scanned {
             *self.scans.lock().unwrap() += 1;
             let Some(names) = self.nodes.get(node) else {
                 return Ok(None);
@@ -320,11 +317,7 @@ mod tests {
             Ok(Some((next, found)))
         }
 
-        async fn look(
-            &self,
-            _node: usize,
-            names: Vec<String>,
-        ) -> Result<Vec<(String, Inspection)>, BackendError> {
+        async fn look(&self, _node: usize, names: Vec<String>) -> Looked<Inspection> {
             Ok(names
                 .into_iter()
                 .map(|name| {

@@ -44,6 +44,7 @@ use std::time::Duration;
 
 pub use self::attempt::{
     DEFAULT_REPLICA_TIMEOUT, GrantAttempt, GrantParts, LeaseRequest, RenewAttempt, ReplicaPolicy,
+    Withdrawal,
 };
 pub(crate) use self::feed::AbortOnDrop;
 pub use self::feed::{ReleaseFeed, sleep_until_some};
@@ -146,14 +147,12 @@ pub trait LeaseStore: Send + Sync {
         token: &str,
     ) -> impl Future<Output = Result<ReleaseOutcome, BackendError>> + Send;
 
-    /// Ends the grant of a token of `stem` (and, with a claim, only while that claim is still
-    /// the grant's last): undoes a grant that may have been made but was never delivered,
-    /// whose fence the gateway may not know. True if something was removed.
+    /// Undoes the grant `withdrawal` names (see [`Withdrawal`]). True if something was
+    /// removed.
     fn withdraw(
         &self,
         leased: Leased<'_>,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
     /// Subscribes to the releases that may let a waiter of `leased` in (a lock's release, a
@@ -373,10 +372,9 @@ impl LeaseStore for Backend {
     async fn withdraw(
         &self,
         leased: Leased<'_>,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.withdraw(leased, stem, claim))
+        dispatch!(self, b => b.withdraw(leased, withdrawal))
     }
 
     async fn reenter(

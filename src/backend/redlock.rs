@@ -41,14 +41,15 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use super::listing::{self, Walk};
+use super::listing::{self, Looked, Scanned, Walk};
 use super::redis::RedisBackend;
 use super::{
-    AcquireOutcome, BackendError, Claim, Inspection, Lease, LeaseStore, Leased, ListPage,
-    PageRequest, Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, BackendError, Inspection, Lease, LeaseStore, Leased, ListPage, PageRequest,
+    Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
 use crate::backend::{
-    GrantAttempt, GrantedNames, GrantsOf, ReenterOutcome, RenewAttempt, SemaphorePage, kinds,
+    GrantAttempt, GrantedNames, GrantsOf, ReenterOutcome, RenewAttempt, SemaphorePage, Withdrawal,
+    kinds,
 };
 
 #[derive(Debug)]
@@ -176,18 +177,17 @@ impl RedlockBackend {
         ))
     }
 
-    /// Withdraws the grant of `stem` on the nodes at `indices`, best effort.
+    /// Withdraws the grant `withdrawal` names on the nodes at `indices`, best effort.
     async fn withdraw_on(
         &self,
         indices: impl IntoIterator<Item = usize>,
         name: &str,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) {
         let withdrawals = indices
             .into_iter()
             .filter_map(|i| self.nodes.get(i))
-            .map(|n| n.withdraw_lock(name, stem, claim));
+            .map(|n| n.withdraw_lock(name, withdrawal));
         for outcome in join_all(withdrawals).await {
             if let Err(err) = outcome {
                 tracing::warn!(lock = name, error = %err, "redlock: could not withdraw a partial grant; it expires at its ttl");
@@ -293,23 +293,14 @@ impl RedlockBackend {
 impl Walk for RedlockBackend {
     type Found = Inspection;
 
-    async fn scan(
-        &self,
-        node: usize,
-        cursor: u64,
-        prefix: &str,
-    ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+    async fn scan(&self, node: usize, cursor: u64, prefix: &str) -> Scanned {
         match self.nodes.get(node) {
             Some(backend) => backend.scan(0, cursor, prefix).await,
             None => Ok(None),
         }
     }
 
-    async fn look(
-        &self,
-        node: usize,
-        names: Vec<String>,
-    ) -> Result<Vec<(String, Inspection)>, BackendError> {
+    async fn look(&self, node: usize, names: Vec<String>) -> Looked<Inspection> {
         let views = join_all(names.iter().map(|name| self.majority_view(name))).await;
         listing::kept(names, views, |view| {
             view.and_then(|(seen, lowest, _)| (lowest == node).then_some(seen))
@@ -357,7 +348,8 @@ impl RedlockBackend {
                 .map(|(i, _)| i)
         };
         if holders.len() < self.quorum() {
-            self.withdraw_on(maybe_ours(), name, stem, claim).await;
+            self.withdraw_on(maybe_ours(), name, Withdrawal { stem, claim })
+                .await;
             let held: Vec<Option<Duration>> = answers
                 .iter()
                 .filter_map(|a| match *a {
@@ -396,7 +388,8 @@ impl RedlockBackend {
         }
         .unwrap_or(0);
         if self.finalize(name, stem, fence, &holders).await < self.quorum() {
-            self.withdraw_on(maybe_ours(), name, stem, claim).await;
+            self.withdraw_on(maybe_ours(), name, Withdrawal { stem, claim })
+                .await;
             return Err(BackendError::NoReply(
                 "redlock: could not give a majority of nodes the grant's fence".into(),
             ));
@@ -439,13 +432,9 @@ impl RedlockBackend {
     async fn withdraw_lock(
         &self,
         name: &str,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        let withdrawals = self
-            .nodes
-            .iter()
-            .map(|n| n.withdraw_lock(name, stem, claim));
+        let withdrawals = self.nodes.iter().map(|n| n.withdraw_lock(name, withdrawal));
         let outcomes = join_all(withdrawals).await;
         if outcomes.iter().all(Result::is_err) {
             return Err(self.unavailable("withdrawal", 0));
@@ -563,11 +552,10 @@ impl LeaseStore for RedlockBackend {
     async fn withdraw(
         &self,
         leased: Leased<'_>,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
         match leased {
-            Leased::Lock(name) => self.withdraw_lock(name.as_str(), stem, claim).await,
+            Leased::Lock(name) => self.withdraw_lock(name.as_str(), withdrawal).await,
             _ => Err(not_offered(leased)),
         }
     }

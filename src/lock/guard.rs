@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::primitive::Primitive;
 use super::{LockName, TokenStem};
-use crate::backend::{Backend, BackendError, Claim, LeaseStore};
+use crate::backend::{Backend, BackendError, Claim, LeaseStore, Withdrawal};
 
 #[derive(Debug)]
 pub struct GrantGuard<P: Primitive> {
@@ -52,9 +52,11 @@ impl<P: Primitive> GrantGuard<P> {
     pub async fn withdraw(mut self) -> Result<bool, BackendError> {
         self.armed = false;
         let leased = self.primitive.leased(&self.name);
-        self.backend
-            .withdraw(leased, self.stem.expose(), self.claim)
-            .await
+        let withdrawal = Withdrawal {
+            stem: self.stem.expose(),
+            claim: self.claim,
+        };
+        self.backend.withdraw(leased, withdrawal).await
     }
 }
 
@@ -77,7 +79,11 @@ impl<P: Primitive> Drop for GrantGuard<P> {
         );
         runtime.spawn(async move {
             let leased = primitive.leased(&name);
-            match backend.withdraw(leased, stem.expose(), claim).await {
+            let withdrawal = Withdrawal {
+                stem: stem.expose(),
+                claim,
+            };
+            match backend.withdraw(leased, withdrawal).await {
                 Ok(true) => {
                     tracing::info!(lock = %name, kind = leased.kind(), "released the grant of a client that went away");
                 }

@@ -13,6 +13,7 @@ use crate::backend::fence::{fence_of, has_stem};
 use crate::backend::semaphore::{PermitView, Permits};
 use crate::backend::{
     BackendError, Claim, GrantsOf, Holder, Lease, ReleaseOutcome, RenewAttempt, RenewOutcome,
+    Withdrawal,
 };
 
 /// The grants of one name: a semaphore's permits (with its limit), or a lock's readers.
@@ -203,16 +204,15 @@ impl MemoryBackend {
         )
     }
 
-    /// Withdraws the grant of `stem` if `claim` (when given) is still its last claim.
+    /// Withdraws the grant `withdrawal` names.
     pub(super) async fn withdraw_grant(
         &self,
         of: GrantsOf,
         name: &str,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
         Ok(self.remove_grant(of, name, |grant| {
-            has_stem(&grant.token, stem) && (claim.is_none() || grant.claim == claim)
+            withdrawal.takes(&grant.token, grant.claim)
         }))
     }
 

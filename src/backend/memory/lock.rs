@@ -9,8 +9,8 @@ use crate::backend::fence::{has_stem, token};
 use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, GrantAttempt, ReenterOutcome, ReleaseOutcome,
-    RenewAttempt, RenewOutcome,
+    AcquireOutcome, BackendError, GrantAttempt, ReenterOutcome, ReleaseOutcome, RenewAttempt,
+    RenewOutcome, Withdrawal,
 };
 
 impl MemoryBackend {
@@ -123,14 +123,13 @@ impl MemoryBackend {
     pub(super) async fn withdraw_lock(
         &self,
         name: &str,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
         let now = Instant::now();
         let mut state = self.state();
-        let ours = state.live_lock(name, now).is_some_and(|held| {
-            has_stem(&held.token, stem) && (claim.is_none() || held.claim == claim)
-        });
+        let ours = state
+            .live_lock(name, now)
+            .is_some_and(|held| withdrawal.takes(&held.token, held.claim));
         if ours {
             state.locks.remove(name);
         }

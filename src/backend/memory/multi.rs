@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::{Held, MemoryBackend, issued_fence, lease};
 use crate::backend::fence::{has_stem, token};
-use crate::backend::{AcquireOutcome, BackendError, Claim, ReleaseOutcome, RenewOutcome};
+use crate::backend::{AcquireOutcome, BackendError, ReleaseOutcome, RenewOutcome, Withdrawal};
 use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::name::LockName;
 
@@ -131,9 +131,9 @@ impl MemoryBackend {
     pub(super) async fn withdraw_all(
         &self,
         names: &[LockName],
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
+        let Withdrawal { stem, claim } = withdrawal;
         let names: &[&str] = &super::strs(names);
         let now = Instant::now();
         let mut state = self.state();

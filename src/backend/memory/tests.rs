@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::backend::fence::token;
-use crate::backend::{Lease, LeaseRequest};
+use crate::backend::{Lease, LeaseRequest, Withdrawal};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -121,6 +121,10 @@ async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
     assert_eq!(replay, AcquireOutcome::AlreadyHeld(expected));
 }
 
+fn withdrawal(stem: &str, claim: Option<Claim>) -> Withdrawal<'_> {
+    Withdrawal { stem, claim }
+}
+
 /// A withdrawal removes a grant of its stem only, and with a claim only while that claim is
 /// the grant's last: a replay by a later attempt protects the grant from an earlier
 /// attempt's withdrawal.
@@ -128,8 +132,11 @@ async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
 async fn withdrawals_respect_stems_and_claims() {
     let b = MemoryBackend::new();
     grant(&b, "a", "s1").await;
-    assert_eq!(b.withdraw_lock("a", "s2", None).await, Ok(false));
-    assert_eq!(b.withdraw_lock("a", "s1", None).await, Ok(true));
+    assert_eq!(
+        b.withdraw_lock("a", withdrawal("s2", None)).await,
+        Ok(false)
+    );
+    assert_eq!(b.withdraw_lock("a", withdrawal("s1", None)).await, Ok(true));
     assert_eq!(b.inspect("a").await, Ok(None));
 
     b.acquire_lock(
@@ -150,9 +157,15 @@ async fn withdrawals_respect_stems_and_claims() {
     )
     .await
     .expect("replay");
-    assert_eq!(b.withdraw_lock("a", "k", Some(Claim(1))).await, Ok(false));
+    assert_eq!(
+        b.withdraw_lock("a", withdrawal("k", Some(Claim(1)))).await,
+        Ok(false)
+    );
     assert!(b.inspect("a").await.expect("inspect").is_some());
-    assert_eq!(b.withdraw_lock("a", "k", Some(Claim(2))).await, Ok(true));
+    assert_eq!(
+        b.withdraw_lock("a", withdrawal("k", Some(Claim(2)))).await,
+        Ok(true)
+    );
 }
 
 /// A release is announced to watchers of the name, and only to them.

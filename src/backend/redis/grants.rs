@@ -17,7 +17,7 @@ use super::send::{claim_arg, evalsha};
 use crate::backend::semaphore::Permits;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, GrantsOf, Holder, ReleaseOutcome,
-    RenewAttempt, RenewOutcome, millis,
+    RenewAttempt, RenewOutcome, Withdrawal, millis,
 };
 
 /// The arguments of a granting script after `ARGV[1]` (stem) and `ARGV[2]` (ttl), and any
@@ -179,9 +179,9 @@ impl RedisBackend {
         &self,
         of: GrantsOf,
         name: &str,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
+        let Withdrawal { stem, claim } = withdrawal;
         Ok(self.remove_grant(of, name, "", stem, claim).await? == 1)
     }
 

@@ -10,13 +10,14 @@ use super::errors::classify;
 use super::send::Request;
 use super::{Commands, RedisBackend, Waits};
 use crate::backend::listing::{
-    PERMITS_SUFFIX, SCAN_COUNT, Walk, kept, match_pattern, name_of_key, semaphore_of_key,
+    Looked, PERMITS_SUFFIX, SCAN_COUNT, Scanned, Walk, kept, match_pattern, name_of_key,
+    semaphore_of_key,
 };
 use crate::backend::{BackendError, GrantsOf, Inspection, LeaseStore, Permits};
 use crate::telemetry::metrics::RedisCall;
 
 /// A `SCAN` reply: the next cursor and the keys of this step.
-type Scanned = (u64, Vec<Vec<u8>>);
+type ScanReply = (u64, Vec<Vec<u8>>);
 
 impl RedisBackend {
     /// One SCAN step on the server (node 0), or on the `node`th master of a Cluster; `None`
@@ -26,7 +27,7 @@ impl RedisBackend {
         node: usize,
         cursor: u64,
         pattern: &str,
-    ) -> Result<Option<Scanned>, BackendError> {
+    ) -> Result<Option<ScanReply>, BackendError> {
         let mut scan = redis::cmd("SCAN");
         scan.arg(cursor)
             .arg("MATCH")
@@ -40,7 +41,7 @@ impl RedisBackend {
                 }
                 let mut pipe = redis::pipe();
                 pipe.add_command(scan);
-                let (scanned,): (Scanned,) = self.run(Request::Native(&pipe)).await?;
+                let (scanned,): (ScanReply,) = self.run(Request::Native(&pipe)).await?;
                 Ok(Some(scanned))
             }
             (Commands::Cluster(commands), Waits::Cluster(masters)) => {
@@ -81,7 +82,7 @@ impl RedisBackend {
         cursor: u64,
         pattern: &str,
         name_of: for<'k> fn(&str, &'k [u8]) -> Option<&'k str>,
-    ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+    ) -> Scanned {
         let Some((next, keys)) = self.scan_step(node, cursor, pattern).await? else {
             return Ok(None);
         };
@@ -97,21 +98,12 @@ impl RedisBackend {
 impl Walk for RedisBackend {
     type Found = Inspection;
 
-    async fn scan(
-        &self,
-        node: usize,
-        cursor: u64,
-        prefix: &str,
-    ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+    async fn scan(&self, node: usize, cursor: u64, prefix: &str) -> Scanned {
         let pattern = match_pattern(&self.key_prefix, prefix);
         self.scan_names(node, cursor, &pattern, name_of_key).await
     }
 
-    async fn look(
-        &self,
-        _node: usize,
-        names: Vec<String>,
-    ) -> Result<Vec<(String, Inspection)>, BackendError> {
+    async fn look(&self, _node: usize, names: Vec<String>) -> Looked<Inspection> {
         // Concurrently: the inspections travel pipelined on the command connection.
         let looks = join_all(names.iter().map(|name| self.inspect(name))).await;
         kept(names, looks, |seen| seen)
@@ -124,12 +116,7 @@ pub(super) struct SemaphoreWalk<'a>(pub(super) &'a RedisBackend);
 impl Walk for SemaphoreWalk<'_> {
     type Found = Permits;
 
-    async fn scan(
-        &self,
-        node: usize,
-        cursor: u64,
-        prefix: &str,
-    ) -> Result<Option<(u64, Vec<String>)>, BackendError> {
+    async fn scan(&self, node: usize, cursor: u64, prefix: &str) -> Scanned {
         let backend = self.0;
         let pattern = format!(
             "{}{PERMITS_SUFFIX}",
@@ -140,11 +127,7 @@ impl Walk for SemaphoreWalk<'_> {
             .await
     }
 
-    async fn look(
-        &self,
-        _node: usize,
-        names: Vec<String>,
-    ) -> Result<Vec<(String, Permits)>, BackendError> {
+    async fn look(&self, _node: usize, names: Vec<String>) -> Looked<Permits> {
         let looks = join_all(
             names
                 .iter()

@@ -14,8 +14,8 @@ use super::scripts::{ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, REN
 use super::send::{Request, claim_arg, evalsha};
 use crate::backend::fence::{Marks, fence_of};
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, Lease, ReenterOutcome, ReleaseFeed, ReleaseOutcome,
-    RenewOutcome, millis,
+    AcquireOutcome, BackendError, Lease, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome,
+    Withdrawal, millis,
 };
 use crate::backend::{GrantAttempt, RenewAttempt};
 
@@ -218,13 +218,13 @@ impl RedisBackend {
         release_outcome(&RELEASE, self.script::<i64>(&RELEASE, &call).await?)
     }
 
-    /// Withdraws the grant of the lock `name` to a token of `stem`.
+    /// Withdraws the grant of the lock `name` that `withdrawal` names.
     pub(crate) async fn withdraw_lock(
         &self,
         name: &str,
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
+        let Withdrawal { stem, claim } = withdrawal;
         let keys = self.keys(name);
         let mut call = if Marks::of(stem).holder {
             evalsha(&WITHDRAW, &[keys.lock(), keys.claim(), keys.holder()])

@@ -9,6 +9,7 @@ use super::keys::{Counters, Key};
 use super::scripts::{MULTI_ACQUIRE, MULTI_RELEASE, MULTI_RENEW};
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, ReleaseOutcome, RenewAttempt, RenewOutcome,
+    Withdrawal,
 };
 use crate::name::LockName;
 
@@ -84,9 +85,9 @@ impl RedisBackend {
     pub(super) async fn withdraw_all(
         &self,
         names: &[LockName],
-        stem: &str,
-        claim: Option<Claim>,
+        withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
+        let Withdrawal { stem, claim } = withdrawal;
         Ok(self.remove_all(names, "", stem, claim).await? == 1)
     }
 }

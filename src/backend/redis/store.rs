@@ -15,9 +15,8 @@ use super::send::evalsha;
 use crate::backend::fence::fence_of;
 use crate::backend::listing::{self, match_pattern, name_of_key};
 use crate::backend::{
-    AcquireOutcome, BackendError, Claim, GrantAttempt, Holder, Inspection, LeaseStore, Leased,
-    ListPage, PageRequest, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewAttempt,
-    RenewOutcome,
+    AcquireOutcome, BackendError, GrantAttempt, Holder, Inspection, LeaseStore, Leased, ListPage,
+    PageRequest, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewAttempt, RenewOutcome,
 };
 use crate::backend::{GrantedNames, GrantsOf, SemaphorePage, lease_operations_by_kind};
 use crate::telemetry::metrics::RedisCall;
