@@ -15,10 +15,10 @@ use super::LockName;
 use super::error::LockError;
 use super::primitive::Exclusive;
 use super::request::LeaseRequest;
-use super::service::{LockService, check_replicas, validity, within_hold};
+use super::service::{LockService, bounded_renewal, check_replicas, validity};
 use super::token::LockToken;
 use super::validity::Validity;
-use crate::backend::{LeaseStore, ReenterOutcome, RenewAttempt};
+use crate::backend::{LeaseStore, ReenterOutcome};
 
 /// A reentrant lock taken once more.
 #[derive(Debug)]
@@ -56,22 +56,13 @@ impl LockService {
         if !token.is_reentrant() {
             return Err(LockError::NotReentrant);
         }
-        let hold_left = token.hold_left();
-        if hold_left.is_some_and(|left| left.is_zero()) {
+        let Some(renewal) = bounded_renewal(token, request.ttl, request.replicas) else {
             return Err(LockError::MaxHoldReached);
-        }
-        let ttl = within_hold(request.ttl, hold_left);
+        };
         let started = Instant::now();
         let reentered = self
             .backend
-            .reenter(
-                name.as_str(),
-                RenewAttempt {
-                    token: token.expose(),
-                    ttl,
-                    ack: request.replicas.ack(),
-                },
-            )
+            .reenter(name.as_str(), renewal)
             .await
             .map_err(LockError::of_write)?;
         let (lease, holds) = match reentered {

@@ -192,29 +192,19 @@ impl LockService {
         let leased = primitive.leased(name);
         self.check_offered(leased)?;
         let started = Instant::now();
-        // A bounded hold is renewed up to its deadline, never past it.
-        let hold_left = token.hold_left();
-        if hold_left.is_some_and(|left| left.is_zero()) {
+        let Some(renewal) = bounded_renewal(token, request.ttl, request.replicas) else {
             // The lease was last set to end at the bound as "bound - now" when that renewal was
             // sent, so in Redis it can outlive the bound by that renewal's trip: end it now,
             // as the refusal says (compare-and-delete: only this token's grant; a failure
             // leaves it to expire moments later).
             let _ = self.release_lease(primitive, name, token).await;
             return Err(LockError::MaxHoldReached);
-        }
-        let ttl = within_hold(request.ttl, hold_left);
+        };
         // The bound, not the client's ttl, decides when this lease ends.
-        let ends_at_bound = ttl < request.ttl;
+        let ends_at_bound = renewal.ttl < request.ttl;
         let outcome = self
             .backend
-            .renew(
-                leased,
-                RenewAttempt {
-                    token: token.expose(),
-                    ttl,
-                    ack: request.replicas.ack(),
-                },
-            )
+            .renew(leased, renewal)
             .await
             .map_err(LockError::of_write)?;
         let lease = match outcome {
@@ -381,7 +371,25 @@ pub(super) fn validity(started: Instant, lease: &Lease) -> Result<Validity, Lock
 /// milliseconds as the store takes a ttl: truncated, the lease could end up to a millisecond
 /// before the bound, and a renewal in that gap would be told "not held" (404) instead of
 /// `max-hold-reached`. Past the bound, the caller's refusal ends it.
-pub(super) fn within_hold(ttl: Duration, hold_left: Option<Duration>) -> Duration {
+/// The renewal of `token`'s grant for `ttl`: a bounded hold (`max_hold_ms`, which the token
+/// carries) is renewed up to its deadline, never past it; `None` once the deadline is reached.
+pub(super) fn bounded_renewal(
+    token: &LockToken,
+    ttl: Duration,
+    replicas: ReplicaPolicy,
+) -> Option<RenewAttempt<'_>> {
+    let hold_left = token.hold_left();
+    if hold_left.is_some_and(|left| left.is_zero()) {
+        return None;
+    }
+    Some(RenewAttempt {
+        token: token.expose(),
+        ttl: within_hold(ttl, hold_left),
+        ack: replicas.ack(),
+    })
+}
+
+fn within_hold(ttl: Duration, hold_left: Option<Duration>) -> Duration {
     hold_left.map_or(ttl, |left| ttl.min(whole_millis_up(left)))
 }
 

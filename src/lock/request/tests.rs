@@ -20,61 +20,34 @@ fn an_empty_request_gets_the_documented_defaults() {
 
 #[test]
 fn ttl_and_wait_are_bounded_inclusively() {
-    assert!(
-        LIMITS
-            .lease(RawLease {
-                ttl_ms: Some(100),
-                wait_ms: Some(60_000),
-                ..RawLease::default()
-            })
-            .is_ok()
-    );
-    assert!(
-        LIMITS
-            .lease(RawLease {
-                ttl_ms: Some(3_600_000),
-                ..RawLease::default()
-            })
-            .is_ok()
-    );
+    // (ttl_ms, wait_ms, the field refused, if any)
+    let cases = [
+        (Some(100), Some(60_000), None),
+        (Some(3_600_000), None, None),
+        (Some(99), None, Some("ttl_ms")),
+        (Some(0), None, Some("ttl_ms")),
+        (Some(u64::MAX), None, Some("ttl_ms")),
+        (None, Some(60_001), Some("wait_ms")),
+    ];
+    for (ttl_ms, wait_ms, refused) in cases {
+        let checked = LIMITS.lease(RawLease {
+            ttl_ms,
+            wait_ms,
+            ..RawLease::default()
+        });
+        assert_eq!(
+            checked.err().map(|err| err.field),
+            refused,
+            "ttl_ms {ttl_ms:?}, wait_ms {wait_ms:?}"
+        );
+    }
     let low = LIMITS
         .lease(RawLease {
             ttl_ms: Some(99),
             ..RawLease::default()
         })
         .unwrap_err();
-    assert_eq!(low.field, "ttl_ms");
     assert_eq!(low.message, "must be between 100 and 3600000 milliseconds");
-    assert_eq!(
-        LIMITS
-            .lease(RawLease {
-                ttl_ms: Some(0),
-                ..RawLease::default()
-            })
-            .unwrap_err()
-            .field,
-        "ttl_ms"
-    );
-    assert_eq!(
-        LIMITS
-            .lease(RawLease {
-                ttl_ms: Some(u64::MAX),
-                ..RawLease::default()
-            })
-            .unwrap_err()
-            .field,
-        "ttl_ms"
-    );
-    assert_eq!(
-        LIMITS
-            .lease(RawLease {
-                wait_ms: Some(60_001),
-                ..RawLease::default()
-            })
-            .unwrap_err()
-            .field,
-        "wait_ms"
-    );
     assert_eq!(
         LIMITS
             .renew(Some(3_600_001), RawReplicas::default())
