@@ -1,18 +1,17 @@
-//! The route table. Every route is declared once, by its handler: the `#[utoipa::path]`
-//! attribute gives its method, path, parameters and successful answers, and its
-//! `x-lockgate-route` extension (a [`Route`]) the operation it is (so the scope an API key
-//! needs and its timeout class) and the problems it answers beyond the gate's own. The
-//! handlers registered in `http::api` are the table: the router, the OpenAPI document and the
-//! gate's classification ([`RouteTable`], read from the document when the router is built)
-//! all come from those declarations, so a route cannot be served without being classified,
-//! or documented without being served.
+//! The route table. [`ROUTES`] says what every operation the API serves is, by its
+//! operationId (the handler's name): the operation (so the scope an API key needs, the
+//! metrics' label and the timeout class) and the problems it answers beyond the gate's own.
+//! The handlers registered in `http::api` give each route its method, path, parameters and
+//! successful answers (their `#[utoipa::path]` attributes); utoipa-axum builds the router and
+//! the OpenAPI document from them, and [`RouteTable::take_from`] joins the document to this
+//! table when the router is built: a handler without a row, or a row without a handler, stops
+//! the router from being built (every test builds it). So a route cannot be served without
+//! being classified, or documented without being served.
 //!
 //! The problem responses of the document are written from the problem table
-//! ([`ProblemKind::meaning`]), grouped by status, and the extension is taken out: a client
-//! reads ordinary responses.
+//! ([`ProblemKind::meaning`]), grouped by status: a client reads ordinary responses.
 
 use axum::http::{Method, StatusCode};
-use serde::ser::{Serialize, SerializeStruct, Serializer};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{HttpMethod, Operation as DocOperation};
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
@@ -21,13 +20,11 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBui
 use super::problem::{PROBLEM_JSON, ProblemKind};
 use crate::operation::Operation;
 
-/// The name of the extension that carries a [`Route`] in a handler's attribute.
-pub const ROUTE_EXTENSION: &str = "x-lockgate-route";
-
-/// What a route is, beyond its path and method: `extensions(("x-lockgate-route" =
-/// json!(ROUTE)))` in its handler's attribute, with `ROUTE` a constant beside the handler.
+/// What a route is, beyond its path and method: its row of [`ROUTES`].
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
+    /// The handler's name, which is the operation's `operationId` in the document.
+    pub operation_id: &'static str,
     /// The operation: the scope a key needs, the metrics' label, the timeout class.
     pub operation: Operation,
     /// The problems the handler (and the lease engine under it) can answer, in groups (see
@@ -36,35 +33,23 @@ pub struct Route {
     pub problems: &'static [&'static [ProblemKind]],
 }
 
-impl Route {
-    pub const fn new(operation: Operation, problems: &'static [&'static [ProblemKind]]) -> Self {
-        Self {
-            operation,
-            problems,
-        }
-    }
-}
-
-/// As the document carries it until [`RouteTable::take_from`] reads it: labels and slugs.
-impl Serialize for Route {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let problems: Vec<&str> = self
-            .problems
-            .iter()
-            .flat_map(|group| group.iter().map(|kind| kind.slug()))
-            .collect();
-        let mut route = serializer.serialize_struct("Route", 2)?;
-        route.serialize_field("operation", self.operation.label())?;
-        route.serialize_field("problems", &problems)?;
-        route.end()
+const fn route(
+    operation_id: &'static str,
+    operation: Operation,
+    problems: &'static [&'static [ProblemKind]],
+) -> Route {
+    Route {
+        operation_id,
+        operation,
+        problems,
     }
 }
 
 use ProblemKind::{
     BackendFull, BackendUnavailable, CrossSlot, Forbidden, GrantsHeldBack, InsufficientReplicas,
-    InvalidName, InvalidRequest, LockHeld, LockNotHeld, LockRevoked, MaxHoldReached, NotOffered,
-    NotOwner, OutcomeUnknown, PayloadTooLarge, PermitsMismatch, ShuttingDown, TooManyWaiters,
-    WaitPoolExhausted,
+    InvalidName, InvalidRequest, LockHeld, LockNotHeld, LockRevoked, MaxHoldReached, NotFound,
+    NotOffered, NotOwner, OutcomeUnknown, PayloadTooLarge, PermitsMismatch, ShuttingDown,
+    TooManyWaiters, TooManyWatchers, WaitPoolExhausted,
 };
 
 /// What every acquire can answer (a lock, a shared grant, a permit, a set; and their hold
@@ -126,6 +111,49 @@ pub const OF_A_SET: &[ProblemKind] = &[CrossSlot, Forbidden];
 /// What a semaphore's acquire adds: another limit than the current holders'.
 pub const OF_A_SEMAPHORE: &[ProblemKind] = &[PermitsMismatch];
 
+/// What every event stream can answer.
+const WATCHING: &[ProblemKind] = &[TooManyWatchers, BackendUnavailable, ShuttingDown];
+
+/// Every operation the API serves, by the path it is served at.
+#[rustfmt::skip] // A table: one row per line reads best.
+pub const ROUTES: &[Route] = {
+    use Operation::{
+        Access, Acquire, Console, Healthz, Hold, Inspect, List, Metrics, Openapi, Readyz, Release,
+        Renew, Watch,
+    };
+    &[
+        // /locks/{name}, /locks/{name}/hold, /locks/{name}/events
+        route("acquire_lock", Acquire, &[ACQUIRE, REENTER]),
+        route("renew_lock", Renew, &[RENEW, HELD_BY_ONE]),
+        route("release_lock", Release, &[RELEASE, HELD_BY_ONE]),
+        route("inspect_lock", Inspect, &[&[InvalidName, LockNotHeld, BackendUnavailable]]),
+        route("hold_lock", Hold, &[ACQUIRE]),
+        route("watch_lock", Watch, &[&[InvalidName], WATCHING]),
+        // /locks (a listing, or a set of locks), /locks/events
+        route("list_locks", List, &[&[InvalidRequest, InvalidName, Forbidden, BackendUnavailable]]),
+        route("acquire_locks", Acquire, &[ACQUIRE, OF_A_SET]),
+        route("renew_locks", Renew, &[RENEW, HELD_BY_ONE, OF_A_SET]),
+        route("release_locks", Release, &[RELEASE, HELD_BY_ONE, OF_A_SET]),
+        route("watch_prefix", Watch, &[&[InvalidRequest, Forbidden], WATCHING]),
+        // /semaphores/{name}, /semaphores/{name}/hold, /semaphores
+        route("acquire_permit", Acquire, &[ACQUIRE, OF_A_SEMAPHORE]),
+        route("renew_permit", Renew, &[RENEW]),
+        route("release_permit", Release, &[RELEASE]),
+        route("inspect_semaphore", Inspect, &[&[InvalidName, NotOffered, BackendUnavailable]]),
+        route("hold_permit", Hold, &[ACQUIRE, OF_A_SEMAPHORE]),
+        route("list_semaphores", List, &[&[InvalidRequest, BackendUnavailable]]),
+        // The probes, the documents, the console
+        route("healthz", Healthz, &[]),
+        route("readyz", Readyz, &[&[BackendUnavailable, ShuttingDown]]),
+        route("openapi", Openapi, &[]),
+        route("index", Openapi, &[]),
+        route("metrics", Metrics, &[]),
+        route("console_page", Console, &[&[NotFound]]),
+        route("console_file", Console, &[&[NotFound]]),
+        route("access", Access, &[]),
+    ]
+};
+
 /// Every route served, by its template and method, with the operation it is. A `GET` row
 /// covers `HEAD`, which axum serves with the `GET` handler.
 #[derive(Debug, Default)]
@@ -134,21 +162,26 @@ pub struct RouteTable {
 }
 
 impl RouteTable {
-    /// Reads every operation's [`Route`] out of `doc` (generated from the handlers), writes
-    /// its problem responses, and removes the extension.
+    /// Finds every operation of `doc` (generated from the handlers) in [`ROUTES`] and writes
+    /// its problem responses.
     ///
     /// # Panics
-    /// When an operation has no declaration, or one this build cannot read: a route that
-    /// would be served unclassified, and so without its scope checked. Every test that builds
-    /// the router meets it.
+    /// When an operation of the document has no row (a route that would be served
+    /// unclassified, and so without its scope checked), or a row no operation of the document
+    /// (a route declared but not served). Every test that builds the router meets it.
     pub fn take_from(doc: &mut OpenApi) -> Self {
         let mut rows = Vec::new();
+        let mut unserved: Vec<&str> = ROUTES.iter().map(|route| route.operation_id).collect();
         for (path, item) in &mut doc.paths.paths {
             for (method, operation) in operations(item) {
-                let route = declared(operation).unwrap_or_else(|| {
-                    panic!("{method} {path} has no readable {ROUTE_EXTENSION} declaration")
-                });
-                let mut problems = route.problems;
+                let id = operation.operation_id.as_deref().unwrap_or_default();
+                let route = ROUTES
+                    .iter()
+                    .find(|route| route.operation_id == id)
+                    .unwrap_or_else(|| panic!("{method} {path} ({id}) has no row in ROUTES"));
+                unserved.retain(|served| *served != id);
+                let mut problems: Vec<ProblemKind> =
+                    route.problems.iter().copied().flatten().copied().collect();
                 for kind in gate_problems(route.operation) {
                     if !problems.contains(kind) {
                         problems.push(*kind);
@@ -163,6 +196,10 @@ impl RouteTable {
                 rows.push((path.clone(), method, route.operation));
             }
         }
+        assert!(
+            unserved.is_empty(),
+            "rows of ROUTES no handler serves: {unserved:?}"
+        );
         Self { rows }
     }
 
@@ -271,43 +308,6 @@ pub fn problem_responses(problems: &[ProblemKind]) -> Vec<(String, Response)> {
             (status.as_u16().to_string(), response.build())
         })
         .collect()
-}
-
-/// A route as the document carried it, read back: its operation and its problems.
-struct Declared {
-    operation: Operation,
-    problems: Vec<ProblemKind>,
-}
-
-/// Takes the declaration out of `operation`'s extensions.
-fn declared(operation: &mut DocOperation) -> Option<Declared> {
-    let value = operation.extensions.as_mut()?.remove(ROUTE_EXTENSION)?;
-    if operation
-        .extensions
-        .as_ref()
-        .is_some_and(|extensions| extensions.is_empty())
-    {
-        operation.extensions = None;
-    }
-    let label = value.get("operation")?.as_str()?;
-    let operation = Operation::ALL
-        .into_iter()
-        .find(|operation| operation.label() == label)?;
-    let problems = value
-        .get("problems")?
-        .as_array()?
-        .iter()
-        .map(|slug| {
-            let slug = slug.as_str()?;
-            ProblemKind::ALL
-                .into_iter()
-                .find(|kind| kind.slug() == slug)
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(Declared {
-        operation,
-        problems,
-    })
 }
 
 /// The operations of a path item, with their methods.

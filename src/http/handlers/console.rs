@@ -21,7 +21,6 @@ use crate::http::AppState;
 use crate::http::extract::Caller;
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
-use crate::http::routes::Route;
 use crate::operation::Operation;
 
 const PAGE: &str = include_str!("../console/index.html");
@@ -34,12 +33,6 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
      connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
      frame-ancestors 'none'";
 
-/// The route of the console's files.
-const CONSOLE: Route = Route::new(
-    Operation::Console,
-    &[&[crate::http::problem::ProblemKind::NotFound]],
-);
-
 /// The operator's console.
 ///
 /// A page that shows the locks under a prefix live (holder, fence, time held, lease left,
@@ -51,7 +44,6 @@ const CONSOLE: Route = Route::new(
     path = "/ui",
     tag = "console",
     operation_id = "console_page",
-    extensions(("x-lockgate-route" = json!(CONSOLE))),
     responses(
         (status = 200, description = "The console's page.", content_type = "text/html", body = String),
     )
@@ -66,7 +58,6 @@ pub async fn page(State(app): State<AppState>) -> Result<Response, ApiError> {
     path = "/ui/{file}",
     tag = "console",
     operation_id = "console_file",
-    extensions(("x-lockgate-route" = json!(CONSOLE))),
     params(("file" = String, Path, description = "`console.js` or `console.css`; anything else is 404.")),
     responses(
         (status = 200, description = "The console's script (`text/javascript`) or style sheet (`text/css`).", content_type = "text/plain", body = String),
@@ -131,9 +122,6 @@ pub struct AccessBody {
     pub prefixes: Vec<String>,
 }
 
-/// The route of [`access`].
-const ACCESS: Route = Route::new(Operation::Access, &[]);
-
 /// What the caller's API key may do.
 ///
 /// Its name, the operations on locks it allows and the name prefixes it covers; never the key.
@@ -145,8 +133,6 @@ const ACCESS: Route = Route::new(Operation::Access, &[]);
     get,
     path = "/access",
     tag = "health",
-    operation_id = "access",
-    extensions(("x-lockgate-route" = json!(ACCESS))),
     responses(
         (status = 200, description = "What the caller may do.", body = AccessBody),
     )

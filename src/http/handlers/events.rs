@@ -1,8 +1,6 @@
 //! `GET /locks/{name}/events` and `GET /locks/events?prefix=`: what happens to a lock, or to
 //! every lock under a prefix, as Server-Sent Events or NDJSON.
 
-use crate::http::problem::ProblemKind;
-use crate::http::routes::Route;
 use crate::operation::Operation;
 use std::convert::Infallible;
 use std::time::Duration;
@@ -123,17 +121,6 @@ impl LockEventBody {
     }
 }
 
-/// The route of [`watch_lock`].
-const WATCH_LOCK: Route = Route::new(
-    Operation::Watch,
-    &[&[
-        ProblemKind::InvalidName,
-        ProblemKind::TooManyWatchers,
-        ProblemKind::BackendUnavailable,
-        ProblemKind::ShuttingDown,
-    ]],
-);
-
 /// Watch a lock.
 ///
 /// A stream of what happens to the lock: first its `state`, then `acquired` (with the owner
@@ -145,8 +132,6 @@ const WATCH_LOCK: Route = Route::new(
     get,
     path = "/locks/{name}/events",
     tag = "locks",
-    operation_id = "watch_lock",
-    extensions(("x-lockgate-route" = json!(WATCH_LOCK))),
     params(LockNameParam),
     responses(
         (status = 200, description = "The events, one `LockEvent` each: SSE `event:`/`data:` pairs, or NDJSON lines.",
@@ -187,18 +172,6 @@ pub struct PrefixParams {
     prefix: Option<String>,
 }
 
-/// The route of [`watch_prefix`].
-const WATCH_PREFIX: Route = Route::new(
-    Operation::Watch,
-    &[&[
-        ProblemKind::InvalidRequest,
-        ProblemKind::Forbidden,
-        ProblemKind::TooManyWatchers,
-        ProblemKind::BackendUnavailable,
-        ProblemKind::ShuttingDown,
-    ]],
-);
-
 /// Watch every lock under a prefix.
 ///
 /// What happens to every lock whose name starts with `prefix`, as `GET /locks/{name}/events`
@@ -214,8 +187,6 @@ const WATCH_PREFIX: Route = Route::new(
     get,
     path = "/locks/events",
     tag = "locks",
-    operation_id = "watch_prefix",
-    extensions(("x-lockgate-route" = json!(WATCH_PREFIX))),
     params(PrefixParams),
     responses(
         (status = 200, description = "The events, one `LockEvent` each: SSE `event:`/`data:` pairs, or NDJSON lines.",

@@ -1,9 +1,6 @@
 //! Liveness, readiness, the OpenAPI document and the index at `/`.
 
 use crate::http::json::Json;
-use crate::http::problem::ProblemKind;
-use crate::http::routes::Route;
-use crate::operation::Operation;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -23,9 +20,6 @@ pub struct HealthBody {
     pub backend: Option<&'static str>,
 }
 
-/// The route of [`healthz`].
-const HEALTHZ: Route = Route::new(Operation::Healthz, &[]);
-
 /// Liveness: the process serves HTTP.
 ///
 /// Never touches the backend, so a Redis outage does not get the gateway restarted.
@@ -33,8 +27,6 @@ const HEALTHZ: Route = Route::new(Operation::Healthz, &[]);
     get,
     path = "/healthz",
     tag = "health",
-    operation_id = "healthz",
-    extensions(("x-lockgate-route" = json!(HEALTHZ))),
     responses((status = 200, description = "The gateway is alive.", body = HealthBody),
     )
 )]
@@ -45,12 +37,6 @@ pub async fn healthz() -> Json<HealthBody> {
     })
 }
 
-/// The route of [`readyz`].
-const READYZ: Route = Route::new(
-    Operation::Readyz,
-    &[&[ProblemKind::BackendUnavailable, ProblemKind::ShuttingDown]],
-);
-
 /// Readiness: the backend answers and the gateway is not shutting down.
 ///
 /// 503 while the backend is unreachable (the gateway keeps trying to reconnect), and from the
@@ -59,8 +45,6 @@ const READYZ: Route = Route::new(
     get,
     path = "/readyz",
     tag = "health",
-    operation_id = "readyz",
-    extensions(("x-lockgate-route" = json!(READYZ))),
     responses(
         (status = 200, description = "The gateway can serve lock requests.", body = HealthBody),
     )
@@ -73,16 +57,12 @@ pub async fn readyz(State(app): State<AppState>) -> Result<Json<HealthBody>, Api
     }))
 }
 
-/// The route of [`openapi`].
-const OPENAPI: Route = Route::new(Operation::Openapi, &[]);
-
 /// This API's OpenAPI 3.1 document.
 #[utoipa::path(
     get,
     path = "/openapi.json",
     tag = "health",
     operation_id = "openapi",
-    extensions(("x-lockgate-route" = json!(OPENAPI))),
     responses((status = 200, description = "The OpenAPI document of this API.", content_type = "application/json",
         body = Object),
     )
@@ -141,9 +121,6 @@ pub struct IndexLinks {
     pub metrics: &'static str,
 }
 
-/// The route of [`index`].
-const INDEX: Route = Route::new(Operation::Openapi, &[]);
-
 /// What this server is, with links to the OpenAPI document and the main routes.
 ///
 /// Shares the OpenAPI document's access rule (any valid key, when keys are configured) and its
@@ -152,8 +129,6 @@ const INDEX: Route = Route::new(Operation::Openapi, &[]);
     get,
     path = "/",
     tag = "health",
-    operation_id = "index",
-    extensions(("x-lockgate-route" = json!(INDEX))),
     responses((status = 200, description = "Name, version and links.", body = IndexBody),
     )
 )]

@@ -12,8 +12,6 @@
 //! its place (`queued` lines, 1 = next): its wait's failure is the stream's last line,
 //! `not-acquired`, with the problem document a `POST` would have answered.
 
-use crate::http::routes::{self, Route};
-use crate::operation::Operation;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -142,9 +140,6 @@ pub struct EndOfHold {
     pub reason: &'static str,
 }
 
-/// The route of [`hold_lock`].
-const HOLD_LOCK: Route = Route::new(Operation::Hold, &[routes::ACQUIRE]);
-
 /// Hold a lock while the response is open.
 ///
 /// Acquires like `POST /locks/{name}` (same body, `wait_ms` allowed) and answers a stream of
@@ -156,8 +151,6 @@ const HOLD_LOCK: Route = Route::new(Operation::Hold, &[routes::ACQUIRE]);
     post,
     path = "/locks/{name}/hold",
     tag = "locks",
-    operation_id = "hold_lock",
-    extensions(("x-lockgate-route" = json!(HOLD_LOCK))),
     params(
         LockNameParam,
         IdempotencyKeyParam

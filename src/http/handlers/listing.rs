@@ -2,8 +2,6 @@
 //! parameters, those of the named locks that are held (a multi-lock's `Location`).
 //! `GET /semaphores`: semaphores with permits held under a name prefix, the same way.
 
-use crate::http::problem::ProblemKind;
-use crate::http::routes::Route;
 use crate::operation::Operation;
 use axum::Extension;
 use axum::extract::State;
@@ -115,17 +113,6 @@ impl ListQuery {
     }
 }
 
-/// The route of [`list_locks`].
-const LIST_LOCKS: Route = Route::new(
-    Operation::List,
-    &[&[
-        ProblemKind::InvalidRequest,
-        ProblemKind::InvalidName,
-        ProblemKind::Forbidden,
-        ProblemKind::BackendUnavailable,
-    ]],
-);
-
 /// List held locks.
 ///
 /// Held locks whose names start with `prefix`, with what inspect shows of each (never a
@@ -143,8 +130,6 @@ const LIST_LOCKS: Route = Route::new(
     get,
     path = "/locks",
     tag = "locks",
-    operation_id = "list_locks",
-    extensions(("x-lockgate-route" = json!(LIST_LOCKS))),
     params(ListParams),
     responses(
         (status = 200, description = "A page of held locks.", body = LockListBody),
@@ -181,12 +166,6 @@ pub async fn list_locks(
     }))
 }
 
-/// The route of [`list_semaphores`].
-const LIST_SEMAPHORES: Route = Route::new(
-    Operation::List,
-    &[&[ProblemKind::InvalidRequest, ProblemKind::BackendUnavailable]],
-);
-
 /// The query of `GET /semaphores`.
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -213,8 +192,6 @@ pub struct SemaphoreListParams {
     get,
     path = "/semaphores",
     tag = "semaphores",
-    operation_id = "list_semaphores",
-    extensions(("x-lockgate-route" = json!(LIST_SEMAPHORES))),
     params(SemaphoreListParams),
     responses(
         (status = 200, description = "A page of semaphores with permits held.", body = SemaphoreListBody),

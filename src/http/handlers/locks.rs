@@ -1,9 +1,6 @@
 //! Handlers of `/locks/{name}`: acquire, renew, release, inspect.
 
 use crate::http::json::Json;
-use crate::http::problem::ProblemKind;
-use crate::http::routes::{self, Route};
-use crate::operation::Operation;
 use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -27,9 +24,6 @@ use crate::lock::{Exclusive, IdempotencyKey, InvalidName, LockName, LockToken, S
 use axum::response::IntoResponse;
 use futures_util::future::{Either, ready};
 
-/// The route of [`acquire_lock`].
-const ACQUIRE_LOCK: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE, routes::REENTER]);
-
 /// Acquire a lock.
 ///
 /// Takes the lock if it is free and returns a token (proof of ownership), a fence (strictly
@@ -46,8 +40,6 @@ const ACQUIRE_LOCK: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE, ro
     post,
     path = "/locks/{name}",
     tag = "locks",
-    operation_id = "acquire_lock",
-    extensions(("x-lockgate-route" = json!(ACQUIRE_LOCK))),
     params(
         LockNameParam,
         IdempotencyKeyParam,
@@ -132,9 +124,6 @@ async fn reentering(
     Ok((Extension(Succeeded("reentered")), Json(body)).into_response())
 }
 
-/// The route of [`renew_lock`].
-const RENEW_LOCK: Route = Route::new(Operation::Renew, &[routes::RENEW, routes::HELD_BY_ONE]);
-
 /// Renew a lock.
 ///
 /// Sets a new ttl, counted from now, if the `Lock-Token` header holds the lock.
@@ -142,8 +131,6 @@ const RENEW_LOCK: Route = Route::new(Operation::Renew, &[routes::RENEW, routes::
     patch,
     path = "/locks/{name}",
     tag = "locks",
-    operation_id = "renew_lock",
-    extensions(("x-lockgate-route" = json!(RENEW_LOCK))),
     params(
         LockNameParam,
         LockTokenParam
@@ -172,9 +159,6 @@ pub async fn renew_lock(
     Ok(Json(LockRenewalBody::new(&name, &renewal)))
 }
 
-/// The route of [`release_lock`].
-const RELEASE_LOCK: Route = Route::new(Operation::Release, &[routes::RELEASE, routes::HELD_BY_ONE]);
-
 /// Release a lock, or revoke it.
 ///
 /// Deletes the lock if the `Lock-Token` header holds it (compare-and-delete).
@@ -187,8 +171,6 @@ const RELEASE_LOCK: Route = Route::new(Operation::Release, &[routes::RELEASE, ro
     delete,
     path = "/locks/{name}",
     tag = "locks",
-    operation_id = "release_lock",
-    extensions(("x-lockgate-route" = json!(RELEASE_LOCK))),
     params(
         LockNameParam,
         ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
@@ -248,16 +230,6 @@ fn refuse_multi(token: &LockToken) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The route of [`inspect_lock`].
-const INSPECT_LOCK: Route = Route::new(
-    Operation::Inspect,
-    &[&[
-        ProblemKind::InvalidName,
-        ProblemKind::LockNotHeld,
-        ProblemKind::BackendUnavailable,
-    ]],
-);
-
 /// Inspect a lock.
 ///
 /// Whether the lock is held, the time left on its lease and the current fence. Never the
@@ -269,8 +241,6 @@ const INSPECT_LOCK: Route = Route::new(
     get,
     path = "/locks/{name}",
     tag = "locks",
-    operation_id = "inspect_lock",
-    extensions(("x-lockgate-route" = json!(INSPECT_LOCK))),
     params(LockNameParam),
     responses(
         (status = 200, description = "The lock is held.", body = LockInfoBody),

@@ -1,7 +1,5 @@
 //! `GET /metrics`: Prometheus text format.
 
-use crate::http::routes::Route;
-use crate::operation::Operation;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -12,9 +10,6 @@ use crate::telemetry::metrics::Gauges;
 /// The Prometheus content type of the text format.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The route of [`metrics`].
-const METRICS: Route = Route::new(Operation::Metrics, &[]);
-
 /// Metrics in the Prometheus text format.
 ///
 /// Requests by operation and outcome, latency histograms, Redis round trips, backend errors,
@@ -23,8 +18,6 @@ const METRICS: Route = Route::new(Operation::Metrics, &[]);
     get,
     path = "/metrics",
     tag = "health",
-    operation_id = "metrics",
-    extensions(("x-lockgate-route" = json!(METRICS))),
     responses(
         (status = 200, description = "The metrics, in the Prometheus text format 0.0.4.",
             body = String, content_type = "text/plain"),

@@ -4,7 +4,6 @@
 //! The gate cannot see a set's names (they are in the body or the query), so with API keys
 //! it hands the key to these handlers, which check every name against the key's scopes.
 
-use crate::http::routes::{self, Route};
 use crate::operation::Operation;
 use axum::Extension;
 use axum::extract::State;
@@ -65,9 +64,6 @@ pub struct SetParams {
     name: Vec<String>,
 }
 
-/// The route of [`acquire_locks`].
-const ACQUIRE_LOCKS: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE, routes::OF_A_SET]);
-
 /// Acquire several locks at once.
 ///
 /// Takes every lock of `names` under one token, fence and ttl, or none: no partial grant is
@@ -82,8 +78,6 @@ const ACQUIRE_LOCKS: Route = Route::new(Operation::Acquire, &[routes::ACQUIRE, r
     post,
     path = "/locks",
     tag = "locks",
-    operation_id = "acquire_locks",
-    extensions(("x-lockgate-route" = json!(ACQUIRE_LOCKS))),
     params(
         IdempotencyKeyParam,
         ("hold" = Option<bool>, Query, nullable = false,
@@ -134,12 +128,6 @@ pub fn acquire_locks(
     }))
 }
 
-/// The route of [`renew_locks`].
-const RENEW_LOCKS: Route = Route::new(
-    Operation::Renew,
-    &[routes::RENEW, routes::HELD_BY_ONE, routes::OF_A_SET],
-);
-
 /// Renew a multi-lock.
 ///
 /// Sets a new ttl on every lock of the set, if the `Lock-Token` header holds them all, and on
@@ -148,8 +136,6 @@ const RENEW_LOCKS: Route = Route::new(
     patch,
     path = "/locks",
     tag = "locks",
-    operation_id = "renew_locks",
-    extensions(("x-lockgate-route" = json!(RENEW_LOCKS))),
     params(
         SetParams,
         LeaseTokenParam
@@ -177,12 +163,6 @@ pub async fn renew_locks(
     Ok(Json(LockRenewalBody::new(&first, &renewal)))
 }
 
-/// The route of [`release_locks`].
-const RELEASE_LOCKS: Route = Route::new(
-    Operation::Release,
-    &[routes::RELEASE, routes::HELD_BY_ONE, routes::OF_A_SET],
-);
-
 /// Release a multi-lock.
 ///
 /// Deletes every lock of the set the `Lock-Token` header holds. A set no longer held answers
@@ -192,8 +172,6 @@ const RELEASE_LOCKS: Route = Route::new(
     delete,
     path = "/locks",
     tag = "locks",
-    operation_id = "release_locks",
-    extensions(("x-lockgate-route" = json!(RELEASE_LOCKS))),
     params(
         SetParams,
         LeaseTokenParam

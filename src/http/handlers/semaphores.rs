@@ -2,9 +2,6 @@
 //! semaphore, hold a permit as a stream. The lease engine does the work; these only add the
 //! limit (`permits`) and answer 501 `not-offered` where the backend has no semaphores.
 
-use crate::http::problem::ProblemKind;
-use crate::http::routes::{self, Route};
-use crate::operation::Operation;
 use std::num::NonZeroU32;
 
 use axum::extract::State;
@@ -40,12 +37,6 @@ fn semaphore(body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
         })
 }
 
-/// The route of [`acquire_permit`].
-const ACQUIRE_PERMIT: Route = Route::new(
-    Operation::Acquire,
-    &[routes::ACQUIRE, routes::OF_A_SEMAPHORE],
-);
-
 /// Acquire a permit.
 ///
 /// Takes one of the semaphore's `permits` permits if one is free and returns a permit lease:
@@ -58,8 +49,6 @@ const ACQUIRE_PERMIT: Route = Route::new(
     post,
     path = "/semaphores/{name}",
     tag = "semaphores",
-    operation_id = "acquire_permit",
-    extensions(("x-lockgate-route" = json!(ACQUIRE_PERMIT))),
     params(
         SemaphoreNameParam,
         IdempotencyKeyParam
@@ -85,9 +74,6 @@ pub fn acquire_permit(
     }))
 }
 
-/// The route of [`renew_permit`].
-const RENEW_PERMIT: Route = Route::new(Operation::Renew, &[routes::RENEW]);
-
 /// Renew a permit.
 ///
 /// Sets a new ttl, counted from now, on the permit the `Lock-Token` header holds.
@@ -95,8 +81,6 @@ const RENEW_PERMIT: Route = Route::new(Operation::Renew, &[routes::RENEW]);
     patch,
     path = "/semaphores/{name}",
     tag = "semaphores",
-    operation_id = "renew_permit",
-    extensions(("x-lockgate-route" = json!(RENEW_PERMIT))),
     params(
         SemaphoreNameParam,
         LeaseTokenParam
@@ -121,9 +105,6 @@ pub async fn renew_permit(
     Ok(Json(LockRenewalBody::new(&name, &renewal)))
 }
 
-/// The route of [`release_permit`].
-const RELEASE_PERMIT: Route = Route::new(Operation::Release, &[routes::RELEASE]);
-
 /// Release a permit.
 ///
 /// Gives back the permit the `Lock-Token` header holds; the first waiter gets it.
@@ -131,8 +112,6 @@ const RELEASE_PERMIT: Route = Route::new(Operation::Release, &[routes::RELEASE])
     delete,
     path = "/semaphores/{name}",
     tag = "semaphores",
-    operation_id = "release_permit",
-    extensions(("x-lockgate-route" = json!(RELEASE_PERMIT))),
     params(
         SemaphoreNameParam,
         LeaseTokenParam
@@ -152,16 +131,6 @@ pub async fn release_permit(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The route of [`inspect_semaphore`].
-const INSPECT_SEMAPHORE: Route = Route::new(
-    Operation::Inspect,
-    &[&[
-        ProblemKind::InvalidName,
-        ProblemKind::NotOffered,
-        ProblemKind::BackendUnavailable,
-    ]],
-);
-
 /// Inspect a semaphore.
 ///
 /// Its limit, the permits held (fence, time left, owner and metadata of each; never a token)
@@ -171,8 +140,6 @@ const INSPECT_SEMAPHORE: Route = Route::new(
     get,
     path = "/semaphores/{name}",
     tag = "semaphores",
-    operation_id = "inspect_semaphore",
-    extensions(("x-lockgate-route" = json!(INSPECT_SEMAPHORE))),
     params(SemaphoreNameParam),
     responses(
         (status = 200, description = "The semaphore's permits.", body = SemaphoreInfoBody),
@@ -186,9 +153,6 @@ pub async fn inspect_semaphore(
     Ok(Json(SemaphoreInfoBody::new(&name, state)))
 }
 
-/// The route of [`hold_permit`].
-const HOLD_PERMIT: Route = Route::new(Operation::Hold, &[routes::ACQUIRE, routes::OF_A_SEMAPHORE]);
-
 /// Hold a permit while the response is open.
 ///
 /// Acquires like `POST /semaphores/{name}` and answers the same NDJSON stream as a lock's
@@ -198,8 +162,6 @@ const HOLD_PERMIT: Route = Route::new(Operation::Hold, &[routes::ACQUIRE, routes
     post,
     path = "/semaphores/{name}/hold",
     tag = "semaphores",
-    operation_id = "hold_permit",
-    extensions(("x-lockgate-route" = json!(HOLD_PERMIT))),
     params(
         SemaphoreNameParam,
         IdempotencyKeyParam
