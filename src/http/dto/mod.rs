@@ -27,8 +27,39 @@ use crate::lock::RawReplicas;
 /// takes (`ttl_ms`, `wait_ms`, replicas, `max_hold_ms`, `owner`, `metadata`), with
 /// `replicas()` and `lease()` (the settings, as the lease engine checks them). One declaration per
 /// primitive keeps each body a flat object that rejects unknown fields and names the field at
-/// fault, which `#[serde(flatten)]` would not.
+/// fault, which `#[serde(flatten)]` would not. A `lock` body (an acquire of a lock, or its
+/// hold stream) adds a place in the lock's fair queue (`fair`, `priority`) after its own fields.
 macro_rules! acquire_body {
+    (
+        lock
+        $(#[$attr:meta])*
+        pub struct $name:ident {
+            $($(#[$field_attr:meta])* pub $field:ident: $type:ty,)*
+        }
+    ) => {
+        $crate::http::dto::acquire_body! {
+            $(#[$attr])*
+            pub struct $name {
+                $($(#[$field_attr])* pub $field: $type,)*
+    /// `true`: wait in the lock's fair queue, kept in Redis for every gateway: grants go
+    /// in queue order (higher `priority` first, then arrival), and an acquire that is not
+    /// fair never overtakes a waiting queue. Only with `wait_ms` > 0 does a request take a
+    /// place; not with `mode: "shared"`. Default false.
+    // No `default` here: with it, serde would also accept `[]` as a body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair: Option<bool>,
+    /// A fair waiter's priority, 0 to 9 (higher first; FIFO within a priority). Only with
+    /// `fair: true`. Default 0.
+    #[schema(minimum = 0, maximum = 9)]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub priority: Option<u64>,
+            }
+        }
+    };
     (
         $(#[$attr:meta])*
         pub struct $name:ident {
@@ -132,6 +163,7 @@ macro_rules! acquire_body {
 pub(crate) use acquire_body;
 
 acquire_body! {
+    lock
     /// Body of `POST /locks/{name}`. Every field is optional; an empty body means all defaults.
     #[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
     #[serde(deny_unknown_fields)]
@@ -150,26 +182,11 @@ acquire_body! {
         // No `default` here: with it, serde would also accept `[]` as a body.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub reentrant: Option<bool>,
-        /// `true`: wait in the lock's fair queue, kept in Redis for every gateway: grants go
-        /// in queue order (higher `priority` first, then arrival), and an acquire that is not
-        /// fair never overtakes a waiting queue. Only with `wait_ms` > 0 does a request take a
-        /// place; not with `mode: "shared"`. Default false.
-        // No `default` here: with it, serde would also accept `[]` as a body.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub fair: Option<bool>,
-        /// A fair waiter's priority, 0 to 9 (higher first; FIFO within a priority). Only with
-        /// `fair: true`. Default 0.
-        #[schema(minimum = 0, maximum = 9)]
-        #[serde(
-            default,
-            deserialize_with = "whole_number",
-            skip_serializing_if = "Option::is_none"
-        )]
-        pub priority: Option<u64>,
     }
 }
 
 acquire_body! {
+    lock
     /// Body of `POST /locks/{name}/hold`: as an acquire's, but a hold stream's lock is never
     /// reentrant (nothing but the stream holds its token to take it again).
     #[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
@@ -179,22 +196,6 @@ acquire_body! {
         /// `exclusive` (the default) or `shared`, as for `POST /locks/{name}`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub mode: Option<LockMode>,
-        /// `true`: wait in the lock's fair queue, kept in Redis for every gateway: grants go
-        /// in queue order (higher `priority` first, then arrival), and an acquire that is not
-        /// fair never overtakes a waiting queue. Only with `wait_ms` > 0 does a request take a
-        /// place; not with `mode: "shared"`. Default false.
-        // No `default` here: with it, serde would also accept `[]` as a body.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub fair: Option<bool>,
-        /// A fair waiter's priority, 0 to 9 (higher first; FIFO within a priority). Only with
-        /// `fair: true`. Default 0.
-        #[schema(minimum = 0, maximum = 9)]
-        #[serde(
-            default,
-            deserialize_with = "whole_number",
-            skip_serializing_if = "Option::is_none"
-        )]
-        pub priority: Option<u64>,
     }
 }
 
