@@ -1,6 +1,7 @@
 //! The route table. [`ROUTES`] says what every operation the API serves is, by its
 //! operationId (the handler's name): the operation (so the scope an API key needs, the
-//! metrics' label and the timeout class) and the problems it answers beyond the gate's own.
+//! metrics' label and the timeout class), the problems it answers beyond the gate's own, and
+//! the tag the document groups it under.
 //! The handlers registered in `http::api` give each route its method, path, parameters and
 //! successful answers (their `#[utoipa::path]` attributes); utoipa-axum builds the router and
 //! the OpenAPI document from them, and [`RouteTable::take_from`] joins the document to this
@@ -25,6 +26,8 @@ use crate::operation::Operation;
 pub struct Route {
     /// The handler's name, which is the operation's `operationId` in the document.
     pub operation_id: &'static str,
+    /// The group the document shows it in (one of `openapi::ApiDoc`'s tags).
+    pub tag: &'static str,
     /// The operation: the scope a key needs, the metrics' label, the timeout class.
     pub operation: Operation,
     /// The problems the handler (and the lease engine under it) can answer, in groups (see
@@ -35,11 +38,13 @@ pub struct Route {
 
 const fn route(
     operation_id: &'static str,
+    tag: &'static str,
     operation: Operation,
     problems: &'static [&'static [ProblemKind]],
 ) -> Route {
     Route {
         operation_id,
+        tag,
         operation,
         problems,
     }
@@ -114,7 +119,8 @@ pub const OF_A_SEMAPHORE: &[ProblemKind] = &[PermitsMismatch];
 /// What every event stream can answer.
 const WATCHING: &[ProblemKind] = &[TooManyWatchers, BackendUnavailable, ShuttingDown];
 
-/// Every operation the API serves, by the path it is served at.
+/// Every operation the API serves, by the path it is served at: its operationId, the tag the
+/// document groups it under, the operation it is, the problems it answers.
 #[rustfmt::skip] // A table: one row per line reads best.
 pub const ROUTES: &[Route] = {
     use Operation::{
@@ -123,34 +129,36 @@ pub const ROUTES: &[Route] = {
     };
     &[
         // /locks/{name}, /locks/{name}/hold, /locks/{name}/events
-        route("acquire_lock", Acquire, &[ACQUIRE, REENTER]),
-        route("renew_lock", Renew, &[RENEW, HELD_BY_ONE]),
-        route("release_lock", Release, &[RELEASE, HELD_BY_ONE]),
-        route("inspect_lock", Inspect, &[&[InvalidName, LockNotHeld, BackendUnavailable]]),
-        route("hold_lock", Hold, &[ACQUIRE]),
-        route("watch_lock", Watch, &[&[InvalidName], WATCHING]),
+        route("acquire_lock", "locks", Acquire, &[ACQUIRE, REENTER]),
+        route("renew_lock", "locks", Renew, &[RENEW, HELD_BY_ONE]),
+        route("release_lock", "locks", Release, &[RELEASE, HELD_BY_ONE]),
+        route("inspect_lock", "locks", Inspect, &[&[InvalidName, LockNotHeld, BackendUnavailable]]),
+        route("hold_lock", "locks", Hold, &[ACQUIRE]),
+        route("watch_lock", "locks", Watch, &[&[InvalidName], WATCHING]),
         // /locks (a listing, or a set of locks), /locks/events
-        route("list_locks", List, &[&[InvalidRequest, InvalidName, Forbidden, BackendUnavailable]]),
-        route("acquire_locks", Acquire, &[ACQUIRE, OF_A_SET]),
-        route("renew_locks", Renew, &[RENEW, HELD_BY_ONE, OF_A_SET]),
-        route("release_locks", Release, &[RELEASE, HELD_BY_ONE, OF_A_SET]),
-        route("watch_prefix", Watch, &[&[InvalidRequest, Forbidden], WATCHING]),
+        route("list_locks", "locks", List,
+            &[&[InvalidRequest, InvalidName, Forbidden, BackendUnavailable]]),
+        route("acquire_locks", "locks", Acquire, &[ACQUIRE, OF_A_SET]),
+        route("renew_locks", "locks", Renew, &[RENEW, HELD_BY_ONE, OF_A_SET]),
+        route("release_locks", "locks", Release, &[RELEASE, HELD_BY_ONE, OF_A_SET]),
+        route("watch_prefix", "locks", Watch, &[&[InvalidRequest, Forbidden], WATCHING]),
         // /semaphores/{name}, /semaphores/{name}/hold, /semaphores
-        route("acquire_permit", Acquire, &[ACQUIRE, OF_A_SEMAPHORE]),
-        route("renew_permit", Renew, &[RENEW]),
-        route("release_permit", Release, &[RELEASE]),
-        route("inspect_semaphore", Inspect, &[&[InvalidName, NotOffered, BackendUnavailable]]),
-        route("hold_permit", Hold, &[ACQUIRE, OF_A_SEMAPHORE]),
-        route("list_semaphores", List, &[&[InvalidRequest, BackendUnavailable]]),
+        route("acquire_permit", "semaphores", Acquire, &[ACQUIRE, OF_A_SEMAPHORE]),
+        route("renew_permit", "semaphores", Renew, &[RENEW]),
+        route("release_permit", "semaphores", Release, &[RELEASE]),
+        route("inspect_semaphore", "semaphores", Inspect,
+            &[&[InvalidName, NotOffered, BackendUnavailable]]),
+        route("hold_permit", "semaphores", Hold, &[ACQUIRE, OF_A_SEMAPHORE]),
+        route("list_semaphores", "semaphores", List, &[&[InvalidRequest, BackendUnavailable]]),
         // The probes, the documents, the console
-        route("healthz", Healthz, &[]),
-        route("readyz", Readyz, &[&[BackendUnavailable, ShuttingDown]]),
-        route("openapi", Openapi, &[]),
-        route("index", Openapi, &[]),
-        route("metrics", Metrics, &[]),
-        route("console_page", Console, &[&[NotFound]]),
-        route("console_file", Console, &[&[NotFound]]),
-        route("access", Access, &[]),
+        route("healthz", "health", Healthz, &[]),
+        route("readyz", "health", Readyz, &[&[BackendUnavailable, ShuttingDown]]),
+        route("openapi", "health", Openapi, &[]),
+        route("index", "health", Openapi, &[]),
+        route("metrics", "health", Metrics, &[]),
+        route("console_page", "console", Console, &[&[NotFound]]),
+        route("console_file", "console", Console, &[&[NotFound]]),
+        route("access", "health", Access, &[]),
     ]
 };
 
@@ -180,6 +188,7 @@ impl RouteTable {
                     .find(|route| route.operation_id == id)
                     .unwrap_or_else(|| panic!("{method} {path} ({id}) has no row in ROUTES"));
                 unserved.retain(|served| *served != id);
+                operation.tags = Some(vec![route.tag.to_owned()]);
                 let mut problems: Vec<ProblemKind> =
                     route.problems.iter().copied().flatten().copied().collect();
                 for kind in gate_problems(route.operation) {

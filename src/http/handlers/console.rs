@@ -42,7 +42,6 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 #[utoipa::path(
     get,
     path = "/ui",
-    tag = "console",
     operation_id = "console_page",
     responses(
         (status = 200, description = "The console's page.", content_type = "text/html", body = String),
@@ -56,7 +55,6 @@ pub async fn page(State(app): State<AppState>) -> Result<Response, ApiError> {
 #[utoipa::path(
     get,
     path = "/ui/{file}",
-    tag = "console",
     operation_id = "console_file",
     params(("file" = String, Path, description = "`console.js` or `console.css`; anything else is 404.")),
     responses(
@@ -132,7 +130,6 @@ pub struct AccessBody {
 #[utoipa::path(
     get,
     path = "/access",
-    tag = "health",
     responses(
         (status = 200, description = "What the caller may do.", body = AccessBody),
     )

@@ -131,7 +131,6 @@ impl LockEventBody {
 #[utoipa::path(
     get,
     path = "/locks/{name}/events",
-    tag = "locks",
     params(LockNameParam),
     responses(
         (status = 200, description = "The events, one `LockEvent` each: SSE `event:`/`data:` pairs, or NDJSON lines.",
@@ -186,7 +185,6 @@ pub struct PrefixParams {
 #[utoipa::path(
     get,
     path = "/locks/events",
-    tag = "locks",
     params(PrefixParams),
     responses(
         (status = 200, description = "The events, one `LockEvent` each: SSE `event:`/`data:` pairs, or NDJSON lines.",

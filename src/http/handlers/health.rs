@@ -26,7 +26,6 @@ pub struct HealthBody {
 #[utoipa::path(
     get,
     path = "/healthz",
-    tag = "health",
     responses((status = 200, description = "The gateway is alive.", body = HealthBody),
     )
 )]
@@ -44,7 +43,6 @@ pub async fn healthz() -> Json<HealthBody> {
 #[utoipa::path(
     get,
     path = "/readyz",
-    tag = "health",
     responses(
         (status = 200, description = "The gateway can serve lock requests.", body = HealthBody),
     )
@@ -61,7 +59,6 @@ pub async fn readyz(State(app): State<AppState>) -> Result<Json<HealthBody>, Api
 #[utoipa::path(
     get,
     path = "/openapi.json",
-    tag = "health",
     operation_id = "openapi",
     responses((status = 200, description = "The OpenAPI document of this API.", content_type = "application/json",
         body = Object),
@@ -128,7 +125,6 @@ pub struct IndexLinks {
 #[utoipa::path(
     get,
     path = "/",
-    tag = "health",
     responses((status = 200, description = "Name, version and links.", body = IndexBody),
     )
 )]

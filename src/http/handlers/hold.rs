@@ -150,7 +150,6 @@ pub struct EndOfHold {
 #[utoipa::path(
     post,
     path = "/locks/{name}/hold",
-    tag = "locks",
     params(
         LockNameParam,
         IdempotencyKeyParam

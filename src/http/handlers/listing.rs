@@ -129,7 +129,6 @@ impl ListQuery {
 #[utoipa::path(
     get,
     path = "/locks",
-    tag = "locks",
     params(ListParams),
     responses(
         (status = 200, description = "A page of held locks.", body = LockListBody),
@@ -191,7 +190,6 @@ pub struct SemaphoreListParams {
 #[utoipa::path(
     get,
     path = "/semaphores",
-    tag = "semaphores",
     params(SemaphoreListParams),
     responses(
         (status = 200, description = "A page of semaphores with permits held.", body = SemaphoreListBody),

@@ -39,7 +39,6 @@ use futures_util::future::{Either, ready};
 #[utoipa::path(
     post,
     path = "/locks/{name}",
-    tag = "locks",
     params(
         LockNameParam,
         IdempotencyKeyParam,
@@ -130,7 +129,6 @@ async fn reentering(
 #[utoipa::path(
     patch,
     path = "/locks/{name}",
-    tag = "locks",
     params(
         LockNameParam,
         LockTokenParam
@@ -170,7 +168,6 @@ pub async fn renew_lock(
 #[utoipa::path(
     delete,
     path = "/locks/{name}",
-    tag = "locks",
     params(
         LockNameParam,
         ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
@@ -240,7 +237,6 @@ fn refuse_multi(token: &LockToken) -> Result<(), ApiError> {
 #[utoipa::path(
     get,
     path = "/locks/{name}",
-    tag = "locks",
     params(LockNameParam),
     responses(
         (status = 200, description = "The lock is held.", body = LockInfoBody),

@@ -17,7 +17,6 @@ const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 #[utoipa::path(
     get,
     path = "/metrics",
-    tag = "health",
     responses(
         (status = 200, description = "The metrics, in the Prometheus text format 0.0.4.",
             body = String, content_type = "text/plain"),

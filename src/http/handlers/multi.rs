@@ -77,7 +77,6 @@ pub struct SetParams {
 #[utoipa::path(
     post,
     path = "/locks",
-    tag = "locks",
     params(
         IdempotencyKeyParam,
         ("hold" = Option<bool>, Query, nullable = false,
@@ -135,7 +134,6 @@ pub fn acquire_locks(
 #[utoipa::path(
     patch,
     path = "/locks",
-    tag = "locks",
     params(
         SetParams,
         LeaseTokenParam
@@ -171,7 +169,6 @@ pub async fn renew_locks(
 #[utoipa::path(
     delete,
     path = "/locks",
-    tag = "locks",
     params(
         SetParams,
         LeaseTokenParam

@@ -48,7 +48,6 @@ fn semaphore(body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
 #[utoipa::path(
     post,
     path = "/semaphores/{name}",
-    tag = "semaphores",
     params(
         SemaphoreNameParam,
         IdempotencyKeyParam
@@ -80,7 +79,6 @@ pub fn acquire_permit(
 #[utoipa::path(
     patch,
     path = "/semaphores/{name}",
-    tag = "semaphores",
     params(
         SemaphoreNameParam,
         LeaseTokenParam
@@ -111,7 +109,6 @@ pub async fn renew_permit(
 #[utoipa::path(
     delete,
     path = "/semaphores/{name}",
-    tag = "semaphores",
     params(
         SemaphoreNameParam,
         LeaseTokenParam
@@ -139,7 +136,6 @@ pub async fn release_permit(
 #[utoipa::path(
     get,
     path = "/semaphores/{name}",
-    tag = "semaphores",
     params(SemaphoreNameParam),
     responses(
         (status = 200, description = "The semaphore's permits.", body = SemaphoreInfoBody),
@@ -161,7 +157,6 @@ pub async fn inspect_semaphore(
 #[utoipa::path(
     post,
     path = "/semaphores/{name}/hold",
-    tag = "semaphores",
     params(
         SemaphoreNameParam,
         IdempotencyKeyParam
