@@ -151,18 +151,12 @@ pub async fn list_locks(
             next_cursor: None,
         }));
     };
-    let (locks, next) = app
+    let page = app
         .service
         .list_prefixes(&walk.prefixes, walk.position.clone(), query.limit)
         .await?;
-    Ok(Json(LockListBody {
-        locks: locks
-            .into_iter()
-            .filter(|(name, _)| walk.visible(name))
-            .map(|(name, state)| LockInfoBody::new(&name, state))
-            .collect(),
-        next_cursor: next.map(|position| walk.seal(&app, &position)),
-    }))
+    let (locks, next_cursor) = walk.shown(&app, page, LockInfoBody::new);
+    Ok(Json(LockListBody { locks, next_cursor }))
 }
 
 /// The query of `GET /semaphores`.
@@ -213,17 +207,14 @@ pub async fn list_semaphores(
             next_cursor: None,
         }));
     };
-    let (semaphores, next) = app
+    let page = app
         .service
         .list_semaphores(&walk.prefixes, walk.position.clone(), query.limit)
         .await?;
+    let (semaphores, next_cursor) = walk.shown(&app, page, SemaphoreInfoBody::new);
     Ok(Json(SemaphoreListBody {
-        semaphores: semaphores
-            .into_iter()
-            .filter(|(name, _)| walk.visible(name))
-            .map(|(name, state)| SemaphoreInfoBody::new(&name, state))
-            .collect(),
-        next_cursor: next.map(|position| walk.seal(&app, &position)),
+        semaphores,
+        next_cursor,
     }))
 }
 
@@ -288,6 +279,22 @@ impl<'a> PrefixWalk<'a> {
     fn visible(&self, name: &LockName) -> bool {
         self.key
             .is_none_or(|key| key.allows(Operation::Inspect, Some(name.as_str())))
+    }
+
+    /// A page of what the walk found: the entries the key may see, each as `body` shows it,
+    /// and the cursor of the next page, if any.
+    fn shown<S, B>(
+        &self,
+        app: &AppState,
+        (found, next): (Vec<(LockName, S)>, Option<ListPosition>),
+        body: impl Fn(&LockName, S) -> B,
+    ) -> (Vec<B>, Option<String>) {
+        let shown = found
+            .into_iter()
+            .filter(|(name, _)| self.visible(name))
+            .map(|(name, state)| body(&name, state))
+            .collect();
+        (shown, next.map(|position| self.seal(app, &position)))
     }
 
     /// `position` as the opaque cursor of this walk, for this key and prefix only.
