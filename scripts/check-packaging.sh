@@ -180,6 +180,8 @@ grep -A2 'readinessProbe:' "$work/app.yaml" | grep -A1 'exec:' >/dev/null
 if grep -A3 'readinessProbe:' "$work/app.yaml" | grep -q -- '--ready'; then
   echo "error: the sidecar's readiness probe follows Redis by default" >&2; exit 1
 fi
+echo "the sidecar serves on one worker thread (workerThreads: null in sidecar mode)"
+grep -q -- '--worker-threads=1' "$work/app.yaml"
 validate "$work/app.yaml"
 # promtool: the one on PATH, or the one in Debian's prometheus package, unpacked into $TOOLS
 # (downloaded, not installed: no service is set up).

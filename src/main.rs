@@ -77,10 +77,12 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(err) => return config_error(&name_variables(&format!("error: {err}"))),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(threads) = config.worker_threads {
+        runtime.worker_threads(threads);
+    }
+    let runtime = match runtime.build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

@@ -338,6 +338,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_MAX_CONCURRENT_REQUESTS", default_value_t = DEFAULT_MAX_CONCURRENT_REQUESTS)]
     pub max_concurrent_requests: usize,
 
+    /// Threads that serve requests (1 to 1024). Default: one per CPU the process may use
+    /// (its cgroup's CPU limit counts). A sidecar serving one application needs one.
+    #[arg(long, env = "LOCKGATE_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
+
     /// How long a client may take to send a complete request head.
     #[arg(long, env = "LOCKGATE_HEADER_READ_TIMEOUT", default_value = DEFAULT_HEADER_READ_TIMEOUT, value_parser = duration)]
     pub header_read_timeout: Duration,

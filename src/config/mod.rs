@@ -110,4 +110,6 @@ pub struct Config {
     pub clock_step_hold_back: bool,
     /// Serve the operator's console at `/ui`.
     pub console: bool,
+    /// Threads that serve requests; `None`: one per CPU the process may use.
+    pub worker_threads: Option<usize>,
 }

@@ -10,6 +10,9 @@ use crate::access::ApiKeys;
 use crate::lock::request::MAX_HOLD_CEILING;
 use crate::lock::token::MIN_SECRET_LEN;
 
+/// Most `--worker-threads`: more serve nothing better on any machine, and each costs a stack.
+const MAX_WORKER_THREADS: usize = 1024;
+
 /// A configuration that cannot work. Each message is one line that says how to fix it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -206,6 +209,14 @@ impl Config {
                     .into(),
             ));
         }
+        if args
+            .worker_threads
+            .is_some_and(|threads| !(1..=MAX_WORKER_THREADS).contains(&threads))
+        {
+            return Err(range(format!(
+                "--worker-threads must be between 1 and {MAX_WORKER_THREADS}"
+            )));
+        }
         if !(Duration::from_millis(100)..=Duration::from_secs(300))
             .contains(&args.header_read_timeout)
         {
@@ -260,6 +271,7 @@ impl Config {
             pubsub_linger: args.pubsub_linger,
             clock_step_hold_back: args.clock_step_hold_back,
             console: args.console,
+            worker_threads: args.worker_threads,
         })
     }
 }

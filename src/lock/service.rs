@@ -367,10 +367,6 @@ pub(super) fn validity(started: Instant, lease: &Lease) -> Result<Validity, Lock
         .ok_or(LockError::LeaseExpired)
 }
 
-/// `ttl`, cut to what is left of a bounded hold (`hold_left`), rounded up to whole
-/// milliseconds as the store takes a ttl: truncated, the lease could end up to a millisecond
-/// before the bound, and a renewal in that gap would be told "not held" (404) instead of
-/// `max-hold-reached`. Past the bound, the caller's refusal ends it.
 /// The renewal of `token`'s grant for `ttl`: a bounded hold (`max_hold_ms`, which the token
 /// carries) is renewed up to its deadline, never past it; `None` once the deadline is reached.
 pub(super) fn bounded_renewal(
@@ -389,6 +385,10 @@ pub(super) fn bounded_renewal(
     })
 }
 
+/// `ttl`, cut to what is left of a bounded hold (`hold_left`), rounded up to whole
+/// milliseconds as the store takes a ttl: truncated, the lease could end up to a millisecond
+/// before the bound, and a renewal in that gap would be told "not held" (404) instead of
+/// `max-hold-reached`. Past the bound, the caller's refusal ends it.
 fn within_hold(ttl: Duration, hold_left: Option<Duration>) -> Duration {
     hold_left.map_or(ttl, |left| ttl.min(whole_millis_up(left)))
 }

@@ -106,6 +106,8 @@ async fn bad_configuration_means_exit_64_with_one_line() {
             "--max-concurrent-requests",
             "50",
         ],
+        &["--dev", "--worker-threads", "0"],
+        &["--dev", "--worker-threads", "1025"],
     ] {
         let (code, _, stderr) = run(args).await;
         assert_eq!(code, Some(64), "{args:?}: {stderr}");
@@ -194,6 +196,43 @@ async fn dev_mode_serves_without_redis_and_stops_on_sigterm() {
         .expect("exits")
         .expect("wait");
     assert_eq!(status.code(), Some(0));
+}
+
+/// `--worker-threads N` serves with N runtime workers (tokio names them `tokio-rt-worker`):
+/// a sidecar can run on one however many CPUs its node has.
+#[tokio::test]
+async fn worker_threads_sets_the_runtime_workers() {
+    let port = free_port();
+    let mut child = lockgate()
+        .args(["--dev", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--worker-threads", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn lockgate");
+    let http = crate::support::http_client();
+    eventually(
+        Duration::from_secs(10),
+        "lockgate answers /healthz",
+        || async {
+            let response = http
+                .get(format!("http://127.0.0.1:{port}/healthz"))
+                .send()
+                .await
+                .ok()?;
+            response.status().is_success().then_some(())
+        },
+    )
+    .await;
+    let pid = child.id().expect("running");
+    let workers = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process's threads")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end() == "tokio-rt-worker")
+        .count();
+    assert_eq!(workers, 3);
+    child.kill().await.expect("kill");
 }
 
 /// `lockgate healthcheck` exits 0 against a serving gateway, 1 when nothing answers.

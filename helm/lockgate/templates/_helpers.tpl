@@ -158,6 +158,13 @@ args:
   - --shutdown-delay={{ $v.shutdown.delay }}
   - --shutdown-grace={{ $v.shutdown.grace }}
   - --log-format={{ $v.logFormat }}
+  {{- $workers := $v.workerThreads }}
+  {{- if and (not $workers) $sidecar }}
+  {{- $workers = 1 }}
+  {{- end }}
+  {{- with $workers }}
+  - --worker-threads={{ . }}
+  {{- end }}
   {{- range $v.extraArgs }}
   - {{ . | quote }}
   {{- end }}

@@ -62,6 +62,7 @@ pub fn config(backend: BackendChoice) -> Config {
         redis_check_interval: Duration::from_millis(200),
         clock_step_hold_back: true,
         console: true,
+        worker_threads: None,
     }
 }
 
