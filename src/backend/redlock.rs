@@ -505,10 +505,14 @@ impl RedlockBackend {
     }
 }
 
-/// Redlock keeps locks only (see [`super::Backend::offers`]): the other kinds never reach it,
-/// as the lease engine checks first.
-fn not_offered(leased: Leased<'_>) -> BackendError {
-    not_offered_here(leased.kind())
+/// The name of a lock; for any other kind, the error that Redlock keeps locks only (see
+/// [`super::Backend::offers`]: the other kinds never reach it, as the lease engine checks
+/// first).
+fn lock_name(leased: Leased<'_>) -> Result<&str, BackendError> {
+    match leased {
+        Leased::Lock(name) => Ok(name.as_str()),
+        _ => Err(not_offered_here(leased.kind())),
+    }
 }
 
 fn not_offered_here(kind: &str) -> BackendError {
@@ -521,10 +525,7 @@ impl LeaseStore for RedlockBackend {
         leased: Leased<'_>,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        match leased {
-            Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
-            _ => Err(not_offered(leased)),
-        }
+        self.acquire_lock(lock_name(leased)?, attempt).await
     }
 
     async fn renew(
@@ -532,10 +533,7 @@ impl LeaseStore for RedlockBackend {
         leased: Leased<'_>,
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        match leased {
-            Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
-            _ => Err(not_offered(leased)),
-        }
+        self.renew_lock(lock_name(leased)?, renewal).await
     }
 
     async fn release(
@@ -543,10 +541,7 @@ impl LeaseStore for RedlockBackend {
         leased: Leased<'_>,
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
-        match leased {
-            Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
-            _ => Err(not_offered(leased)),
-        }
+        self.release_lock(lock_name(leased)?, token).await
     }
 
     async fn withdraw(
@@ -554,10 +549,7 @@ impl LeaseStore for RedlockBackend {
         leased: Leased<'_>,
         withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        match leased {
-            Leased::Lock(name) => self.withdraw_lock(name.as_str(), withdrawal).await,
-            _ => Err(not_offered(leased)),
-        }
+        self.withdraw_lock(lock_name(leased)?, withdrawal).await
     }
 
     async fn reenter(&self, _: &str, _: RenewAttempt<'_>) -> Result<ReenterOutcome, BackendError> {
