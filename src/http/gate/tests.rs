@@ -48,6 +48,27 @@ fn every_route_served_is_classified() {
     assert_eq!(table.classify(&Method::GET, None), Operation::Other);
 }
 
+/// Every tag of the route table is one the document declares (with its description): a
+/// misspelt tag would start a group of its own in generated clients and documentation.
+#[test]
+fn every_route_is_tagged_with_a_declared_tag() {
+    let (_, document, _) = crate::http::api();
+    let declared: Vec<&str> = document
+        .tags
+        .iter()
+        .flatten()
+        .map(|tag| tag.name.as_str())
+        .collect();
+    for route in crate::http::routes::ROUTES {
+        assert!(
+            declared.contains(&route.tag),
+            "{}: tag {:?} is not among {declared:?}",
+            route.operation_id,
+            route.tag
+        );
+    }
+}
+
 #[test]
 fn every_outcome_has_its_own_label_value() {
     use crate::telemetry::metrics::OUTCOMES;
