@@ -107,6 +107,14 @@ impl<'a> GrantAttempt<'a> {
         }
     }
 
+    /// What undoes this attempt's grant, if it made one that is never delivered.
+    pub fn withdrawal(&self) -> Withdrawal<'a> {
+        Withdrawal {
+            stem: self.stem,
+            claim: self.claim,
+        }
+    }
+
     /// Its parts, for a store that hands them on one by one: `let (stem, ttl, ack, claim,
     /// holder) = attempt.parts();` (the five types differ: a wrong order does not compile).
     pub fn parts(self) -> GrantParts<'a> {

@@ -314,7 +314,7 @@ impl RedlockBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, _, claim, _) = attempt.parts();
+        let (stem, ttl, _, _, _) = attempt.parts();
         let acquires = self.nodes.iter().map(|n| n.acquire_lock(name, attempt));
         let answers: Vec<Answer> = join_all(acquires)
             .await
@@ -348,7 +348,7 @@ impl RedlockBackend {
                 .map(|(i, _)| i)
         };
         if holders.len() < self.quorum() {
-            self.withdraw_on(maybe_ours(), name, Withdrawal { stem, claim })
+            self.withdraw_on(maybe_ours(), name, attempt.withdrawal())
                 .await;
             let held: Vec<Option<Duration>> = answers
                 .iter()
@@ -388,7 +388,7 @@ impl RedlockBackend {
         }
         .unwrap_or(0);
         if self.finalize(name, stem, fence, &holders).await < self.quorum() {
-            self.withdraw_on(maybe_ours(), name, Withdrawal { stem, claim })
+            self.withdraw_on(maybe_ours(), name, attempt.withdrawal())
                 .await;
             return Err(BackendError::NoReply(
                 "redlock: could not give a majority of nodes the grant's fence".into(),
