@@ -40,6 +40,55 @@ pub(super) struct Key<'a> {
     suffix: &'static str,
 }
 
+/// The keys of a name kept in the name's own hash slot, `<prefix>{<name>}<suffix>`: one
+/// method per row, named as the row.
+macro_rules! name_keys {
+    ($($(#[$doc:meta])* $key:ident => $suffix:expr,)*) => {
+        impl<'a> LockKeys<'a> {
+            $($(#[$doc])*
+            pub(super) fn $key(&self) -> Key<'a> {
+                self.key(Tag::Name(self.name), $suffix)
+            })*
+        }
+    };
+}
+
+name_keys! {
+    lock => "",
+    /// The per-name fence counter a lockgate before the fence-in-token format kept.
+    legacy_counter => ":fence",
+    claim => ":claim",
+    /// Who holds the current grant, when it names a holder (see `backend::holder`).
+    holder => ":holder",
+    /// A reentrant grant's hold count, while it is held more than once.
+    holds => ":holds",
+    /// The lock's fair queue (see `backend::queue`, `fair.lua`).
+    queue => ":queue",
+    /// The fair queue's liveness hash: each gateway's deadline, and the arrival counter.
+    queue_live => ":queue:live",
+    /// The token of the grant last revoked, until its lease would have ended.
+    revoked => ":revoked",
+    /// A read/write lock's readers: tokens scored by expiry (see `shared_acquire.lua`).
+    readers => ":readers",
+    /// A read/write lock's readers' claims and holders (see `shared_acquire.lua`).
+    readers_info => ":readers:info",
+    /// While a writer waits: no new reader (see `shared_acquire.lua`).
+    hold_off => ":writer-waiting",
+    /// A semaphore's permits: tokens scored by expiry (see `permit_acquire.lua`).
+    permits => ":permits",
+    /// A semaphore's limit, claims and holders (see `permit_acquire.lua`).
+    semaphore => ":semaphore",
+    /// The channel on which a semaphore's permits given back are announced. Not ending in
+    /// `:released`, which the notifier reads as a lock's release channel.
+    permits_channel => ":permits:freed",
+    /// The pub/sub channel on which releases of the name are announced. Not a key, but
+    /// tagged like one so that a sharded channel would live in the name's slot.
+    channel => ":released",
+    /// The channel on which grants of the name are announced (by the acquire script, which
+    /// derives it from the lock key: keep the two in step).
+    acquired_channel => ACQUIRED,
+}
+
 impl<'a> LockKeys<'a> {
     fn key(&self, tag: Tag<'a>, suffix: &'static str) -> Key<'a> {
         Key {
@@ -47,10 +96,6 @@ impl<'a> LockKeys<'a> {
             tag,
             suffix,
         }
-    }
-
-    pub(super) fn lock(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), "")
     }
 
     /// The fence counter shared by this name and the others of its slot.
@@ -61,107 +106,16 @@ impl<'a> LockKeys<'a> {
         }
     }
 
-    /// The per-name fence counter a lockgate before the fence-in-token format kept.
-    pub(super) fn legacy_counter(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":fence")
-    }
-
-    pub(super) fn claim(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":claim")
-    }
-
-    /// Who holds the current grant, when it names a holder (see `backend::holder`).
-    pub(super) fn holder(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":holder")
-    }
-
-    /// A reentrant grant's hold count, while it is held more than once.
-    pub(super) fn holds(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":holds")
-    }
-
-    /// The lock's fair queue (see `backend::queue`, `fair.lua`).
-    pub(super) fn queue(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":queue")
-    }
-
-    /// The fair queue's liveness hash: each gateway's deadline, and the arrival counter.
-    pub(super) fn queue_live(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":queue:live")
-    }
-
     /// The channel on which `gateway` is told that its fair waiter heads the queue (published
     /// by the scripts, which derive it from the lock key: keep the two in step).
     pub(super) fn head_channel_string(&self, gateway: &str) -> String {
-        format!("{}{{{}}}:head:{gateway}", self.prefix, self.name)
-    }
-
-    /// The token of the grant last revoked, until its lease would have ended.
-    pub(super) fn revoked(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":revoked")
-    }
-
-    /// A read/write lock's readers: tokens scored by expiry (see `shared_acquire.lua`).
-    pub(super) fn readers(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":readers")
-    }
-
-    /// A read/write lock's readers' claims and holders (see `shared_acquire.lua`).
-    pub(super) fn readers_info(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":readers:info")
-    }
-
-    /// While a writer waits: no new reader (see `shared_acquire.lua`).
-    pub(super) fn hold_off(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":writer-waiting")
-    }
-
-    /// A semaphore's permits: tokens scored by expiry (see `permit_acquire.lua`).
-    pub(super) fn permits(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":permits")
-    }
-
-    /// A semaphore's limit, claims and holders (see `permit_acquire.lua`).
-    pub(super) fn semaphore(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":semaphore")
-    }
-
-    /// The channel on which a semaphore's permits given back are announced. Not ending in
-    /// `:released`, which the notifier reads as a lock's release channel.
-    pub(super) fn permits_channel(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":permits:freed")
-    }
-
-    /// [`LockKeys::permits_channel`] as a string (for the subscriptions of waiters).
-    pub(super) fn permits_channel_string(&self) -> String {
-        format!("{}{{{}}}:permits:freed", self.prefix, self.name)
-    }
-
-    /// The pub/sub channel on which releases of the name are announced. Not a key, but
-    /// tagged like one so that a sharded channel would live in the name's slot.
-    pub(super) fn channel(&self) -> Key<'a> {
-        self.key(Tag::Name(self.name), ":released")
-    }
-
-    /// The channel on which grants of the name are announced (by the acquire script, which
-    /// derives it from the lock key: keep the two in step).
-    pub(super) fn acquired_channel(&self) -> String {
-        format!("{}{{{}}}{ACQUIRED}", self.prefix, self.name)
-    }
-
-    /// The lock key as a string (for the subscriptions of waiters).
-    pub(super) fn lock_string(&self) -> String {
-        format!("{}{{{}}}", self.prefix, self.name)
+        format!("{}:head:{gateway}", self.lock())
     }
 }
 
-impl redis::ToRedisArgs for Key<'_> {
-    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        let mut arg = out.writer_for_next_arg();
-        // Writing to the command's in-memory buffer cannot fail.
-        let mut put = |part: &str| {
-            let _ = std::io::Write::write_all(&mut arg, part.as_bytes());
-        };
+impl Key<'_> {
+    /// Hands each part of the key to `put`, in order.
+    fn write(&self, mut put: impl FnMut(&str)) {
         put(self.prefix);
         match self.tag {
             Tag::None => {}
@@ -177,6 +131,25 @@ impl redis::ToRedisArgs for Key<'_> {
             }),
         }
         put(self.suffix);
+    }
+}
+
+/// The key as text, for subscriptions (a channel's name) and for logs.
+impl std::fmt::Display for Key<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut outcome = Ok(());
+        self.write(|part| outcome = outcome.and_then(|()| f.write_str(part)));
+        outcome
+    }
+}
+
+impl redis::ToRedisArgs for Key<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        // Writing to the command's in-memory buffer cannot fail.
+        self.write(|part| {
+            let _ = std::io::Write::write_all(&mut arg, part.as_bytes());
+        });
     }
 }
 
@@ -205,11 +178,21 @@ mod tests {
         assert_eq!(arg(keys.holder()), "lockgate:{orders:42}:holder");
         assert_eq!(arg(keys.revoked()), "lockgate:{orders:42}:revoked");
         assert_eq!(arg(keys.channel()), "lockgate:{orders:42}:released");
-        assert_eq!(keys.lock_string(), "lockgate:{orders:42}");
+        assert_eq!(keys.lock().to_string(), "lockgate:{orders:42}");
         assert_eq!(arg(keys.permits()), "lockgate:{orders:42}:permits");
         assert_eq!(arg(keys.semaphore()), "lockgate:{orders:42}:semaphore");
-        assert_eq!(arg(keys.permits_channel()), keys.permits_channel_string());
-        assert_eq!(keys.acquired_channel(), "lockgate:{orders:42}:acquired");
+        assert_eq!(
+            arg(keys.permits_channel()),
+            keys.permits_channel().to_string()
+        );
+        assert_eq!(
+            arg(keys.acquired_channel()),
+            "lockgate:{orders:42}:acquired"
+        );
+        assert_eq!(
+            keys.head_channel_string("g1"),
+            "lockgate:{orders:42}:head:g1"
+        );
 
         let clustered = LockKeys {
             counters: Counters::PerSlot,

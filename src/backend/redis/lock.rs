@@ -32,7 +32,9 @@ impl RedisBackend {
     /// Releases of the lock `name` (by its holder, its last reader, or an expiry announced by
     /// keyspace notifications).
     pub(super) async fn watch_lock_releases(&self, name: &str) -> ReleaseFeed {
-        self.notifier.watch(self.keys(name).lock_string()).await
+        self.notifier
+            .watch(self.keys(name).lock().to_string())
+            .await
     }
 
     /// The token last revoked on `name`, while its lease would still run.

@@ -32,7 +32,7 @@ impl LeaseStore for RedisBackend {
                 self.watch_lock_releases(name.as_str()).await
             }
             Leased::Permit(name, _) => {
-                let channel = self.keys(name.as_str()).permits_channel_string();
+                let channel = self.keys(name.as_str()).permits_channel().to_string();
                 self.notifier.watch_channel(&channel).await
             }
             Leased::Set(names) => {
@@ -90,7 +90,7 @@ impl LeaseStore for RedisBackend {
 
     async fn watch_grants(&self, name: &str) -> ReleaseFeed {
         self.notifier
-            .watch_channel(&self.keys(name).acquired_channel())
+            .watch_channel(&self.keys(name).acquired_channel().to_string())
             .await
     }
 
