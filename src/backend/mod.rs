@@ -18,9 +18,9 @@
 //! [`Backend`] is the closed set the server dispatches over without boxing a future per
 //! request.
 //!
-//! One piece, over 400 lines: the contract (`LeaseStore`, one method per operation with what
-//! each promises) and its dispatch over [`Backend`], which must list every method once more;
-//! splitting them would put a method's promise and its dispatch in different files.
+//! The contract (`LeaseStore`, one method per operation with what each promises) and its
+//! dispatch over [`Backend`], one line per method, are kept in one file: a method's promise
+//! and its dispatch change together.
 
 mod attempt;
 mod feed;
@@ -334,67 +334,41 @@ pub enum Unoffered {
     CrossSlot,
 }
 
-macro_rules! dispatch {
-    ($self:ident, $b:ident => $call:expr) => {
-        match $self {
-            Backend::Memory($b) => $call.await,
-            Backend::Redis($b) => $call.await,
-            Backend::Redlock($b) => $call.await,
-        }
+/// Each method of [`LeaseStore`] on [`Backend`]: the same call on the configured store. One
+/// line per method, `async fn name(args) -> output;`, matched without boxing a future.
+macro_rules! dispatch_lease_store {
+    ($(async fn $method:ident(&self $(, $arg:ident: $ty:ty)*) -> $out:ty;)*) => {
+        $(async fn $method(&self $(, $arg: $ty)*) -> $out {
+            match self {
+                Backend::Memory(b) => b.$method($($arg),*).await,
+                Backend::Redis(b) => b.$method($($arg),*).await,
+                Backend::Redlock(b) => b.$method($($arg),*).await,
+            }
+        })*
     };
 }
 
 impl LeaseStore for Backend {
-    async fn acquire(
-        &self,
-        leased: Leased<'_>,
-        attempt: GrantAttempt<'_>,
-    ) -> Result<AcquireOutcome, BackendError> {
-        dispatch!(self, b => b.acquire(leased, attempt))
-    }
-
-    async fn renew(
-        &self,
-        leased: Leased<'_>,
-        renewal: RenewAttempt<'_>,
-    ) -> Result<RenewOutcome, BackendError> {
-        dispatch!(self, b => b.renew(leased, renewal))
-    }
-
-    async fn release(
-        &self,
-        leased: Leased<'_>,
-        token: &str,
-    ) -> Result<ReleaseOutcome, BackendError> {
-        dispatch!(self, b => b.release(leased, token))
-    }
-
-    async fn withdraw(
-        &self,
-        leased: Leased<'_>,
-        withdrawal: Withdrawal<'_>,
-    ) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.withdraw(leased, withdrawal))
-    }
-
-    async fn reenter(
-        &self,
-        name: &str,
-        renewal: RenewAttempt<'_>,
-    ) -> Result<ReenterOutcome, BackendError> {
-        dispatch!(self, b => b.reenter(name, renewal))
-    }
-
-    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
-        dispatch!(self, b => b.watch_releases(leased))
-    }
-
-    async fn watch_queue_head(&self, name: &str) -> ReleaseFeed {
-        dispatch!(self, b => b.watch_queue_head(name))
-    }
-
-    async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
-        dispatch!(self, b => b.leave_queue(name, waiter))
+    dispatch_lease_store! {
+        async fn acquire(&self, leased: Leased<'_>, attempt: GrantAttempt<'_>) -> Result<AcquireOutcome, BackendError>;
+        async fn renew(&self, leased: Leased<'_>, renewal: RenewAttempt<'_>) -> Result<RenewOutcome, BackendError>;
+        async fn release(&self, leased: Leased<'_>, token: &str) -> Result<ReleaseOutcome, BackendError>;
+        async fn withdraw(&self, leased: Leased<'_>, withdrawal: Withdrawal<'_>) -> Result<bool, BackendError>;
+        async fn reenter(&self, name: &str, renewal: RenewAttempt<'_>) -> Result<ReenterOutcome, BackendError>;
+        async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed;
+        async fn watch_queue_head(&self, name: &str) -> ReleaseFeed;
+        async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError>;
+        async fn revoke(&self, name: &str) -> Result<bool, BackendError>;
+        async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError>;
+        async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError>;
+        async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError>;
+        async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError>;
+        async fn hold_off_shared(&self, name: &str, wait: Option<Duration>) -> Result<(), BackendError>;
+        async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError>;
+        async fn list_semaphores(&self, request: PageRequest<'_>) -> Result<SemaphorePage, BackendError>;
+        async fn ping(&self) -> Result<(), BackendError>;
+        async fn watch_grants(&self, name: &str) -> ReleaseFeed;
+        async fn watch_grants_under(&self, prefix: &str) -> GrantedNames;
     }
 
     fn sees_every_release(&self, leased: Leased<'_>) -> bool {
@@ -403,56 +377,5 @@ impl LeaseStore for Backend {
             Self::Redis(b) => b.sees_every_release(leased),
             Self::Redlock(b) => b.sees_every_release(leased),
         }
-    }
-
-    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.revoke(name))
-    }
-
-    async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
-        dispatch!(self, b => b.revoked_fence(name))
-    }
-
-    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
-        dispatch!(self, b => b.was_revoked(name, token))
-    }
-
-    async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
-        dispatch!(self, b => b.inspect(name))
-    }
-
-    async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {
-        dispatch!(self, b => b.inspect_grants(of, name))
-    }
-
-    async fn hold_off_shared(
-        &self,
-        name: &str,
-        wait: Option<Duration>,
-    ) -> Result<(), BackendError> {
-        dispatch!(self, b => b.hold_off_shared(name, wait))
-    }
-
-    async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError> {
-        dispatch!(self, b => b.list(request))
-    }
-
-    async fn list_semaphores(
-        &self,
-        request: PageRequest<'_>,
-    ) -> Result<SemaphorePage, BackendError> {
-        dispatch!(self, b => b.list_semaphores(request))
-    }
-
-    async fn ping(&self) -> Result<(), BackendError> {
-        dispatch!(self, b => b.ping())
-    }
-
-    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
-        dispatch!(self, b => b.watch_grants(name))
-    }
-
-    async fn watch_grants_under(&self, prefix: &str) -> GrantedNames {
-        dispatch!(self, b => b.watch_grants_under(prefix))
     }
 }
