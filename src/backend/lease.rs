@@ -36,7 +36,7 @@ pub enum Leased<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantsOf {
     /// A read/write lock's readers ([`Leased::Shared`]).
-    Readers,
+    Shared,
     /// A semaphore's permits ([`Leased::Permit`]).
     Permits,
 }
@@ -147,7 +147,7 @@ macro_rules! lease_operations_by_kind {
             match leased {
                 Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
                 Leased::Shared(name) => {
-                    self.renew_grant(GrantsOf::Readers, name.as_str(), renewal)
+                    self.renew_grant(GrantsOf::Shared, name.as_str(), renewal)
                         .await
                 }
                 Leased::Permit(name, _) => {
@@ -166,7 +166,7 @@ macro_rules! lease_operations_by_kind {
             match leased {
                 Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
                 Leased::Shared(name) => {
-                    self.release_grant(GrantsOf::Readers, name.as_str(), token)
+                    self.release_grant(GrantsOf::Shared, name.as_str(), token)
                         .await
                 }
                 Leased::Permit(name, _) => {
@@ -185,7 +185,7 @@ macro_rules! lease_operations_by_kind {
             match leased {
                 Leased::Lock(name) => self.withdraw_lock(name.as_str(), withdrawal).await,
                 Leased::Shared(name) => {
-                    (self.withdraw_grant(GrantsOf::Readers, name.as_str(), withdrawal)).await
+                    (self.withdraw_grant(GrantsOf::Shared, name.as_str(), withdrawal)).await
                 }
                 Leased::Permit(name, _) => {
                     (self.withdraw_grant(GrantsOf::Permits, name.as_str(), withdrawal)).await

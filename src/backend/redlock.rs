@@ -582,7 +582,7 @@ impl LeaseStore for RedlockBackend {
 
     async fn inspect_grants(&self, of: GrantsOf, _: &str) -> Result<Permits, BackendError> {
         Err(not_offered_here(match of {
-            GrantsOf::Readers => kinds::SHARED,
+            GrantsOf::Shared => kinds::SHARED,
             GrantsOf::Permits => kinds::PERMIT,
         }))
     }

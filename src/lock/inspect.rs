@@ -67,9 +67,7 @@ impl LockService {
         state: &mut LockState,
     ) -> Result<(), LockError> {
         if state.is_shared() {
-            let readers = self
-                .backend
-                .inspect_grants(GrantsOf::Readers, name.as_str());
+            let readers = self.backend.inspect_grants(GrantsOf::Shared, name.as_str());
             state.shared = readers.await?.permits;
         }
         state.waiting += self.waiters.waiting_for(kinds::SHARED, name.as_str())

@@ -130,7 +130,7 @@ impl State {
         name: &str,
         now: Instant,
     ) -> Option<&mut Grants> {
-        if of == GrantsOf::Readers && !self.readers_hold(name, now) {
+        if of == GrantsOf::Shared && !self.readers_hold(name, now) {
             self.readers.remove(name);
             return None;
         }
@@ -147,7 +147,7 @@ impl State {
     /// The sets of grants of kind `of`, by name.
     fn sets(&mut self, of: GrantsOf) -> &mut std::collections::HashMap<String, Grants> {
         match of {
-            GrantsOf::Readers => &mut self.readers,
+            GrantsOf::Shared => &mut self.readers,
             GrantsOf::Permits => &mut self.semaphores,
         }
     }
@@ -156,7 +156,7 @@ impl State {
     /// lock's marker lasts as long as its longest reader. False when no grant is left.
     pub(super) fn settle(&mut self, of: GrantsOf, name: &str) -> bool {
         match of {
-            GrantsOf::Readers => self.fit_marker(name),
+            GrantsOf::Shared => self.fit_marker(name),
             GrantsOf::Permits => {
                 let left = self.semaphores.get(name).is_some_and(|g| g.len() > 0);
                 if !left {
@@ -231,8 +231,8 @@ impl MemoryBackend {
         drop(state);
         match of {
             GrantsOf::Permits => announce(&self.permits_freed, name),
-            GrantsOf::Readers if !any_left => self.announce_release(name),
-            GrantsOf::Readers => {}
+            GrantsOf::Shared if !any_left => self.announce_release(name),
+            GrantsOf::Shared => {}
         }
         true
     }

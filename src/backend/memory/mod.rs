@@ -358,7 +358,7 @@ impl LeaseStore for MemoryBackend {
         name: &str,
         wait: Option<Duration>,
     ) -> Result<(), BackendError> {
-        self.hold_off_readers(name, wait).await
+        shared::hold_off(self, name, wait).await
     }
 }
 

@@ -53,7 +53,7 @@ impl MemoryBackend {
                 ttl: Some(held.expires - now),
             });
         }
-        if let Some(readers) = state.live_grants(GrantsOf::Readers, name, now)
+        if let Some(readers) = state.live_grants(GrantsOf::Shared, name, now)
             && let Some(lease) = readers.find_again(stem, claim, now, acked(ack))
         {
             return Ok(AcquireOutcome::AlreadyHeld(lease));
@@ -80,22 +80,24 @@ impl MemoryBackend {
         state.note_write(now);
         Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
     }
+}
 
-    pub(super) async fn hold_off_readers(
-        &self,
-        name: &str,
-        wait: Option<Duration>,
-    ) -> Result<(), BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
-        match wait {
-            Some(wait) => {
-                state.hold_offs.insert(name.to_owned(), now + wait);
-            }
-            None => {
-                state.hold_offs.remove(name);
-            }
+/// No new shared grant of `name` for `wait`, or again from now on (`None`): see
+/// [`crate::backend::LeaseStore::hold_off_shared`].
+pub(super) async fn hold_off(
+    backend: &MemoryBackend,
+    name: &str,
+    wait: Option<Duration>,
+) -> Result<(), BackendError> {
+    let now = Instant::now();
+    let mut state = backend.state();
+    match wait {
+        Some(wait) => {
+            state.hold_offs.insert(name.to_owned(), now + wait);
         }
-        Ok(())
+        None => {
+            state.hold_offs.remove(name);
+        }
     }
+    Ok(())
 }

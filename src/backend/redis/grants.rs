@@ -40,7 +40,7 @@ pub(super) fn release_outcome(script: &Lua, reply: i64) -> Result<ReleaseOutcome
 /// The release script of a set of grants.
 fn release_script(of: GrantsOf) -> &'static Lua {
     match of {
-        GrantsOf::Readers => &SHARED_RELEASE,
+        GrantsOf::Shared => &SHARED_RELEASE,
         GrantsOf::Permits => &PERMIT_RELEASE,
     }
 }
@@ -128,7 +128,7 @@ impl RedisBackend {
     ) -> Result<RenewOutcome, BackendError> {
         let keys = self.keys(name);
         match of {
-            GrantsOf::Readers => {
+            GrantsOf::Shared => {
                 let set = [keys.lock(), keys.readers(), keys.readers_info()];
                 self.renew_by(name, &SHARED_RENEW, &set, renewal).await
             }
@@ -152,7 +152,7 @@ impl RedisBackend {
         let keys = self.keys(name);
         let script = release_script(of);
         match of {
-            GrantsOf::Readers => {
+            GrantsOf::Shared => {
                 let set = [keys.lock(), keys.readers(), keys.readers_info()];
                 let channel = Some(keys.channel());
                 (self.remove_by(script, &set, channel, token, stem, claim)).await
@@ -193,7 +193,7 @@ impl RedisBackend {
     ) -> Result<Permits, BackendError> {
         let keys = self.keys(name);
         let (script, call) = match of {
-            GrantsOf::Readers => {
+            GrantsOf::Shared => {
                 let set = [keys.readers(), keys.readers_info()];
                 (&*SHARED_INSPECT, evalsha(&SHARED_INSPECT, &set))
             }
@@ -205,7 +205,7 @@ impl RedisBackend {
         let reply: Vec<String> = self.script(script, &call).await?;
         // A semaphore's inspect script answers its limit first.
         let (limit, listed) = match of {
-            GrantsOf::Readers => (None, &reply[..]),
+            GrantsOf::Shared => (None, &reply[..]),
             GrantsOf::Permits => match reply.split_first() {
                 Some((limit, listed)) => (limit.parse().ok(), listed),
                 None => return Err(protocol(script.name, "an empty reply")),

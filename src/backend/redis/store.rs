@@ -120,7 +120,7 @@ impl LeaseStore for RedisBackend {
         name: &str,
         wait: Option<Duration>,
     ) -> Result<(), BackendError> {
-        self.hold_off_readers(name, wait).await
+        super::shared::hold_off(self, name, wait).await
     }
 
     async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError> {
