@@ -176,8 +176,7 @@ impl MemoryBackend {
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
         let RenewAttempt { token, ttl, ack } = renewal;
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let Some(grant) = state
             .live_grants(of, name, now)
             .and_then(|grants| grants.held.iter_mut().find(|grant| grant.token == token))
@@ -219,8 +218,7 @@ impl MemoryBackend {
     /// Removes the grant `matches` picks, and announces it: a permit given back, or the
     /// lock's release when its last reader went.
     fn remove_grant(&self, of: GrantsOf, name: &str, matches: impl Fn(&Grant) -> bool) -> bool {
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let removed = state
             .live_grants(of, name, now)
             .is_some_and(|grants| grants.remove(matches));
@@ -239,8 +237,7 @@ impl MemoryBackend {
 
     /// The live grants of `name`: what anyone may see of each, and a semaphore's limit.
     pub(super) fn grant_views(&self, of: GrantsOf, name: &str) -> Permits {
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let Some(grants) = state.live_grants(of, name, now) else {
             return Permits::default();
         };

@@ -1,8 +1,6 @@
 //! Listing the memory store: held locks and semaphores by name prefix, in name order (see
 //! `backend::listing` for what a listing promises).
 
-use tokio::time::Instant;
-
 use super::MemoryBackend;
 use crate::backend::{GrantsOf, Inspection, ListCursor, ListPage, PageRequest, SemaphorePage};
 
@@ -10,8 +8,7 @@ impl MemoryBackend {
     /// A page of held locks in name order; the cursor is the last name listed.
     pub(super) fn list_locks(&self, request: PageRequest<'_>) -> ListPage {
         let (prefix, limit) = (request.prefix, request.limit);
-        let now = Instant::now();
-        let state = self.state();
+        let (state, now) = self.state_now();
         let after = request.cursor.after.as_deref().unwrap_or("");
         let mut names: Vec<&String> = state
             .locks

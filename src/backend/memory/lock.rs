@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
-
 use super::{Held, MemoryBackend, issued_fence, lease};
 use crate::backend::fence::{has_stem, token};
 use crate::backend::queue::QUEUED_RETRY;
@@ -21,8 +19,7 @@ impl MemoryBackend {
     ) -> Result<AcquireOutcome, BackendError> {
         let (stem, ttl, ack, claim, holder) = attempt.parts();
         let place = attempt.queue;
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         if let Some(held) = state.live_lock(name, now) {
             let remaining = held.expires - now;
             if has_stem(&held.token, stem) {
@@ -98,8 +95,7 @@ impl MemoryBackend {
         name: &str,
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let outcome = match state.live_lock(name, now) {
             None => ReleaseOutcome::NotHeld,
             Some(held) if held.token != token => ReleaseOutcome::NotOwner,
@@ -125,8 +121,7 @@ impl MemoryBackend {
         name: &str,
         withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let ours = state
             .live_lock(name, now)
             .is_some_and(|held| withdrawal.takes(&held.token, held.claim));
@@ -146,8 +141,7 @@ impl MemoryBackend {
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
         let RenewAttempt { token, ttl, ack } = renewal;
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         match state.live_lock(name, now) {
             None => Ok(RenewOutcome::NotHeld),
             Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
@@ -164,8 +158,7 @@ impl MemoryBackend {
         renewal: RenewAttempt<'_>,
     ) -> Result<ReenterOutcome, BackendError> {
         let RenewAttempt { token, ttl, ack } = renewal;
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         match state.live_lock(name, now) {
             None => Ok(ReenterOutcome::NotHeld),
             Some(held) if held.token != token => Ok(ReenterOutcome::NotOwner),

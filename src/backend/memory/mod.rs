@@ -133,6 +133,13 @@ impl MemoryBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The store, locked, and the time of the operation, read once the lock is held: the
+    /// operations see time in the order they run, as a Redis script sees its server's clock.
+    fn state_now(&self) -> (MutexGuard<'_, State>, Instant) {
+        let state = self.state();
+        (state, Instant::now())
+    }
+
     fn announce_release(&self, name: &str) {
         announce(&self.watched, name);
     }
@@ -271,8 +278,7 @@ impl LeaseStore for MemoryBackend {
     }
 
     async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         if state.live_lock(name, now).is_none() {
             return Ok(false);
         }
@@ -292,8 +298,7 @@ impl LeaseStore for MemoryBackend {
     }
 
     async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
-        let now = Instant::now();
-        let state = self.state();
+        let (state, now) = self.state_now();
         Ok(state
             .revoked
             .get(name)
@@ -302,8 +307,7 @@ impl LeaseStore for MemoryBackend {
     }
 
     async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
-        let now = Instant::now();
-        let state = self.state();
+        let (state, now) = self.state_now();
         Ok(state
             .revoked
             .get(name)
@@ -311,8 +315,7 @@ impl LeaseStore for MemoryBackend {
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let queued = state.queued(name);
         Ok(state.live_lock(name, now).map(|held| Inspection {
             queued,

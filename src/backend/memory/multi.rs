@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
-
 use super::{Held, MemoryBackend, issued_fence, lease};
 use crate::backend::fence::{has_stem, token};
 use crate::backend::{AcquireOutcome, BackendError, ReleaseOutcome, RenewOutcome, Withdrawal};
@@ -19,8 +17,7 @@ impl MemoryBackend {
     ) -> Result<AcquireOutcome, BackendError> {
         let names: &[&str] = &super::strs(names);
         let (stem, ttl, ack, claim, holder) = attempt.parts();
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let mut mine = Vec::new();
         for name in names {
             if let Some(held) = state.live_lock(name, now) {
@@ -80,8 +77,7 @@ impl MemoryBackend {
     ) -> Result<RenewOutcome, BackendError> {
         let names: &[&str] = &super::strs(names);
         let RenewAttempt { token, ttl, ack } = renewal;
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         for name in names {
             match state.live_lock(name, now) {
                 None => return Ok(RenewOutcome::NotHeld),
@@ -103,8 +99,7 @@ impl MemoryBackend {
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
         let names: &[&str] = &super::strs(names);
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let mut mine = Vec::new();
         for name in names {
             if let Some(held) = state.live_lock(name, now) {
@@ -135,8 +130,7 @@ impl MemoryBackend {
     ) -> Result<bool, BackendError> {
         let Withdrawal { stem, claim } = withdrawal;
         let names: &[&str] = &super::strs(names);
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         let first = names.first().copied().unwrap_or_default();
         let claimed = claim.is_none()
             || state

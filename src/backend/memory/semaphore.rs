@@ -1,8 +1,6 @@
 //! Semaphores in memory: per name, the limit and the live permits, under the store's one
 //! mutex (each operation is one critical section, as a script is on Redis).
 
-use tokio::time::Instant;
-
 use super::grants::Grants;
 use super::{MemoryBackend, acked, lease};
 use crate::backend::GrantsOf;
@@ -17,8 +15,7 @@ impl MemoryBackend {
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let (stem, ttl, ack, claim, holder) = attempt.parts();
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         if let Some(permits) = state.live_grants(GrantsOf::Permits, name, now) {
             if let Some(lease) = permits.find_again(stem, claim, now, acked(ack)) {
                 return Ok(AcquireOutcome::AlreadyHeld(lease));

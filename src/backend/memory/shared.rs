@@ -44,8 +44,7 @@ impl MemoryBackend {
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let (stem, ttl, ack, claim, holder) = attempt.parts();
-        let now = Instant::now();
-        let mut state = self.state();
+        let (mut state, now) = self.state_now();
         if let Some(held) = state.live_lock(name, now)
             && held.token != SHARED_MARKER
         {
@@ -89,8 +88,7 @@ pub(super) async fn hold_off(
     name: &str,
     wait: Option<Duration>,
 ) -> Result<(), BackendError> {
-    let now = Instant::now();
-    let mut state = backend.state();
+    let (mut state, now) = backend.state_now();
     match wait {
         Some(wait) => {
             state.hold_offs.insert(name.to_owned(), now + wait);
