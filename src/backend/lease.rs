@@ -107,13 +107,36 @@ impl<'a> Leased<'a> {
     }
 }
 
+/// How a store keeps a lease once granted, which is all its renewal, release and
+/// withdrawal depend on: the lock of a name, one of a name's grants (shared grants and
+/// permits are kept alike), or a set of locks.
+#[derive(Debug, Clone, Copy)]
+pub enum Kept<'a> {
+    Lock(&'a str),
+    Grant(GrantsOf, &'a str),
+    Set(&'a [LockName]),
+}
+
+impl<'a> Leased<'a> {
+    /// How a store keeps this lease (see [`Kept`]).
+    pub fn kept(self) -> Kept<'a> {
+        match self {
+            Self::Lock(name) => Kept::Lock(name.as_str()),
+            Self::Shared(name) => Kept::Grant(GrantsOf::Shared, name.as_str()),
+            Self::Permit(name, _) => Kept::Grant(GrantsOf::Permits, name.as_str()),
+            Self::Set(names) => Kept::Set(names),
+        }
+    }
+}
+
 /// The lease operations of [`LeaseStore`](super::LeaseStore) (acquire, renew, release,
 /// withdraw, and a reentrant lock's re-entry) for a store that keeps each kind of lease in a
 /// module of its own, with functions named by kind: `acquire_lock`, `acquire_shared`,
-/// `acquire_permit` and `acquire_all` (and `renew_…`, `release_…`, `withdraw_…`; a permit's and
-/// a reader's renewal, release and withdrawal are one `…_grant` of [`GrantsOf`]; re-entry is
-/// `reenter_lock`), taking a name as `&str` and a set's names as `&[LockName]`. The dispatch
-/// from a [`Leased`] to its kind's function, written once for the memory and the Redis stores.
+/// `acquire_permit` and `acquire_all`; then, by how the lease is kept ([`Kept`]), `…_lock`,
+/// `…_grant` (with its [`GrantsOf`]) and `…_all` for `renew`, `release` and `withdraw`;
+/// re-entry is `reenter_lock`. Names are taken as `&str`, a set's names as `&[LockName]`.
+/// The dispatch from a [`Leased`] to its kind's function, written once for the memory and
+/// the Redis stores.
 macro_rules! lease_operations_by_kind {
     () => {
         async fn reenter(
@@ -139,60 +162,29 @@ macro_rules! lease_operations_by_kind {
             }
         }
 
-        async fn renew(
-            &self,
-            leased: Leased<'_>,
-            renewal: RenewAttempt<'_>,
-        ) -> Result<RenewOutcome, BackendError> {
-            match leased {
-                Leased::Lock(name) => self.renew_lock(name.as_str(), renewal).await,
-                Leased::Shared(name) => {
-                    self.renew_grant(GrantsOf::Shared, name.as_str(), renewal)
-                        .await
-                }
-                Leased::Permit(name, _) => {
-                    self.renew_grant(GrantsOf::Permits, name.as_str(), renewal)
-                        .await
-                }
-                Leased::Set(names) => self.renew_all(names, renewal).await,
-            }
-        }
-
-        async fn release(
-            &self,
-            leased: Leased<'_>,
-            token: &str,
-        ) -> Result<ReleaseOutcome, BackendError> {
-            match leased {
-                Leased::Lock(name) => self.release_lock(name.as_str(), token).await,
-                Leased::Shared(name) => {
-                    self.release_grant(GrantsOf::Shared, name.as_str(), token)
-                        .await
-                }
-                Leased::Permit(name, _) => {
-                    self.release_grant(GrantsOf::Permits, name.as_str(), token)
-                        .await
-                }
-                Leased::Set(names) => self.release_all(names, token).await,
-            }
-        }
-
-        async fn withdraw(
-            &self,
-            leased: Leased<'_>,
-            withdrawal: $crate::backend::Withdrawal<'_>,
-        ) -> Result<bool, BackendError> {
-            match leased {
-                Leased::Lock(name) => self.withdraw_lock(name.as_str(), withdrawal).await,
-                Leased::Shared(name) => {
-                    (self.withdraw_grant(GrantsOf::Shared, name.as_str(), withdrawal)).await
-                }
-                Leased::Permit(name, _) => {
-                    (self.withdraw_grant(GrantsOf::Permits, name.as_str(), withdrawal)).await
-                }
-                Leased::Set(names) => self.withdraw_all(names, withdrawal).await,
-            }
+        $crate::backend::lease::by_kept! {
+            renew(renewal: RenewAttempt<'_>) -> RenewOutcome
+                => renew_lock, renew_grant, renew_all;
+            release(token: &str) -> ReleaseOutcome
+                => release_lock, release_grant, release_all;
+            withdraw(withdrawal: $crate::backend::Withdrawal<'_>) -> bool
+                => withdraw_lock, withdraw_grant, withdraw_all;
         }
     };
 }
 pub(crate) use lease_operations_by_kind;
+
+/// The operations on a lease already granted, each sent by how the lease is kept (see
+/// [`Kept`]) to the store's function for a lock, a grant or a set.
+macro_rules! by_kept {
+    ($($op:ident($arg:ident: $ty:ty) -> $out:ty => $lock:ident, $grant:ident, $all:ident;)*) => {
+        $(async fn $op(&self, leased: Leased<'_>, $arg: $ty) -> Result<$out, BackendError> {
+            match leased.kept() {
+                $crate::backend::lease::Kept::Lock(name) => self.$lock(name, $arg).await,
+                $crate::backend::lease::Kept::Grant(of, name) => self.$grant(of, name, $arg).await,
+                $crate::backend::lease::Kept::Set(names) => self.$all(names, $arg).await,
+            }
+        })*
+    };
+}
+pub(crate) use by_kept;
