@@ -1,6 +1,6 @@
 //! Backends: where locks are kept.
 //!
-//! [`LockBackend`] is the one contract every store meets: atomic acquire with a lease and a
+//! [`LeaseStore`] is the one contract every store meets: atomic acquire with a lease and a
 //! fence, release and renew that succeed only for the holder's token, withdrawal of a grant
 //! the gateway could not deliver, inspect, and a health probe. Each operation is a single
 //! atomic step on the store (one Lua script or one native command on Redis, one critical
@@ -51,7 +51,7 @@ pub use self::feed::{ReleaseFeed, sleep_until_some};
 pub use self::granted::{GrantNews, GrantedNames};
 pub use self::holder::Holder;
 pub(crate) use self::lease::lease_operations_by_kind;
-pub use self::lease::{GrantsOf, Leased, kinds};
+pub use self::lease::{GrantsOf, Kept, Leased, kinds};
 pub use self::listing::{ListCursor, ListPage, PageRequest, SemaphorePage};
 pub use self::outcome::{
     AcquireOutcome, Claim, Inspection, Lease, ReenterOutcome, ReleaseOutcome, RenewOutcome,

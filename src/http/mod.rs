@@ -28,13 +28,11 @@ use axum::http::HeaderName;
 use axum::http::header::AUTHORIZATION;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use utoipa::OpenApi as _;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use self::gate::{Gate, GateLayer, GateOptions};
 use self::handlers::{console, events, health, hold, listing, locks, metrics, multi, semaphores};
 use self::problem::ApiError;
-use self::routes::RouteTable;
+use self::routes::{RouteTable, route_table};
 use crate::lock::{Limits, LockService};
 use crate::telemetry::metrics::Metrics;
 
@@ -79,43 +77,47 @@ pub struct HttpOptions {
     pub gate: GateOptions,
 }
 
+// The route table (see `routes`): one row per route, in the order the document lists paths.
+route_table! {
+    // /locks/{name}
+    locks::acquire_lock => "locks", Acquire, &[ACQUIRE, REENTER];
+    locks::renew_lock => "locks", Renew, &[RENEW, HELD_BY_ONE];
+    locks::release_lock => "locks", Release, &[RELEASE, HELD_BY_ONE];
+    locks::inspect_lock => "locks", Inspect, &[&[InvalidName, LockNotHeld, BackendUnavailable]];
+    // /locks: a listing, or a set of locks
+    listing::list_locks => "locks", List,
+        &[&[InvalidRequest, InvalidName, Forbidden, BackendUnavailable]];
+    multi::acquire_locks => "locks", Acquire, &[ACQUIRE, OF_A_SET];
+    multi::renew_locks => "locks", Renew, &[RENEW, HELD_BY_ONE, OF_A_SET];
+    multi::release_locks => "locks", Release, &[RELEASE, HELD_BY_ONE, OF_A_SET];
+    // /locks/{name}/hold, /locks/{name}/events, /locks/events
+    hold::hold_lock => "locks", Hold, &[ACQUIRE];
+    events::watch_lock => "locks", Watch, &[&[InvalidName], WATCHING];
+    events::watch_prefix => "locks", Watch, &[&[InvalidRequest, Forbidden], WATCHING];
+    // /semaphores/{name}, /semaphores/{name}/hold, /semaphores
+    semaphores::acquire_permit => "semaphores", Acquire, &[ACQUIRE, OF_A_SEMAPHORE];
+    semaphores::renew_permit => "semaphores", Renew, &[RENEW];
+    semaphores::release_permit => "semaphores", Release, &[RELEASE];
+    semaphores::inspect_semaphore => "semaphores", Inspect,
+        &[&[InvalidName, NotOffered, BackendUnavailable]];
+    semaphores::hold_permit => "semaphores", Hold, &[ACQUIRE, OF_A_SEMAPHORE];
+    listing::list_semaphores => "semaphores", List, &[&[InvalidRequest, BackendUnavailable]];
+    // The probes, the documents, the console
+    health::healthz => "health", Healthz, &[];
+    health::readyz => "health", Readyz, &[&[BackendUnavailable, ShuttingDown]];
+    health::openapi => "health", Openapi, &[];
+    health::index => "health", Openapi, &[];
+    metrics::metrics => "health", Metrics, &[];
+    console::console_page => "console", Console, &[&[NotFound]];
+    console::console_file => "console", Console, &[&[NotFound]];
+    console::access => "health", Access, &[];
+}
+
 /// The routes, their OpenAPI description and the route table read from it (see [`routes`]),
 /// before state is attached.
 pub(crate) fn api() -> (Router<AppState>, utoipa::openapi::OpenApi, RouteTable) {
-    let (router, mut doc) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .routes(routes!(
-            locks::acquire_lock,
-            locks::renew_lock,
-            locks::release_lock,
-            locks::inspect_lock
-        ))
-        .routes(routes!(
-            listing::list_locks,
-            multi::acquire_locks,
-            multi::renew_locks,
-            multi::release_locks
-        ))
-        .routes(routes!(hold::hold_lock))
-        .routes(routes!(events::watch_lock))
-        .routes(routes!(events::watch_prefix))
-        .routes(routes!(
-            semaphores::acquire_permit,
-            semaphores::renew_permit,
-            semaphores::release_permit,
-            semaphores::inspect_semaphore
-        ))
-        .routes(routes!(semaphores::hold_permit))
-        .routes(routes!(listing::list_semaphores))
-        .routes(routes!(health::healthz))
-        .routes(routes!(health::readyz))
-        .routes(routes!(health::openapi_json))
-        .routes(routes!(health::index))
-        .routes(routes!(metrics::metrics))
-        .routes(routes!(console::page))
-        .routes(routes!(console::file))
-        .routes(routes!(console::access))
-        .split_for_parts();
-    let table = RouteTable::take_from(&mut doc);
+    let (router, mut doc) = served().split_for_parts();
+    let table = RouteTable::take_from(&mut doc, ROUTES);
     openapi::make_request_bodies_optional(&mut doc);
     openapi::describe_keys(&mut doc);
     openapi::describe_exactly(&mut doc);

@@ -1,13 +1,13 @@
-//! The route table. [`ROUTES`] says what every operation the API serves is, by its
-//! operationId (the handler's name): the operation (so the scope an API key needs, the
-//! metrics' label and the timeout class), the problems it answers beyond the gate's own, and
-//! the tag the document groups it under.
-//! The handlers registered in `http::api` give each route its method, path, parameters and
-//! successful answers (their `#[utoipa::path]` attributes); utoipa-axum builds the router and
-//! the OpenAPI document from them, and [`RouteTable::take_from`] joins the document to this
-//! table when the router is built: a handler without a row, or a row without a handler, stops
-//! the router from being built (every test builds it). So a route cannot be served without
-//! being classified, or documented without being served.
+//! The route table. Its rows (the [`route_table!`] invocation in `http/mod.rs`) say what
+//! every operation the API serves is: its handler, whose name is the operationId; the
+//! operation (so the scope an API key needs, the metrics' label and the timeout class); the
+//! problems it answers beyond the gate's own; and the tag the document groups it under.
+//! From the rows come both the router (utoipa-axum registers each row's handler, whose
+//! `#[utoipa::path]` attribute gives the route its method, path, parameters and successful
+//! answers) and [`ROUTES`](crate::http::ROUTES). So a route cannot be served without being
+//! classified, or classified without being served. [`RouteTable::take_from`] then joins the
+//! generated document to the rows by operationId, and stops the router from being built if
+//! an attribute's `operation_id` names no row (every test builds it).
 //!
 //! The problem responses of the document are written from the problem table
 //! ([`ProblemKind::meaning`]), grouped by status: a client reads ordinary responses.
@@ -21,7 +21,7 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBui
 use super::problem::{PROBLEM_JSON, ProblemKind};
 use crate::operation::Operation;
 
-/// What a route is, beyond its path and method: its row of [`ROUTES`].
+/// What a route is, beyond its path and method: its row of [`ROUTES`](crate::http::ROUTES).
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
     /// The handler's name, which is the operation's `operationId` in the document.
@@ -31,136 +31,116 @@ pub struct Route {
     /// The operation: the scope a key needs, the metrics' label, the timeout class.
     pub operation: Operation,
     /// The problems the handler (and the lease engine under it) can answer, in groups (see
-    /// [`ACQUIRE`] and the others); the gate's own (401, 403, 431, `overloaded`, `timeout`)
+    /// [`groups`]: [`groups::ACQUIRE`] and the others); the gate's own (401, 403, 431, `overloaded`, `timeout`)
     /// are added by the document for every route they apply to.
     pub problems: &'static [&'static [ProblemKind]],
 }
 
-const fn route(
-    operation_id: &'static str,
-    tag: &'static str,
-    operation: Operation,
-    problems: &'static [&'static [ProblemKind]],
-) -> Route {
-    Route {
-        operation_id,
-        tag,
-        operation,
-        problems,
-    }
+/// The groups of problems the rows of the route table name: what every route of a kind can
+/// answer, and what some of them add.
+pub mod groups {
+    use super::ProblemKind;
+    use super::ProblemKind::{
+        BackendFull, BackendUnavailable, CrossSlot, Forbidden, GrantsHeldBack,
+        InsufficientReplicas, InvalidName, InvalidRequest, LockHeld, LockNotHeld, LockRevoked,
+        MaxHoldReached, NotOffered, NotOwner, OutcomeUnknown, PayloadTooLarge, PermitsMismatch,
+        ShuttingDown, TooManyWaiters, TooManyWatchers, WaitPoolExhausted,
+    };
+
+    /// What every acquire can answer (a lock, a shared grant, a permit, a set; and their hold
+    /// streams, which answer these before their stream starts).
+    pub const ACQUIRE: &[ProblemKind] = &[
+        InvalidName,
+        InvalidRequest,
+        LockHeld,
+        PayloadTooLarge,
+        NotOffered,
+        BackendUnavailable,
+        BackendFull,
+        GrantsHeldBack,
+        InsufficientReplicas,
+        WaitPoolExhausted,
+        TooManyWaiters,
+        ShuttingDown,
+    ];
+    /// What every renewal can answer.
+    pub const RENEW: &[ProblemKind] = &[
+        InvalidName,
+        InvalidRequest,
+        LockNotHeld,
+        MaxHoldReached,
+        PayloadTooLarge,
+        NotOffered,
+        BackendUnavailable,
+        BackendFull,
+        OutcomeUnknown,
+        InsufficientReplicas,
+        WaitPoolExhausted,
+    ];
+    /// What every release can answer.
+    pub const RELEASE: &[ProblemKind] = &[
+        InvalidName,
+        InvalidRequest,
+        LockNotHeld,
+        NotOffered,
+        BackendUnavailable,
+        OutcomeUnknown,
+    ];
+    /// What a lock's (or a set's) renewal and release add: another token holds it, or an
+    /// operator revoked it. (A permit has neither.)
+    pub const HELD_BY_ONE: &[ProblemKind] = &[NotOwner, LockRevoked];
+    /// What a reentrant lock's re-entry adds (`POST /locks/{name}` with `reentrant: true` and
+    /// the holder's `Lock-Token`): it is a renewal of the lock that also counts a hold, or a
+    /// token that holds a lock not taken reentrant.
+    pub const REENTER: &[ProblemKind] = &[
+        LockNotHeld,
+        MaxHoldReached,
+        OutcomeUnknown,
+        NotOwner,
+        LockRevoked,
+        ProblemKind::NotReentrant,
+    ];
+    /// What a set adds: its names across Cluster slots, and names a key may not use (the gate
+    /// cannot see them: they are in the body or the query).
+    pub const OF_A_SET: &[ProblemKind] = &[CrossSlot, Forbidden];
+    /// What a semaphore's acquire adds: another limit than the current holders'.
+    pub const OF_A_SEMAPHORE: &[ProblemKind] = &[PermitsMismatch];
+
+    /// What every event stream can answer.
+    pub const WATCHING: &[ProblemKind] = &[TooManyWatchers, BackendUnavailable, ShuttingDown];
 }
 
-use ProblemKind::{
-    BackendFull, BackendUnavailable, CrossSlot, Forbidden, GrantsHeldBack, InsufficientReplicas,
-    InvalidName, InvalidRequest, LockHeld, LockNotHeld, LockRevoked, MaxHoldReached, NotFound,
-    NotOffered, NotOwner, OutcomeUnknown, PayloadTooLarge, PermitsMismatch, ShuttingDown,
-    TooManyWaiters, TooManyWatchers, WaitPoolExhausted,
-};
+/// The route table: one row per route, `module::handler => tag, operation, problems;`, from
+/// which both [`ROUTES`](crate::http::ROUTES) and the router come. The handler's
+/// `#[utoipa::path]` attribute gives the route its method, path, parameters and successful
+/// answers; its name is the operationId. The rows are in the order the document lists the
+/// paths. Written where the handlers are composed (`http/mod.rs`): the handlers use what this
+/// file defines.
+macro_rules! route_table {
+    ($($module:ident::$handler:ident => $tag:literal, $operation:ident, $problems:expr;)*) => {
+        /// Every operation the API serves: its operationId, the tag the document groups it
+        /// under, the operation it is, the problems it answers.
+        pub const ROUTES: &[$crate::http::routes::Route] = {
+            #[allow(unused_imports)]
+            use $crate::http::problem::ProblemKind::*;
+            #[allow(unused_imports)]
+            use $crate::http::routes::groups::*;
+            &[$($crate::http::routes::Route {
+                operation_id: stringify!($handler),
+                tag: $tag,
+                operation: $crate::operation::Operation::$operation,
+                problems: $problems,
+            }),*]
+        };
 
-/// What every acquire can answer (a lock, a shared grant, a permit, a set; and their hold
-/// streams, which answer these before their stream starts).
-pub const ACQUIRE: &[ProblemKind] = &[
-    InvalidName,
-    InvalidRequest,
-    LockHeld,
-    PayloadTooLarge,
-    NotOffered,
-    BackendUnavailable,
-    BackendFull,
-    GrantsHeldBack,
-    InsufficientReplicas,
-    WaitPoolExhausted,
-    TooManyWaiters,
-    ShuttingDown,
-];
-/// What every renewal can answer.
-pub const RENEW: &[ProblemKind] = &[
-    InvalidName,
-    InvalidRequest,
-    LockNotHeld,
-    MaxHoldReached,
-    PayloadTooLarge,
-    NotOffered,
-    BackendUnavailable,
-    BackendFull,
-    OutcomeUnknown,
-    InsufficientReplicas,
-    WaitPoolExhausted,
-];
-/// What every release can answer.
-pub const RELEASE: &[ProblemKind] = &[
-    InvalidName,
-    InvalidRequest,
-    LockNotHeld,
-    NotOffered,
-    BackendUnavailable,
-    OutcomeUnknown,
-];
-/// What a lock's (or a set's) renewal and release add: another token holds it, or an
-/// operator revoked it. (A permit has neither.)
-pub const HELD_BY_ONE: &[ProblemKind] = &[NotOwner, LockRevoked];
-/// What a reentrant lock's re-entry adds (`POST /locks/{name}` with `reentrant: true` and
-/// the holder's `Lock-Token`): it is a renewal of the lock that also counts a hold, or a
-/// token that holds a lock not taken reentrant.
-pub const REENTER: &[ProblemKind] = &[
-    LockNotHeld,
-    MaxHoldReached,
-    OutcomeUnknown,
-    NotOwner,
-    LockRevoked,
-    ProblemKind::NotReentrant,
-];
-/// What a set adds: its names across Cluster slots, and names a key may not use (the gate
-/// cannot see them: they are in the body or the query).
-pub const OF_A_SET: &[ProblemKind] = &[CrossSlot, Forbidden];
-/// What a semaphore's acquire adds: another limit than the current holders'.
-pub const OF_A_SEMAPHORE: &[ProblemKind] = &[PermitsMismatch];
-
-/// What every event stream can answer.
-const WATCHING: &[ProblemKind] = &[TooManyWatchers, BackendUnavailable, ShuttingDown];
-
-/// Every operation the API serves, by the path it is served at: its operationId, the tag the
-/// document groups it under, the operation it is, the problems it answers.
-#[rustfmt::skip] // A table: one row per line reads best.
-pub const ROUTES: &[Route] = {
-    use Operation::{
-        Access, Acquire, Console, Healthz, Hold, Inspect, List, Metrics, Openapi, Readyz, Release,
-        Renew, Watch,
+        /// The router of every row's handler, and the document of their attributes.
+        fn served() -> utoipa_axum::router::OpenApiRouter<AppState> {
+            utoipa_axum::router::OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+                $(.routes(utoipa_axum::routes!($module::$handler)))*
+        }
     };
-    &[
-        // /locks/{name}, /locks/{name}/hold, /locks/{name}/events
-        route("acquire_lock", "locks", Acquire, &[ACQUIRE, REENTER]),
-        route("renew_lock", "locks", Renew, &[RENEW, HELD_BY_ONE]),
-        route("release_lock", "locks", Release, &[RELEASE, HELD_BY_ONE]),
-        route("inspect_lock", "locks", Inspect, &[&[InvalidName, LockNotHeld, BackendUnavailable]]),
-        route("hold_lock", "locks", Hold, &[ACQUIRE]),
-        route("watch_lock", "locks", Watch, &[&[InvalidName], WATCHING]),
-        // /locks (a listing, or a set of locks), /locks/events
-        route("list_locks", "locks", List,
-            &[&[InvalidRequest, InvalidName, Forbidden, BackendUnavailable]]),
-        route("acquire_locks", "locks", Acquire, &[ACQUIRE, OF_A_SET]),
-        route("renew_locks", "locks", Renew, &[RENEW, HELD_BY_ONE, OF_A_SET]),
-        route("release_locks", "locks", Release, &[RELEASE, HELD_BY_ONE, OF_A_SET]),
-        route("watch_prefix", "locks", Watch, &[&[InvalidRequest, Forbidden], WATCHING]),
-        // /semaphores/{name}, /semaphores/{name}/hold, /semaphores
-        route("acquire_permit", "semaphores", Acquire, &[ACQUIRE, OF_A_SEMAPHORE]),
-        route("renew_permit", "semaphores", Renew, &[RENEW]),
-        route("release_permit", "semaphores", Release, &[RELEASE]),
-        route("inspect_semaphore", "semaphores", Inspect,
-            &[&[InvalidName, NotOffered, BackendUnavailable]]),
-        route("hold_permit", "semaphores", Hold, &[ACQUIRE, OF_A_SEMAPHORE]),
-        route("list_semaphores", "semaphores", List, &[&[InvalidRequest, BackendUnavailable]]),
-        // The probes, the documents, the console
-        route("healthz", "health", Healthz, &[]),
-        route("readyz", "health", Readyz, &[&[BackendUnavailable, ShuttingDown]]),
-        route("openapi", "health", Openapi, &[]),
-        route("index", "health", Openapi, &[]),
-        route("metrics", "health", Metrics, &[]),
-        route("console_page", "console", Console, &[&[NotFound]]),
-        route("console_file", "console", Console, &[&[NotFound]]),
-        route("access", "health", Access, &[]),
-    ]
-};
+}
+pub(crate) use route_table;
 
 /// Every route served, by its template and method, with the operation it is. A `GET` row
 /// covers `HEAD`, which axum serves with the `GET` handler.
@@ -177,13 +157,13 @@ impl RouteTable {
     /// When an operation of the document has no row (a route that would be served
     /// unclassified, and so without its scope checked), or a row no operation of the document
     /// (a route declared but not served). Every test that builds the router meets it.
-    pub fn take_from(doc: &mut OpenApi) -> Self {
+    pub fn take_from(doc: &mut OpenApi, routes: &[Route]) -> Self {
         let mut rows = Vec::new();
-        let mut unserved: Vec<&str> = ROUTES.iter().map(|route| route.operation_id).collect();
+        let mut unserved: Vec<&str> = routes.iter().map(|route| route.operation_id).collect();
         for (path, item) in &mut doc.paths.paths {
             for (method, operation) in operations(item) {
                 let id = operation.operation_id.as_deref().unwrap_or_default();
-                let route = ROUTES
+                let route = routes
                     .iter()
                     .find(|route| route.operation_id == id)
                     .unwrap_or_else(|| panic!("{method} {path} ({id}) has no row in ROUTES"));

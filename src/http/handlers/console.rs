@@ -42,12 +42,11 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 #[utoipa::path(
     get,
     path = "/ui",
-    operation_id = "console_page",
     responses(
         (status = 200, description = "The console's page.", content_type = "text/html", body = String),
     )
 )]
-pub async fn page(State(app): State<AppState>) -> Result<Response, ApiError> {
+pub async fn console_page(State(app): State<AppState>) -> Result<Response, ApiError> {
     asset(&app, PAGE, "text/html; charset=utf-8")
 }
 
@@ -55,13 +54,12 @@ pub async fn page(State(app): State<AppState>) -> Result<Response, ApiError> {
 #[utoipa::path(
     get,
     path = "/ui/{file}",
-    operation_id = "console_file",
     params(("file" = String, Path, description = "`console.js` or `console.css`; anything else is 404.")),
     responses(
         (status = 200, description = "The console's script (`text/javascript`) or style sheet (`text/css`).", content_type = "text/plain", body = String),
     )
 )]
-pub async fn file(State(app): State<AppState>, uri: Uri) -> Result<Response, ApiError> {
+pub async fn console_file(State(app): State<AppState>, uri: Uri) -> Result<Response, ApiError> {
     match uri.path().strip_prefix("/ui/") {
         Some("console.js") => asset(&app, SCRIPT, "text/javascript; charset=utf-8"),
         Some("console.css") => asset(&app, STYLE, "text/css; charset=utf-8"),

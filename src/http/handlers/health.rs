@@ -59,12 +59,11 @@ pub async fn readyz(State(app): State<AppState>) -> Result<Json<HealthBody>, Api
 #[utoipa::path(
     get,
     path = "/openapi.json",
-    operation_id = "openapi",
     responses((status = 200, description = "The OpenAPI document of this API.", content_type = "application/json",
         body = Object),
     )
 )]
-pub async fn openapi_json(State(app): State<AppState>) -> impl IntoResponse {
+pub async fn openapi(State(app): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
         app.openapi_json.clone(),
