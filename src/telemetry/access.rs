@@ -69,21 +69,32 @@ impl AccessLine<'_> {
         ]
     }
 
+    /// The fields after `method`, each as `<before><name><after><value>`, text values as
+    /// `text` writes them (quoted and escaped for the format).
+    fn write_fields(
+        &self,
+        out: &mut Vec<u8>,
+        (before, after): (&[u8], &[u8]),
+        text: impl Fn(&str, &mut Vec<u8>),
+    ) {
+        for (name, value) in self.fields() {
+            out.extend_from_slice(before);
+            out.extend_from_slice(name);
+            out.extend_from_slice(after);
+            match value {
+                Field::Text(value) => text(value, out),
+                Field::Number(n) => number(n, out),
+            }
+        }
+    }
+
     /// `<time>  INFO lockgate::access: request method=POST path="/locks/a" …`, as
     /// tracing-subscriber's default format writes it.
     fn text(&self, now: SystemTime, out: &mut Vec<u8>) {
         timestamp(now, out);
         out.extend_from_slice(b"  INFO lockgate::access: request method=");
         out.extend_from_slice(self.method.as_bytes());
-        for (name, value) in self.fields() {
-            out.push(b' ');
-            out.extend_from_slice(name);
-            out.push(b'=');
-            match value {
-                Field::Text(text) => debug_str(text, out),
-                Field::Number(n) => number(n, out),
-            }
-        }
+        self.write_fields(out, (b" ", b"="), debug_str);
         out.push(b'\n');
     }
 
@@ -95,15 +106,7 @@ impl AccessLine<'_> {
             b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"request\",\"method\":",
         );
         json_str(self.method, out);
-        for (name, value) in self.fields() {
-            out.extend_from_slice(b",\"");
-            out.extend_from_slice(name);
-            out.extend_from_slice(b"\":");
-            match value {
-                Field::Text(text) => json_str(text, out),
-                Field::Number(n) => number(n, out),
-            }
-        }
+        self.write_fields(out, (b",\"", b"\":"), json_str);
         out.extend_from_slice(b"},\"target\":\"lockgate::access\"}\n");
     }
 }
