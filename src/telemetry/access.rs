@@ -126,23 +126,27 @@ fn plain(text: &str) -> bool {
 
 /// `text` as `{:?}` writes it.
 fn debug_str(text: &str, out: &mut Vec<u8>) {
-    if plain(text) {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    } else {
+    quoted(text, out, |text, out| {
         let _ = write!(out, "{text:?}");
-    }
+    });
 }
 
 /// `text` as a JSON string, as serde_json writes it.
 fn json_str(text: &str, out: &mut Vec<u8>) {
+    quoted(text, out, |text, out| {
+        let _ = serde_json::to_writer(&mut *out, text);
+    });
+}
+
+/// `text` in double quotes: as it is when it is [`plain`] (both formats agree on it), else
+/// as `escaped` writes it.
+fn quoted(text: &str, out: &mut Vec<u8>, escaped: impl FnOnce(&str, &mut Vec<u8>)) {
     if plain(text) {
         out.push(b'"');
         out.extend_from_slice(text.as_bytes());
         out.push(b'"');
     } else {
-        let _ = serde_json::to_writer(&mut *out, text);
+        escaped(text, out);
     }
 }
 
