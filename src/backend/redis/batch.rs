@@ -155,6 +155,16 @@ mod tests {
         delay: Duration,
     }
 
+    impl Echo {
+        /// An echo that answers after `delay`.
+        fn after(delay: Duration) -> Self {
+            Self {
+                delay,
+                ..Self::default()
+            }
+        }
+    }
+
     impl ConnectionLike for Echo {
         fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
             unreachable!("a batch is sent as a pipeline")
@@ -195,6 +205,20 @@ mod tests {
         cmd
     }
 
+    /// A request for the echo of `n`, with a second to be answered, as a task of its own.
+    fn spawn_echo(
+        batcher: &Arc<Batcher>,
+        conn: &Echo,
+        n: usize,
+    ) -> tokio::task::JoinHandle<RedisResult<String>> {
+        let (batcher, conn) = (batcher.clone(), conn.clone());
+        tokio::spawn(async move {
+            batcher
+                .query::<String, _>(&conn, &echo(n), Duration::from_secs(1))
+                .await
+        })
+    }
+
     /// Scripts sent by requests that are ready at the same moment leave in one write, and each
     /// request gets its own answer. (On one worker, as on a gateway, the flush task spawned by
     /// the first request would run right after it, alone, were it not for its yield.)
@@ -202,14 +226,7 @@ mod tests {
     async fn concurrent_scripts_share_one_write() {
         let batcher = Arc::new(Batcher::default());
         let conn = Echo::default();
-        let queries = (0..20).map(|n| {
-            let (batcher, conn) = (batcher.clone(), conn.clone());
-            tokio::spawn(async move {
-                batcher
-                    .query::<String, _>(&conn, &echo(n), Duration::from_secs(1))
-                    .await
-            })
-        });
+        let queries = (0..20).map(|n| spawn_echo(&batcher, &conn, n));
         let answers = futures_util::future::join_all(queries).await;
         for (n, answer) in answers.into_iter().enumerate() {
             assert_eq!(answer.expect("no panic").expect("an answer"), n.to_string());
@@ -222,26 +239,9 @@ mod tests {
     #[tokio::test]
     async fn a_request_that_gives_up_does_not_lose_the_others_answers() {
         let batcher = Arc::new(Batcher::default());
-        let conn = Echo {
-            delay: Duration::from_millis(50),
-            ..Echo::default()
-        };
-        let first = {
-            let (batcher, conn) = (batcher.clone(), conn.clone());
-            tokio::spawn(async move {
-                batcher
-                    .query::<String, _>(&conn, &echo(0), Duration::from_secs(1))
-                    .await
-            })
-        };
-        let second = {
-            let (batcher, conn) = (batcher.clone(), conn.clone());
-            tokio::spawn(async move {
-                batcher
-                    .query::<String, _>(&conn, &echo(1), Duration::from_secs(1))
-                    .await
-            })
-        };
+        let conn = Echo::after(Duration::from_millis(50));
+        let first = spawn_echo(&batcher, &conn, 0);
+        let second = spawn_echo(&batcher, &conn, 1);
         tokio::time::sleep(Duration::from_millis(10)).await;
         first.abort();
         assert_eq!(second.await.expect("no panic").expect("an answer"), "1");
@@ -272,10 +272,7 @@ mod tests {
     #[tokio::test]
     async fn a_batch_without_an_answer_times_out_as_a_whole() {
         let batcher = Arc::new(Batcher::default());
-        let conn = Echo {
-            delay: Duration::from_secs(5),
-            ..Echo::default()
-        };
+        let conn = Echo::after(Duration::from_secs(5));
         let answer = batcher
             .query::<String, _>(&conn, &echo(7), Duration::from_millis(20))
             .await;
