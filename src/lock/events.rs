@@ -123,7 +123,7 @@ impl Watches {
             None => self.start(backend, name).await?,
         };
         let (seen, state, events) = {
-            let last = watch.shared.last.lock().unwrap_or_else(|p| p.into_inner());
+            let last = watch.shared.last();
             (last.0, last.1.clone(), watch.shared.events.subscribe())
         };
         Ok(Watcher {

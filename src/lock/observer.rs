@@ -63,6 +63,14 @@ pub(super) struct Shared {
     pub(super) events: broadcast::Sender<(u64, LockEvent)>,
 }
 
+impl Shared {
+    /// The sequence number of the last event and the lock as last seen, locked. (No code
+    /// panics while holding it, so a poisoned lock is taken as it is.)
+    pub(super) fn last(&self) -> std::sync::MutexGuard<'_, (u64, Option<Held>)> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// Looks at `name` once, and starts observing it: the state its watchers share, and the task.
 pub(super) async fn observe(
     backend: &Arc<Backend>,
@@ -145,13 +153,7 @@ impl Observer {
     ) {
         let sees_every_release = self.backend.sees_every_release(Leased::Lock(&self.name));
         loop {
-            let is_held = self
-                .shared
-                .last
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .1
-                .is_some();
+            let is_held = self.shared.last().1.is_some();
             let recheck =
                 (is_held && !sees_every_release).then(|| Instant::now() + FOREIGN_RELEASE_RECHECK);
             let wake = match (self.expires.map(|at| at + EXPIRY_MARGIN), recheck) {
@@ -182,7 +184,7 @@ impl Observer {
             let events = self
                 .transitions(seen.clone(), previous_expiry, looked)
                 .await;
-            let mut last = self.shared.last.lock().unwrap_or_else(|p| p.into_inner());
+            let mut last = self.shared.last();
             for event in events {
                 last.0 += 1;
                 // No watcher right now is not an error: they come and go.
@@ -194,7 +196,7 @@ impl Observer {
 
     /// Whether `seen` is a grant other than the one seen last.
     fn is_new_grant(&self, seen: Option<&Held>) -> bool {
-        let last = self.shared.last.lock().unwrap_or_else(|p| p.into_inner());
+        let last = self.shared.last();
         seen.is_some_and(|now| {
             last.1
                 .as_ref()
@@ -209,13 +211,7 @@ impl Observer {
         previous_expiry: Option<Instant>,
         looked: Instant,
     ) -> Vec<LockEvent> {
-        let last = self
-            .shared
-            .last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .clone();
+        let last = self.shared.last().1.clone();
         let mut events = Vec::new();
         match (&last, &seen) {
             (Some(before), Some(now)) if before.fence == now.fence => {}
