@@ -31,31 +31,19 @@ fn requests_render_as_counters_and_cumulative_histograms() {
         in_flight: 1,
         watchers: 0,
     });
-    assert!(text.contains(
-        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"acquired\"} 1\n"
-    ));
-    assert!(text.contains(
-        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"held\"} 1\n"
-    ));
-    assert!(text.contains(
-        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"other\"} 1\n"
-    ));
-    assert!(text.contains(
-        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0005\"} 1\n"
-    ));
-    assert!(text.contains(
-        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0025\"} 2\n"
-    ));
-    assert!(text.contains(
-        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"+Inf\"} 3\n"
-    ));
-    assert!(text.contains(
-        "lockgate_request_duration_seconds_count{operation=\"acquire\",kind=\"lock\"} 3\n"
-    ));
-    assert!(text.contains(
-        "lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"acquired\"} 1\n"
-    ));
-    assert!(text.contains("lockgate_requests_total{operation=\"healthz\",outcome=\"ok\"} 1\n"));
-    assert!(text.contains("lockgate_waiters 3\n"));
+    for line in [
+        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"acquired\"} 1\n",
+        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"held\"} 1\n",
+        "lockgate_requests_total{operation=\"acquire\",kind=\"lock\",outcome=\"other\"} 1\n",
+        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0005\"} 1\n",
+        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"0.0025\"} 2\n",
+        "lockgate_request_duration_seconds_bucket{operation=\"acquire\",kind=\"lock\",le=\"+Inf\"} 3\n",
+        "lockgate_request_duration_seconds_count{operation=\"acquire\",kind=\"lock\"} 3\n",
+        "lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"acquired\"} 1\n",
+        "lockgate_requests_total{operation=\"healthz\",outcome=\"ok\"} 1\n",
+        "lockgate_waiters 3\n",
+    ] {
+        assert!(text.contains(line), "no line {line:?} in:\n{text}");
+    }
     assert!(!text.contains("operation=\"renew\""));
 }
