@@ -5,6 +5,9 @@ use crate::backend::fence::token;
 use crate::backend::{Lease, LeaseRequest, Withdrawal};
 
 const TTL: Duration = Duration::from_secs(10);
+/// A request for a lease of [`TTL`], and nothing else.
+static TTL_ONLY: std::sync::LazyLock<LeaseRequest> =
+    std::sync::LazyLock::new(|| LeaseRequest::for_ttl(TTL));
 
 fn renewal(token: &str) -> RenewAttempt<'_> {
     RenewAttempt {
@@ -26,7 +29,7 @@ fn lease(outcome: AcquireOutcome) -> Lease {
 
 async fn grant(b: &MemoryBackend, name: &str, stem: &str) -> String {
     let fence = lease(
-        b.acquire_lock(name, GrantAttempt::new(stem, &LeaseRequest::for_ttl(TTL)))
+        b.acquire_lock(name, GrantAttempt::new(stem, &TTL_ONLY))
             .await
             .expect("acquire"),
     )
@@ -40,7 +43,7 @@ async fn release_and_renew_are_for_the_holder_only() {
     let b = MemoryBackend::new();
     let t1 = grant(&b, "a", "s1").await;
     assert_eq!(
-        b.acquire_lock("a", GrantAttempt::new("s2", &LeaseRequest::for_ttl(TTL)))
+        b.acquire_lock("a", GrantAttempt::new("s2", &TTL_ONLY))
             .await,
         Ok(AcquireOutcome::Held { ttl: Some(TTL) })
     );
@@ -78,7 +81,7 @@ async fn leases_expire_and_renewals_extend_them() {
     tokio::time::advance(Duration::from_secs(4)).await;
     assert_eq!(b.inspect("a").await, Ok(None));
     assert!(matches!(
-        b.acquire_lock("a", GrantAttempt::new("s2", &LeaseRequest::for_ttl(TTL)))
+        b.acquire_lock("a", GrantAttempt::new("s2", &TTL_ONLY))
             .await,
         Ok(AcquireOutcome::Granted(_))
     ));
@@ -103,14 +106,14 @@ async fn fences_increase_across_grants() {
 async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
     let b = MemoryBackend::new();
     let fence = lease(
-        b.acquire_lock("a", GrantAttempt::new("s1", &LeaseRequest::for_ttl(TTL)))
+        b.acquire_lock("a", GrantAttempt::new("s1", &TTL_ONLY))
             .await
             .expect("acquire"),
     )
     .fence;
     tokio::time::advance(Duration::from_secs(3)).await;
     let replay = b
-        .acquire_lock("a", GrantAttempt::new("s1", &LeaseRequest::for_ttl(TTL)))
+        .acquire_lock("a", GrantAttempt::new("s1", &TTL_ONLY))
         .await
         .expect("replay");
     let expected = Lease {
@@ -119,6 +122,14 @@ async fn a_repeated_acquire_with_the_same_stem_is_a_replay() {
         replicas_acked: None,
     };
     assert_eq!(replay, AcquireOutcome::AlreadyHeld(expected));
+}
+
+/// An attempt of `stem` that claims its grant with `claim`.
+fn claimed(stem: &str, claim: Claim) -> GrantAttempt<'_> {
+    GrantAttempt {
+        claim: Some(claim),
+        ..GrantAttempt::new(stem, &TTL_ONLY)
+    }
 }
 
 fn withdrawal(stem: &str, claim: Option<Claim>) -> Withdrawal<'_> {
@@ -139,24 +150,12 @@ async fn withdrawals_respect_stems_and_claims() {
     assert_eq!(b.withdraw_lock("a", withdrawal("s1", None)).await, Ok(true));
     assert_eq!(b.inspect("a").await, Ok(None));
 
-    b.acquire_lock(
-        "a",
-        GrantAttempt {
-            claim: Some(Claim(1)),
-            ..GrantAttempt::new("k", &LeaseRequest::for_ttl(TTL))
-        },
-    )
-    .await
-    .expect("first");
-    b.acquire_lock(
-        "a",
-        GrantAttempt {
-            claim: Some(Claim(2)),
-            ..GrantAttempt::new("k", &LeaseRequest::for_ttl(TTL))
-        },
-    )
-    .await
-    .expect("replay");
+    b.acquire_lock("a", claimed("k", Claim(1)))
+        .await
+        .expect("first");
+    b.acquire_lock("a", claimed("k", Claim(2)))
+        .await
+        .expect("replay");
     assert_eq!(
         b.withdraw_lock("a", withdrawal("k", Some(Claim(1)))).await,
         Ok(false)
@@ -200,23 +199,18 @@ async fn releases_are_announced_to_watchers() {
 /// Expired entries do not accumulate.
 #[tokio::test(start_paused = true)]
 async fn expired_entries_are_swept() {
+    /// Takes `name` for 10 ms.
+    async fn take_briefly(b: &MemoryBackend, name: &str) {
+        let brief = LeaseRequest::for_ttl(Duration::from_millis(10));
+        (b.acquire_lock(name, GrantAttempt::new("s", &brief)).await).expect("acquire");
+    }
     let b = MemoryBackend::new();
     for i in 0..2000 {
-        b.acquire_lock(
-            &format!("n{i}"),
-            GrantAttempt::new("s", &LeaseRequest::for_ttl(Duration::from_millis(10))),
-        )
-        .await
-        .expect("acquire");
+        take_briefly(&b, &format!("n{i}")).await;
     }
     tokio::time::advance(Duration::from_secs(2)).await;
     for i in 0..2100 {
-        b.acquire_lock(
-            &format!("m{i}"),
-            GrantAttempt::new("s", &LeaseRequest::for_ttl(Duration::from_millis(10))),
-        )
-        .await
-        .expect("acquire");
+        take_briefly(&b, &format!("m{i}")).await;
         tokio::time::advance(Duration::from_millis(1)).await;
     }
     let state = b.state();
