@@ -231,13 +231,16 @@ mod tests {
             .is_ok()
     }
 
+    /// `N` requests joining the line of the lock `a`, in order.
+    fn in_line<const N: usize>(waiters: &Waiters) -> [Ticket<'_>; N] {
+        std::array::from_fn(|_| waiters.join("lock", "a").expect("room"))
+    }
+
     /// Turns come in arrival order, and leaving passes the turn to the next in line.
     #[tokio::test(start_paused = true)]
     async fn turns_come_first_come_first_served() {
         let waiters = Waiters::new(10);
-        let first = waiters.join("lock", "a").expect("room");
-        let second = waiters.join("lock", "a").expect("room");
-        let third = waiters.join("lock", "a").expect("room");
+        let [first, second, third] = in_line(&waiters);
         let elsewhere = waiters.join("lock", "b").expect("room");
         assert!(is_turn(&first).await);
         assert!(
@@ -257,9 +260,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn leaving_from_the_middle_keeps_the_order() {
         let waiters = Waiters::new(10);
-        let first = waiters.join("lock", "a").expect("room");
-        let second = waiters.join("lock", "a").expect("room");
-        let third = waiters.join("lock", "a").expect("room");
+        let [first, second, third] = in_line(&waiters);
         assert!(is_turn(&first).await);
         drop(second);
         assert!(!is_turn(&third).await);
@@ -282,8 +283,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_handoff_reaches_the_next_head() {
         let waiters = Waiters::new(10);
-        let first = waiters.join("lock", "a").expect("room");
-        let second = waiters.join("lock", "a").expect("room");
+        let [first, second] = in_line(&waiters);
         let (_tx, releases) = watch::channel(());
         let held_until = Instant::now() + Duration::from_secs(5);
         first.hand_off(Handoff {
