@@ -252,14 +252,17 @@ mod tests {
         ApiKeys::from_json(&KEYS.replace("SHA", &hex)).expect("valid keys")
     }
 
+    /// The key of `secret`, which must be known.
+    fn known(keys: &ApiKeys, secret: &[u8]) -> Arc<ApiKey> {
+        keys.authenticate(secret).expect("known")
+    }
+
     #[test]
     fn keys_authenticate_by_secret_or_digest() {
         let keys = keys();
-        let deployer = keys
-            .authenticate(b"deployer-key-0123456789")
-            .expect("known");
+        let deployer = known(&keys, b"deployer-key-0123456789");
         assert_eq!(deployer.name, "deployer");
-        let batch = keys.authenticate(b"batch-key-0123456789").expect("known");
+        let batch = known(&keys, b"batch-key-0123456789");
         assert_eq!(batch.name, "batch");
         assert!(keys.authenticate(b"deployer-key-012345678").is_none());
         assert!(keys.authenticate(b"").is_none());
@@ -268,19 +271,17 @@ mod tests {
     #[test]
     fn scopes_limit_names_and_operations() {
         let keys = keys();
-        let deployer = keys
-            .authenticate(b"deployer-key-0123456789")
-            .expect("known");
+        let deployer = known(&keys, b"deployer-key-0123456789");
         assert!(deployer.allows(Operation::Acquire, Some("deploy:web")));
         assert!(deployer.allows(Operation::Hold, Some("deploy:")));
         assert!(!deployer.allows(Operation::Acquire, Some("jobs:1")));
         assert!(!deployer.allows(Operation::Acquire, Some("deplo")));
         assert!(!deployer.allows(Operation::Metrics, None));
         assert!(deployer.allows(Operation::Openapi, None));
-        let batch = keys.authenticate(b"batch-key-0123456789").expect("known");
+        let batch = known(&keys, b"batch-key-0123456789");
         assert!(batch.allows(Operation::Inspect, Some("reports:q3")));
         assert!(!batch.allows(Operation::Release, Some("jobs:1")));
-        let scraper = keys.authenticate(b"scraper-key-0123456789").expect("known");
+        let scraper = known(&keys, b"scraper-key-0123456789");
         assert!(scraper.allows(Operation::Metrics, None));
         assert!(!scraper.allows(Operation::Inspect, Some("x")));
     }
