@@ -31,8 +31,8 @@ pub struct Route {
     /// The operation: the scope a key needs, the metrics' label, the timeout class.
     pub operation: Operation,
     /// The problems the handler (and the lease engine under it) can answer, in groups (see
-    /// [`groups`]: [`groups::ACQUIRE`] and the others); the gate's own (401, 403, 431, `overloaded`, `timeout`)
-    /// are added by the document for every route they apply to.
+    /// [`groups`]); the gate's own (401, 403, 431, `overloaded`, `timeout`) are added by the
+    /// document for every route they apply to.
     pub problems: &'static [&'static [ProblemKind]],
 }
 

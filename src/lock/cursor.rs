@@ -19,7 +19,7 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 use super::token::TokenSecret;
-use crate::backend::ListCursor;
+use crate::backend::{ListCursor, PageRequest};
 
 /// Separates the derivation of the cursor key from any other use of the secret.
 const KEY_CONTEXT: &[u8] = b"lockgate/cursor/v1";
@@ -34,7 +34,35 @@ pub struct ListPosition {
     pub at: ListCursor,
 }
 
+/// One page of a listing, and where the next starts.
+pub type Paged<T> = (Vec<T>, Option<ListPosition>);
+
 impl ListPosition {
+    /// One page of at most `limit` from a listing over `prefixes`, walked one after the
+    /// other (the prefixes a caller may see under the one it asked for), from this position
+    /// on: `list` answers the request for one page of one prefix, and where that prefix's
+    /// walk goes on.
+    pub async fn page<'p, T, E, Page>(
+        &self,
+        prefixes: &'p [String],
+        limit: usize,
+        list: impl FnOnce(PageRequest<'p>) -> Page,
+    ) -> Result<Paged<T>, E>
+    where
+        Page: Future<Output = Result<(Vec<T>, Option<ListCursor>), E>>,
+    {
+        let Some(prefix) = prefixes.get(self.part) else {
+            return Ok((Vec::new(), None));
+        };
+        let request = PageRequest {
+            prefix,
+            cursor: self.at.clone(),
+            limit,
+        };
+        let (found, next) = list(request).await?;
+        Ok((found, Self::after(self.part, next, prefixes.len())))
+    }
+
     /// Where a listing of `parts` prefixes goes on after a page of the `part`th that ended at
     /// `next`: further in it, at the start of the next prefix, or nowhere (it is complete).
     pub fn after(part: usize, next: Option<ListCursor>, parts: usize) -> Option<Self> {

@@ -79,15 +79,8 @@ impl LockService {
     /// `backend::listing` for what a listing guarantees and costs).
     pub async fn list(
         &self,
-        prefix: &str,
-        cursor: ListCursor,
-        limit: usize,
+        request: PageRequest<'_>,
     ) -> Result<(Vec<(LockName, LockState)>, Option<ListCursor>), LockError> {
-        let request = PageRequest {
-            prefix,
-            cursor,
-            limit,
-        };
         let page = self.backend.list(request).await?;
         let mut locks: Vec<(LockName, LockState)> = page
             .found
@@ -108,23 +101,6 @@ impl LockService {
         .await;
         completed.into_iter().collect::<Result<(), _>>()?;
         Ok((locks, page.next))
-    }
-
-    /// One page of held locks under `prefixes` (walked one after the other: the prefixes a
-    /// caller may see under the one it asked for), from `position` on, and where the next
-    /// page starts.
-    pub async fn list_prefixes(
-        &self,
-        prefixes: &[String],
-        position: ListPosition,
-        limit: usize,
-    ) -> Result<(Vec<(LockName, LockState)>, Option<ListPosition>), LockError> {
-        let part = position.part;
-        let Some(prefix) = prefixes.get(part) else {
-            return Ok((Vec::new(), None));
-        };
-        let (locks, next) = self.list(prefix, position.at, limit).await?;
-        Ok((locks, ListPosition::after(part, next, prefixes.len())))
     }
 
     /// `position` as an opaque cursor for `scope` (see [`super::cursor`]).

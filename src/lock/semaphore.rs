@@ -11,10 +11,9 @@
 
 use std::num::NonZeroU32;
 
-use super::cursor::ListPosition;
 use super::primitive::Primitive;
 use super::{LockError, LockName, LockService};
-use crate::backend::{GrantsOf, LeaseStore, Leased, PageRequest, PermitView, Permits};
+use crate::backend::{GrantsOf, LeaseStore, Leased, ListCursor, PageRequest, PermitView, Permits};
 
 /// Most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 10_000;
@@ -66,24 +65,13 @@ impl LockService {
         })
     }
 
-    /// One page of the semaphores with permits held under `prefixes` (walked one after the
-    /// other, as [`LockService::list_prefixes`] walks locks), from `position` on, and where the
-    /// next page starts. Always empty on a store that keeps no semaphores (Redlock).
+    /// One page of the semaphores with permits held under the request's prefix (see
+    /// `backend::listing`), as [`LockService::list`] lists locks. Always empty on a store that
+    /// keeps no semaphores (Redlock).
     pub async fn list_semaphores(
         &self,
-        prefixes: &[String],
-        position: ListPosition,
-        limit: usize,
-    ) -> Result<(Vec<(LockName, SemaphoreState)>, Option<ListPosition>), LockError> {
-        let part = position.part;
-        let Some(prefix) = prefixes.get(part) else {
-            return Ok((Vec::new(), None));
-        };
-        let request = PageRequest {
-            prefix,
-            cursor: position.at,
-            limit,
-        };
+        request: PageRequest<'_>,
+    ) -> Result<(Vec<(LockName, SemaphoreState)>, Option<ListCursor>), LockError> {
         let page = self.backend.list_semaphores(request).await?;
         let semaphores = page
             .found
@@ -104,9 +92,6 @@ impl LockService {
                 ))
             })
             .collect();
-        Ok((
-            semaphores,
-            ListPosition::after(part, page.next, prefixes.len()),
-        ))
+        Ok((semaphores, page.next))
     }
 }

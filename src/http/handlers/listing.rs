@@ -151,9 +151,11 @@ pub async fn list_locks(
             next_cursor: None,
         }));
     };
-    let page = app
-        .service
-        .list_prefixes(&walk.prefixes, walk.position.clone(), query.limit)
+    let page = walk
+        .position
+        .page(&walk.prefixes, query.limit, |request| {
+            app.service.list(request)
+        })
         .await?;
     let (locks, next_cursor) = walk.shown(&app, page, LockInfoBody::new);
     Ok(Json(LockListBody { locks, next_cursor }))
@@ -207,9 +209,11 @@ pub async fn list_semaphores(
             next_cursor: None,
         }));
     };
-    let page = app
-        .service
-        .list_semaphores(&walk.prefixes, walk.position.clone(), query.limit)
+    let page = walk
+        .position
+        .page(&walk.prefixes, query.limit, |request| {
+            app.service.list_semaphores(request)
+        })
         .await?;
     let (semaphores, next_cursor) = walk.shown(&app, page, SemaphoreInfoBody::new);
     Ok(Json(SemaphoreListBody {
