@@ -3,8 +3,9 @@
 //! The bodies it sends and reads are the server's own ([`crate::http::dto`],
 //! [`crate::http::problem::Problem`]), so there is one definition of the wire format, which
 //! the OpenAPI document describes. Used by `lockgate run` and `lockgate healthcheck`
-//! ([`crate::cli`]). (The end-to-end tests and the benchmark clients still speak HTTP with
-//! reqwest and wrk directly; moving the tests onto this client is part of "The house".)
+//! ([`crate::cli`]), and by the end-to-end tests that have moved onto it (`tests/it/support/
+//! answers.rs`; the others, and the benchmark clients, still speak HTTP with reqwest and wrk
+//! directly).
 //!
 //! Every call answers either the success body or the problem document the gateway sent (with
 //! its `Retry-After`), or a [`ClientError`] when no answer could be read.
@@ -49,6 +50,15 @@ pub enum Answer<T> {
         problem: Box<Problem>,
         retry_after: Option<Duration>,
     },
+}
+
+impl<T> Answer<T> {
+    /// The status the gateway answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Done { status, .. } | Self::Refused { status, .. } => *status,
+        }
+    }
 }
 
 /// The events of one lock, as NDJSON lines.

@@ -7,50 +7,51 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lockgate::client::{Answer, Client, ClientError};
+use lockgate::http::dto::{
+    LockGrantBody, LockRenewalBody, RenewBody, SemaphoreInfoBody, SemaphoreListBody,
+};
 use serde_json::{Value, json};
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{
     Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
 };
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
-use crate::support::{Lines, assert_problem, eventually, key_exists, status_json, token};
+use crate::support::{Lines, assert_problem, eventually, key_exists, status_json};
 
-async fn acquire(gw: &Gateway, name: &str, body: Value) -> (u16, Value) {
-    let response = gw
-        .http
-        .post(gw.url(&format!("/semaphores/{name}")))
-        .json(&body)
-        .send()
-        .await
-        .expect("acquire request");
-    status_json(response).await
+/// The project's client, for the permits of semaphores.
+fn semaphores(gw: &Gateway) -> Client {
+    gw.client().semaphores()
+}
+
+async fn acquire(
+    gw: &Gateway,
+    name: &str,
+    body: Value,
+) -> Result<Answer<LockGrantBody>, ClientError> {
+    semaphores(gw).acquire(name, &body, None, None).await
 }
 
 async fn release(gw: &Gateway, name: &str, token: &str) -> u16 {
-    gw.http
-        .delete(gw.url(&format!("/semaphores/{name}")))
-        .header("Lock-Token", token)
-        .send()
-        .await
-        .expect("release request")
-        .status()
-        .as_u16()
+    semaphores(gw).release(name, token, None).await.status()
 }
 
-async fn renew(gw: &Gateway, name: &str, token: &str, ttl_ms: u64) -> (u16, Value) {
-    let response = gw
-        .http
-        .patch(gw.url(&format!("/semaphores/{name}")))
-        .header("Lock-Token", token)
-        .json(&json!({"ttl_ms": ttl_ms}))
-        .send()
-        .await
-        .expect("renew request");
-    status_json(response).await
+async fn renew(
+    gw: &Gateway,
+    name: &str,
+    token: &str,
+    ttl_ms: u64,
+) -> Result<Answer<LockRenewalBody>, ClientError> {
+    let body = RenewBody {
+        ttl_ms: Some(ttl_ms),
+        ..RenewBody::default()
+    };
+    semaphores(gw).renew(name, token, &body, None).await
 }
 
-/// `GET /semaphores/{name}`, checking on the way that no token is in it.
-async fn inspect(gw: &Gateway, name: &str, tokens: &[&str]) -> Value {
+/// `GET /semaphores/{name}`, checking on the way that no token is in its text.
+async fn inspect(gw: &Gateway, name: &str, tokens: &[&str]) -> SemaphoreInfoBody {
     let response = gw
         .http
         .get(gw.url(&format!("/semaphores/{name}")))
@@ -62,131 +63,114 @@ async fn inspect(gw: &Gateway, name: &str, tokens: &[&str]) -> Value {
     for token in tokens {
         assert!(!raw.contains(token), "inspect leaked a token: {raw}");
     }
-    serde_json::from_str(&raw).expect("JSON")
-}
-
-fn fence(body: &Value) -> u64 {
-    body["fence"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no fence in {body}"))
+    serde_json::from_str(&raw).expect("a semaphore")
 }
 
 /// The walk every backend must pass.
 async fn semaphore_round_trip(gw: &Gateway) {
     let name = "payments";
     let first_body = json!({"permits": 2, "ttl_ms": 20_000, "owner": "worker-a"});
-    let (status, first) = acquire(gw, name, first_body).await;
-    assert_eq!(status, 201, "{first}");
-    let (status, second) = acquire(gw, name, json!({"permits": 2, "ttl_ms": 10_000})).await;
-    assert_eq!(status, 201, "{second}");
-    assert!(fence(&second) > fence(&first), "{first} then {second}");
-    let (first_token, second_token) = (token(&first), token(&second));
+    let first = acquire(gw, name, first_body).await.done(201);
+    let second = (acquire(gw, name, json!({"permits": 2, "ttl_ms": 10_000})).await).done(201);
+    assert!(second.fence > first.fence, "{first:?} then {second:?}");
 
     // Full: the third caller is told when the first permit ends (the second's, ~10 s).
-    let (status, full) = acquire(gw, name, json!({"permits": 2})).await;
-    assert_problem(status, &full, 409, "lock-held");
-    let retry = full["retry_after_ms"].as_u64().expect("retry_after_ms");
-    assert!((9_000..=10_000).contains(&retry), "{full}");
+    let full = (acquire(gw, name, json!({"permits": 2})).await).refused(409, "lock-held");
+    let retry = full.retry_after_ms.expect("retry_after_ms");
+    assert!((9_000..=10_000).contains(&retry), "{full:?}");
     // Another limit while permits are held.
-    let (status, mismatch) = acquire(gw, name, json!({"permits": 3})).await;
-    assert_problem(status, &mismatch, 409, "permits-mismatch");
-    assert_eq!(mismatch["permits"], 2, "{mismatch}");
+    let mismatch = acquire(gw, name, json!({"permits": 3})).await;
+    let mismatch = mismatch.refused(409, "permits-mismatch");
+    assert_eq!(mismatch.permits, Some(2), "{mismatch:?}");
 
-    let seen = inspect(gw, name, &[&first_token, &second_token]).await;
-    assert_eq!(seen["permits"], 2, "{seen}");
-    assert_eq!(seen["in_use"], 2, "{seen}");
-    let holders = seen["holders"].as_array().expect("holders");
+    let seen = inspect(gw, name, &[&first.token, &second.token]).await;
+    assert_eq!(seen.permits, Some(2), "{seen:?}");
+    assert_eq!(seen.in_use, 2, "{seen:?}");
+    let holders = &seen.holders;
     // The first to end first: the second permit (10 s) before the first (20 s).
-    assert_eq!(holders[0]["fence"], second["fence"], "{seen}");
-    assert_eq!(holders[1]["fence"], first["fence"], "{seen}");
-    assert_eq!(holders[1]["owner"], "worker-a", "{seen}");
-    assert!(holders[0].get("owner").is_none(), "{seen}");
+    assert_eq!(holders[0].fence, Some(second.fence), "{seen:?}");
+    assert_eq!(holders[1].fence, Some(first.fence), "{seen:?}");
+    assert_eq!(holders[1].owner.as_deref(), Some("worker-a"), "{seen:?}");
+    assert!(holders[0].owner.is_none(), "{seen:?}");
 
-    let (status, renewed) = renew(gw, name, &second_token, 30_000).await;
-    assert_eq!(status, 200, "{renewed}");
-    assert_eq!(renewed["fence"], second["fence"]);
+    let renewed = renew(gw, name, &second.token, 30_000).await.done(200);
+    assert_eq!(renewed.fence, second.fence);
     let seen = inspect(gw, name, &[]).await;
     assert_eq!(
-        seen["holders"][1]["fence"], second["fence"],
-        "renewed last: {seen}"
+        seen.holders[1].fence,
+        Some(second.fence),
+        "renewed last: {seen:?}"
     );
 
     // Tokens that hold nothing.
-    let (status, refused) = renew(gw, name, "AAAAAAAAAAAAAAAAAAAAAA.1", 1_000).await;
-    assert_problem(status, &refused, 404, "lock-not-held");
+    let refused = renew(gw, name, "AAAAAAAAAAAAAAAAAAAAAA.1", 1_000).await;
+    refused.refused(404, "lock-not-held");
     assert_eq!(release(gw, name, "AAAAAAAAAAAAAAAAAAAAAA.1").await, 404);
     // A lock's token is not a permit of the same name, nor the other way round.
-    assert_eq!(gw.release(name, &first_token).await.status(), 404);
+    assert_eq!(gw.release(name, &first.token).await.status(), 404);
 
-    assert_eq!(release(gw, name, &first_token).await, 204);
-    assert_eq!(release(gw, name, &first_token).await, 404, "released twice");
-    let (status, third) = acquire(gw, name, json!({"permits": 2})).await;
-    assert_eq!(status, 201, "{third}");
-    assert!(fence(&third) > fence(&second));
+    assert_eq!(release(gw, name, &first.token).await, 204);
+    assert_eq!(release(gw, name, &first.token).await, 404, "released twice");
+    let third = acquire(gw, name, json!({"permits": 2})).await.done(201);
+    assert!(third.fence > second.fence);
 
-    assert_eq!(release(gw, name, &second_token).await, 204);
-    assert_eq!(release(gw, name, &token(&third)).await, 204);
+    assert_eq!(release(gw, name, &second.token).await, 204);
+    assert_eq!(release(gw, name, &third.token).await, 204);
     let seen = inspect(gw, name, &[]).await;
-    assert_eq!(seen["in_use"], 0, "{seen}");
-    assert!(seen.get("permits").is_none(), "no limit once free: {seen}");
+    assert_eq!(seen.in_use, 0, "{seen:?}");
+    assert!(seen.permits.is_none(), "no limit once free: {seen:?}");
     // A free semaphore takes a new limit.
-    let (status, other) = acquire(gw, name, json!({"permits": 5})).await;
-    assert_eq!(status, 201, "{other}");
-    assert_eq!(release(gw, name, &token(&other)).await, 204);
+    let other = acquire(gw, name, json!({"permits": 5})).await.done(201);
+    assert_eq!(release(gw, name, &other.token).await, 204);
 }
 
 /// With an `Idempotency-Key`, a retry gets the same permit back (200), not a second one.
 async fn idempotent_retry(gw: &Gateway) {
+    let (client, body) = (semaphores(gw), json!({"permits": 2, "ttl_ms": 20_000}));
     let send = || {
-        gw.http
-            .post(gw.url("/semaphores/retried"))
-            .header("Idempotency-Key", "3f0e6a1c-semaphore-retry-0001")
-            .json(&json!({"permits": 2, "ttl_ms": 20_000}))
-            .send()
+        client.acquire(
+            "retried",
+            &body,
+            Some("3f0e6a1c-semaphore-retry-0001"),
+            None,
+        )
     };
-    let (status, first) = status_json(send().await.expect("acquire")).await;
-    assert_eq!(status, 201, "{first}");
-    let (status, again) = status_json(send().await.expect("acquire")).await;
-    assert_eq!(status, 200, "{again}");
-    assert_eq!(again["token"], first["token"]);
-    assert_eq!(again["fence"], first["fence"]);
+    let first = send().await.done(201);
+    let again = send().await.done(200);
+    assert_eq!(again.token, first.token);
+    assert_eq!(again.fence, first.fence);
     let seen = inspect(gw, "retried", &[]).await;
-    assert_eq!(seen["in_use"], 1, "{seen}");
-    assert_eq!(release(gw, "retried", &token(&first)).await, 204);
+    assert_eq!(seen.in_use, 1, "{seen:?}");
+    assert_eq!(release(gw, "retried", &first.token).await, 204);
 }
 
 /// A waiter gets the permit given back, without waiting for any lease to end.
 async fn waiter_gets_the_released_permit(gw: &Gateway) {
-    let (status, held) = acquire(gw, "handoff", json!({"permits": 1, "ttl_ms": 30_000})).await;
-    assert_eq!(status, 201, "{held}");
+    let held = acquire(gw, "handoff", json!({"permits": 1, "ttl_ms": 30_000})).await;
+    let held = held.done(201);
     let waiting = {
-        let http = gw.http.clone();
-        let url = gw.url("/semaphores/handoff");
+        let client = semaphores(gw);
         tokio::spawn(async move {
-            let response = http
-                .post(url)
-                .json(&json!({"permits": 1, "wait_ms": 10_000}))
-                .send()
-                .await
-                .expect("waiting acquire");
-            (Instant::now(), status_json(response).await)
+            let body = json!({"permits": 1, "wait_ms": 10_000});
+            let answer = client.acquire("handoff", &body, None, None).await;
+            (Instant::now(), answer)
         })
     };
     eventually(Duration::from_secs(5), "the waiter is in line", || async {
         let seen = inspect(gw, "handoff", &[]).await;
-        (seen["waiting"] == 1).then_some(())
+        (seen.waiting == 1).then_some(())
     })
     .await;
     let released = Instant::now();
-    assert_eq!(release(gw, "handoff", &token(&held)).await, 204);
-    let (granted_at, (status, grant)) = waiting.await.expect("waiter");
-    assert_eq!(status, 201, "{grant}");
+    assert_eq!(release(gw, "handoff", &held.token).await, 204);
+    let (granted_at, answer) = waiting.await.expect("waiter");
+    let grant = answer.done(201);
     assert!(
         granted_at - released < Duration::from_secs(2),
         "handed off in {:?}",
         granted_at - released
     );
-    assert_eq!(release(gw, "handoff", &token(&grant)).await, 204);
+    assert_eq!(release(gw, "handoff", &grant.token).await, 204);
 }
 
 /// A hold stream holds a permit, renews it, and gives it back as soon as it is closed.
@@ -205,15 +189,14 @@ async fn hold_stream_holds_a_permit(gw: &Gateway) {
     let renewed = lines.next().await.expect("renewed");
     assert_eq!(renewed["event"], "renewed", "{renewed}");
     assert_eq!(renewed["fence"], acquired["fence"]);
-    let (status, full) = acquire(gw, "held", json!({"permits": 1})).await;
-    assert_problem(status, &full, 409, "lock-held");
+    (acquire(gw, "held", json!({"permits": 1})).await).refused(409, "lock-held");
     drop(lines);
     eventually(
         Duration::from_secs(2),
         "the permit is given back",
         || async {
             let seen = inspect(gw, "held", &[]).await;
-            (seen["in_use"] == 0).then_some(())
+            (seen.in_use == 0).then_some(())
         },
     )
     .await;
@@ -229,37 +212,35 @@ async fn listed_by_prefix(gw: &Gateway) {
         ("listed:b", 2, "b1"),
         ("unlisted:c", 2, "c1"),
     ] {
-        let (status, grant) = acquire(gw, name, json!({"permits": permits, "owner": owner})).await;
-        assert_eq!(status, 201, "{grant}");
-        tokens.push((name, token(&grant)));
+        let body = json!({"permits": permits, "owner": owner});
+        let grant = acquire(gw, name, body).await.done(201);
+        tokens.push((name, grant.token));
     }
-    let list = async |query: &str| {
+    let list = async |query: &str| -> SemaphoreListBody {
         let response = gw
             .http
             .get(gw.url(&format!("/semaphores?{query}")))
             .send()
-            .await;
-        let (status, page) = status_json(response.expect("list")).await;
-        assert_eq!(status, 200, "{page}");
-        page
+            .await
+            .expect("list");
+        assert_eq!(response.status(), 200);
+        response.json().await.expect("a page of semaphores")
     };
     let page = list("prefix=listed:").await;
-    let seen: Vec<(String, u64, u64, Vec<String>)> = page["semaphores"]
-        .as_array()
-        .expect("semaphores")
+    let seen: Vec<(String, u64, u32, Vec<String>)> = page
+        .semaphores
         .iter()
         .map(|s| {
-            let mut owners: Vec<String> = s["holders"]
-                .as_array()
-                .expect("holders")
+            let mut owners: Vec<String> = s
+                .holders
                 .iter()
-                .map(|h| h["owner"].as_str().expect("owner").to_owned())
+                .map(|h| h.owner.clone().expect("owner"))
                 .collect();
             owners.sort();
             (
-                s["name"].as_str().expect("name").to_owned(),
-                s["in_use"].as_u64().expect("in_use"),
-                s["permits"].as_u64().expect("permits"),
+                s.name.clone(),
+                s.in_use,
+                s.permits.expect("permits"),
                 owners,
             )
         })
@@ -283,10 +264,8 @@ async fn listed_by_prefix(gw: &Gateway) {
     let mut query = "prefix=listed:&limit=1".to_owned();
     for _ in 0..100 {
         let page = list(&query).await;
-        for s in page["semaphores"].as_array().expect("semaphores") {
-            names.push(s["name"].as_str().expect("name").to_owned());
-        }
-        match page["next_cursor"].as_str() {
+        names.extend(page.semaphores.into_iter().map(|s| s.name));
+        match page.next_cursor {
             Some(cursor) => query = format!("prefix=listed:&limit=1&cursor={cursor}"),
             None => break,
         }
@@ -296,7 +275,7 @@ async fn listed_by_prefix(gw: &Gateway) {
     for (name, token) in tokens {
         assert_eq!(release(gw, name, &token).await, 204);
     }
-    assert_eq!(list("prefix=listed:").await["semaphores"], json!([]));
+    assert!(list("prefix=listed:").await.semaphores.is_empty());
 }
 
 async fn every_walk(gw: &Gateway) {
@@ -354,9 +333,10 @@ async fn semaphores_on_a_cluster() {
     // Names in other slots, on other masters.
     for i in 0..12 {
         let name = format!("pool:{i}");
-        let (status, grant) = acquire(&gw, &name, json!({"permits": 3})).await;
-        assert_eq!(status, 201, "{name}: {grant}");
-        assert_eq!(release(&gw, &name, &token(&grant)).await, 204);
+        let answer = acquire(&gw, &name, json!({"permits": 3})).await;
+        assert_eq!(answer.status(), 201, "{name}: {answer:?}");
+        let grant = answer.done(201);
+        assert_eq!(release(&gw, &name, &grant.token).await, 204, "{name}");
     }
 }
 
@@ -369,8 +349,7 @@ async fn redlock_does_not_offer_semaphores() {
     ];
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
-    let (status, body) = acquire(&gw, "payments", json!({"permits": 2})).await;
-    assert_problem(status, &body, 501, "not-offered");
+    (acquire(&gw, "payments", json!({"permits": 2})).await).refused(501, "not-offered");
     let response = gw.http.get(gw.url("/semaphores/payments")).send().await;
     let (status, body) = status_json(response.expect("inspect")).await;
     assert_problem(status, &body, 501, "not-offered");
@@ -389,31 +368,28 @@ async fn expired_permits_are_reclaimed_by_the_next_acquire(gw: &Gateway) {
     let short = json!({"permits": 2, "ttl_ms": 300});
     let mut expired = Vec::new();
     for _ in 0..2 {
-        let (status, grant) = acquire(gw, "short", short.clone()).await;
-        assert_eq!(status, 201, "{grant}");
-        expired.push(fence(&grant));
+        let grant = acquire(gw, "short", short.clone()).await.done(201);
+        expired.push(grant.fence);
     }
-    let (status, full) = acquire(gw, "short", short.clone()).await;
-    assert_problem(status, &full, 409, "lock-held");
+    (acquire(gw, "short", short.clone()).await).refused(409, "lock-held");
     let started = Instant::now();
     let long = json!({"permits": 2, "ttl_ms": 20_000});
     let mut reclaimed = Vec::new();
     for _ in 0..2 {
         let grant = eventually(Duration::from_secs(3), "a permit after expiry", || async {
-            let (status, grant) = acquire(gw, "short", long.clone()).await;
-            (status == 201).then_some(grant)
+            let answer = acquire(gw, "short", long.clone()).await;
+            (answer.status() == 201).then(|| answer.done(201))
         })
         .await;
-        reclaimed.push(fence(&grant));
+        reclaimed.push(grant.fence);
     }
     assert!(started.elapsed() < Duration::from_secs(1), "{reclaimed:?}");
     let seen = inspect(gw, "short", &[]).await;
-    assert_eq!(seen["in_use"], 2, "{seen}");
-    let mut shown: Vec<u64> = seen["holders"]
-        .as_array()
-        .expect("holders")
+    assert_eq!(seen.in_use, 2, "{seen:?}");
+    let mut shown: Vec<u64> = seen
+        .holders
         .iter()
-        .map(fence)
+        .map(|permit| permit.fence.expect("a fence"))
         .collect();
     shown.sort_unstable();
     assert_eq!(
@@ -434,15 +410,15 @@ async fn bad_semaphore_requests_name_the_field() {
         (json!({"permits": 2, "bogus": 1}), "bogus"),
         (json!({"permits": 2, "ttl_ms": -1}), "ttl_ms"),
     ] {
-        let (status, problem) = acquire(&gw, "bad", body.clone()).await;
-        assert_problem(status, &problem, 400, "invalid-request");
-        assert_eq!(problem["field"], field, "{body}: {problem}");
+        let problem = acquire(&gw, "bad", body.clone()).await;
+        let problem = problem.refused(400, "invalid-request");
+        assert_eq!(problem.field.as_deref(), Some(field), "{body}: {problem:?}");
     }
     let empty = gw.http.post(gw.url("/semaphores/bad")).send().await;
     let (status, problem) = status_json(empty.expect("acquire")).await;
     assert_problem(status, &problem, 400, "invalid-request");
     let seen = inspect(&gw, "bad", &[]).await;
-    assert_eq!(seen["in_use"], 0, "{seen}");
+    assert_eq!(seen.in_use, 0, "{seen:?}");
 }
 
 /// One permit cycle as a client saw it.
@@ -478,17 +454,18 @@ async fn never_more_permits_valid_than_the_limit() {
                 for _ in 0..CYCLES {
                     let invoked = Instant::now();
                     let body = json!({"permits": PERMITS, "ttl_ms": 10_000, "wait_ms": 60_000});
-                    let (status, grant) = acquire(&gw, "pool", body).await;
+                    let answer = acquire(&gw, "pool", body).await;
                     let granted = Instant::now();
-                    assert_eq!(status, 201, "client {client}: {grant}");
+                    assert_eq!(answer.status(), 201, "client {client}: {answer:?}");
+                    let grant = answer.done(201);
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     let until = Instant::now().min(invoked + ttl);
-                    assert_eq!(release(&gw, "pool", &token(&grant)).await, 204);
+                    assert_eq!(release(&gw, "pool", &grant.token).await, 204);
                     held.push(Held {
                         invoked,
                         granted,
                         until,
-                        fence: fence(&grant),
+                        fence: grant.fence,
                     });
                 }
                 held

@@ -111,7 +111,7 @@ impl SemaphoreInfoBody {
 }
 
 /// A page of semaphores with permits held (`GET /semaphores`).
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SemaphoreListBody {
     /// Semaphores with at least one permit held, as `GET /semaphores/{name}` shows each.
     pub semaphores: Vec<SemaphoreInfoBody>,

@@ -122,6 +122,12 @@ impl Gateway {
         format!("{}{path}", self.base)
     }
 
+    /// The project's own client of this gateway, over the tests' HTTP client (see
+    /// [`super::answers`]).
+    pub fn client(&self) -> lockgate::client::Client {
+        lockgate::client::Client::with_http(self.http.clone(), &self.base)
+    }
+
     /// `POST /locks/{name}` with a JSON body (or none).
     pub async fn acquire(&self, name: &str, body: Option<serde_json::Value>) -> reqwest::Response {
         let req = self.http.post(self.url(&format!("/locks/{name}")));

@@ -1,5 +1,6 @@
 //! Test support: real Redis processes, an in-process gateway on a socket, and small helpers.
 
+pub mod answers;
 pub mod browser;
 pub mod clock;
 pub mod gateway;
