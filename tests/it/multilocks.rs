@@ -5,19 +5,28 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lockgate::client::{Answer, Client, ClientError};
+use lockgate::http::dto::{LockGrantBody, LockRenewalBody, RenewBody};
 use serde_json::{Value, json};
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{
     Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
 };
 use crate::support::history::{Call, History, Outcome};
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
 use crate::support::workload::{Expect, read_outcome};
-use crate::support::{Lines, assert_problem, eventually, status_json, test_name, token};
+use crate::support::{Lines, assert_problem, eventually, status_json, test_name};
 
-async fn acquire_set(gw: &Gateway, body: Value) -> (u16, Value) {
-    let response = gw.http.post(gw.url("/locks")).json(&body).send().await;
-    status_json(response.expect("acquire request")).await
+/// The project's client for the set of `names` (`/locks?name=…&name=…`).
+fn set_of(gw: &Gateway, names: &[&str]) -> Client {
+    let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+    gw.client().set(&names)
+}
+
+/// `POST /locks` with `body`, which names the set (or fails to).
+async fn acquire_set(gw: &Gateway, body: Value) -> Result<Answer<LockGrantBody>, ClientError> {
+    set_of(gw, &[]).acquire("", &body, None, None).await
 }
 
 fn set_url(gw: &Gateway, names: &[&str]) -> String {
@@ -25,122 +34,107 @@ fn set_url(gw: &Gateway, names: &[&str]) -> String {
     gw.url(&format!("/locks?{}", query.join("&")))
 }
 
-async fn release_set(gw: &Gateway, names: &[&str], token: &str) -> (u16, Value) {
-    let response = gw
-        .http
-        .delete(set_url(gw, names))
-        .header("Lock-Token", token)
-        .send()
-        .await;
-    status_json(response.expect("release request")).await
+async fn release_set(gw: &Gateway, names: &[&str], token: &str) -> Result<Answer<()>, ClientError> {
+    set_of(gw, names).release("", token, None).await
 }
 
-async fn renew_set(gw: &Gateway, names: &[&str], token: &str) -> (u16, Value) {
-    let response = gw
-        .http
-        .patch(set_url(gw, names))
-        .header("Lock-Token", token)
-        .json(&json!({"ttl_ms": 30_000}))
-        .send()
-        .await;
-    status_json(response.expect("renew request")).await
+async fn renew_set(
+    gw: &Gateway,
+    names: &[&str],
+    token: &str,
+) -> Result<Answer<LockRenewalBody>, ClientError> {
+    let body = RenewBody {
+        ttl_ms: Some(30_000),
+        ..RenewBody::default()
+    };
+    set_of(gw, names).renew("", token, &body, None).await
 }
 
+/// The fence of the lock `name` as inspect shows it; `None` when it is not held.
 async fn fence_of(gw: &Gateway, name: &str) -> Option<u64> {
-    let (status, seen) = status_json(gw.inspect(name).await).await;
-    (status == 200).then(|| seen["fence"].as_u64()).flatten()
+    let seen = gw.client().inspect(name).await;
+    if seen.status() == 404 {
+        return None;
+    }
+    seen.done(200).fence
 }
 
 /// The walk every backend must pass, on names `a`, `b`, `c` (in one Cluster slot).
 async fn sets_of_locks(gw: &Gateway, [a, b, c]: [&str; 3]) {
-    let (status, set) = acquire_set(
-        gw,
-        json!({"names": [b, a], "ttl_ms": 20_000, "owner": "mover"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{set}");
+    let body = json!({"names": [b, a], "ttl_ms": 20_000, "owner": "mover"});
+    let set = acquire_set(gw, body).await.done(201);
     let mut sorted = [a, b];
     sorted.sort_unstable();
-    assert_eq!(set["names"], json!(sorted), "{set}");
-    let fence = set["fence"].as_u64().expect("fence");
+    assert_eq!(
+        set.names.as_deref(),
+        Some(&sorted.map(String::from)[..]),
+        "{set:?}"
+    );
+    let fence = set.fence;
     assert_eq!(fence_of(gw, a).await, Some(fence));
     assert_eq!(fence_of(gw, b).await, Some(fence));
-    let (_, seen) = status_json(gw.inspect(a).await).await;
-    assert_eq!(seen["owner"], "mover", "{seen}");
+    let seen = gw.client().inspect(a).await.done(200);
+    assert_eq!(seen.owner.as_deref(), Some("mover"), "{seen:?}");
 
     // An overlapping set is refused whole: `c` stays free.
-    let (status, refused) = acquire_set(gw, json!({"names": [c, b]})).await;
-    assert_problem(status, &refused, 409, "lock-held");
+    (acquire_set(gw, json!({"names": [c, b]})).await).refused(409, "lock-held");
     assert_eq!(
         fence_of(gw, c).await,
         None,
         "nothing of a refused set is taken"
     );
     // A single name of the set cannot be released alone.
-    let response = gw.release(a, &token(&set)).await;
+    let response = gw.release(a, &set.token).await;
     let (status, problem) = status_json(response).await;
     assert_problem(status, &problem, 400, "invalid-request");
     assert_eq!(fence_of(gw, a).await, Some(fence));
 
-    let (status, renewed) = renew_set(gw, &[a, b], &token(&set)).await;
-    assert_eq!(status, 200, "{renewed}");
-    assert_eq!(renewed["fence"], set["fence"]);
+    let renewed = renew_set(gw, &[a, b], &set.token).await.done(200);
+    assert_eq!(renewed.fence, set.fence);
 
     // A waiter on the overlapping set gets it when the first set is released.
     let waiter = {
-        let http = gw.http.clone();
-        let url = gw.url("/locks");
+        let client = set_of(gw, &[]);
         let body = json!({"names": [b, c], "wait_ms": 10_000});
         tokio::spawn(async move {
-            let response = http.post(url).json(&body).send().await.expect("waiter");
-            (Instant::now(), status_json(response).await)
+            let answer = client.acquire("", &body, None, None).await;
+            (Instant::now(), answer)
         })
     };
     // A set waits in the line of its first name.
     let first = b.min(c);
     eventually(Duration::from_secs(5), "the set waits", || async {
-        let (_, seen) = status_json(gw.inspect(first).await).await;
-        (seen["waiting"] == 1).then_some(())
+        let seen = gw.client().inspect(first).await.done(200);
+        (seen.waiting == 1).then_some(())
     })
     .await;
     let released = Instant::now();
-    let (status, _) = release_set(gw, &[a, b], &token(&set)).await;
-    assert_eq!(status, 204);
-    let (granted, (status, second)) = waiter.await.expect("waiter task");
-    assert_eq!(status, 201, "{second}");
+    release_set(gw, &[a, b], &set.token).await.done(204);
+    let (granted, answer) = waiter.await.expect("waiter task");
+    let second = answer.done(201);
     assert!(
         granted - released < Duration::from_secs(2),
         "{:?}",
         granted - released
     );
-    assert!(second["fence"].as_u64() > Some(fence));
+    assert!(second.fence > fence);
     assert_eq!(fence_of(gw, a).await, None, "the released set is free");
     // Released twice: `b` belongs to the second set now, which stays whole.
-    let (status, problem) = release_set(gw, &[a, b], &token(&set)).await;
-    assert_problem(status, &problem, 409, "not-owner");
-    assert_eq!(fence_of(gw, b).await, second["fence"].as_u64());
-    assert_eq!(fence_of(gw, c).await, second["fence"].as_u64());
+    (release_set(gw, &[a, b], &set.token).await).refused(409, "not-owner");
+    assert_eq!(fence_of(gw, b).await, Some(second.fence));
+    assert_eq!(fence_of(gw, c).await, Some(second.fence));
 
-    let (status, _) = release_set(gw, &[b, c], &token(&second)).await;
-    assert_eq!(status, 204);
+    release_set(gw, &[b, c], &second.token).await.done(204);
 }
 
 /// Idempotent retry of a set (names `a`, `b` in one slot).
 async fn idempotent_set(gw: &Gateway, [a, b]: [&str; 2]) {
-    let send = || {
-        gw.http
-            .post(gw.url("/locks"))
-            .header("Idempotency-Key", "a4e1c9f0-multi-retry-0000001")
-            .json(&json!({"names": [a, b], "ttl_ms": 20_000}))
-            .send()
-    };
-    let (status, first) = status_json(send().await.expect("acquire")).await;
-    assert_eq!(status, 201, "{first}");
-    let (status, again) = status_json(send().await.expect("acquire")).await;
-    assert_eq!(status, 200, "{again}");
-    assert_eq!(again["token"], first["token"]);
-    let (status, _) = release_set(gw, &[a, b], &token(&first)).await;
-    assert_eq!(status, 204);
+    let (client, body) = (set_of(gw, &[]), json!({"names": [a, b], "ttl_ms": 20_000}));
+    let send = || client.acquire("", &body, Some("a4e1c9f0-multi-retry-0000001"), None);
+    let first = send().await.done(201);
+    let again = send().await.done(200);
+    assert_eq!(again.token, first.token);
+    release_set(gw, &[a, b], &first.token).await.done(204);
 }
 
 /// Three names in one Redis Cluster hash slot (any three names elsewhere).
@@ -212,13 +206,12 @@ async fn a_set_is_found_at_its_location(gw: &Gateway, [a, b, c]: [&str; 3]) {
     );
 
     let fence = &set["fence"];
-    let token = token(&set);
-    assert_eq!(listed(gw, &location, fence, &token).await, sorted);
+    let token = set["token"].as_str().expect("a token");
+    assert_eq!(listed(gw, &location, fence, token).await, sorted);
     let some = format!("/locks?name={c}&name={a}");
-    assert_eq!(listed(gw, &some, fence, &token).await, [a]);
-    let (status, _) = release_set(gw, &[a, b], &token).await;
-    assert_eq!(status, 204);
-    assert!(listed(gw, &location, fence, &token).await.is_empty());
+    assert_eq!(listed(gw, &some, fence, token).await, [a]);
+    release_set(gw, &[a, b], token).await.done(204);
+    assert!(listed(gw, &location, fence, token).await.is_empty());
 }
 
 /// The names `GET path` lists, each checked to carry `fence` and no token.
@@ -243,23 +236,21 @@ async fn a_set_expires_whole(gw: &Gateway, [a, b, c]: [&str; 3]) {
     // Timed from before the first request: the set's lease cannot start earlier,
     // however late its response arrives on a loaded machine.
     let started = Instant::now();
-    let (status, set) = acquire_set(gw, json!({"names": [a, b], "ttl_ms": 300})).await;
-    assert_eq!(status, 201, "{set}");
-    let (status, next) = acquire_set(gw, json!({"names": [b, c], "wait_ms": 5_000})).await;
-    assert_eq!(status, 201, "{next}");
+    let set = (acquire_set(gw, json!({"names": [a, b], "ttl_ms": 300})).await).done(201);
+    let next = acquire_set(gw, json!({"names": [b, c], "wait_ms": 5_000})).await;
+    let next = next.done(201);
     let waited = started.elapsed();
     assert!(
         waited >= Duration::from_millis(299) && waited < Duration::from_secs(2),
         "the overlapping set got in after {waited:?}"
     );
     assert_eq!(fence_of(gw, a).await, None, "{a} expired with its set");
-    let (status, refused) = renew_set(gw, &[a, b], &token(&set)).await;
+    let refused = renew_set(gw, &[a, b], &set.token).await;
     assert!(
-        [404, 409].contains(&status),
-        "an expired set cannot be renewed: {refused}"
+        [404, 409].contains(&refused.status()),
+        "an expired set cannot be renewed: {refused:?}"
     );
-    let (status, _) = release_set(gw, &[b, c], &token(&next)).await;
-    assert_eq!(status, 204);
+    release_set(gw, &[b, c], &next.token).await.done(204);
 }
 
 async fn every_walk(gw: &Gateway) {
@@ -287,10 +278,11 @@ async fn multilocks_on_redis() {
     let gw = Gateway::start(redis_config(&redis.url())).await;
     every_walk(&gw).await;
     // Standalone Redis takes any names together.
-    let (status, set) = acquire_set(&gw, json!({"names": ["x:1", "y:2", "z:3"]})).await;
-    assert_eq!(status, 201, "{set}");
-    let (status, _) = release_set(&gw, &["x:1", "y:2", "z:3"], &token(&set)).await;
-    assert_eq!(status, 204);
+    let set = acquire_set(&gw, json!({"names": ["x:1", "y:2", "z:3"]})).await;
+    let set = set.done(201);
+    release_set(&gw, &["x:1", "y:2", "z:3"], &set.token)
+        .await
+        .done(204);
 }
 
 #[tokio::test]
@@ -305,8 +297,7 @@ async fn multilocks_on_a_cluster_need_one_slot() {
     let cluster = RedisCluster::start(3, 0);
     let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
     every_walk(&gw).await;
-    let (status, body) = acquire_set(&gw, json!({"names": ["x:1", "y:2"]})).await;
-    assert_problem(status, &body, 400, "cross-slot");
+    (acquire_set(&gw, json!({"names": ["x:1", "y:2"]})).await).refused(400, "cross-slot");
     assert_eq!(fence_of(&gw, "x:1").await, None);
 }
 
@@ -319,8 +310,7 @@ async fn redlock_does_not_offer_multilocks() {
     ];
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
-    let (status, body) = acquire_set(&gw, json!({"names": ["a", "b"]})).await;
-    assert_problem(status, &body, 501, "not-offered");
+    (acquire_set(&gw, json!({"names": ["a", "b"]})).await).refused(501, "not-offered");
 }
 
 #[tokio::test]
@@ -332,12 +322,11 @@ async fn bad_sets_name_the_field() {
         (json!({"names": ["a", "a"]}), Some("names")),
         (json!({"names": ["a", "b"], "bogus": 1}), Some("bogus")),
     ] {
-        let (status, problem) = acquire_set(&gw, body.clone()).await;
-        assert_problem(status, &problem, 400, "invalid-request");
-        assert_eq!(problem["field"].as_str(), field, "{body}: {problem}");
+        let problem = acquire_set(&gw, body.clone()).await;
+        let problem = problem.refused(400, "invalid-request");
+        assert_eq!(problem.field.as_deref(), field, "{body}: {problem:?}");
     }
-    let (status, problem) = acquire_set(&gw, json!({"names": ["a", "b/c"]})).await;
-    assert_problem(status, &problem, 400, "invalid-name");
+    (acquire_set(&gw, json!({"names": ["a", "b/c"]})).await).refused(400, "invalid-name");
 }
 
 /// 32 clients take random sets of 2 or 3 of 5 names, waiting for them: every name's history
@@ -424,11 +413,9 @@ async fn contended_sets_cost_at_most_4_round_trips() {
                 let names = SETS[client % SETS.len()];
                 for _ in 0..CYCLES {
                     let body = json!({"names": names, "ttl_ms": 10_000, "wait_ms": 30_000});
-                    let (status, set) = acquire_set(&gw, body).await;
-                    assert_eq!(status, 201, "{set}");
+                    let set = acquire_set(&gw, body).await.done(201);
                     tokio::time::sleep(Duration::from_millis(3)).await;
-                    let (status, _) = release_set(&gw, &names, &token(&set)).await;
-                    assert_eq!(status, 204);
+                    release_set(&gw, &names, &set.token).await.done(204);
                 }
             })
         })
