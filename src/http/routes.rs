@@ -121,9 +121,7 @@ macro_rules! route_table {
         /// Every operation the API serves: its operationId, the tag the document groups it
         /// under, the operation it is, the problems it answers.
         pub const ROUTES: &[$crate::http::routes::Route] = {
-            #[allow(unused_imports)]
             use $crate::http::problem::ProblemKind::*;
-            #[allow(unused_imports)]
             use $crate::http::routes::groups::*;
             &[$($crate::http::routes::Route {
                 operation_id: stringify!($handler),

@@ -65,7 +65,7 @@ impl ListPosition {
 
     /// Where a listing of `parts` prefixes goes on after a page of the `part`th that ended at
     /// `next`: further in it, at the start of the next prefix, or nowhere (it is complete).
-    pub fn after(part: usize, next: Option<ListCursor>, parts: usize) -> Option<Self> {
+    fn after(part: usize, next: Option<ListCursor>, parts: usize) -> Option<Self> {
         match next {
             Some(at) => Some(Self { part, at }),
             None if part + 1 < parts => Some(Self {

@@ -75,7 +75,7 @@ impl LockService {
         Ok(())
     }
 
-    /// One page of at most `limit` held locks whose names start with `prefix` (see
+    /// One page of held locks under the request's prefix, at most its limit (see
     /// `backend::listing` for what a listing guarantees and costs).
     pub async fn list(
         &self,
