@@ -5,9 +5,47 @@
 //! build, not an assertion at run time.
 
 use std::fmt::Debug;
+use std::time::Duration;
 
-use lockgate::client::{Answer, ClientError};
+use lockgate::client::{Answer, Client, ClientError};
+use lockgate::http::dto::{LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use lockgate::http::problem::Problem;
+use serde_json::Value;
+
+/// An answer of the gateway as the client reads it.
+pub type Reply<T> = Result<Answer<T>, ClientError>;
+
+/// The lock calls (`/locks/{name}`) through the project's client, with JSON bodies as a curl
+/// user writes them (see [`super::gateway::Gateway::locks`]).
+pub struct Locks(pub Client);
+
+impl Locks {
+    /// `POST /locks/{name}` with `body` (`json!({})` for the defaults).
+    pub async fn acquire(&self, name: &str, body: Value) -> Reply<LockGrantBody> {
+        self.0.acquire(name, &body, None, None).await
+    }
+
+    /// `POST /locks/{name}` with an `Idempotency-Key`.
+    pub async fn acquire_once(&self, name: &str, key: &str, body: Value) -> Reply<LockGrantBody> {
+        self.0.acquire(name, &body, Some(key), None).await
+    }
+
+    /// `PATCH /locks/{name}` with a token and `body` (a [`RenewBody`] as JSON).
+    pub async fn renew(&self, name: &str, token: &str, body: Value) -> Reply<LockRenewalBody> {
+        let body: RenewBody = serde_json::from_value(body).expect("a renew body");
+        self.0.renew(name, token, &body, None).await
+    }
+
+    /// `DELETE /locks/{name}` with a token.
+    pub async fn release(&self, name: &str, token: &str) -> Reply<()> {
+        self.0.release(name, token, None).await
+    }
+
+    /// `GET /locks/{name}`.
+    pub async fn inspect(&self, name: &str) -> Reply<LockInfoBody> {
+        self.0.inspect(name).await
+    }
+}
 
 /// What a test expects of an answer.
 pub trait Answered<T> {
@@ -18,6 +56,8 @@ pub trait Answered<T> {
     fn refused(self, status: u16, slug: &str) -> Problem;
     /// The status answered.
     fn status(&self) -> u16;
+    /// The `Retry-After` of a refusal, in whole seconds as sent.
+    fn retry_after(&self) -> Option<Duration>;
 }
 
 impl<T: Debug> Answered<T> for Result<Answer<T>, ClientError> {
@@ -52,6 +92,14 @@ impl<T: Debug> Answered<T> for Result<Answer<T>, ClientError> {
     fn status(&self) -> u16 {
         match self {
             Ok(answer) => answer.status().as_u16(),
+            Err(err) => panic!("no answer: {err}"),
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Ok(Answer::Refused { retry_after, .. }) => *retry_after,
+            Ok(Answer::Done { .. }) => None,
             Err(err) => panic!("no answer: {err}"),
         }
     }

@@ -128,6 +128,12 @@ impl Gateway {
         lockgate::client::Client::with_http(self.http.clone(), &self.base)
     }
 
+    /// The lock calls through the project's own client, answers checked with
+    /// [`super::answers::Answered`].
+    pub fn locks(&self) -> super::answers::Locks {
+        super::answers::Locks(self.client())
+    }
+
     /// `POST /locks/{name}` with a JSON body (or none).
     pub async fn acquire(&self, name: &str, body: Option<serde_json::Value>) -> reqwest::Response {
         let req = self.http.post(self.url(&format!("/locks/{name}")));
@@ -136,15 +142,6 @@ impl Gateway {
             None => req,
         };
         req.send().await.expect("acquire request")
-    }
-
-    /// `POST /locks/{name}` expecting a grant: the name and the grant's body.
-    pub async fn acquire_named(&self, name: String) -> (String, serde_json::Value) {
-        let response = self.acquire(&name, None).await;
-        let status = response.status();
-        let body: serde_json::Value = response.json().await.expect("a JSON grant");
-        assert_eq!(status, 201, "{name}: {body}");
-        (name, body)
     }
 
     /// `DELETE /locks/{name}` with a token.
@@ -188,7 +185,6 @@ impl Gateway {
             .sum()
     }
 
-    /// `GET /locks/{name}`.
     /// The `/metrics` exposition as text.
     pub async fn metrics_text(&self) -> String {
         self.http
@@ -201,6 +197,7 @@ impl Gateway {
             .expect("metrics text")
     }
 
+    /// `GET /locks/{name}`.
     pub async fn inspect(&self, name: &str) -> reqwest::Response {
         self.http
             .get(self.url(&format!("/locks/{name}")))
