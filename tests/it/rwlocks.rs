@@ -6,194 +6,193 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lockgate::http::dto::{LockInfoBody, LockListBody, LockMode, PermitBody};
 use serde_json::{Value, json};
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{
     Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
 };
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
 use crate::support::workload::{self, Workload};
-use crate::support::{assert_problem, eventually, key_exists, status_json, test_name, token};
+use crate::support::{eventually, key_exists, test_name};
 
 fn shared(ttl_ms: u64) -> Value {
     json!({"mode": "shared", "ttl_ms": ttl_ms})
 }
 
-fn fence(body: &Value) -> u64 {
-    body["fence"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no fence in {body}"))
-}
-
-async fn inspect(gw: &Gateway, name: &str) -> (u16, Value) {
-    status_json(gw.inspect(name).await).await
+/// `GET /locks/{name}` of a held lock, checking on the way what the typed body cannot tell:
+/// that no token is in its text, and that it names its mode (the type reads an absent one
+/// as exclusive).
+async fn inspect(gw: &Gateway, name: &str, tokens: &[&str]) -> LockInfoBody {
+    let response = gw.inspect(name).await;
+    assert_eq!(response.status(), 200, "{name}");
+    let raw = response.text().await.expect("body");
+    for token in tokens {
+        assert!(!raw.contains(token), "inspect leaked a token: {raw}");
+    }
+    let seen: Value = serde_json::from_str(&raw).expect("JSON");
+    assert!(seen["mode"].is_string(), "no mode in {raw}");
+    serde_json::from_value(seen).expect("an inspect body")
 }
 
 /// The walk every backend must pass.
 async fn readers_and_writers(gw: &Gateway) {
     let name = "doc";
-    let (status, r1) = status_json(
-        gw.acquire(
+    let locks = gw.locks();
+    let r1 = locks
+        .acquire(
             name,
-            Some(json!({"mode": "shared", "ttl_ms": 20_000, "owner": "reader-1"})),
+            json!({"mode": "shared", "ttl_ms": 20_000, "owner": "reader-1"}),
         )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{r1}");
-    let (status, r2) = status_json(gw.acquire(name, Some(shared(10_000))).await).await;
-    assert_eq!(status, 201, "{r2}");
-    assert!(fence(&r2) > fence(&r1));
+        .await
+        .done(201);
+    let r2 = locks.acquire(name, shared(10_000)).await.done(201);
+    assert!(r2.fence > r1.fence);
 
-    let (status, seen) = inspect(gw, name).await;
-    assert_eq!(status, 200, "{seen}");
-    assert_eq!(seen["mode"], "shared", "{seen}");
-    let holders = seen["shared_holders"].as_array().expect("shared holders");
-    assert_eq!(holders.len(), 2, "{seen}");
+    let seen = inspect(gw, name, &[&r1.token, &r2.token]).await;
+    assert_eq!(seen.mode, LockMode::Shared, "{seen:?}");
+    let holders = &seen.shared_holders;
+    assert_eq!(holders.len(), 2, "{seen:?}");
     assert_eq!(
-        holders[0]["fence"], r2["fence"],
-        "first to end first: {seen}"
+        holders[0].fence,
+        Some(r2.fence),
+        "first to end first: {seen:?}"
     );
-    assert_eq!(holders[1]["owner"], "reader-1", "{seen}");
-    let raw = seen.to_string();
-    assert!(
-        !raw.contains(&token(&r1)) && !raw.contains(&token(&r2)),
-        "{raw}"
-    );
+    assert_eq!(holders[1].owner.as_deref(), Some("reader-1"), "{seen:?}");
     // A listing shows the name as inspect does, readers included.
     let listed = gw
         .http
         .get(gw.url(&format!("/locks?prefix={name}")))
         .send()
-        .await;
-    let (status, page) = status_json(listed.expect("list")).await;
-    assert_eq!(status, 200, "{page}");
-    let entry = page["locks"]
-        .as_array()
-        .expect("locks")
+        .await
+        .expect("list");
+    assert_eq!(listed.status(), 200);
+    let page: LockListBody = listed.json().await.expect("a listing");
+    let entry = page
+        .locks
         .iter()
-        .find(|lock| lock["name"] == name)
-        .unwrap_or_else(|| panic!("{name} is not listed: {page}"));
-    assert_eq!(entry["mode"], "shared", "{page}");
-    let fences_and_owners = |holders: &Value| -> Vec<(Value, Value)> {
-        let holders = holders.as_array().expect("shared holders");
-        holders
-            .iter()
-            .map(|h| (h["fence"].clone(), h["owner"].clone()))
-            .collect()
+        .find(|lock| lock.name == name)
+        .unwrap_or_else(|| panic!("{name} is not listed: {page:?}"));
+    assert_eq!(entry.mode, LockMode::Shared, "{page:?}");
+    let fences_and_owners = |holders: &[PermitBody]| -> Vec<(Option<u64>, Option<String>)> {
+        holders.iter().map(|h| (h.fence, h.owner.clone())).collect()
     };
     assert_eq!(
-        fences_and_owners(&entry["shared_holders"]),
-        fences_and_owners(&seen["shared_holders"]),
-        "{page}"
+        fences_and_owners(&entry.shared_holders),
+        fences_and_owners(&seen.shared_holders),
+        "{page:?}"
     );
 
     // A writer that does not wait is refused; one that waits holds off new readers.
-    let (status, refused) = status_json(gw.acquire(name, None).await).await;
-    assert_problem(status, &refused, 409, "lock-held");
+    locks
+        .acquire(name, json!({}))
+        .await
+        .refused(409, "lock-held");
     let writer = {
-        let http = gw.http.clone();
-        let url = gw.url(&format!("/locks/{name}"));
+        let locks = gw.locks();
         tokio::spawn(async move {
-            let response = http
-                .post(url)
-                .json(&json!({"wait_ms": 10_000, "ttl_ms": 20_000}))
-                .send()
-                .await
-                .expect("writer");
-            (Instant::now(), status_json(response).await)
+            let body = json!({"wait_ms": 10_000, "ttl_ms": 20_000});
+            let answer = locks.acquire(name, body).await;
+            (Instant::now(), answer)
         })
     };
     eventually(Duration::from_secs(5), "the writer waits", || async {
-        let (_, seen) = inspect(gw, name).await;
-        (seen["waiting"] == 1).then_some(())
+        (inspect(gw, name, &[]).await.waiting == 1).then_some(())
     })
     .await;
-    let (status, late) = status_json(gw.acquire(name, Some(shared(10_000))).await).await;
-    assert_problem(status, &late, 409, "lock-held");
+    locks
+        .acquire(name, shared(10_000))
+        .await
+        .refused(409, "lock-held");
 
     // Readers renew and release with their own tokens; the last one lets the writer in.
-    let renewed = gw.renew(name, &token(&r1), json!({"ttl_ms": 30_000})).await;
-    let (status, renewed) = status_json(renewed).await;
-    assert_eq!(status, 200, "{renewed}");
-    assert_eq!(renewed["fence"], r1["fence"]);
-    assert_eq!(gw.release(name, &token(&r2)).await.status(), 204);
-    assert_eq!(gw.release(name, &token(&r2)).await.status(), 404);
+    let renewed = locks
+        .renew(name, &r1.token, json!({"ttl_ms": 30_000}))
+        .await
+        .done(200);
+    assert_eq!(renewed.fence, r1.fence);
+    locks.release(name, &r2.token).await.done(204);
+    locks
+        .release(name, &r2.token)
+        .await
+        .refused(404, "lock-not-held");
     let released = Instant::now();
-    assert_eq!(gw.release(name, &token(&r1)).await.status(), 204);
-    let (granted, (status, w)) = writer.await.expect("writer task");
-    assert_eq!(status, 201, "{w}");
+    locks.release(name, &r1.token).await.done(204);
+    let (granted, w) = writer.await.expect("writer task");
+    let w = w.done(201);
     assert!(
         granted - released < Duration::from_secs(2),
         "{:?}",
         granted - released
     );
     assert!(
-        fence(&w) > fence(&r2),
+        w.fence > r2.fence,
         "a writer's fence exceeds every reader's before it"
     );
 
-    let (_, seen) = inspect(gw, name).await;
-    assert_eq!(seen["mode"], "exclusive", "{seen}");
-    assert_eq!(seen["fence"], w["fence"], "{seen}");
+    let seen = inspect(gw, name, &[&w.token]).await;
+    assert_eq!(seen.mode, LockMode::Exclusive, "{seen:?}");
+    assert_eq!(seen.fence, Some(w.fence), "{seen:?}");
     // A writer holds it: no reader, and a reader's token means nothing to it.
-    let (status, refused) = status_json(gw.acquire(name, Some(shared(10_000))).await).await;
-    assert_problem(status, &refused, 409, "lock-held");
-    assert_eq!(gw.release(name, &token(&r1)).await.status(), 404);
+    locks
+        .acquire(name, shared(10_000))
+        .await
+        .refused(409, "lock-held");
+    locks
+        .release(name, &r1.token)
+        .await
+        .refused(404, "lock-not-held");
 
     // Once the writer is done, readers come in again (the hold-off was lifted).
-    assert_eq!(gw.release(name, &token(&w)).await.status(), 204);
+    locks.release(name, &w.token).await.done(204);
     let r3 = eventually(
         Duration::from_secs(2),
         "a reader after the writer",
         || async {
-            let (status, grant) = status_json(gw.acquire(name, Some(shared(10_000))).await).await;
-            (status == 201).then_some(grant)
+            let answer = locks.acquire(name, shared(10_000)).await;
+            (answer.status() == 201).then(|| answer.done(201))
         },
     )
     .await;
-    assert!(fence(&r3) > fence(&w));
+    assert!(r3.fence > w.fence);
     // Idempotent retry of a reader.
-    let send = || {
-        gw.http
-            .post(gw.url(&format!("/locks/{name}")))
-            .header("Idempotency-Key", "7d1c5e0b-reader-retry-000001")
-            .json(&shared(10_000))
-            .send()
-    };
-    let (status, first) = status_json(send().await.expect("acquire")).await;
-    assert_eq!(status, 201, "{first}");
-    let (status, again) = status_json(send().await.expect("acquire")).await;
-    assert_eq!(status, 200, "{again}");
-    assert_eq!(again["token"], first["token"]);
-    assert_eq!(gw.release(name, &token(&first)).await.status(), 204);
-    assert_eq!(gw.release(name, &token(&r3)).await.status(), 204);
-    let (status, _) = inspect(gw, name).await;
-    assert_eq!(status, 404, "nobody holds it now");
+    let key = "7d1c5e0b-reader-retry-000001";
+    let first = locks
+        .acquire_once(name, key, shared(10_000))
+        .await
+        .done(201);
+    let again = locks
+        .acquire_once(name, key, shared(10_000))
+        .await
+        .done(200);
+    assert_eq!(again.token, first.token);
+    locks.release(name, &first.token).await.done(204);
+    locks.release(name, &r3.token).await.done(204);
+    locks.inspect(name).await.refused(404, "lock-not-held");
 }
 
 /// A waiting reader gets in when the writer releases.
 async fn reader_waits_for_the_writer(gw: &Gateway) {
-    let (status, w) = status_json(gw.acquire("page", Some(json!({"ttl_ms": 20_000}))).await).await;
-    assert_eq!(status, 201, "{w}");
+    let locks = gw.locks();
+    let w = locks
+        .acquire("page", json!({"ttl_ms": 20_000}))
+        .await
+        .done(201);
     let reader = {
-        let http = gw.http.clone();
-        let url = gw.url("/locks/page");
+        let locks = gw.locks();
         tokio::spawn(async move {
             let body = json!({"mode": "shared", "wait_ms": 10_000});
-            let response = http.post(url).json(&body).send().await.expect("reader");
-            status_json(response).await
+            locks.acquire("page", body).await
         })
     };
     eventually(Duration::from_secs(5), "the reader waits", || async {
-        let (_, seen) = inspect(gw, "page").await;
-        (seen["waiting"] == 1).then_some(())
+        (inspect(gw, "page", &[]).await.waiting == 1).then_some(())
     })
     .await;
-    assert_eq!(gw.release("page", &token(&w)).await.status(), 204);
-    let (status, r) = reader.await.expect("reader task");
-    assert_eq!(status, 201, "{r}");
-    assert_eq!(gw.release("page", &token(&r)).await.status(), 204);
+    locks.release("page", &w.token).await.done(204);
+    let r = reader.await.expect("reader task").done(201);
+    locks.release("page", &r.token).await.done(204);
 }
 
 async fn every_walk(gw: &Gateway) {
@@ -231,8 +230,8 @@ async fn rwlocks_on_redis_leave_no_keys_behind() {
 async fn readers_hold_the_lock_key_against_other_clients() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    let (status, r) = status_json(gw.acquire("shared-key", Some(shared(10_000))).await).await;
-    assert_eq!(status, 201, "{r}");
+    let locks = gw.locks();
+    let r = locks.acquire("shared-key", shared(10_000)).await.done(201);
     let mut conn = redis.conn().await;
     let taken: Option<String> = redis::cmd("SET")
         .arg("lockgate:{shared-key}")
@@ -244,7 +243,7 @@ async fn readers_hold_the_lock_key_against_other_clients() {
         .await
         .expect("SET NX");
     assert_eq!(taken, None, "SET NX must fail while readers hold the name");
-    assert_eq!(gw.release("shared-key", &token(&r)).await.status(), 204);
+    locks.release("shared-key", &r.token).await.done(204);
 }
 
 #[tokio::test]
@@ -270,11 +269,13 @@ async fn redlock_does_not_offer_shared_locks() {
     ];
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
-    let (status, body) = status_json(gw.acquire("doc", Some(shared(10_000))).await).await;
-    assert_problem(status, &body, 501, "not-offered");
+    let locks = gw.locks();
+    locks
+        .acquire("doc", shared(10_000))
+        .await
+        .refused(501, "not-offered");
     // The exclusive lock is unchanged.
-    let (status, grant) = status_json(gw.acquire("doc", None).await).await;
-    assert_eq!(status, 201, "{grant}");
+    locks.acquire("doc", json!({})).await.done(201);
 }
 
 /// 32 clients on two names, a quarter of acquires shared: never a writer with a reader or
@@ -313,17 +314,16 @@ async fn contended_acquisitions_cost_at_most_4_round_trips() {
     const CYCLES: usize = 6;
     let clients: Vec<_> = (0..16)
         .map(|client| {
-            let gw = gw.clone();
+            let locks = gw.locks();
             tokio::spawn(async move {
                 for _ in 0..CYCLES {
                     let mut body = json!({"ttl_ms": 10_000, "wait_ms": 30_000});
                     if client % 2 == 0 {
                         body["mode"] = "shared".into();
                     }
-                    let (status, grant) = status_json(gw.acquire("hot", Some(body)).await).await;
-                    assert_eq!(status, 201, "{grant}");
+                    let grant = locks.acquire("hot", body).await.done(201);
                     tokio::time::sleep(Duration::from_millis(3)).await;
-                    assert_eq!(gw.release("hot", &token(&grant)).await.status(), 204);
+                    locks.release("hot", &grant.token).await.done(204);
                 }
             })
         })
@@ -344,23 +344,21 @@ async fn contended_acquisitions_cost_at_most_4_round_trips() {
 async fn an_expired_reader_lets_the_writer_in(gw: &Gateway) {
     // Timed from before the reader's request: its lease cannot start earlier, however late
     // its response arrives on a loaded machine.
+    let locks = gw.locks();
     let started = Instant::now();
-    let (status, r) = status_json(gw.acquire("lapse", Some(shared(400))).await).await;
-    assert_eq!(status, 201, "{r}");
-    let body = json!({"wait_ms": 5_000});
-    let (status, w) = status_json(gw.acquire("lapse", Some(body)).await).await;
+    let r = locks.acquire("lapse", shared(400)).await.done(201);
+    let w = locks.acquire("lapse", json!({"wait_ms": 5_000})).await;
     let waited = started.elapsed();
-    assert_eq!(status, 201, "{w}");
+    let w = w.done(201);
     assert!(
         waited >= Duration::from_millis(399) && waited < Duration::from_secs(2),
         "the writer got in after {waited:?}"
     );
-    let renewed = gw
-        .renew("lapse", &token(&r), json!({"ttl_ms": 1_000}))
-        .await;
-    let (status, refused) = status_json(renewed).await;
-    assert_problem(status, &refused, 404, "lock-not-held");
-    assert_eq!(gw.release("lapse", &token(&w)).await.status(), 204);
+    locks
+        .renew("lapse", &r.token, json!({"ttl_ms": 1_000}))
+        .await
+        .refused(404, "lock-not-held");
+    locks.release("lapse", &w.token).await.done(204);
 }
 
 /// A waiting writer that goes away (its client hung up) stops holding readers off at once,
@@ -369,29 +367,26 @@ async fn an_expired_reader_lets_the_writer_in(gw: &Gateway) {
 async fn a_writer_that_goes_away_lets_readers_in() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    let (status, r) = status_json(gw.acquire("gone", Some(shared(20_000))).await).await;
-    assert_eq!(status, 201, "{r}");
+    let locks = gw.locks();
+    let r = locks.acquire("gone", shared(20_000)).await.done(201);
     let writer = {
-        let http = gw.http.clone();
-        let url = gw.url("/locks/gone");
-        tokio::spawn(async move {
-            let body = json!({"wait_ms": 30_000});
-            http.post(url).json(&body).send().await
-        })
+        let locks = gw.locks();
+        tokio::spawn(async move { locks.acquire("gone", json!({"wait_ms": 30_000})).await })
     };
     eventually(Duration::from_secs(5), "the writer waits", || async {
-        let (_, seen) = inspect(&gw, "gone").await;
-        (seen["waiting"] == 1).then_some(())
+        (inspect(&gw, "gone", &[]).await.waiting == 1).then_some(())
     })
     .await;
-    let (status, held_off) = status_json(gw.acquire("gone", Some(shared(20_000))).await).await;
-    assert_problem(status, &held_off, 409, "lock-held");
+    locks
+        .acquire("gone", shared(20_000))
+        .await
+        .refused(409, "lock-held");
     writer.abort();
     let reader = eventually(Duration::from_secs(3), "a reader gets in again", || async {
-        let (status, grant) = status_json(gw.acquire("gone", Some(shared(20_000))).await).await;
-        (status == 201).then_some(grant)
+        let answer = locks.acquire("gone", shared(20_000)).await;
+        (answer.status() == 201).then(|| answer.done(201))
     })
     .await;
-    assert_eq!(gw.release("gone", &token(&reader)).await.status(), 204);
-    assert_eq!(gw.release("gone", &token(&r)).await.status(), 204);
+    locks.release("gone", &reader.token).await.done(204);
+    locks.release("gone", &r.token).await.done(204);
 }
