@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::{assert_problem, eventually, key_exists, key_number, status_json, token};
+use crate::support::{eventually, key_exists, key_number};
 
 pub(crate) const MS: Duration = Duration::from_millis(1);
 
@@ -32,28 +33,23 @@ pub(crate) async fn until_waiting(gw: &Gateway, n: usize) {
 async fn a_waiter_gets_a_released_lock_within_50ms() {
     let redis = RedisServer::start();
     let gw = gateway_for(&redis).await;
-    let (_, holder) = status_json(gw.acquire("w", None).await).await;
+    let locks = gw.locks();
+    let holder = locks.acquire("w", json!({})).await.done(201);
     let waiter = {
-        let gw_http = gw.http.clone();
-        let url = gw.url("/locks/w");
+        let locks = gw.locks();
         tokio::spawn(async move {
-            let response = gw_http
-                .post(url)
-                .json(&json!({"wait_ms": 10000}))
-                .send()
-                .await
-                .expect("waiter");
-            (Instant::now(), status_json(response).await)
+            let answer = locks.acquire("w", json!({"wait_ms": 10000})).await;
+            (Instant::now(), answer)
         })
     };
     until_waiting(&gw, 1).await;
-    assert_eq!(gw.release("w", &token(&holder)).await.status(), 204);
+    locks.release("w", &holder.token).await.done(204);
     let released = Instant::now();
-    let (granted, (status, grant)) = waiter.await.expect("waiter task");
-    assert_eq!(status, 201, "{grant}");
+    let (granted, grant) = waiter.await.expect("waiter task");
+    let grant = grant.done(201);
     let handoff = granted.saturating_duration_since(released);
     assert!(handoff <= 50 * MS, "hand-off took {handoff:?}");
-    assert!(grant["fence"].as_u64() > holder["fence"].as_u64());
+    assert!(grant.fence > holder.fence);
 }
 
 /// Connections the gateway holds to `redis` (every client but the one asking).
@@ -86,30 +82,27 @@ async fn the_pubsub_connection_lives_only_while_something_waits_or_watches() {
     let mut config = redis_config(&redis.url());
     config.pubsub_linger = Duration::from_millis(200);
     let gw = Gateway::start(config).await;
-    let (_, grant) = status_json(gw.acquire("p", None).await).await;
-    assert_eq!(gw.release("p", &token(&grant)).await.status(), 204);
+    let locks = gw.locks();
+    let grant = locks.acquire("p", json!({})).await.done(201);
+    locks.release("p", &grant.token).await.done(204);
     connections(&redis, 1, "one connection while idle").await;
     for round in 0..2 {
-        let (_, holder) = status_json(gw.acquire("p", Some(json!({"ttl_ms": 30000}))).await).await;
+        let holder = locks.acquire("p", json!({"ttl_ms": 30000})).await.done(201);
         let waiter = {
-            let (http, url) = (gw.http.clone(), gw.url("/locks/p"));
-            tokio::spawn(async move {
-                let response = http.post(url).json(&json!({"wait_ms": 10000})).send().await;
-                status_json(response.expect("waiter")).await
-            })
+            let locks = gw.locks();
+            tokio::spawn(async move { locks.acquire("p", json!({"wait_ms": 10000})).await })
         };
         until_waiting(&gw, 1).await;
         connections(&redis, 2, "the subscriber connection while a request waits").await;
-        assert_eq!(gw.release("p", &token(&holder)).await.status(), 204);
+        locks.release("p", &holder.token).await.done(204);
         let released = Instant::now();
-        let (status, grant) = waiter.await.expect("waiter task");
-        assert_eq!(status, 201, "round {round}: {grant}");
+        let grant = waiter.await.expect("waiter task").done(201);
         let handoff = released.elapsed();
         assert!(
             handoff < Duration::from_secs(1),
             "round {round}: hand-off took {handoff:?}"
         );
-        assert_eq!(gw.release("p", &token(&grant)).await.status(), 204);
+        locks.release("p", &grant.token).await.done(204);
         connections(&redis, 1, "back to one connection once nothing waits").await;
     }
     let watcher = gw
@@ -136,15 +129,7 @@ const FOREIGN_RELEASE: &str = "local token = redis.call('get', KEYS[1]) \
 
 /// Lock scripts the gateway has sent so far (from its metrics).
 async fn scripts_sent(gw: &Gateway) -> u64 {
-    let text = gw
-        .http
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let text = gw.metrics_text().await;
     text.lines()
         .find_map(|line| {
             line.strip_prefix("lockgate_redis_roundtrip_seconds_count{call=\"script\"} ")
@@ -162,13 +147,15 @@ async fn foreign_releases_wake_waiters_within_100ms(
     rechecks_per_second: std::ops::RangeInclusive<u64>,
 ) {
     let gw = gateway_for(redis).await;
+    let locks = gw.locks();
     let mut conn = redis.conn().await;
 
     // What waiting costs: one waiter, a lock held for a second more.
-    let (status, holder) =
-        status_json(gw.acquire("cost", Some(json!({"ttl_ms": 1500}))).await).await;
-    assert_eq!(status, 201, "{holder}");
-    let waiter = gw.acquire("cost", Some(json!({"wait_ms": 5000})));
+    locks
+        .acquire("cost", json!({"ttl_ms": 1500}))
+        .await
+        .done(201);
+    let waiter = locks.acquire("cost", json!({"wait_ms": 5000}));
     let count = async {
         until_waiting(&gw, 1).await;
         let before = scripts_sent(&gw).await;
@@ -176,7 +163,7 @@ async fn foreign_releases_wake_waiters_within_100ms(
         scripts_sent(&gw).await - before
     };
     let (waited, sent) = tokio::join!(waiter, count);
-    assert_eq!(waited.status(), 201);
+    waited.done(201);
     assert!(
         rechecks_per_second.contains(&sent),
         "{sent} scripts in a second of waiting, expected {rechecks_per_second:?}"
@@ -185,32 +172,28 @@ async fn foreign_releases_wake_waiters_within_100ms(
     let mut handoffs = Vec::new();
     for round in 0..50 {
         let name = format!("foreign:{round}");
-        let (status, holder) =
-            status_json(gw.acquire(&name, Some(json!({"ttl_ms": 3000}))).await).await;
-        assert_eq!(status, 201, "{holder}");
+        let holder = locks
+            .acquire(&name, json!({"ttl_ms": 3000}))
+            .await
+            .done(201);
         let waiter = {
-            let (http, url) = (gw.http.clone(), gw.url(&format!("/locks/{name}")));
+            let (locks, name) = (gw.locks(), name.clone());
             tokio::spawn(async move {
-                let response = http
-                    .post(url)
-                    .json(&json!({"wait_ms": 10000}))
-                    .send()
-                    .await
-                    .expect("waiter");
-                (Instant::now(), status_json(response).await)
+                let answer = locks.acquire(&name, json!({"wait_ms": 10000})).await;
+                (Instant::now(), answer)
             })
         };
         until_waiting(&gw, 1).await;
         let released: i64 = redis::Script::new(FOREIGN_RELEASE)
             .key(format!("lockgate:{{{name}}}"))
-            .arg(token(&holder))
+            .arg(&holder.token)
             .invoke_async(&mut conn)
             .await
             .expect("foreign release");
         assert_eq!(released, 1);
         let at = Instant::now();
-        let (granted, (status, grant)) = waiter.await.expect("waiter task");
-        assert_eq!(status, 201, "{grant}");
+        let (granted, grant) = waiter.await.expect("waiter task");
+        let grant = grant.done(201);
         let handoff = granted.saturating_duration_since(at);
         // Fail fast: one hand-off at the old expiry settles it.
         assert!(
@@ -218,7 +201,7 @@ async fn foreign_releases_wake_waiters_within_100ms(
             "hand-off took {handoff:?}"
         );
         handoffs.push(handoff);
-        assert_eq!(gw.release(&name, &token(&grant)).await.status(), 204);
+        locks.release(&name, &grant.token).await.done(204);
     }
     handoffs.sort();
     let p99 = handoffs[handoffs.len() * 99 / 100];
@@ -249,13 +232,14 @@ async fn a_foreign_release_wakes_waiters_within_100ms_by_keyspace_notification()
 async fn a_waiter_gets_an_expired_lock_within_50ms() {
     let redis = RedisServer::start();
     let gw = gateway_for(&redis).await;
+    let locks = gw.locks();
     let sent = Instant::now();
-    let (status, _) = status_json(gw.acquire("e", Some(json!({"ttl_ms": 700}))).await).await;
+    let held = locks.acquire("e", json!({"ttl_ms": 700})).await;
     let answered = Instant::now();
-    assert_eq!(status, 201);
-    let (status, grant) = status_json(gw.acquire("e", Some(json!({"wait_ms": 5000}))).await).await;
+    held.done(201);
+    let grant = locks.acquire("e", json!({"wait_ms": 5000})).await;
     let granted = Instant::now();
-    assert_eq!(status, 201, "{grant}");
+    grant.done(201);
     assert!(
         granted >= sent + 700 * MS,
         "granted {:?} before the lease ended",
@@ -270,32 +254,23 @@ async fn a_waiter_gets_an_expired_lock_within_50ms() {
 async fn local_waiters_are_served_first_come_first_served() {
     let redis = RedisServer::start();
     let gw = gateway_for(&redis).await;
-    let (_, holder) = status_json(gw.acquire("fifo", None).await).await;
+    let locks = gw.locks();
+    let holder = locks.acquire("fifo", json!({})).await.done(201);
     let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut waiters = Vec::new();
     for i in 0..6 {
-        let (http, url, order) = (gw.http.clone(), gw.url("/locks/fifo"), order_tx.clone());
+        let (locks, order) = (gw.locks(), order_tx.clone());
         waiters.push(tokio::spawn(async move {
-            let response = http
-                .post(&url)
-                .json(&json!({"wait_ms": 20000}))
-                .send()
+            let grant = locks
+                .acquire("fifo", json!({"wait_ms": 20000}))
                 .await
-                .expect("waiter");
-            let (status, grant) = status_json(response).await;
-            assert_eq!(status, 201, "{grant}");
+                .done(201);
             order.send(i).expect("order");
-            let released = http
-                .delete(&url)
-                .header("Lock-Token", token(&grant))
-                .send()
-                .await
-                .expect("release");
-            assert_eq!(released.status(), 204);
+            locks.release("fifo", &grant.token).await.done(204);
         }));
         until_waiting(&gw, i + 1).await;
     }
-    gw.release("fifo", &token(&holder)).await;
+    locks.release("fifo", &holder.token).await.done(204);
     for waiter in waiters {
         waiter.await.expect("waiter task");
     }
@@ -312,23 +287,20 @@ async fn local_waiters_are_served_first_come_first_served() {
 async fn a_waiter_that_disconnects_leaves_no_lock_behind() {
     let redis = RedisServer::start();
     let gw = gateway_for(&redis).await;
-    let (_, holder) = status_json(gw.acquire("d", None).await).await;
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(300))
-        .build()
-        .expect("client");
-    let waiter = tokio::spawn(
-        impatient
-            .post(gw.url("/locks/d"))
-            .json(&json!({"wait_ms": 10000}))
-            .send(),
-    );
+    let locks = gw.locks();
+    let holder = locks.acquire("d", json!({})).await.done(201);
+    let impatient = gw.client();
+    let waiter = tokio::spawn(async move {
+        let body = json!({"wait_ms": 10000});
+        let patience = Some(Duration::from_millis(300));
+        impatient.acquire("d", &body, None, patience).await
+    });
     until_waiting(&gw, 1).await;
-    assert!(waiter.await.expect("task").is_err(), "the client gives up");
+    let gave_up = waiter.await.expect("task");
+    assert!(gave_up.is_err(), "the client gives up: {gave_up:?}");
     until_waiting(&gw, 0).await;
-    assert_eq!(gw.release("d", &token(&holder)).await.status(), 204);
-    let (status, problem) = status_json(gw.inspect("d").await).await;
-    assert_problem(status, &problem, 404, "lock-not-held");
+    locks.release("d", &holder.token).await.done(204);
+    locks.inspect("d").await.refused(404, "lock-not-held");
 }
 
 /// An acquire granted in Redis while its client hangs up (the reply is still on its way) is
@@ -341,20 +313,18 @@ async fn a_grant_whose_client_left_mid_flight_is_released() {
     config.redis_timeout = Duration::from_secs(5);
     let gw = Gateway::start(config).await;
     // Connected, and the scripts are in Redis's cache: the acquire below runs at once.
-    let (status, warm) = status_json(gw.acquire("warm-up", None).await).await;
-    assert_eq!(status, 201, "{warm}");
+    gw.locks().acquire("warm-up", json!({})).await.done(201);
     let conn = redis.conn().await;
     let counter_before = key_number(&conn, "lockgate:fences").await;
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(150))
-        .build()
-        .expect("client");
-    let gave_up = impatient
-        .post(gw.url("/locks/m"))
-        .json(&json!({"ttl_ms": 30000}))
-        .send()
+    let patience = Some(Duration::from_millis(150));
+    let gave_up = gw
+        .client()
+        .acquire("m", &json!({"ttl_ms": 30000}), None, patience)
         .await;
-    assert!(gave_up.is_err(), "the client leaves before the slow reply");
+    assert!(
+        gave_up.is_err(),
+        "the client leaves before the slow reply: {gave_up:?}"
+    );
     eventually(
         Duration::from_secs(3),
         "the script ran and issued a fence",
@@ -376,26 +346,25 @@ async fn the_waiter_cap_answers_503() {
     let mut config = redis_config(&redis.url());
     config.limits.max_waiters = 2;
     let gw = Gateway::start(config).await;
-    let (_, holder) = status_json(gw.acquire("cap", None).await).await;
+    let locks = gw.locks();
+    let holder = locks.acquire("cap", json!({})).await.done(201);
     let mut waiters = Vec::new();
     for i in 0..2 {
-        waiters.push(tokio::spawn(
-            gw.http
-                .post(gw.url("/locks/cap"))
-                .json(&json!({"wait_ms": 10000}))
-                .send(),
-        ));
+        let locks = gw.locks();
+        waiters.push(tokio::spawn(async move {
+            locks.acquire("cap", json!({"wait_ms": 10000})).await
+        }));
         until_waiting(&gw, i + 1).await;
     }
-    let over = gw.acquire("cap", Some(json!({"wait_ms": 10000}))).await;
-    assert_eq!(over.headers()["retry-after"], "1");
-    let (status, problem) = status_json(over).await;
-    assert_problem(status, &problem, 503, "too-many-waiters");
-    let (status, problem) = status_json(gw.acquire("cap", None).await).await;
-    assert_problem(status, &problem, 409, "lock-held");
-    gw.release("cap", &token(&holder)).await;
-    let (status, _) = status_json(waiters.remove(0).await.expect("task").expect("response")).await;
-    assert_eq!(status, 201);
+    let over = locks.acquire("cap", json!({"wait_ms": 10000})).await;
+    assert_eq!(over.retry_after(), Some(Duration::from_secs(1)));
+    over.refused(503, "too-many-waiters");
+    locks
+        .acquire("cap", json!({}))
+        .await
+        .refused(409, "lock-held");
+    locks.release("cap", &holder.token).await.done(204);
+    waiters.remove(0).await.expect("task").done(201);
 }
 
 /// After Redis restarts, the release subscription is back: waiters wake on releases again.
@@ -403,21 +372,19 @@ async fn the_waiter_cap_answers_503() {
 async fn waiters_still_wake_after_a_redis_restart() {
     let mut redis = RedisServer::start();
     let gw = gateway_for(&redis).await;
-    let (_, holder) = status_json(gw.acquire("r", None).await).await;
-    let waiter = tokio::spawn(
-        gw.http
-            .post(gw.url("/locks/r"))
-            .json(&json!({"wait_ms": 20000}))
-            .send(),
-    );
+    let locks = gw.locks();
+    let holder = locks.acquire("r", json!({})).await.done(201);
+    let waiter = {
+        let locks = gw.locks();
+        tokio::spawn(async move { locks.acquire("r", json!({"wait_ms": 20000})).await })
+    };
     until_waiting(&gw, 1).await;
 
     // The restart loses the lock (no persistence). The waiter must notice without waiting for
     // the lost lock's 30 s ttl: the resubscription tells it to look again.
     let restarted = Instant::now();
     redis.restart();
-    let (status, grant) = status_json(waiter.await.expect("task").expect("response")).await;
-    assert_eq!(status, 201, "{grant}");
+    let grant = waiter.await.expect("task").done(201);
     assert!(
         restarted.elapsed() < Duration::from_secs(5),
         "woke {:?} after the restart",
@@ -426,17 +393,14 @@ async fn waiters_still_wake_after_a_redis_restart() {
     drop(holder);
 
     // And the next release is announced on the new connection.
-    let second = tokio::spawn(
-        gw.http
-            .post(gw.url("/locks/r"))
-            .json(&json!({"wait_ms": 10000}))
-            .send(),
-    );
+    let second = {
+        let locks = gw.locks();
+        tokio::spawn(async move { locks.acquire("r", json!({"wait_ms": 10000})).await })
+    };
     until_waiting(&gw, 1).await;
-    assert_eq!(gw.release("r", &token(&grant)).await.status(), 204);
+    locks.release("r", &grant.token).await.done(204);
     let released = Instant::now();
-    let (status, _) = status_json(second.await.expect("task").expect("response")).await;
-    assert_eq!(status, 201);
+    second.await.expect("task").done(201);
     assert!(
         released.elapsed() <= 50 * MS,
         "hand-off after restart took {:?}",
