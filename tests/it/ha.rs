@@ -3,26 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{
     Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
 };
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup, signal};
-use crate::support::{assert_problem, check_mutual_exclusion, eventually, key_exists, status_json};
-
-fn token(body: &Value) -> String {
-    body["token"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no token in {body}"))
-        .to_owned()
-}
-
-fn fence(body: &Value) -> u64 {
-    body["fence"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no fence in {body}"))
-}
+use crate::support::{check_mutual_exclusion, eventually, key_exists};
 
 /// Sentinel: the master is killed; the gateway serves again within 10 s of the failover with
 /// no restart, fences issued afterwards exceed every fence issued before, and a lock taken
@@ -31,15 +19,14 @@ fn fence(body: &Value) -> u64 {
 async fn sentinel_failover_is_followed_without_a_restart() {
     let mut group = SentinelGroup::start();
     let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
+    let locks = gw.locks();
     let replicated = json!({"ttl_ms": 60000, "replicas": 1, "replica_timeout_ms": 2000});
-    let (status, survivor) = status_json(gw.acquire("survivor", Some(replicated)).await).await;
-    assert_eq!(status, 201, "{survivor}");
-    assert_eq!(survivor["replicas_acked"], 1);
-    let mut before = vec![fence(&survivor)];
+    let survivor = locks.acquire("survivor", replicated).await.done(201);
+    assert_eq!(survivor.replicas_acked, Some(1));
+    let mut before = vec![survivor.fence];
     for i in 0..20 {
-        let (status, grant) = status_json(gw.acquire(&format!("before:{i}"), None).await).await;
-        assert_eq!(status, 201, "{grant}");
-        before.push(fence(&grant));
+        let name = format!("before:{i}");
+        before.push(locks.acquire(&name, json!({})).await.done(201).fence);
     }
     let old_master = group.master.port();
     assert_eq!(group.master_port(), Some(old_master));
@@ -55,8 +42,8 @@ async fn sentinel_failover_is_followed_without_a_restart() {
         Duration::from_secs(10),
         "the gateway serves after the failover",
         || async {
-            let (status, grant) = status_json(gw.acquire("after", None).await).await;
-            (status == 201).then(|| (Instant::now(), grant))
+            let answer = locks.acquire("after", json!({})).await;
+            (answer.status() == 201).then(|| (Instant::now(), answer.done(201)))
         },
     )
     .await;
@@ -68,17 +55,16 @@ async fn sentinel_failover_is_followed_without_a_restart() {
 
     let highest_before = before.iter().copied().max().expect("fences");
     assert!(
-        fence(&grant) > highest_before,
+        grant.fence > highest_before,
         "fence {} after the failover, {highest_before} before",
-        fence(&grant)
+        grant.fence
     );
     for i in 0..5 {
-        let (status, grant) = status_json(gw.acquire(&format!("after:{i}"), None).await).await;
-        assert_eq!(status, 201);
-        assert!(fence(&grant) > highest_before);
+        let grant = locks.acquire(&format!("after:{i}"), json!({})).await;
+        assert!(grant.done(201).fence > highest_before);
     }
     assert_eq!(
-        gw.release("survivor", &token(&survivor)).await.status(),
+        locks.release("survivor", &survivor.token).await.status(),
         204,
         "the replicated lock survived"
     );
@@ -93,8 +79,8 @@ async fn sentinel_failover_is_followed_without_a_restart() {
 async fn sentinel_switch_is_followed_while_the_old_master_still_answers() {
     let group = SentinelGroup::start();
     let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
-    let (status, grant) = status_json(gw.acquire("before", None).await).await;
-    assert_eq!(status, 201, "{grant}");
+    let locks = gw.locks();
+    locks.acquire("before", json!({})).await.done(201);
 
     // The old master cannot be told to become a replica: it goes on serving as a master.
     let _: () = group
@@ -123,8 +109,9 @@ async fn sentinel_switch_is_followed_while_the_old_master_still_answers() {
         "an acquire lands on the new master",
         || async {
             let name = format!("after:{}", rand_u64());
-            let (status, grant) = status_json(gw.acquire(&name, None).await).await;
-            assert!(status == 201 || status == 503, "{status} {grant}");
+            let answer = locks.acquire(&name, json!({})).await;
+            let status = answer.status();
+            assert!(status == 201 || status == 503, "{answer:?}");
             (status == 201 && key_exists(&new_master, &format!("lockgate:{{{name}}}")).await)
                 .then_some(())
         },
@@ -153,6 +140,7 @@ async fn sentinel_mutual_exclusion_under_load() {
 async fn cluster_serves_locks_in_every_slot() {
     let cluster = RedisCluster::start(3, 1);
     let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    let locks = gw.locks();
     let names: Vec<String> = (0..1000)
         .map(|i| format!("c{i}:{:x}", rand_u64()))
         .collect();
@@ -161,12 +149,11 @@ async fn cluster_serves_locks_in_every_slot() {
         let grants = futures_util::future::join_all(
             chunk
                 .iter()
-                .map(|name| gw.acquire(name, Some(json!({"ttl_ms": 600_000})))),
+                .map(|name| locks.acquire(name, json!({"ttl_ms": 600_000}))),
         );
-        for (name, response) in chunk.iter().zip(grants.await) {
-            let (status, grant) = status_json(response).await;
-            assert_eq!(status, 201, "{name}: {grant}");
-            tokens.push((name.clone(), token(&grant), fence(&grant)));
+        for (name, grant) in chunk.iter().zip(grants.await) {
+            let grant = grant.done(201);
+            tokens.push((name.clone(), grant.token, grant.fence));
         }
     }
     for master in cluster.masters() {
@@ -178,20 +165,19 @@ async fn cluster_serves_locks_in_every_slot() {
         );
     }
     for (name, token, granted_fence) in &tokens {
-        let (status, renewed) =
-            status_json(gw.renew(name, token, json!({"ttl_ms": 600_000})).await).await;
-        assert_eq!(status, 200, "{name}: {renewed}");
-        assert_eq!(fence(&renewed), *granted_fence);
-        let (status, seen) = status_json(gw.inspect(name).await).await;
-        assert_eq!(status, 200, "{name}: {seen}");
-        assert_eq!(seen["fence"].as_u64(), Some(*granted_fence));
-        assert_eq!(gw.release(name, token).await.status(), 204, "{name}");
+        let renewed = locks
+            .renew(name, token, json!({"ttl_ms": 600_000}))
+            .await
+            .done(200);
+        assert_eq!(renewed.fence, *granted_fence, "{name}");
+        let seen = locks.inspect(name).await.done(200);
+        assert_eq!(seen.fence, Some(*granted_fence), "{name}");
+        assert_eq!(locks.release(name, token).await.status(), 204, "{name}");
     }
     for name in ["wait:a", "wait:b", "wait:c", "wait:d", "wait:e", "wait:f"] {
         let body = json!({"replicas": 1, "replica_timeout_ms": 2000});
-        let (status, grant) = status_json(gw.acquire(name, Some(body)).await).await;
-        assert_eq!(status, 201, "{name}: {grant}");
-        assert_eq!(grant["replicas_acked"], 1, "{name}: {grant}");
+        let grant = locks.acquire(name, body).await.done(201);
+        assert_eq!(grant.replicas_acked, Some(1), "{name}: {grant:?}");
     }
 }
 
@@ -255,34 +241,30 @@ impl Redlock {
 #[tokio::test]
 async fn redlock_needs_a_majority_and_undoes_partial_grants() {
     let mut redlock = Redlock::start().await;
+    let locks = redlock.gw.locks();
     let mut last_fence = 0;
     // Go round twice, so that every node also comes back after being down.
     for up in (0u8..8).chain(0u8..8) {
         redlock.set_up(up);
         let majority = up.count_ones() >= 2;
         let name = format!("pattern:{up}");
-        let (status, body) = status_json(
-            redlock
-                .gw
-                .acquire(&name, Some(json!({"ttl_ms": 10000})))
-                .await,
-        )
-        .await;
+        let answer = locks.acquire(&name, json!({"ttl_ms": 10000})).await;
         if majority {
-            assert_eq!(status, 201, "nodes up {up:03b}: {body}");
-            let granted = fence(&body);
+            assert_eq!(answer.status(), 201, "nodes up {up:03b}: {answer:?}");
+            let grant = answer.done(201);
             assert!(
-                granted > last_fence,
-                "nodes up {up:03b}: fence {granted} after {last_fence}"
+                grant.fence > last_fence,
+                "nodes up {up:03b}: fence {} after {last_fence}",
+                grant.fence
             );
-            last_fence = granted;
+            last_fence = grant.fence;
             assert_eq!(
-                redlock.gw.release(&name, &token(&body)).await.status(),
+                locks.release(&name, &grant.token).await.status(),
                 204,
                 "nodes up {up:03b}"
             );
         } else {
-            assert_problem(status, &body, 503, "backend-unavailable");
+            answer.refused(503, "backend-unavailable");
             assert!(
                 redlock.keys().is_empty(),
                 "nodes up {up:03b}: partial grant left {:?}",
@@ -310,8 +292,12 @@ async fn redlock_refusal_undoes_the_minority_grant() {
             .expect("SET");
         assert_eq!(set.as_deref(), Some("OK"));
     }
-    let (status, problem) = status_json(redlock.gw.acquire("split", None).await).await;
-    assert_problem(status, &problem, 409, "lock-held");
+    redlock
+        .gw
+        .locks()
+        .acquire("split", json!({}))
+        .await
+        .refused(409, "lock-held");
     let third: Option<String> = redlock.nodes[2]
         .query(redis::cmd("GET").arg("lockgate:{split}"))
         .expect("GET");
@@ -323,15 +309,15 @@ async fn redlock_refusal_undoes_the_minority_grant() {
 #[tokio::test]
 async fn redlock_survives_a_frozen_node_within_the_node_timeout() {
     let redlock = Redlock::start().await;
-    assert_eq!(redlock.gw.acquire("warm", None).await.status(), 201);
+    let locks = redlock.gw.locks();
+    locks.acquire("warm", json!({})).await.done(201);
     signal(&redlock.nodes[1], "-STOP");
     let mut slowest = Duration::ZERO;
     for i in 0..5 {
         let started = Instant::now();
-        let (status, body) =
-            status_json(redlock.gw.acquire(&format!("frozen:{i}"), None).await).await;
+        let answer = locks.acquire(&format!("frozen:{i}"), json!({})).await;
         slowest = slowest.max(started.elapsed());
-        assert_eq!(status, 201, "{body}");
+        answer.done(201);
     }
     signal(&redlock.nodes[1], "-CONT");
     // The frozen node costs its timeout; the rest is two local round trips (acquire, then
@@ -364,8 +350,8 @@ async fn standalone_mutual_exclusion_under_load() {
 #[tokio::test]
 async fn redlock_release_without_a_majority_answer_is_503() {
     let redlock = Redlock::start().await;
-    let (status, grant) = status_json(redlock.gw.acquire("split", None).await).await;
-    assert_eq!(status, 201, "{grant}");
+    let locks = redlock.gw.locks();
+    let grant = locks.acquire("split", json!({})).await.done(201);
     let _: () = redlock.nodes[1]
         .query(
             redis::cmd("SET")
@@ -376,9 +362,9 @@ async fn redlock_release_without_a_majority_answer_is_503() {
         )
         .expect("SET");
     signal(&redlock.nodes[2], "-STOP");
-    let (status, problem) = status_json(redlock.gw.release("split", &token(&grant)).await).await;
+    let released = locks.release("split", &grant.token).await;
     signal(&redlock.nodes[2], "-CONT");
-    assert_problem(status, &problem, 503, "backend-unavailable");
+    released.refused(503, "backend-unavailable");
 }
 
 /// Sentinel: the gateway hears of a switch from any Sentinel, not only the one it listened to
@@ -392,11 +378,10 @@ async fn sentinel_a_switch_announced_by_any_sentinel_moves_every_connection() {
     let mut config = sentinel_config(&group.urls(), MASTER);
     config.wait_pool_size = 1;
     let gw = Gateway::start(config).await;
+    let locks = gw.locks();
     let waited = json!({"replicas": 1, "replica_timeout_ms": 200});
-    let (status, grant) = status_json(gw.acquire("before:wait", Some(waited.clone())).await).await;
-    assert_eq!(status, 201, "{grant}");
-    let (status, grant) = status_json(gw.acquire("before", None).await).await;
-    assert_eq!(status, 201, "{grant}");
+    locks.acquire("before:wait", waited.clone()).await.done(201);
+    locks.acquire("before", json!({})).await.done(201);
 
     let _: () = group
         .master
@@ -431,8 +416,8 @@ async fn sentinel_a_switch_announced_by_any_sentinel_moves_every_connection() {
     )
     .await;
     // WAIT requests that need new dedicated connections, resolved through the Sentinels.
-    let a = gw.acquire("during:wait:a", Some(waited.clone()));
-    let b = gw.acquire("during:wait:b", Some(waited.clone()));
+    let a = locks.acquire("during:wait:a", waited.clone());
+    let b = locks.acquire("during:wait:b", waited.clone());
     let _ = futures_util::future::join(a, b).await;
 
     let new_master = group.replica.conn().await;
@@ -441,7 +426,7 @@ async fn sentinel_a_switch_announced_by_any_sentinel_moves_every_connection() {
         "acquires land on the new master",
         || async {
             let name = format!("after:{}", rand_u64());
-            let (status, _) = status_json(gw.acquire(&name, None).await).await;
+            let status = locks.acquire(&name, json!({})).await.status();
             (status == 201 && key_exists(&new_master, &format!("lockgate:{{{name}}}")).await)
                 .then_some(())
         },
@@ -452,12 +437,13 @@ async fn sentinel_a_switch_announced_by_any_sentinel_moves_every_connection() {
     for i in 0..20 {
         let name = format!("settled:{i}:{}", rand_u64());
         let body = if i % 2 == 0 {
-            None
+            json!({})
         } else {
-            Some(waited.clone())
+            waited.clone()
         };
-        let (status, grant) = status_json(gw.acquire(&name, body).await).await;
-        assert!(status == 201 || status == 503, "{status} {grant}");
+        let answer = locks.acquire(&name, body).await;
+        let status = answer.status();
+        assert!(status == 201 || status == 503, "{answer:?}");
         assert!(
             !key_exists(&old_master, &format!("lockgate:{{{name}}}")).await,
             "{name} landed on the old master"
