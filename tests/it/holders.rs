@@ -9,6 +9,7 @@ use lockgate::config::BackendChoice;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, cluster_config, config, redis_config, redlock_config};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::{assert_problem, eventually, status_json, token};
@@ -37,11 +38,13 @@ async fn inspect(gw: &Gateway, name: &str, token: &str) -> (u16, Value) {
 /// made and nothing of the token), a renewal keeps it, a release removes it, and the next
 /// grant without a holder shows none.
 async fn holders_round_trip(gw: &Gateway) {
+    let locks = gw.locks();
     let before = SystemTime::now();
-    let (status, grant) =
-        status_json(gw.acquire("election", Some(holder_body(20_000))).await).await;
-    assert_eq!(status, 201, "{grant}");
-    let token = token(&grant);
+    let grant = locks
+        .acquire("election", holder_body(20_000))
+        .await
+        .done(201);
+    let token = grant.token.clone();
 
     let (status, seen) = inspect(gw, "election", &token).await;
     assert_eq!(status, 200, "{seen}");
@@ -50,7 +53,7 @@ async fn holders_round_trip(gw: &Gateway) {
         seen["metadata"],
         json!({"addr": "10.0.0.7:8080", "zone": "b"})
     );
-    assert_eq!(seen["fence"], grant["fence"]);
+    assert_eq!(seen["fence"], grant.fence);
     assert_eq!(seen["waiting"], 0);
     let acquired_at = seen["acquired_at"].as_str().expect("acquired_at");
     let acquired_at = humantime::parse_rfc3339(acquired_at).expect("RFC 3339");
@@ -60,22 +63,18 @@ async fn holders_round_trip(gw: &Gateway) {
         "acquired_at {seen} is not the grant's time"
     );
 
-    let (status, renewed) = status_json(
-        gw.renew("election", &token, json!({"ttl_ms": 60_000}))
-            .await,
-    )
-    .await;
-    assert_eq!(status, 200, "{renewed}");
+    locks
+        .renew("election", &token, json!({"ttl_ms": 60_000}))
+        .await
+        .done(200);
     let (_, seen) = inspect(gw, "election", &token).await;
     assert_eq!(seen["owner"], "worker-7f9c:4242", "{seen}");
 
-    assert_eq!(gw.release("election", &token).await.status(), 204);
+    locks.release("election", &token).await.done(204);
     let (status, _) = inspect(gw, "election", &token).await;
     assert_eq!(status, 404);
 
-    let (status, grant) = status_json(gw.acquire("election", None).await).await;
-    assert_eq!(status, 201, "{grant}");
-    let token = crate::support::token(&grant);
+    let token = locks.acquire("election", json!({})).await.done(201).token;
     let (_, seen) = inspect(gw, "election", &token).await;
     assert_eq!(seen["held"], true, "{seen}");
     assert!(
@@ -83,7 +82,7 @@ async fn holders_round_trip(gw: &Gateway) {
         "an earlier holder shows: {seen}"
     );
     assert!(seen.get("metadata").is_none(), "{seen}");
-    gw.release("election", &token).await;
+    locks.release("election", &token).await.done(204);
 }
 
 #[tokio::test]
@@ -113,7 +112,11 @@ async fn holders_round_trip_on_redlock() {
     let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
     holders_round_trip(&gw).await;
     // Every node keeps the record under the fence the gateway chose, not its own.
-    let (_, grant) = status_json(gw.acquire("leader", Some(holder_body(20_000))).await).await;
+    let grant = gw
+        .locks()
+        .acquire("leader", holder_body(20_000))
+        .await
+        .done(201);
     for node in &nodes {
         let record: String = node
             .conn()
@@ -122,7 +125,7 @@ async fn holders_round_trip_on_redlock() {
             .await
             .expect("GET");
         let record: Value = serde_json::from_str(&record).expect("JSON");
-        assert_eq!(record["fence"], grant["fence"], "{record}");
+        assert_eq!(record["fence"], grant.fence, "{record}");
     }
 }
 
@@ -133,26 +136,30 @@ async fn holders_round_trip_on_redlock() {
 async fn the_holder_record_lives_and_dies_with_its_grant() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
+    let locks = gw.locks();
     let mut conn = redis.conn().await;
-    let (_, grant) = status_json(gw.acquire("job", Some(holder_body(5_000))).await).await;
-    let token = token(&grant);
+    let grant = locks.acquire("job", holder_body(5_000)).await.done(201);
+    let token = grant.token.clone();
     let stored: String = conn.get("lockgate:{job}").await.expect("GET");
     assert_eq!(stored, token, "the lock key holds exactly the token");
     let record: String = conn.get("lockgate:{job}:holder").await.expect("GET");
     let record: Value = serde_json::from_str(&record).expect("a JSON record");
-    assert_eq!(record["fence"], grant["fence"]);
+    assert_eq!(record["fence"], grant.fence);
     assert_eq!(record["owner"], "worker-7f9c:4242");
     let pttl: i64 = conn.pttl("lockgate:{job}:holder").await.expect("PTTL");
     assert!((1..=5_000).contains(&pttl), "{pttl}");
 
-    gw.renew("job", &token, json!({"ttl_ms": 60_000})).await;
+    locks
+        .renew("job", &token, json!({"ttl_ms": 60_000}))
+        .await
+        .done(200);
     let pttl: i64 = conn.pttl("lockgate:{job}:holder").await.expect("PTTL");
     assert!(
         pttl > 55_000,
         "the renewal did not reach the record: {pttl}"
     );
 
-    assert_eq!(gw.release("job", &token).await.status(), 204);
+    locks.release("job", &token).await.done(204);
     if crate::support::redis::server_kind() == "redis" {
         // Released by the Lua script, which deletes both keys. (Valkey's native DELIFEQ cannot:
         // its record expires at its ttl and never shows for another grant, as the round trip
@@ -161,8 +168,7 @@ async fn the_holder_record_lives_and_dies_with_its_grant() {
         assert!(!left, "release left the holder record");
     }
 
-    let (_, grant) = status_json(gw.acquire("short", Some(holder_body(200))).await).await;
-    assert!(grant["fence"].is_u64(), "{grant}");
+    locks.acquire("short", holder_body(200)).await.done(201);
     eventually(
         Duration::from_secs(3),
         "the grant and its record expire",
@@ -178,7 +184,7 @@ async fn the_holder_record_lives_and_dies_with_its_grant() {
         },
     )
     .await;
-    assert_eq!(gw.inspect("short").await.status(), 404);
+    locks.inspect("short").await.refused(404, "lock-not-held");
 }
 
 /// A lock taken by a plain Redis client (the classic `SET NX PX` with a random value, as
@@ -214,18 +220,12 @@ async fn a_plain_redis_lock_shows_as_held_without_owner() {
 #[tokio::test]
 async fn inspect_counts_the_requests_waiting_here() {
     let gw = Gateway::dev().await;
-    let (_, grant) = status_json(gw.acquire("busy", Some(holder_body(10_000))).await).await;
+    let locks = gw.locks();
+    let grant = locks.acquire("busy", holder_body(10_000)).await.done(201);
     let waiters: Vec<_> = (0..2)
         .map(|_| {
-            let http = gw.http.clone();
-            let url = gw.url("/locks/busy");
-            tokio::spawn(async move {
-                http.post(url)
-                    .json(&json!({"wait_ms": 10_000}))
-                    .send()
-                    .await
-                    .map(|r| r.status().as_u16())
-            })
+            let locks = gw.locks();
+            tokio::spawn(async move { locks.acquire("busy", json!({"wait_ms": 10_000})).await })
         })
         .collect();
     eventually(
@@ -237,7 +237,7 @@ async fn inspect_counts_the_requests_waiting_here() {
         },
     )
     .await;
-    gw.release("busy", &token(&grant)).await;
+    locks.release("busy", &grant.token).await.done(204);
     for waiter in waiters {
         waiter.abort();
     }
@@ -258,16 +258,19 @@ async fn bad_owners_and_metadata_are_refused() {
         (json!({"metadata": [1, 2]}), "metadata"),
         (json!({"metadata": {"blob": big}}), "metadata"),
     ];
+    let locks = gw.locks();
     for (body, field) in cases {
-        let (status, problem) = status_json(gw.acquire("bounded", Some(body.clone())).await).await;
-        assert_problem(status, &problem, 400, "invalid-request");
-        assert_eq!(problem["field"], field, "{body} → {problem}");
+        let problem = locks
+            .acquire("bounded", body.clone())
+            .await
+            .refused(400, "invalid-request");
+        assert_eq!(
+            problem.field.as_deref(),
+            Some(field),
+            "{body} → {problem:?}"
+        );
     }
-    assert_eq!(
-        gw.inspect("bounded").await.status(),
-        404,
-        "nothing was taken"
-    );
+    locks.inspect("bounded").await.refused(404, "lock-not-held");
 }
 
 /// A hold stream names its holder as an acquire does.
@@ -317,16 +320,16 @@ async fn list_all(gw: &Gateway, prefix: &str, limit: usize) -> Vec<Value> {
 /// then lists `list:` seven at a time: each lock exactly once, with what inspect shows, and
 /// nothing else.
 async fn listing_pages_through_held_locks(gw: &Gateway, n: usize) {
+    let locks = gw.locks();
     for i in 0..n {
         let body = if i.is_multiple_of(2) {
             json!({"ttl_ms": 30_000, "owner": format!("owner-{i}")})
         } else {
             json!({"ttl_ms": 30_000})
         };
-        let (status, grant) = status_json(gw.acquire(&format!("list:{i}"), Some(body)).await).await;
-        assert_eq!(status, 201, "{grant}");
+        locks.acquire(&format!("list:{i}"), body).await.done(201);
     }
-    status_json(gw.acquire("other:1", None).await).await;
+    locks.acquire("other:1", json!({})).await.done(201);
     let listed = list_all(gw, "list:", 7).await;
     let mut names: Vec<String> = listed
         .iter()
