@@ -7,52 +7,52 @@ use std::time::{Duration, Instant};
 use lockgate::config::BackendChoice;
 use serde_json::json;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, eventually, status_json, token};
+use crate::support::{Lines, eventually};
 
 /// Renewals extend a bounded lease up to its bound and no further; past it they answer 409
 /// `max-hold-reached`, and the lock is gone.
 async fn renewals_stop_at_the_bound(gw: &Gateway) {
     // Taken before the request: the bound cannot start earlier, however late the response.
+    let locks = gw.locks();
     let granted = Instant::now();
-    let (status, grant) = status_json(
-        gw.acquire("bounded", Some(json!({"ttl_ms": 600, "max_hold_ms": 1200})))
-            .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{grant}");
-    let left = grant["max_hold_left_ms"]
-        .as_u64()
-        .expect("max_hold_left_ms");
-    assert!((1000..=1200).contains(&left), "{grant}");
-    let token = token(&grant);
-    let (status, renewed) =
-        status_json(gw.renew("bounded", &token, json!({"ttl_ms": 60_000})).await).await;
-    assert_eq!(status, 200, "{renewed}");
-    let ttl = renewed["ttl_ms"].as_u64().expect("ttl_ms");
-    assert!(ttl <= 1200, "renewed past the bound: {renewed}");
+    let grant = locks
+        .acquire("bounded", json!({"ttl_ms": 600, "max_hold_ms": 1200}))
+        .await
+        .done(201);
+    let left = grant.max_hold_left_ms.expect("max_hold_left_ms");
+    assert!((1000..=1200).contains(&left), "{grant:?}");
+    let token = grant.token;
+    let renewed = locks
+        .renew("bounded", &token, json!({"ttl_ms": 60_000}))
+        .await
+        .done(200);
     assert!(
-        renewed["max_hold_left_ms"]
-            .as_u64()
-            .is_some_and(|ms| ms <= 1200),
-        "{renewed}"
+        renewed.ttl_ms <= 1200,
+        "renewed past the bound: {renewed:?}"
     );
-    let problem = eventually(Duration::from_secs(5), "renewals are refused", || async {
-        let (status, body) =
-            status_json(gw.renew("bounded", &token, json!({"ttl_ms": 60_000})).await).await;
-        (status != 200).then_some((status, body))
+    assert!(
+        renewed.max_hold_left_ms.is_some_and(|ms| ms <= 1200),
+        "{renewed:?}"
+    );
+    let refused = eventually(Duration::from_secs(5), "renewals are refused", || async {
+        let answer = locks
+            .renew("bounded", &token, json!({"ttl_ms": 60_000}))
+            .await;
+        (answer.status() != 200).then_some(answer)
     })
     .await;
     assert!(
         granted.elapsed() >= Duration::from_millis(1000),
-        "refused early: {problem:?}"
+        "refused early: {refused:?}"
     );
-    assert_problem(problem.0, &problem.1, 409, "max-hold-reached");
+    refused.refused(409, "max-hold-reached");
     assert_eq!(
-        gw.inspect("bounded").await.status(),
+        locks.inspect("bounded").await.status(),
         404,
         "the lock ends at its bound"
     );
@@ -79,22 +79,19 @@ async fn a_renewal_that_runs_out_at_the_bound_on_its_way_back_is_max_hold_reache
     let redis = RedisServer::start();
     let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
     let gw = Gateway::start(redis_config(&proxy.url())).await;
+    let locks = gw.locks();
     let granted = Instant::now();
-    let (status, grant) = status_json(
-        gw.acquire("slow", Some(json!({"ttl_ms": 1000, "max_hold_ms": 1000})))
-            .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{grant}");
+    let grant = locks
+        .acquire("slow", json!({"ttl_ms": 1000, "max_hold_ms": 1000}))
+        .await
+        .done(201);
     // Redis now answers 100 ms late each way; the renewal leaves ~30 ms before the bound.
     proxy.set_delay(Duration::from_millis(100));
     tokio::time::sleep_until((granted + Duration::from_millis(970)).into()).await;
-    let (status, problem) = status_json(
-        gw.renew("slow", &token(&grant), json!({"ttl_ms": 60_000}))
-            .await,
-    )
-    .await;
-    assert_problem(status, &problem, 409, "max-hold-reached");
+    locks
+        .renew("slow", &grant.token, json!({"ttl_ms": 60_000}))
+        .await
+        .refused(409, "max-hold-reached");
 }
 
 /// The server's `--max-hold` bounds every grant; a client may only shorten it.
@@ -103,30 +100,28 @@ async fn the_server_bound_applies_to_every_grant() {
     let mut cfg = config(BackendChoice::Memory);
     cfg.limits.max_hold = Some(Duration::from_secs(2));
     let gw = Gateway::start(cfg).await;
-    let (status, grant) = status_json(gw.acquire("a", Some(json!({"ttl_ms": 10_000}))).await).await;
-    assert_eq!(status, 201, "{grant}");
+    let locks = gw.locks();
+    let grant = locks
+        .acquire("a", json!({"ttl_ms": 10_000}))
+        .await
+        .done(201);
+    assert!(grant.ttl_ms <= 2000, "{grant:?}");
     assert!(
-        grant["ttl_ms"].as_u64().is_some_and(|ms| ms <= 2000),
-        "{grant}"
+        grant.max_hold_left_ms.is_some_and(|ms| ms <= 2000),
+        "{grant:?}"
     );
+    let problem = locks
+        .acquire("b", json!({"max_hold_ms": 2001}))
+        .await
+        .refused(400, "invalid-request");
+    assert_eq!(problem.field.as_deref(), Some("max_hold_ms"));
+    let grant = locks
+        .acquire("c", json!({"max_hold_ms": 500}))
+        .await
+        .done(201);
     assert!(
-        grant["max_hold_left_ms"]
-            .as_u64()
-            .is_some_and(|ms| ms <= 2000),
-        "{grant}"
-    );
-    let (status, problem) =
-        status_json(gw.acquire("b", Some(json!({"max_hold_ms": 2001}))).await).await;
-    assert_problem(status, &problem, 400, "invalid-request");
-    assert_eq!(problem["field"], "max_hold_ms");
-    let (status, grant) =
-        status_json(gw.acquire("c", Some(json!({"max_hold_ms": 500}))).await).await;
-    assert_eq!(status, 201, "{grant}");
-    assert!(
-        grant["max_hold_left_ms"]
-            .as_u64()
-            .is_some_and(|ms| ms <= 500),
-        "{grant}"
+        grant.max_hold_left_ms.is_some_and(|ms| ms <= 500),
+        "{grant:?}"
     );
 }
 
@@ -161,7 +156,10 @@ async fn a_hold_stream_ends_at_max_hold() {
         "ended after {at:?}"
     );
     assert!(events.next().await.is_none(), "the stream ends");
-    assert_eq!(gw.inspect("leader").await.status(), 404);
+    gw.locks()
+        .inspect("leader")
+        .await
+        .refused(404, "lock-not-held");
 }
 
 /// `lockgate run --max-hold` stops its command before the bound and exits 78.

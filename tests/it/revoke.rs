@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use lockgate::config::BackendChoice;
 use serde_json::json;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, eventually, status_json, token};
+use crate::support::{Lines, assert_problem, eventually, status_json};
 
 async fn revoke(gw: &Gateway, name: &str, key: Option<&str>) -> reqwest::Response {
     let mut request = gw.http.delete(gw.url(&format!("/locks/{name}?force=true")));
@@ -25,22 +26,30 @@ async fn revoke(gw: &Gateway, name: &str, key: Option<&str>) -> reqwest::Respons
 /// holder's renewal and release then answer 410 `lock-revoked`; the lock is free for the next
 /// client, whose token is unaffected; revoking a free lock is 404.
 async fn revoke_takes_the_lock_from_its_holder(gw: &Gateway) {
-    let (_, grant) = status_json(gw.acquire("stuck", Some(json!({"ttl_ms": 30_000}))).await).await;
-    let stale = token(&grant);
+    let locks = gw.locks();
+    let stale = locks
+        .acquire("stuck", json!({"ttl_ms": 30_000}))
+        .await
+        .done(201)
+        .token;
     assert_eq!(revoke(gw, "stuck", None).await.status(), 204);
-    assert_eq!(gw.inspect("stuck").await.status(), 404);
-    let (status, problem) = status_json(gw.renew("stuck", &stale, json!({})).await).await;
-    assert_problem(status, &problem, 410, "lock-revoked");
-    let (status, problem) = status_json(gw.release("stuck", &stale).await).await;
-    assert_problem(status, &problem, 410, "lock-revoked");
+    locks.inspect("stuck").await.refused(404, "lock-not-held");
+    locks
+        .renew("stuck", &stale, json!({}))
+        .await
+        .refused(410, "lock-revoked");
+    locks
+        .release("stuck", &stale)
+        .await
+        .refused(410, "lock-revoked");
 
-    let (status, next) = status_json(gw.acquire("stuck", None).await).await;
-    assert_eq!(status, 201, "{next}");
-    let (status, problem) = status_json(gw.renew("stuck", &stale, json!({})).await).await;
-    assert_problem(status, &problem, 410, "lock-revoked");
-    let (status, renewed) = status_json(gw.renew("stuck", &token(&next), json!({})).await).await;
-    assert_eq!(status, 200, "{renewed}");
-    assert_eq!(gw.release("stuck", &token(&next)).await.status(), 204);
+    let next = locks.acquire("stuck", json!({})).await.done(201);
+    locks
+        .renew("stuck", &stale, json!({}))
+        .await
+        .refused(410, "lock-revoked");
+    locks.renew("stuck", &next.token, json!({})).await.done(200);
+    locks.release("stuck", &next.token).await.done(204);
 
     let (status, problem) = status_json(revoke(gw, "stuck", None).await).await;
     assert_problem(status, &problem, 404, "lock-not-held");
@@ -58,7 +67,11 @@ async fn revoke_on_redis() {
     let gw = Gateway::start(redis_config(&redis.url())).await;
     revoke_takes_the_lock_from_its_holder(&gw).await;
     // The revocation is remembered for what was left of the lease, no longer.
-    let (_, grant) = status_json(gw.acquire("brief", Some(json!({"ttl_ms": 300}))).await).await;
+    let locks = gw.locks();
+    let grant = locks
+        .acquire("brief", json!({"ttl_ms": 300}))
+        .await
+        .done(201);
     assert_eq!(revoke(&gw, "brief", None).await.status(), 204);
     let mut conn = redis.conn().await;
     let pttl: i64 = redis::cmd("PTTL")
@@ -83,8 +96,10 @@ async fn revoke_on_redis() {
         },
     )
     .await;
-    let (status, problem) = status_json(gw.release("brief", &token(&grant)).await).await;
-    assert_problem(status, &problem, 404, "lock-not-held");
+    locks
+        .release("brief", &grant.token)
+        .await
+        .refused(404, "lock-not-held");
 }
 
 /// Only a key whose operations name `revoke` may revoke; the default operations do not.
