@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, cluster_config, config, redis_config};
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::{RedisCluster, RedisServer};
-use crate::support::{Lines, assert_problem, status_json, token};
+use crate::support::{Lines, assert_problem, status_json};
 
 /// Reads Server-Sent Events the way a browser's `EventSource` does: `event:` and `data:` lines
 /// up to a blank line; comments (`:`) skipped.
@@ -105,20 +106,21 @@ async fn events_come_in_order(gw: &Gateway) {
         assert_eq!(summary(&lines.next().await.expect("line")), expected);
     };
 
-    let (_, a) = status_json(
-        gw.acquire("watched", Some(json!({"ttl_ms": 10_000, "owner": "a"})))
-            .await,
-    )
-    .await;
-    both_see("acquired", a["fence"].as_u64(), Some("a")).await;
-    assert_eq!(gw.release("watched", &token(&a)).await.status(), 204);
-    both_see("released", a["fence"].as_u64(), None).await;
+    let locks = gw.locks();
+    let a = locks
+        .acquire("watched", json!({"ttl_ms": 10_000, "owner": "a"}))
+        .await
+        .done(201);
+    both_see("acquired", Some(a.fence), Some("a")).await;
+    locks.release("watched", &a.token).await.done(204);
+    both_see("released", Some(a.fence), None).await;
 
     let sent = Instant::now();
-    let (_, b) = status_json(gw.acquire("watched", Some(json!({"ttl_ms": 300}))).await).await;
+    let b = locks.acquire("watched", json!({"ttl_ms": 300})).await;
     let granted = Instant::now();
-    both_see("acquired", b["fence"].as_u64(), None).await;
-    both_see("expired", b["fence"].as_u64(), None).await;
+    let b = b.done(201);
+    both_see("acquired", Some(b.fence), None).await;
+    both_see("expired", Some(b.fence), None).await;
     let at = Instant::now();
     assert!(at >= sent + Duration::from_millis(300), "expired early");
     assert!(
@@ -127,8 +129,8 @@ async fn events_come_in_order(gw: &Gateway) {
         at - (granted + Duration::from_millis(300))
     );
 
-    let (_, c) = status_json(gw.acquire("watched", None).await).await;
-    both_see("acquired", c["fence"].as_u64(), None).await;
+    let c = locks.acquire("watched", json!({})).await.done(201);
+    both_see("acquired", Some(c.fence), None).await;
     let revoke = gw
         .http
         .delete(gw.url("/locks/watched?force=true"))
@@ -136,7 +138,7 @@ async fn events_come_in_order(gw: &Gateway) {
         .await
         .expect("revoke");
     assert_eq!(revoke.status(), 204);
-    both_see("revoked", c["fence"].as_u64(), None).await;
+    both_see("revoked", Some(c.fence), None).await;
 }
 
 #[tokio::test]
@@ -160,7 +162,7 @@ async fn events_on_redis_with_keyspace_notifications() {
     events_come_in_order(&gw).await;
     let mut lines = ndjson(&gw, "plain").await;
     assert_eq!(lines.next().await.expect("state")["held"], false);
-    let (_, grant) = status_json(gw.acquire("plain", None).await).await;
+    let grant = gw.locks().acquire("plain", json!({})).await.done(201);
     assert_eq!(
         summary(&lines.next().await.expect("acquired")).0,
         "acquired"
@@ -172,7 +174,7 @@ async fn events_on_redis_with_keyspace_notifications() {
     let seen = lines.next().await.expect("released");
     assert_eq!(
         summary(&seen),
-        ("released".to_owned(), grant["fence"].as_u64(), None)
+        ("released".to_owned(), Some(grant.fence), None)
     );
     assert!(
         deleted_at.elapsed() < Duration::from_millis(100),
@@ -204,20 +206,20 @@ async fn redlock_watchers_are_told_the_holders_fence() {
     .await;
     let mut lines = ndjson(&gw, "fenced").await;
     assert_eq!(lines.next().await.expect("state")["held"], false);
+    let locks = gw.locks();
     for round in 0..50 {
-        let (status, grant) = status_json(gw.acquire("fenced", None).await).await;
-        assert_eq!(status, 201, "{grant}");
+        let grant = locks.acquire("fenced", json!({})).await.done(201);
         let told = lines.next().await.expect("acquired");
         assert_eq!(
             summary(&told),
-            ("acquired".to_owned(), grant["fence"].as_u64(), None),
+            ("acquired".to_owned(), Some(grant.fence), None),
             "round {round}"
         );
-        assert_eq!(gw.release("fenced", &token(&grant)).await.status(), 204);
+        locks.release("fenced", &grant.token).await.done(204);
         let told = lines.next().await.expect("released");
         assert_eq!(
             summary(&told),
-            ("released".to_owned(), grant["fence"].as_u64(), None),
+            ("released".to_owned(), Some(grant.fence), None),
             "round {round}"
         );
     }
@@ -285,20 +287,24 @@ async fn a_thousand_watchers_see_every_transition() {
     for watcher in &mut watchers {
         assert_eq!(watcher.next().await.expect("state")["event"], "state");
     }
-    let (_, first) = status_json(gw.acquire("popular", None).await).await;
+    let locks = gw.locks();
+    let first = locks.acquire("popular", json!({})).await.done(201);
     // Each transition once all watchers saw the one before: none may merge with the next.
-    let mut expected = vec![("acquired".to_owned(), first["fence"].as_u64())];
+    let mut expected = vec![("acquired".to_owned(), Some(first.fence))];
     for watcher in &mut watchers {
         let seen = watcher.next().await.expect("acquired");
         assert_eq!((summary(&seen).0, summary(&seen).1), expected[0].clone());
     }
     let metrics = gw.metrics_text().await;
     assert!(metrics.contains("lockgate_watchers 1000\n"), "{metrics}");
-    gw.release("popular", &token(&first)).await;
-    let (_, second) = status_json(gw.acquire("popular", Some(json!({"owner": "z"}))).await).await;
+    locks.release("popular", &first.token).await.done(204);
+    let second = locks
+        .acquire("popular", json!({"owner": "z"}))
+        .await
+        .done(201);
     expected = vec![
-        ("released".to_owned(), first["fence"].as_u64()),
-        ("acquired".to_owned(), second["fence"].as_u64()),
+        ("released".to_owned(), Some(first.fence)),
+        ("acquired".to_owned(), Some(second.fence)),
     ];
     let all = watchers.into_iter().map(|mut watcher| {
         let expected = expected.clone();
