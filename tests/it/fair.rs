@@ -9,42 +9,30 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{
     Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
 };
 use crate::support::process::ServerProcess;
 use crate::support::proxy::{LatencyProxy, Partition};
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
-use crate::support::{Lines, assert_problem, eventually, status_json, token};
+use crate::support::{Lines, assert_problem, eventually, status_json};
 
 /// How long after a gateway was last heard from its waiters stop holding a queue up:
 /// `backend::queue::{LIVENESS, RECHECK}` (2 s + 0.5 s), as docs/api.md states it, plus what a
 /// loaded test machine needs for a round trip and a timer.
 const DEAD_GATEWAY_BOUND: Duration = Duration::from_millis(2_500 + 500);
 
-/// A fair waiter sent to `url` (a lock's URL): when granted it releases the lock at once, and
+/// A fair waiter for `name` sent to `on`: when granted it releases the lock at once, and
 /// answers its fence.
-fn waiter(http: &reqwest::Client, url: String, priority: u8, wait_ms: u64) -> JoinHandle<u64> {
-    let http = http.clone();
+fn waiter(on: &Gateway, name: &str, priority: u8, wait_ms: u64) -> JoinHandle<u64> {
+    let (locks, name) = (on.locks(), name.to_owned());
     tokio::spawn(async move {
-        let response = http
-            .post(&url)
-            .json(
-                &json!({"fair": true, "priority": priority, "wait_ms": wait_ms, "ttl_ms": 10_000}),
-            )
-            .send()
-            .await
-            .expect("fair acquire");
-        let (status, grant) = status_json(response).await;
-        assert_eq!(status, 201, "{grant}");
-        let released = http
-            .delete(&url)
-            .header("Lock-Token", token(&grant))
-            .send()
-            .await
-            .expect("release");
-        assert_eq!(released.status(), 204);
-        grant["fence"].as_u64().expect("fence")
+        let body =
+            json!({"fair": true, "priority": priority, "wait_ms": wait_ms, "ttl_ms": 10_000});
+        let grant = locks.acquire(&name, body).await.done(201);
+        locks.release(&name, &grant.token).await.done(204);
+        grant.fence
     })
 }
 
@@ -73,12 +61,7 @@ async fn queue_up(
 ) -> Vec<JoinHandle<u64>> {
     let mut waiters = Vec::new();
     for i in 0..n {
-        waiters.push(waiter(
-            &on.http,
-            on.url(&format!("/locks/{name}")),
-            0,
-            60_000,
-        ));
+        waiters.push(waiter(on, name, 0, 60_000));
         until_queued(seen_by, name, ahead + i + 1).await;
     }
     waiters
@@ -86,10 +69,8 @@ async fn queue_up(
 
 /// Takes `name` on `gw` for a minute: the holder the waiters queue behind. Its token.
 async fn hold(gw: &Gateway, name: &str) -> String {
-    let (status, holder) =
-        status_json(gw.acquire(name, Some(json!({"ttl_ms": 60_000}))).await).await;
-    assert_eq!(status, 201, "{holder}");
-    token(&holder)
+    let holder = gw.locks().acquire(name, json!({"ttl_ms": 60_000})).await;
+    holder.done(201).token
 }
 
 /// Releases `holder`'s lock `name` on `gw` and checks that `next`, the first live waiter
@@ -101,7 +82,7 @@ async fn next_granted_within_the_bound(
     next: JoinHandle<u64>,
 ) {
     let freed = Instant::now();
-    assert_eq!(gw.release(name, holder).await.status(), 204);
+    gw.locks().release(name, holder).await.done(204);
     tokio::time::timeout(Duration::from_secs(10), next)
         .await
         .expect("the next live waiter is granted")
@@ -131,16 +112,10 @@ async fn grant_order(gateways: &[&Gateway], name: &str, arrivals: &[(usize, u8)]
     let holder = hold(first, name).await;
     let mut waiters = Vec::new();
     for (i, &(gw, priority)) in arrivals.iter().enumerate() {
-        let gw = gateways[gw];
-        waiters.push(waiter(
-            &gw.http,
-            gw.url(&format!("/locks/{name}")),
-            priority,
-            60_000,
-        ));
+        waiters.push(waiter(gateways[gw], name, priority, 60_000));
         until_queued(first, name, i as u64 + 1).await;
     }
-    assert_eq!(first.release(name, &holder).await.status(), 204);
+    first.locks().release(name, &holder).await.done(204);
     let mut fences = Vec::new();
     for (i, waiter) in waiters.into_iter().enumerate() {
         let fence = tokio::time::timeout(Duration::from_secs(30), waiter)
@@ -284,12 +259,15 @@ async fn unfair_acquires_do_not_overtake_a_live_queue() {
                 .arg((secs + 60) * 1000),
         )
         .expect("HSET");
+    let locks = gw.locks();
     for body in [json!({}), json!({"fair": true}), json!({"wait_ms": 300})] {
-        let (status, problem) = status_json(gw.acquire(name, Some(body.clone())).await).await;
-        assert_problem(status, &problem, 409, "lock-held");
+        let problem = locks
+            .acquire(name, body.clone())
+            .await
+            .refused(409, "lock-held");
         assert!(
-            problem["retry_after_ms"].as_u64().unwrap() <= 100,
-            "{body}: {problem}"
+            problem.retry_after_ms.expect("retry_after_ms") <= 100,
+            "{body}: {problem:?}"
         );
     }
     let _: () = redis
@@ -300,8 +278,12 @@ async fn unfair_acquires_do_not_overtake_a_live_queue() {
                 .arg((secs - 1) * 1000),
         )
         .expect("HSET");
-    let (status, grant) = status_json(gw.acquire(name, None).await).await;
-    assert_eq!(status, 201, "a dead gateway's waiter is skipped: {grant}");
+    let grant = locks.acquire(name, json!({})).await;
+    assert_eq!(
+        grant.status(),
+        201,
+        "a dead gateway's waiter is skipped: {grant:?}"
+    );
     assert_eq!(
         queue_keys(&redis),
         Vec::<String>::new(),
@@ -393,7 +375,7 @@ async fn a_waiter_that_hangs_up_leaves_the_queue_at_once() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(gw.release(name, &holder).await.status(), 204);
+    gw.locks().release(name, &holder).await.done(204);
     for waiter in waiters {
         waiter.await.expect("waiter task");
     }
@@ -410,8 +392,10 @@ async fn fair_refusals() {
         json!({"fair": true, "priority": 10}),
         json!({"fair": true, "mode": "shared"}),
     ] {
-        let (status, problem) = status_json(gw.acquire("fair:refused", Some(body)).await).await;
-        assert_problem(status, &problem, 400, "invalid-request");
+        gw.locks()
+            .acquire("fair:refused", body)
+            .await
+            .refused(400, "invalid-request");
     }
     let nodes = [
         RedisServer::start(),
@@ -424,9 +408,11 @@ async fn fair_refusals() {
         json!({"fair": true}),
         json!({"fair": true, "wait_ms": 1000}),
     ] {
-        let (status, problem) =
-            status_json(redlock.acquire("fair:redlock", Some(body)).await).await;
-        assert_problem(status, &problem, 501, "not-offered");
+        redlock
+            .locks()
+            .acquire("fair:redlock", body)
+            .await
+            .refused(501, "not-offered");
     }
 }
 
@@ -436,21 +422,18 @@ async fn fair_refusals() {
 async fn a_waiter_whose_wait_runs_out_leaves_no_place() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    let (status, holder) = status_json(
-        gw.acquire("fair:timeout", Some(json!({"ttl_ms": 60_000})))
-            .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{holder}");
-    let (status, problem) = status_json(
-        gw.acquire("fair:timeout", Some(json!({"fair": true, "wait_ms": 300})))
-            .await,
-    )
-    .await;
-    assert_problem(status, &problem, 409, "lock-held");
+    let locks = gw.locks();
+    locks
+        .acquire("fair:timeout", json!({"ttl_ms": 60_000}))
+        .await
+        .done(201);
+    let problem = locks
+        .acquire("fair:timeout", json!({"fair": true, "wait_ms": 300}))
+        .await
+        .refused(409, "lock-held");
     assert!(
-        problem["retry_after_ms"].as_u64().unwrap() > 50_000,
-        "{problem}"
+        problem.retry_after_ms.expect("retry_after_ms") > 50_000,
+        "{problem:?}"
     );
     no_queue_left(&redis).await;
 }
@@ -470,12 +453,7 @@ async fn a_fair_hold_stream_is_told_its_place() {
     let holder = hold(&gw, name).await;
     let mut ahead = Vec::new();
     for i in 0..2 {
-        ahead.push(waiter(
-            &other.http,
-            other.url(&format!("/locks/{name}")),
-            0,
-            60_000,
-        ));
+        ahead.push(waiter(&other, name, 0, 60_000));
         until_queued(&gw, name, i + 1).await;
     }
     let stream = gw
@@ -492,7 +470,8 @@ async fn a_fair_hold_stream_is_told_its_place() {
         first,
         json!({"event": "queued", "name": name, "position": 3})
     );
-    assert_eq!(gw.release(name, &holder).await.status(), 204);
+    let locks = gw.locks();
+    locks.release(name, &holder).await.done(204);
     let mut last = 3;
     let acquired = loop {
         let line = lines.next().await.expect("a line");
@@ -521,9 +500,8 @@ async fn a_fair_hold_stream_is_told_its_place() {
         Duration::from_secs(5),
         "the stream's lock released",
         || async {
-            let (status, holder) =
-                status_json(gw.acquire(name, Some(json!({"ttl_ms": 60_000}))).await).await;
-            (status == 201).then_some(holder)
+            let answer = locks.acquire(name, json!({"ttl_ms": 60_000})).await;
+            (answer.status() == 201).then(|| answer.done(201))
         },
     )
     .await;
@@ -543,7 +521,7 @@ async fn a_fair_hold_stream_is_told_its_place() {
     assert_eq!(ended["event"], "not-acquired", "{ended}");
     assert_problem(409, &ended["problem"], 409, "lock-held");
     assert_eq!(lines.next().await, None, "the stream ends");
-    assert_eq!(gw.release(name, &token(&holder)).await.status(), 204);
+    locks.release(name, &holder.token).await.done(204);
     no_queue_left(&redis).await;
 }
 
@@ -555,23 +533,22 @@ async fn a_keyed_waiter_keeps_its_place_across_requests() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let name = "fair:keyed";
-    let url = gw.url(&format!("/locks/{name}"));
+    let locks = gw.locks();
     let holder = hold(&gw, name).await;
-    let keyed = |wait_ms: u64| {
-        gw.http
-            .post(&url)
-            .header("Idempotency-Key", "a-run-of-the-nightly-job")
-            .json(&json!({"fair": true, "wait_ms": wait_ms}))
-            .send()
-    };
-    let (status, problem) = status_json(keyed(200).await.expect("first request")).await;
-    assert_problem(status, &problem, 409, "lock-held");
+    let key = "a-run-of-the-nightly-job";
+    locks
+        .acquire_once(name, key, json!({"fair": true, "wait_ms": 200}))
+        .await
+        .refused(409, "lock-held");
     // Arrives while the keyed place is kept: behind it.
-    let later = waiter(&gw.http, url.clone(), 0, 60_000);
+    let later = waiter(&gw, name, 0, 60_000);
     until_queued(&gw, name, 2).await;
     let again = {
-        let request = keyed(60_000);
-        tokio::spawn(async move { status_json(request.await.expect("second request")).await })
+        let locks = gw.locks();
+        tokio::spawn(async move {
+            let body = json!({"fair": true, "wait_ms": 60_000});
+            locks.acquire_once(name, key, body).await
+        })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
@@ -579,14 +556,13 @@ async fn a_keyed_waiter_keeps_its_place_across_requests() {
         2,
         "the same key took its place again"
     );
-    assert_eq!(gw.release(name, &holder).await.status(), 204);
-    let (status, grant) = again.await.expect("task");
-    assert_eq!(status, 201, "{grant}");
-    assert_eq!(gw.release(name, &token(&grant)).await.status(), 204);
+    locks.release(name, &holder).await.done(204);
+    let grant = again.await.expect("task").done(201);
+    locks.release(name, &grant.token).await.done(204);
     let later_fence = later.await.expect("waiter task");
     assert!(
-        grant["fence"].as_u64().unwrap() < later_fence,
-        "the keyed waiter kept its turn: {grant}, later {later_fence}"
+        grant.fence < later_fence,
+        "the keyed waiter kept its turn: {grant:?}, later {later_fence}"
     );
     no_queue_left(&redis).await;
 }
