@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, eventually, status_json, token};
+use crate::support::{Lines, eventually};
 
 /// The metrics as a map from series (name and labels) to value.
 async fn scrape(gw: &Gateway) -> HashMap<String, f64> {
@@ -38,21 +39,27 @@ async fn metrics_change_as_operations_happen() {
     let before = scrape(&gw).await;
     assert_eq!(requests(&before, "acquire", "acquired"), 0.0);
 
-    let (status, grant) = status_json(gw.acquire("metered:1", None).await).await;
-    assert_eq!(status, 201);
-    let holder = token(&grant);
-    assert_eq!(gw.acquire("metered:1", None).await.status(), 409);
-    let (_, other) = status_json(gw.acquire("metered:2", None).await).await;
-    assert_eq!(gw.release("metered:1", &token(&other)).await.status(), 409);
-    assert_eq!(
-        gw.renew("metered:1", &holder, json!({"ttl_ms": 10000}))
-            .await
-            .status(),
-        200
-    );
-    assert_eq!(gw.inspect("metered:1").await.status(), 200);
-    assert_eq!(gw.release("metered:1", &holder).await.status(), 204);
-    assert_eq!(gw.release("metered:1", &holder).await.status(), 404);
+    let locks = gw.locks();
+    let holder = locks.acquire("metered:1", json!({})).await.done(201).token;
+    locks
+        .acquire("metered:1", json!({}))
+        .await
+        .refused(409, "lock-held");
+    let other = locks.acquire("metered:2", json!({})).await.done(201);
+    locks
+        .release("metered:1", &other.token)
+        .await
+        .refused(409, "not-owner");
+    locks
+        .renew("metered:1", &holder, json!({"ttl_ms": 10000}))
+        .await
+        .done(200);
+    locks.inspect("metered:1").await.done(200);
+    locks.release("metered:1", &holder).await.done(204);
+    locks
+        .release("metered:1", &holder)
+        .await
+        .refused(404, "lock-not-held");
 
     let after = scrape(&gw).await;
     for (operation, outcome, count) in [
@@ -88,11 +95,10 @@ async fn metrics_change_as_operations_happen() {
     assert_eq!(after["lockgate_hold_streams"], 0.0);
 
     // A waiter and a hold stream show in the gauges while they last.
-    let (_, blocker) = status_json(gw.acquire("metered:2b", None).await).await;
+    let blocker = locks.acquire("metered:2b", json!({})).await.done(201);
     let waiter = {
-        let http = gw.http.clone();
-        let url = gw.url("/locks/metered:2b");
-        tokio::spawn(async move { http.post(url).json(&json!({"wait_ms": 10000})).send().await })
+        let locks = gw.locks();
+        tokio::spawn(async move { locks.acquire("metered:2b", json!({"wait_ms": 10000})).await })
     };
     let stream = gw
         .http
@@ -112,11 +118,8 @@ async fn metrics_change_as_operations_happen() {
     )
     .await;
     drop(lines);
-    assert_eq!(
-        gw.release("metered:2b", &token(&blocker)).await.status(),
-        204
-    );
-    assert_eq!(waiter.await.expect("join").expect("waiter").status(), 201);
+    locks.release("metered:2b", &blocker.token).await.done(204);
+    waiter.await.expect("join").done(201);
     eventually(Duration::from_secs(5), "the gauges fall back", || async {
         let now = scrape(&gw).await;
         (now["lockgate_waiters"] == 0.0 && now["lockgate_hold_streams"] == 0.0).then_some(())
@@ -125,7 +128,10 @@ async fn metrics_change_as_operations_happen() {
 
     // Backend errors are counted.
     redis.stop();
-    assert_eq!(gw.acquire("metered:4", None).await.status(), 503);
+    locks
+        .acquire("metered:4", json!({}))
+        .await
+        .refused(503, "backend-unavailable");
     let down = scrape(&gw).await;
     let errors: f64 = down
         .iter()

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, cluster_config, config, redis_config, redlock_config};
 use crate::support::redis::{RedisCluster, RedisServer};
-use crate::support::{Lines, assert_problem, eventually, status_json, token};
+use crate::support::{Lines, assert_problem, eventually, status_json};
 
 /// Human pace: one transition every this long.
 const PACE: Duration = Duration::from_millis(50);
@@ -58,11 +59,11 @@ fn summary(event: &Value) -> (String, Option<u64>) {
 /// lock held before it opened (`state`), then every transition of the three names, in order
 /// for each, with owners and fences, and nothing else.
 async fn a_prefix_sees_every_transition_in_order(gw: &Gateway) {
-    let (_, before) = status_json(
-        gw.acquire("jobs:0", Some(json!({"ttl_ms": 60_000, "owner": "early"})))
-            .await,
-    )
-    .await;
+    let locks = gw.locks();
+    let before = locks
+        .acquire("jobs:0", json!({"ttl_ms": 60_000, "owner": "early"}))
+        .await
+        .done(201);
     let mut lines = watch_prefix(gw, "jobs:").await;
     let first = next_event(&mut lines).await;
     assert_eq!(
@@ -72,7 +73,7 @@ async fn a_prefix_sees_every_transition_in_order(gw: &Gateway) {
             first["owner"].clone()
         ),
         (
-            ("state".to_owned(), before["fence"].as_u64()),
+            ("state".to_owned(), Some(before.fence)),
             json!("jobs:0"),
             json!("early")
         )
@@ -92,13 +93,11 @@ async fn a_prefix_sees_every_transition_in_order(gw: &Gateway) {
             } else {
                 10_000
             };
-            let (status, grant) = status_json(
-                gw.acquire(name, Some(json!({"ttl_ms": ttl, "owner": owner})))
-                    .await,
-            )
-            .await;
-            assert_eq!(status, 201, "{grant}");
-            let fence = grant["fence"].as_u64().expect("fence");
+            let grant = locks
+                .acquire(name, json!({"ttl_ms": ttl, "owner": owner}))
+                .await
+                .done(201);
+            let fence = grant.fence;
             owners.insert(fence, owner);
             expected
                 .entry(name.to_owned())
@@ -107,12 +106,12 @@ async fn a_prefix_sees_every_transition_in_order(gw: &Gateway) {
             grants.push((name, ttl, grant));
             // Outside the prefix: never told.
             for outside in ["other:1", "jobsx"] {
-                let (_, grant) = status_json(gw.acquire(outside, None).await).await;
-                assert_eq!(gw.release(outside, &token(&grant)).await.status(), 204);
+                let grant = locks.acquire(outside, json!({})).await.done(201);
+                locks.release(outside, &grant.token).await.done(204);
             }
         }
         for (name, ttl, grant) in grants {
-            let fence = grant["fence"].as_u64();
+            let fence = Some(grant.fence);
             let end = if ttl < 1000 {
                 // Left to expire: its end is told when the lease runs out.
                 tokio::time::sleep(Duration::from_millis(ttl + 20)).await;
@@ -129,7 +128,7 @@ async fn a_prefix_sees_every_transition_in_order(gw: &Gateway) {
                 "revoked"
             } else {
                 step.tick().await;
-                assert_eq!(gw.release(name, &token(&grant)).await.status(), 204);
+                locks.release(name, &grant.token).await.done(204);
                 "released"
             };
             expected
@@ -248,10 +247,11 @@ async fn prefix_streams_are_bounded() {
     cfg.limits.max_watchers = 3;
     let gw = Gateway::start(cfg).await;
     let mut lines = watch_prefix(&gw, "p:").await;
-    let (_, one) = status_json(gw.acquire("p:1", None).await).await;
+    let locks = gw.locks();
+    let one = locks.acquire("p:1", json!({})).await.done(201);
     assert_eq!(
         summary(&next_event(&mut lines).await),
-        ("acquired".to_owned(), one["fence"].as_u64())
+        ("acquired".to_owned(), Some(one.fence))
     );
     let _other = watch_prefix(&gw, "q:").await;
     let refused = gw
@@ -262,7 +262,7 @@ async fn prefix_streams_are_bounded() {
         .expect("events");
     let (status, problem) = status_json(refused).await;
     assert_problem(status, &problem, 503, "too-many-watchers");
-    status_json(gw.acquire("p:2", None).await).await;
+    locks.acquire("p:2", json!({})).await.done(201);
     let last = next_event(&mut lines).await;
     assert_eq!(
         (&last["event"], &last["name"]),
@@ -284,10 +284,11 @@ async fn a_prefix_costs_one_pattern_while_watched() {
     assert_eq!(redis.patterns_subscribed(), 0);
     let mut lines = watch_prefix(&gw, "jobs:").await;
     assert_eq!(redis.patterns_subscribed(), 1);
-    let (_, grant) = status_json(gw.acquire("jobs:1", None).await).await;
+    let locks = gw.locks();
+    let grant = locks.acquire("jobs:1", json!({})).await.done(201);
     assert_eq!(next_event(&mut lines).await["event"], "acquired");
     assert!(!redis.channels_mentioning("jobs:1").is_empty());
-    assert_eq!(gw.release("jobs:1", &token(&grant)).await.status(), 204);
+    locks.release("jobs:1", &grant.token).await.done(204);
     assert_eq!(next_event(&mut lines).await["event"], "released");
     let freed = Instant::now();
     eventually(Duration::from_secs(10), "a free name is let go", || async {
@@ -300,12 +301,9 @@ async fn a_prefix_costs_one_pattern_while_watched() {
         freed.elapsed()
     );
     // Taken again after it was let go: followed again.
-    let (_, again) = status_json(gw.acquire("jobs:1", None).await).await;
+    let again = locks.acquire("jobs:1", json!({})).await.done(201);
     let event = next_event(&mut lines).await;
-    assert_eq!(
-        summary(&event),
-        ("acquired".to_owned(), again["fence"].as_u64())
-    );
+    assert_eq!(summary(&event), ("acquired".to_owned(), Some(again.fence)));
     drop(lines);
     eventually(Duration::from_secs(5), "the pattern is dropped", || async {
         (redis.patterns_subscribed() == 0).then_some(())
@@ -323,14 +321,14 @@ async fn grants_during_a_lost_connection_are_found_again() {
     let _: i64 = redis
         .query(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub"))
         .expect("CLIENT KILL");
-    let (_, grant) = status_json(
-        gw.acquire("jobs:late", Some(json!({"owner": "late"})))
-            .await,
-    )
-    .await;
+    let grant = gw
+        .locks()
+        .acquire("jobs:late", json!({"owner": "late"}))
+        .await
+        .done(201);
     let event = next_event(&mut lines).await;
     assert_eq!(event["name"], "jobs:late");
-    assert_eq!(event["fence"].as_u64(), grant["fence"].as_u64());
+    assert_eq!(event["fence"].as_u64(), Some(grant.fence));
     assert_eq!(event["owner"], "late");
     assert!(
         ["state", "acquired"].contains(&event["event"].as_str().expect("event")),
