@@ -12,6 +12,7 @@ use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, config};
 use crate::support::{assert_problem, eventually, waiters_in};
 
@@ -708,7 +709,10 @@ async fn flags_and_tokens_sent_with_a_revoke_are_checked() {
     assert_eq!(held.status(), 400);
     let problem: serde_json::Value = held.json().await.expect("json");
     assert_eq!(problem["field"], "hold", "{problem}");
-    assert_eq!(gw.acquire("flag:c", None).await.status(), 201);
+    gw.locks()
+        .acquire("flag:c", serde_json::json!({}))
+        .await
+        .done(201);
     for (query, header) in [
         ("force=1", None),
         ("force=true&force=false", None),

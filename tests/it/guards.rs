@@ -5,6 +5,9 @@
 
 use std::time::Duration;
 
+use serde_json::json;
+
+use crate::support::answers::Answered;
 use crate::support::eventually;
 use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
 use crate::support::process::{ServerProcess, lockgate};
@@ -389,9 +392,9 @@ async fn backend_up_follows_redis_without_traffic() {
         reads(0),
     )
     .await;
-    let refused = gw.acquire("up:a", None).await;
-    assert_eq!(refused.status(), 503);
-    assert!(refused.headers().contains_key("retry-after"));
+    let refused = gw.locks().acquire("up:a", json!({})).await;
+    assert!(refused.retry_after().is_some(), "{refused:?}");
+    refused.refused(503, "backend-unavailable");
     tokio::task::block_in_place(|| redis.restart());
     eventually(
         Duration::from_secs(2),
@@ -400,7 +403,7 @@ async fn backend_up_follows_redis_without_traffic() {
     )
     .await;
     eventually(Duration::from_secs(5), "a lock granted again", || async {
-        (gw.acquire("up:a", None).await.status() == 201).then_some(())
+        (gw.locks().acquire("up:a", json!({})).await.status() == 201).then_some(())
     })
     .await;
 }

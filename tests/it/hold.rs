@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::Gateway;
 use crate::support::redis::RedisServer;
 use crate::support::{Lines, assert_problem, eventually, key_exists, status_json};
@@ -146,7 +147,7 @@ async fn shutdown_releases_held_locks() {
 async fn holding_a_held_lock_is_a_409_after_the_wait() {
     let redis = RedisServer::start();
     let gw = gateway_for(&redis).await;
-    gw.acquire("busy", None).await;
+    gw.locks().acquire("busy", json!({})).await.done(201);
     let started = Instant::now();
     let response = gw
         .http

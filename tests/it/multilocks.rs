@@ -16,7 +16,7 @@ use crate::support::gateway::{
 use crate::support::history::{Call, History, Outcome};
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
 use crate::support::workload::{Expect, read_outcome};
-use crate::support::{Lines, assert_problem, eventually, status_json, test_name};
+use crate::support::{Lines, eventually, status_json, test_name};
 
 /// The project's client for the set of `names` (`/locks?name=…&name=…`).
 fn set_of(gw: &Gateway, names: &[&str]) -> Client {
@@ -84,9 +84,10 @@ async fn sets_of_locks(gw: &Gateway, [a, b, c]: [&str; 3]) {
         "nothing of a refused set is taken"
     );
     // A single name of the set cannot be released alone.
-    let response = gw.release(a, &set.token).await;
-    let (status, problem) = status_json(response).await;
-    assert_problem(status, &problem, 400, "invalid-request");
+    gw.locks()
+        .release(a, &set.token)
+        .await
+        .refused(400, "invalid-request");
     assert_eq!(fence_of(gw, a).await, Some(fence));
 
     let renewed = renew_set(gw, &[a, b], &set.token).await.done(200);

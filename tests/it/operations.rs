@@ -7,13 +7,12 @@ use axum::http::Method;
 use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::keys::{DEPLOYER_KEY, KEYS, READER_KEY, SCRAPER_KEY, call};
 use crate::support::process::ServerProcess;
 use crate::support::redis::RedisServer;
-use crate::support::{
-    Lines, assert_problem, eventually, key_exists, status_json, token, waiters_in,
-};
+use crate::support::{Lines, eventually, key_exists, status_json, token, waiters_in};
 
 /// Every answer carries a request id: the client's when it sent a sensible one, else a new one.
 #[tokio::test]
@@ -248,11 +247,11 @@ async fn tls_and_acl_to_redis() {
     let mut good = redis_config(&url("acl-password-0123"));
     good.redis_ca = Some(ca.pem().into_bytes());
     let gw = Gateway::start(good).await;
-    let (status, grant) = status_json(gw.acquire("tls:1", None).await).await;
-    assert_eq!(status, 201, "{grant}");
+    let locks = gw.locks();
+    let grant = locks.acquire("tls:1", json!({})).await.done(201);
     let conn = redis.conn().await;
     assert!(key_exists(&conn, "lockgate:{tls:1}").await);
-    assert_eq!(gw.release("tls:1", &token(&grant)).await.status(), 204);
+    locks.release("tls:1", &grant.token).await.done(204);
 
     let mut wrong_password = redis_config(&url("wrong-password"));
     wrong_password.redis_ca = Some(ca.pem().into_bytes());
@@ -260,8 +259,10 @@ async fn tls_and_acl_to_redis() {
     for config in [wrong_password, untrusted] {
         let gw = Gateway::start(config).await;
         let started = std::time::Instant::now();
-        let (status, body) = status_json(gw.acquire("tls:2", None).await).await;
-        assert_problem(status, &body, 503, "backend-unavailable");
+        gw.locks()
+            .acquire("tls:2", json!({}))
+            .await
+            .refused(503, "backend-unavailable");
         assert!(started.elapsed() < Duration::from_secs(3));
     }
 }

@@ -7,11 +7,22 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{
     Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
 };
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
 use crate::support::{assert_problem, eventually, status_json, token};
+
+// The calls are made here on raw HTTP, not through the project's client: a re-entry's
+// `Lock-Token` on POST and a release's 200 with a body are this file's subject, and what it
+// checks includes fields that must be absent (a plain lock's `hold_count`).
+
+/// `POST /locks/{name}` with `body`.
+async fn acquire(gw: &Gateway, name: &str, body: Value) -> (u16, Value) {
+    let request = gw.http.post(gw.url(&format!("/locks/{name}"))).json(&body);
+    status_json(request.send().await.expect("acquire request")).await
+}
 
 /// `POST /locks/{name}` with `body` and the holder's `Lock-Token`.
 async fn reenter(gw: &Gateway, name: &str, token: &str, body: Value) -> (u16, Value) {
@@ -28,7 +39,13 @@ async fn reenter(gw: &Gateway, name: &str, token: &str, body: Value) -> (u16, Va
 
 /// `DELETE /locks/{name}`: the status and the body, if any.
 async fn release(gw: &Gateway, name: &str, token: &str) -> (u16, Value) {
-    let response = gw.release(name, token).await;
+    let response = gw
+        .http
+        .delete(gw.url(&format!("/locks/{name}")))
+        .header("Lock-Token", token)
+        .send()
+        .await
+        .expect("release request");
     let status = response.status().as_u16();
     let text = response.text().await.expect("release body");
     let body = if text.is_empty() {
@@ -43,12 +60,10 @@ async fn release(gw: &Gateway, name: &str, token: &str) -> (u16, Value) {
 /// right after it. The walk every backend must pass.
 async fn held_as_often_as_taken(gw: &Gateway) {
     let name = "reentrant:walk";
-    let (status, first) = status_json(
-        gw.acquire(
-            name,
-            Some(json!({"reentrant": true, "ttl_ms": 10_000, "owner": "worker-1"})),
-        )
-        .await,
+    let (status, first) = acquire(
+        gw,
+        name,
+        json!({"reentrant": true, "ttl_ms": 10_000, "owner": "worker-1"}),
     )
     .await;
     assert_eq!(status, 201, "{first}");
@@ -89,9 +104,10 @@ async fn held_as_often_as_taken(gw: &Gateway) {
     assert_problem(status, &problem, 409, "not-owner");
 
     // A renewal extends the lease, not the count.
-    let (status, renewed) =
-        status_json(gw.renew(name, &held, json!({"ttl_ms": 10_000})).await).await;
-    assert_eq!(status, 200, "{renewed}");
+    gw.locks()
+        .renew(name, &held, json!({"ttl_ms": 10_000}))
+        .await
+        .done(200);
 
     for left in [2, 1] {
         let (status, body) = release(gw, name, &held).await;
@@ -128,7 +144,7 @@ async fn held_as_often_as_taken(gw: &Gateway) {
 /// What a re-entry refuses: a lock not taken reentrant, a shared grant, a hold stream, an
 /// idempotency key; and a revoked lock takes its count with it.
 async fn refusals(gw: &Gateway) {
-    let (status, plain) = status_json(gw.acquire("reentrant:plain", None).await).await;
+    let (status, plain) = acquire(gw, "reentrant:plain", json!({})).await;
     assert_eq!(status, 201, "{plain}");
     assert!(plain.get("hold_count").is_none(), "{plain}");
     let (_, seen) = status_json(gw.inspect("reentrant:plain").await).await;
@@ -152,12 +168,10 @@ async fn refusals(gw: &Gateway) {
     assert_problem(status, &problem, 400, "invalid-request");
     assert_eq!(release(gw, "reentrant:plain", &token(&plain)).await.0, 204);
 
-    let (status, problem) = status_json(
-        gw.acquire(
-            "reentrant:shared",
-            Some(json!({"reentrant": true, "mode": "shared"})),
-        )
-        .await,
+    let (status, problem) = acquire(
+        gw,
+        "reentrant:shared",
+        json!({"reentrant": true, "mode": "shared"}),
     )
     .await;
     assert_problem(status, &problem, 400, "invalid-request");
@@ -171,11 +185,7 @@ async fn refusals(gw: &Gateway) {
     let (status, problem) = status_json(hold).await;
     assert_problem(status, &problem, 400, "invalid-request");
 
-    let (status, grant) = status_json(
-        gw.acquire("reentrant:keyed", Some(json!({"reentrant": true})))
-            .await,
-    )
-    .await;
+    let (status, grant) = acquire(gw, "reentrant:keyed", json!({"reentrant": true})).await;
     assert_eq!(status, 201, "{grant}");
     let keyed = gw
         .http
@@ -214,11 +224,7 @@ async fn refusals(gw: &Gateway) {
     )
     .await;
     assert_problem(status, &problem, 410, "lock-revoked");
-    let (status, fresh) = status_json(
-        gw.acquire("reentrant:keyed", Some(json!({"reentrant": true})))
-            .await,
-    )
-    .await;
+    let (status, fresh) = acquire(gw, "reentrant:keyed", json!({"reentrant": true})).await;
     assert_eq!(status, 201, "{fresh}");
     assert_eq!(release(gw, "reentrant:keyed", &token(&fresh)).await.0, 204);
 }
@@ -228,13 +234,13 @@ async fn refusals(gw: &Gateway) {
 async fn the_count_expires_with_the_lease(gw: &Gateway) {
     let name = "reentrant:expiring";
     let body = json!({"reentrant": true, "ttl_ms": 300});
-    let (status, grant) = status_json(gw.acquire(name, Some(body.clone())).await).await;
+    let (status, grant) = acquire(gw, name, body.clone()).await;
     assert_eq!(status, 201, "{grant}");
     let (status, again) = reenter(gw, name, &token(&grant), body.clone()).await;
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["hold_count"], 2, "{again}");
     let (status, next) = eventually(Duration::from_secs(5), "the lease ends", || async {
-        let (status, next) = status_json(gw.acquire(name, Some(body.clone())).await).await;
+        let (status, next) = acquire(gw, name, body.clone()).await;
         (status == 201).then_some((status, next))
     })
     .await;
@@ -289,11 +295,10 @@ async fn redlock_does_not_offer_reentrant_locks() {
     ];
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
-    let (status, grant) = status_json(gw.acquire("doc", None).await).await;
+    let (status, grant) = acquire(&gw, "doc", json!({})).await;
     assert_eq!(status, 201, "{grant}");
     let (status, problem) = reenter(&gw, "doc", &token(&grant), json!({"reentrant": true})).await;
     assert_problem(status, &problem, 501, "not-offered");
-    let (status, problem) =
-        status_json(gw.acquire("other", Some(json!({"reentrant": true}))).await).await;
+    let (status, problem) = acquire(&gw, "other", json!({"reentrant": true})).await;
     assert_problem(status, &problem, 501, "not-offered");
 }

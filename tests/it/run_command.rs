@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use tokio::process::Command;
 
+use crate::support::answers::Answered;
 use crate::support::eventually;
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::process::lockgate;
@@ -375,7 +376,10 @@ async fn a_lost_lock_terminates_the_command_with_76() {
 async fn a_lock_not_acquired_within_wait_exits_75() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    assert_eq!(gw.acquire("taken", None).await.status(), 201);
+    gw.locks()
+        .acquire("taken", serde_json::json!({}))
+        .await
+        .done(201);
     let dir = tempfile::tempdir().expect("temp dir");
     let ran = dir.path().join("ran");
     let started = Instant::now();
@@ -536,12 +540,11 @@ async fn fair_runs_go_in_queue_order() {
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("log");
-    let (status_code, holder) = crate::support::status_json(
-        gw.acquire("queue", Some(serde_json::json!({"ttl_ms": 60_000})))
-            .await,
-    )
-    .await;
-    assert_eq!(status_code, 201, "{holder}");
+    let locks = gw.locks();
+    let holder = locks
+        .acquire("queue", serde_json::json!({"ttl_ms": 60_000}))
+        .await
+        .done(201);
     let queued = || async {
         let (_, seen) = crate::support::status_json(gw.inspect("queue").await).await;
         seen["queued"].as_u64().unwrap_or(0)
@@ -570,8 +573,7 @@ async fn fair_runs_go_in_queue_order() {
         })
         .await;
     }
-    let released = gw.release("queue", &crate::support::token(&holder)).await;
-    assert_eq!(released.status(), 204);
+    locks.release("queue", &holder.token).await.done(204);
     for handle in runs {
         let (exit, stderr) = handle.await.expect("task");
         assert_eq!(exit, Some(0), "{stderr}");

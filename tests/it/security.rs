@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
+use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, cluster_config, config, redis_config};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::workload::{self, Workload};
@@ -574,14 +575,14 @@ async fn the_readers_marker_is_no_token(gw: &Gateway) {
         crate::support::assert_problem(status, &body, 400, "invalid-request");
         assert_eq!(body["header"], "Lock-Token", "{method} {path}: {body}");
     }
-    let (status, body) = status_json(gw.acquire("sh", Some(json!({"ttl_ms": 60_000}))).await).await;
-    assert_eq!(
-        status, 409,
-        "a writer while both readers hold the name: {body}"
-    );
+    let locks = gw.locks();
+    // A writer while both readers hold the name.
+    locks
+        .acquire("sh", json!({"ttl_ms": 60_000}))
+        .await
+        .refused(409, "lock-held");
     for grant in &readers {
-        let (status, body) = status_json(gw.renew("sh", &token(grant), json!({})).await).await;
-        assert_eq!(status, 200, "{body}");
+        locks.renew("sh", &token(grant), json!({})).await.done(200);
     }
 }
 

@@ -134,42 +134,6 @@ impl Gateway {
         super::answers::Locks(self.client())
     }
 
-    /// `POST /locks/{name}` with a JSON body (or none).
-    pub async fn acquire(&self, name: &str, body: Option<serde_json::Value>) -> reqwest::Response {
-        let req = self.http.post(self.url(&format!("/locks/{name}")));
-        let req = match body {
-            Some(body) => req.json(&body),
-            None => req,
-        };
-        req.send().await.expect("acquire request")
-    }
-
-    /// `DELETE /locks/{name}` with a token.
-    pub async fn release(&self, name: &str, token: &str) -> reqwest::Response {
-        self.http
-            .delete(self.url(&format!("/locks/{name}")))
-            .header("Lock-Token", token)
-            .send()
-            .await
-            .expect("release request")
-    }
-
-    /// `PATCH /locks/{name}` with a token and a JSON body.
-    pub async fn renew(
-        &self,
-        name: &str,
-        token: &str,
-        body: serde_json::Value,
-    ) -> reqwest::Response {
-        self.http
-            .patch(self.url(&format!("/locks/{name}")))
-            .header("Lock-Token", token)
-            .json(&body)
-            .send()
-            .await
-            .expect("renew request")
-    }
-
     /// Round trips to Redis this gateway has made so far, scripts and native commands (from
     /// its metrics).
     pub async fn redis_round_trips(&self) -> f64 {
