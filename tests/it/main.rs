@@ -25,6 +25,20 @@
 //! * `shutdown`: graceful shutdown of the real binary.
 //! * `operations`: request ids, logs, TLS to Redis.
 //! * `traces`: OpenTelemetry spans over OTLP/HTTP.
+//! * `semaphores`, `rwlocks`, `multilocks`, `fair`: the other primitives and fair queues, each
+//!   on the backends that offer it (and Redlock's `not-offered`).
+//! * `prefix_events`: watching every name under a prefix.
+//! * `quiet_logs`: logs while Redis is down, a few lines per cause.
+//! * `console`: the operator's console (`/ui`) in headless Chromium.
+//!
+//! How a test talks to a gateway: lock calls go through the project's own client
+//! (`lockgate::client`), as `Gateway::locks()` (JSON bodies as a curl user writes them), and
+//! the answer is checked by `support::answers::Answered`: `.done(201)` gives the server's own
+//! typed body, `.refused(409, "lock-held")` the problem document, anything else fails with
+//! what came instead. Raw HTTP (`gw.http`, `support::status_json`) is kept where the wire is
+//! the subject: headers, a field that must be absent (the typed bodies read absent as
+//! `None`), a token that must not appear in a text, streams, the multi-lock `Location`,
+//! re-entry (`reentrant`) and the API contract itself (`api`, `security`).
 #![allow(clippy::unwrap_used)]
 
 mod support;
