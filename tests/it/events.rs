@@ -8,9 +8,10 @@ use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
-use crate::support::gateway::{Gateway, cluster_config, config, redis_config};
+use crate::support::backends::on_backends;
+use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::proxy::LatencyProxy;
-use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::redis::RedisServer;
 use crate::support::{Lines, assert_problem, status_json};
 
 /// Reads Server-Sent Events the way a browser's `EventSource` does: `event:` and `data:` lines
@@ -141,16 +142,7 @@ async fn events_come_in_order(gw: &Gateway) {
     both_see("revoked", Some(c.fence), None).await;
 }
 
-#[tokio::test]
-async fn events_on_the_dev_backend() {
-    events_come_in_order(&Gateway::dev().await).await;
-}
-
-#[tokio::test]
-async fn events_on_redis() {
-    let redis = RedisServer::start();
-    events_come_in_order(&Gateway::start(redis_config(&redis.url())).await).await;
-}
+on_backends!(events_come_in_order: dev, redis, cluster);
 
 /// With keyspace notifications on (releases come from Redis itself, grants still from the
 /// acquire script's announcement), and a lock deleted by a plain client seen as released.
@@ -181,12 +173,6 @@ async fn events_on_redis_with_keyspace_notifications() {
         "{:?}",
         deleted_at.elapsed()
     );
-}
-
-#[tokio::test]
-async fn events_on_a_cluster() {
-    let cluster = RedisCluster::start(3, 0);
-    events_come_in_order(&Gateway::start(cluster_config(&cluster.seed_urls())).await).await;
 }
 
 /// On Redlock each node gives a grant a fence of its own, and the gateway then raises them all

@@ -10,6 +10,7 @@ use redis::AsyncCommands;
 use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
+use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, cluster_config, config, redis_config, redlock_config};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::{assert_problem, eventually, status_json, token};
@@ -85,25 +86,7 @@ async fn holders_round_trip(gw: &Gateway) {
     locks.release("election", &token).await.done(204);
 }
 
-#[tokio::test]
-async fn holders_round_trip_on_the_dev_backend() {
-    let gw = Gateway::dev().await;
-    holders_round_trip(&gw).await;
-}
-
-#[tokio::test]
-async fn holders_round_trip_on_redis() {
-    let redis = RedisServer::start();
-    let gw = Gateway::start(redis_config(&redis.url())).await;
-    holders_round_trip(&gw).await;
-}
-
-#[tokio::test]
-async fn holders_round_trip_on_a_cluster() {
-    let cluster = RedisCluster::start(3, 0);
-    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
-    holders_round_trip(&gw).await;
-}
+on_backends!(holders_round_trip: dev, redis, cluster);
 
 #[tokio::test]
 async fn holders_round_trip_on_redlock() {

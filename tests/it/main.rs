@@ -39,6 +39,12 @@
 //! the subject: headers, a field that must be absent (the typed bodies read absent as
 //! `None`), a token that must not appear in a text, streams, the multi-lock `Location`,
 //! re-entry (`reentrant`) and the API contract itself (`api`, `security`).
+//!
+//! Where a feature runs: its walk, written once as an `async fn(&Gateway)`, and one line
+//! naming the backends, `on_backends!(every_walk: dev, redis, sentinel, cluster)`
+//! (`support::backends`), which makes the tests `every_walk::dev`, `every_walk::redis`, … A
+//! backend's own extra checks (keys left in Redis, each Redlock node's view) are tests of their
+//! own beside that line.
 #![allow(clippy::unwrap_used)]
 
 mod support;

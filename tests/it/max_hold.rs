@@ -8,6 +8,7 @@ use lockgate::config::BackendChoice;
 use serde_json::json;
 
 use crate::support::answers::Answered;
+use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
 use crate::support::proxy::LatencyProxy;
@@ -58,18 +59,7 @@ async fn renewals_stop_at_the_bound(gw: &Gateway) {
     );
 }
 
-#[tokio::test]
-async fn renewals_stop_at_max_hold_on_the_dev_backend() {
-    let gw = Gateway::dev().await;
-    renewals_stop_at_the_bound(&gw).await;
-}
-
-#[tokio::test]
-async fn renewals_stop_at_max_hold_on_redis() {
-    let redis = RedisServer::start();
-    let gw = Gateway::start(redis_config(&redis.url())).await;
-    renewals_stop_at_the_bound(&gw).await;
-}
+on_backends!(renewals_stop_at_the_bound: dev, redis);
 
 /// A renewal sent just before the bound, whose lease (clamped to the bound) runs out while
 /// the answer travels back from a slow Redis, is told `max-hold-reached`: the bound ended it.

@@ -10,11 +10,10 @@ use lockgate::http::dto::{LockGrantBody, LockRenewalBody, RenewBody};
 use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
-use crate::support::gateway::{
-    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
-};
+use crate::support::backends::on_backends;
+use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
 use crate::support::history::{Call, History, Outcome};
-use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
+use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::workload::{Expect, read_outcome};
 use crate::support::{Lines, eventually, status_json, test_name};
 
@@ -286,12 +285,7 @@ async fn multilocks_on_redis() {
         .done(204);
 }
 
-#[tokio::test]
-async fn multilocks_on_sentinel() {
-    let group = SentinelGroup::start();
-    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
-    every_walk(&gw).await;
-}
+on_backends!(every_walk: sentinel);
 
 #[tokio::test]
 async fn multilocks_on_a_cluster_need_one_slot() {

@@ -11,8 +11,9 @@ use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
-use crate::support::gateway::{Gateway, cluster_config, config, redis_config, redlock_config};
-use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::backends::on_backends;
+use crate::support::gateway::{Gateway, config, redis_config};
+use crate::support::redis::RedisServer;
 use crate::support::{Lines, assert_problem, eventually, status_json};
 
 /// Human pace: one transition every this long.
@@ -162,36 +163,7 @@ async fn a_prefix_sees_every_transition_in_order(gw: &Gateway) {
     assert!(quiet.is_err(), "unexpected: {quiet:?}");
 }
 
-#[tokio::test]
-async fn a_prefix_on_the_dev_backend() {
-    a_prefix_sees_every_transition_in_order(&Gateway::dev().await).await;
-}
-
-#[tokio::test]
-async fn a_prefix_on_redis() {
-    let redis = RedisServer::start();
-    a_prefix_sees_every_transition_in_order(&Gateway::start(redis_config(&redis.url())).await)
-        .await;
-}
-
-#[tokio::test]
-async fn a_prefix_on_redlock() {
-    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    a_prefix_sees_every_transition_in_order(
-        &Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await,
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn a_prefix_on_a_cluster() {
-    let cluster = RedisCluster::start(3, 0);
-    a_prefix_sees_every_transition_in_order(
-        &Gateway::start(cluster_config(&cluster.seed_urls())).await,
-    )
-    .await;
-}
+on_backends!(a_prefix_sees_every_transition_in_order: dev, redis, redlock, cluster);
 
 /// With API keys, a prefix stream needs `inspect` on every name under the prefix: a key scoped
 /// to `jobs:` may watch `jobs:` and anything under it, not `job`, not everything.

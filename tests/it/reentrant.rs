@@ -8,10 +8,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
-use crate::support::gateway::{
-    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
-};
-use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
+use crate::support::backends::on_backends;
+use crate::support::gateway::{Gateway, redis_config, redlock_config};
+use crate::support::redis::RedisServer;
 use crate::support::{assert_problem, eventually, status_json, token};
 
 // The calls are made here on raw HTTP, not through the project's client: a re-entry's
@@ -254,10 +253,7 @@ async fn every_walk(gw: &Gateway) {
     the_count_expires_with_the_lease(gw).await;
 }
 
-#[tokio::test]
-async fn reentrant_locks_on_the_dev_backend() {
-    every_walk(&Gateway::dev().await).await;
-}
+on_backends!(every_walk: dev, sentinel, cluster);
 
 #[tokio::test]
 async fn reentrant_locks_on_redis() {
@@ -270,20 +266,6 @@ async fn reentrant_locks_on_redis() {
         .expect("KEYS");
     let left: Vec<&String> = keys.iter().filter(|k| !k.ends_with(":revoked")).collect();
     assert!(left.is_empty(), "keys left behind: {left:?}");
-}
-
-#[tokio::test]
-async fn reentrant_locks_on_sentinel() {
-    let group = SentinelGroup::start();
-    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
-    every_walk(&gw).await;
-}
-
-#[tokio::test]
-async fn reentrant_locks_on_a_cluster() {
-    let cluster = RedisCluster::start(3, 0);
-    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
-    every_walk(&gw).await;
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use lockgate::config::BackendChoice;
 use serde_json::json;
 
 use crate::support::answers::Answered;
+use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
 use crate::support::redis::RedisServer;
@@ -55,11 +56,7 @@ async fn revoke_takes_the_lock_from_its_holder(gw: &Gateway) {
     assert_problem(status, &problem, 404, "lock-not-held");
 }
 
-#[tokio::test]
-async fn revoke_on_the_dev_backend() {
-    let gw = Gateway::dev().await;
-    revoke_takes_the_lock_from_its_holder(&gw).await;
-}
+on_backends!(revoke_takes_the_lock_from_its_holder: dev);
 
 #[tokio::test]
 async fn revoke_on_redis() {

@@ -10,10 +10,9 @@ use lockgate::http::dto::{LockInfoBody, LockListBody, LockMode, PermitBody};
 use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
-use crate::support::gateway::{
-    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
-};
-use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
+use crate::support::backends::on_backends;
+use crate::support::gateway::{Gateway, redis_config, redlock_config};
+use crate::support::redis::RedisServer;
 use crate::support::workload::{self, Workload};
 use crate::support::{eventually, key_exists, test_name};
 
@@ -201,10 +200,7 @@ async fn every_walk(gw: &Gateway) {
     an_expired_reader_lets_the_writer_in(gw).await;
 }
 
-#[tokio::test]
-async fn rwlocks_on_the_dev_backend() {
-    every_walk(&Gateway::dev().await).await;
-}
+on_backends!(every_walk: dev, sentinel, cluster);
 
 #[tokio::test]
 async fn rwlocks_on_redis_leave_no_keys_behind() {
@@ -244,20 +240,6 @@ async fn readers_hold_the_lock_key_against_other_clients() {
         .expect("SET NX");
     assert_eq!(taken, None, "SET NX must fail while readers hold the name");
     locks.release("shared-key", &r.token).await.done(204);
-}
-
-#[tokio::test]
-async fn rwlocks_on_sentinel() {
-    let group = SentinelGroup::start();
-    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
-    every_walk(&gw).await;
-}
-
-#[tokio::test]
-async fn rwlocks_on_a_cluster() {
-    let cluster = RedisCluster::start(3, 0);
-    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
-    every_walk(&gw).await;
 }
 
 #[tokio::test]

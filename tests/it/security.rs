@@ -28,8 +28,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
 use crate::support::answers::Answered;
-use crate::support::gateway::{Gateway, cluster_config, config, redis_config};
-use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::backends::on_backends;
+use crate::support::gateway::{Gateway, config, redis_config};
+use crate::support::redis::RedisServer;
 use crate::support::workload::{self, Workload};
 use crate::support::{status_json, test_name, token};
 
@@ -289,28 +290,8 @@ async fn encoded_names_are_scoped(gw: &Gateway) {
     assert_eq!(raw_status(gw, &absolute(TEAM_B)).await, 200);
 }
 
-/// The scope bypass of percent-encoded names, reproduced on `--dev`.
-#[tokio::test]
-async fn encoded_names_are_scoped_on_dev() {
-    let gw = Gateway::start(with_keys(config(BackendChoice::Memory))).await;
-    encoded_names_are_scoped(&gw).await;
-}
-
-/// The scope bypass of percent-encoded names, reproduced on Redis.
-#[tokio::test]
-async fn encoded_names_are_scoped_on_redis() {
-    let redis = RedisServer::start();
-    let gw = Gateway::start(with_keys(redis_config(&redis.url()))).await;
-    encoded_names_are_scoped(&gw).await;
-}
-
-/// The scope bypass of percent-encoded names, reproduced on a Redis Cluster.
-#[tokio::test]
-async fn encoded_names_are_scoped_on_a_cluster() {
-    let cluster = RedisCluster::start(3, 0);
-    let gw = Gateway::start(with_keys(cluster_config(&cluster.seed_urls()))).await;
-    encoded_names_are_scoped(&gw).await;
-}
+// The scope bypass of percent-encoded names, reproduced on `--dev`, Redis and a Cluster.
+on_backends!(encoded_names_are_scoped with with_keys: dev, redis, cluster);
 
 // ---------------------------------------------------------------------------------------
 // Tokens: only what lockgate issued for the grant.
@@ -539,20 +520,9 @@ async fn only_issued_tokens_move_grants(gw: &Gateway) {
     .await;
 }
 
-/// No token lockgate did not issue moves a grant, on `--dev`.
-#[tokio::test]
-async fn only_issued_tokens_move_grants_on_dev() {
-    let gw = Gateway::dev().await;
-    only_issued_tokens_move_grants(&gw).await;
-}
-
-/// No token lockgate did not issue moves a grant, on Redis (Lua) or Valkey (native commands).
-#[tokio::test]
-async fn only_issued_tokens_move_grants_on_redis() {
-    let redis = RedisServer::start();
-    let gw = Gateway::start(redis_config(&redis.url())).await;
-    only_issued_tokens_move_grants(&gw).await;
-}
+// No token lockgate did not issue moves a grant, on `--dev` and on Redis (Lua) or Valkey
+// (native commands).
+on_backends!(only_issued_tokens_move_grants: dev, redis);
 
 /// The reported marker attack, step by step: `~shared` is refused (400) on release, renew and
 /// a set release, the readers keep the name, and no writer gets in.
@@ -586,26 +556,9 @@ async fn the_readers_marker_is_no_token(gw: &Gateway) {
     }
 }
 
-/// The readers' marker is no token, on `--dev`.
-#[tokio::test]
-async fn the_readers_marker_is_no_token_on_dev() {
-    the_readers_marker_is_no_token(&Gateway::dev().await).await;
-}
-
-/// The readers' marker is no token, on Redis (Lua) or Valkey (native commands).
-#[tokio::test]
-async fn the_readers_marker_is_no_token_on_redis() {
-    let redis = RedisServer::start();
-    the_readers_marker_is_no_token(&Gateway::start(redis_config(&redis.url())).await).await;
-}
-
-/// The readers' marker is no token, on a Redis Cluster.
-#[tokio::test]
-async fn the_readers_marker_is_no_token_on_a_cluster() {
-    let cluster = RedisCluster::start(3, 0);
-    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
-    the_readers_marker_is_no_token(&gw).await;
-}
+// The readers' marker is no token, on `--dev`, Redis (Lua) or Valkey (native commands), and
+// a Cluster.
+on_backends!(the_readers_marker_is_no_token: dev, redis, cluster);
 
 /// The scripts themselves refuse a marker as a token, for a plain Redis client as for the
 /// gateway: with the readers' marker as the lock key's value, compare-and-delete and
@@ -819,28 +772,9 @@ async fn listings_leak_no_names(gw: &Gateway) {
     }
 }
 
-/// Listing cursors carry no names and a foreign prefix tells nothing, on `--dev`.
-#[tokio::test]
-async fn listings_leak_no_names_on_dev() {
-    let gw = Gateway::start(with_keys(config(BackendChoice::Memory))).await;
-    listings_leak_no_names(&gw).await;
-}
-
-/// Listing cursors carry no names and a foreign prefix tells nothing, on Redis.
-#[tokio::test]
-async fn listings_leak_no_names_on_redis() {
-    let redis = RedisServer::start();
-    let gw = Gateway::start(with_keys(redis_config(&redis.url()))).await;
-    listings_leak_no_names(&gw).await;
-}
-
-/// Listing cursors carry no names and a foreign prefix tells nothing, on a Redis Cluster.
-#[tokio::test]
-async fn listings_leak_no_names_on_a_cluster() {
-    let cluster = RedisCluster::start(3, 0);
-    let gw = Gateway::start(with_keys(cluster_config(&cluster.seed_urls()))).await;
-    listings_leak_no_names(&gw).await;
-}
+// Listing cursors carry no names and a foreign prefix tells nothing, on `--dev`, Redis and a
+// Cluster.
+on_backends!(listings_leak_no_names with with_keys: dev, redis, cluster);
 
 /// An idempotency key is bound to the API key that used it: another key sending it contends
 /// as anyone would (409) and never gets the first caller's token; the first caller's retry

@@ -14,10 +14,9 @@ use lockgate::http::dto::{
 use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
-use crate::support::gateway::{
-    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
-};
-use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
+use crate::support::backends::on_backends;
+use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
+use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::{Lines, assert_problem, eventually, key_exists, status_json};
 
 /// The project's client, for the permits of semaphores.
@@ -329,12 +328,7 @@ async fn semaphores_on_redis_leave_no_keys_behind() {
     }
 }
 
-#[tokio::test]
-async fn semaphores_on_sentinel() {
-    let group = SentinelGroup::start();
-    let gw = Gateway::start(sentinel_config(&group.urls(), MASTER)).await;
-    every_walk(&gw).await;
-}
+on_backends!(every_walk: sentinel);
 
 #[tokio::test]
 async fn semaphores_on_a_cluster() {

@@ -1,6 +1,7 @@
 //! Test support: real Redis processes, an in-process gateway on a socket, and small helpers.
 
 pub mod answers;
+pub mod backends;
 pub mod browser;
 pub mod clock;
 pub mod gateway;
