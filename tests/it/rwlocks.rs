@@ -14,7 +14,7 @@ use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, redis_config, redlock_config};
 use crate::support::redis::RedisServer;
 use crate::support::workload::{self, Workload};
-use crate::support::{eventually, key_exists, test_name};
+use crate::support::{eventually, key_exists, status_json_without, test_name};
 
 fn shared(ttl_ms: u64) -> Value {
     json!({"mode": "shared", "ttl_ms": ttl_ms})
@@ -24,14 +24,9 @@ fn shared(ttl_ms: u64) -> Value {
 /// that no token is in its text, and that it names its mode (the type reads an absent one
 /// as exclusive).
 async fn inspect(gw: &Gateway, name: &str, tokens: &[&str]) -> LockInfoBody {
-    let response = gw.inspect(name).await;
-    assert_eq!(response.status(), 200, "{name}");
-    let raw = response.text().await.expect("body");
-    for token in tokens {
-        assert!(!raw.contains(token), "inspect leaked a token: {raw}");
-    }
-    let seen: Value = serde_json::from_str(&raw).expect("JSON");
-    assert!(seen["mode"].is_string(), "no mode in {raw}");
+    let (status, seen) = status_json_without(gw.inspect(name).await, tokens).await;
+    assert_eq!(status, 200, "{name}: {seen}");
+    assert!(seen["mode"].is_string(), "no mode in {seen}");
     serde_json::from_value(seen).expect("an inspect body")
 }
 

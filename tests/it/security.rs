@@ -32,7 +32,7 @@ use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::redis::RedisServer;
 use crate::support::workload::{self, Workload};
-use crate::support::{status_json, test_name, token};
+use crate::support::{UNISSUED_TOKEN, status_json, test_name, token};
 
 const TEAM_A: &str = "team-a-key-0123456789";
 const TEAM_B: &str = "team-b-key-0123456789";
@@ -55,9 +55,6 @@ fn with_keys(mut config: Config) -> Config {
     config.api_keys = Some(ApiKeys::from_json(KEYS).expect("valid keys"));
     config
 }
-
-/// A token of the issued shape that no grant has.
-const UNISSUED: &str = "AAAAAAAAAAAAAAAAAAAAAA.1763712000123456";
 
 // ---------------------------------------------------------------------------------------
 // Scopes: the decoded name, however it is spelled.
@@ -148,7 +145,7 @@ async fn decide(app: &Router, route: &Route, target: &str, key: Option<&str>) ->
         req = req.header("authorization", format!("Bearer {key}"));
     }
     if route.token {
-        req = req.header("lock-token", UNISSUED);
+        req = req.header("lock-token", UNISSUED_TOKEN);
     }
     let response = app
         .clone()
@@ -610,13 +607,13 @@ async fn the_scripts_refuse_markers_from_any_client() {
     // A holder's own token still releases through the same script.
     let _: () = ::redis::cmd("SET")
         .arg(key)
-        .arg(UNISSUED)
+        .arg(UNISSUED_TOKEN)
         .query_async(&mut conn)
         .await
         .expect("SET");
     let released: i64 = ::redis::Script::new(&release)
         .key(key)
-        .arg(UNISSUED)
+        .arg(UNISSUED_TOKEN)
         .arg("lockgate:{plain}:released")
         .invoke_async(&mut conn)
         .await

@@ -17,7 +17,9 @@ use crate::support::answers::Answered;
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
 use crate::support::redis::{RedisCluster, RedisServer};
-use crate::support::{Lines, assert_problem, eventually, key_exists, status_json};
+use crate::support::{
+    Lines, assert_problem, eventually, key_exists, status_json, status_json_without,
+};
 
 /// The project's client, for the permits of semaphores.
 fn semaphores(gw: &Gateway) -> Client {
@@ -58,12 +60,9 @@ async fn inspect_json(gw: &Gateway, name: &str, tokens: &[&str]) -> Value {
         .send()
         .await
         .expect("inspect request");
-    assert_eq!(response.status(), 200);
-    let raw = response.text().await.expect("body");
-    for token in tokens {
-        assert!(!raw.contains(token), "inspect leaked a token: {raw}");
-    }
-    serde_json::from_str(&raw).expect("JSON")
+    let (status, seen) = status_json_without(response, tokens).await;
+    assert_eq!(status, 200, "{seen}");
+    seen
 }
 
 /// `GET /semaphores/{name}`, checking on the way that no token is in its text.

@@ -60,7 +60,7 @@ pub trait Answered<T> {
     fn retry_after(&self) -> Option<Duration>;
 }
 
-impl<T: Debug> Answered<T> for Result<Answer<T>, ClientError> {
+impl<T: Debug> Answered<T> for Reply<T> {
     fn done(self, expected: u16) -> T {
         match self {
             Ok(Answer::Done { status, body }) if status.as_u16() == expected => body,

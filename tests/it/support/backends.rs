@@ -26,11 +26,6 @@ use super::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
 /// A change to a backend's configuration before its gateway starts.
 pub type Adjust = fn(Config) -> Config;
 
-/// The configuration as the backend makes it.
-pub fn same(config: Config) -> Config {
-    config
-}
-
 /// A gateway with the servers it stands on, which live as long as it.
 pub struct Deployed {
     pub gw: Gateway,
@@ -84,7 +79,7 @@ pub async fn redlock(adjust: Adjust) -> Deployed {
 macro_rules! on_backends {
     ($walk:ident: $($backend:ident),+ $(,)?) => {
         $crate::support::backends::on_backends!(
-            $walk with $crate::support::backends::same: $($backend),+
+            $walk with std::convert::identity: $($backend),+
         );
     };
     ($walk:ident with $adjust:path: $($backend:ident),+ $(,)?) => {

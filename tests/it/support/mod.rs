@@ -65,6 +65,20 @@ pub async fn status_json(response: reqwest::Response) -> (u16, Value) {
     (status, body)
 }
 
+/// [`status_json`], failing if the body's text holds any of `tokens` (what an inspect or a
+/// listing must never show).
+pub async fn status_json_without(response: reqwest::Response, tokens: &[&str]) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let raw = response.text().await.expect("body");
+    for token in tokens {
+        assert!(!raw.contains(token), "a token leaked: {raw}");
+    }
+    (status, serde_json::from_str(&raw).unwrap_or(Value::Null))
+}
+
+/// A token of the issued shape that no grant has.
+pub const UNISSUED_TOKEN: &str = "AAAAAAAAAAAAAAAAAAAAAA.1763712000123456";
+
 /// Asserts a problem document of the given status and kind, and returns it.
 pub fn assert_problem(status: u16, body: &Value, expected_status: u16, kind: &str) {
     assert_eq!(status, expected_status, "{body}");
