@@ -95,12 +95,7 @@ pub struct Marks {
 impl Marks {
     /// The marks of `stem_or_token`: none for anything that is not a gateway's.
     pub fn of(stem_or_token: &str) -> Self {
-        let stem = match fence_of(stem_or_token) {
-            Some(_) => stem_or_token
-                .rsplit_once(SEPARATOR)
-                .map_or(stem_or_token, |(stem, _)| stem),
-            None => stem_or_token,
-        };
+        let stem = split(stem_or_token).map_or(stem_or_token, |(stem, _)| stem);
         stem.get(STEM_ENTROPY_CHARS..)
             .map_or_else(Self::default, |marks| Self::read(marks).0)
     }
@@ -170,24 +165,42 @@ pub fn next_fence(previous: u64, now_micros: u64) -> u64 {
 
 /// The token of a grant: `<stem>.<fence>`.
 pub fn token(stem: &str, fence: u64) -> String {
-    format!("{stem}{SEPARATOR}{fence}")
+    use std::fmt::Write as _;
+    // Sized once (a u64 has at most 20 digits): `format!` grows its string piece by piece.
+    let mut token = String::with_capacity(stem.len() + SEPARATOR.len_utf8() + 20);
+    token.push_str(stem);
+    token.push(SEPARATOR);
+    let _ = write!(token, "{fence}");
+    token
 }
 
 /// The fence a token issued by lockgate carries; `None` for a token of another format (one
 /// written by another Redis client, or by a lockgate older than the fence-in-token format).
 pub fn fence_of(token: &str) -> Option<u64> {
-    let (stem, fence) = token.rsplit_once(SEPARATOR)?;
+    split(token).map(|(_, fence)| fence)
+}
+
+/// A token lockgate issued as its stem and its fence; `None` for any other text. (Read on
+/// every request, several times: by bytes, the fence's digits summed as they are checked.)
+fn split(token: &str) -> Option<(&str, u64)> {
+    let at = token
+        .as_bytes()
+        .iter()
+        .rposition(|&b| b == SEPARATOR as u8)?;
+    let (stem, digits) = (&token[..at], &token.as_bytes()[at + 1..]);
     let stem_ok = !stem.is_empty()
         && stem
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    let digits_ok =
-        !fence.is_empty() && fence.len() <= MAX_DIGITS && fence.bytes().all(|b| b.is_ascii_digit());
-    if stem_ok && digits_ok {
-        fence.parse().ok()
-    } else {
-        None
+    if !stem_ok || digits.is_empty() || digits.len() > MAX_DIGITS {
+        return None;
     }
+    let mut fence: u64 = 0;
+    for &b in digits {
+        let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
+        fence = fence.checked_mul(10)?.checked_add(u64::from(digit))?;
+    }
+    Some((stem, fence))
 }
 
 /// Whether `token` has the shape of a token lockgate issues: [`STEM_ENTROPY_CHARS`] URL-safe
@@ -195,17 +208,11 @@ pub fn fence_of(token: &str) -> Option<u64> {
 /// fence. Internal markers (the readers' marker `~shared`), tokens of other clients and any
 /// other text are not: they never move a lock through the gateway.
 pub fn is_issued(token: &str) -> bool {
-    let Some((stem, _)) = token.rsplit_once(SEPARATOR) else {
-        return false;
-    };
-    let Some(entropy) = stem.get(..STEM_ENTROPY_CHARS) else {
-        return false;
-    };
-    fence_of(token).is_some()
-        && entropy
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        && Marks::read(&stem[STEM_ENTROPY_CHARS..]).1.is_empty()
+    // `split` has checked every character of the stem (URL-safe base64, as marks are).
+    split(token).is_some_and(|(stem, _)| {
+        stem.get(STEM_ENTROPY_CHARS..)
+            .is_some_and(|marks| Marks::read(marks).1.is_empty())
+    })
 }
 
 /// Whether `token` was issued for `stem` (by any grant: the fence is not compared).

@@ -154,7 +154,8 @@ fn location(collection: &str, name: &LockName, held: Option<&[LockName]>) -> Hea
             let query: Vec<String> = names.iter().map(|name| format!("name={name}")).collect();
             format!("/{collection}?{}", query.join("&"))
         }
-        None => format!("/{collection}/{name}"),
+        // Sized once (`format!` grows its string piece by piece).
+        None => ["/", collection, "/", name.as_str()].concat(),
     };
     HeaderValue::try_from(location).unwrap_or_else(|_| HeaderValue::from_static("/locks"))
 }

@@ -27,9 +27,9 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// be `true` or `false`, once — anything else (`null`, `1`, a second value) is a 400, not a
 /// silent false. (The gate decides the operation, and so the scope, from the same parameter:
 /// a repeated one could make the two read it differently.)
-pub fn query_flag(uri: &axum::http::Uri, key: &str) -> Result<bool, ApiError> {
+pub fn query_flag(query: Option<&str>, key: &str) -> Result<bool, ApiError> {
     let mut flag = None;
-    for (k, value) in form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+    for (k, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         if k == key {
             let parsed = match &*value {
                 "true" => true,
@@ -108,13 +108,14 @@ impl<S: Send + Sync> FromRequestParts<S> for LockTokenHeader {
     }
 }
 
-/// The optional `Lock-Token` of an acquire, read as [`LockTokenHeader`] reads it: `None` when
-/// absent. Only a reentrant lock's re-entry uses it; a malformed one is 400 on any acquire,
-/// and a well-formed one is ignored by any other.
+/// An optional `Lock-Token`, read as [`LockTokenHeader`] reads it: `None` when absent. On an
+/// acquire only a reentrant lock's re-entry uses it; a malformed one is 400 on any acquire, and
+/// a well-formed one is ignored by any other. A release reads it this way too, because a
+/// revoke (`?force=true`) needs none.
 #[derive(Debug)]
-pub struct AcquireLockToken(pub Option<Result<LockToken, ApiError>>);
+pub struct OptionalLockToken(pub Option<Result<LockToken, ApiError>>);
 
-impl<S: Send + Sync> FromRequestParts<S> for AcquireLockToken {
+impl<S: Send + Sync> FromRequestParts<S> for OptionalLockToken {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
@@ -126,9 +127,7 @@ impl<S: Send + Sync> FromRequestParts<S> for AcquireLockToken {
 
 impl LockTokenHeader {
     pub fn from_headers(headers: &axum::http::HeaderMap) -> Result<Self, ApiError> {
-        let value = headers
-            .get(LOCK_TOKEN)
-            .ok_or_else(|| ApiError::header("Lock-Token", "the Lock-Token header is required"))?;
+        let value = headers.get(LOCK_TOKEN).ok_or_else(Self::missing)?;
         value
             .to_str()
             .ok()
@@ -140,6 +139,17 @@ impl LockTokenHeader {
                     "the Lock-Token header is not a token lockgate issued",
                 )
             })
+    }
+
+    fn missing() -> ApiError {
+        ApiError::header("Lock-Token", "the Lock-Token header is required")
+    }
+}
+
+impl OptionalLockToken {
+    /// The token, which this request must have sent.
+    pub fn required(self) -> Result<LockToken, ApiError> {
+        self.0.unwrap_or_else(|| Err(LockTokenHeader::missing()))
     }
 }
 

@@ -166,15 +166,20 @@ pub fn routers(
     let app = routes
         .fallback(locks::unmatched)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(GateLayer(gate))
-        // Outside the gate: a header holding a secret prints as `Sensitive` wherever a
-        // request's headers are ever formatted. It adds no state to a request's future (its
-        // future is the gate's), so a waiting request pays nothing for it.
-        .layer(SetSensitiveRequestHeadersLayer::new([
-            AUTHORIZATION,
-            HeaderName::from_static(extract::LOCK_TOKEN),
-            HeaderName::from_static(extract::IDEMPOTENCY_KEY),
-        ]))
+        // One `layer` call for both: each wraps every route in a boxed service of its own,
+        // which each request then clones and whose future it boxes.
+        .layer(
+            tower::ServiceBuilder::new()
+                // Outside the gate: a header holding a secret prints as `Sensitive` wherever a
+                // request's headers are ever formatted. It adds no state to a request's future
+                // (its future is the gate's), so a waiting request pays nothing for it.
+                .layer(SetSensitiveRequestHeadersLayer::new([
+                    AUTHORIZATION,
+                    HeaderName::from_static(extract::LOCK_TOKEN),
+                    HeaderName::from_static(extract::IDEMPOTENCY_KEY),
+                ]))
+                .layer(GateLayer(gate)),
+        )
         .with_state(state);
     (app, metrics_only)
 }

@@ -2,8 +2,8 @@
 
 use crate::http::json::Json;
 use axum::Extension;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 
 use super::params::{IdempotencyKeyParam, LockNameParam, LockTokenParam};
@@ -15,8 +15,7 @@ use crate::http::dto::{
 };
 use crate::http::extract::Caller;
 use crate::http::extract::{
-    AcquireLockToken, IdempotencyKeyHeader, JsonBody, LOCK_TOKEN, LockPath, LockTokenHeader,
-    query_flag,
+    IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader, OptionalLockToken, query_flag,
 };
 use crate::http::gate::Succeeded;
 use crate::http::problem::ApiError;
@@ -59,7 +58,7 @@ pub fn acquire_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
-    AcquireLockToken(token): AcquireLockToken,
+    OptionalLockToken(token): OptionalLockToken,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `acquiring::acquiring`.
@@ -185,14 +184,16 @@ pub async fn release_lock(
     State(app): State<AppState>,
     LockPath(name): LockPath,
     caller: Option<Extension<Caller>>,
-    uri: Uri,
-    headers: HeaderMap,
+    // Neither the whole `Uri` nor the `HeaderMap`: those extractors clone what they take, at
+    // an allocation or more per release.
+    RawQuery(query): RawQuery,
+    token: OptionalLockToken,
 ) -> Result<Response, ApiError> {
-    if query_flag(&uri, "force")? {
+    if query_flag(query.as_deref(), "force")? {
         // A revoke needs no token; one sent anyway must still be one lockgate could have
         // issued, as everywhere else.
-        if headers.contains_key(LOCK_TOKEN) {
-            LockTokenHeader::from_headers(&headers)?;
+        if let OptionalLockToken(Some(presented)) = token {
+            presented?;
         }
         app.service.revoke(&name).await?;
         let key = caller
@@ -201,7 +202,7 @@ pub async fn release_lock(
         tracing::warn!(lock = %name, key, "lock revoked");
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let LockTokenHeader(token) = LockTokenHeader::from_headers(&headers)?;
+    let token = token.required()?;
     refuse_multi(&token)?;
     if token.is_shared() {
         app.service.release_lease(&Shared, &name, &token).await?;

@@ -102,7 +102,7 @@ pub fn acquire_locks(
     JsonBody(body): JsonBody<MultiAcquireBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // Not an `async fn`: see `acquiring::acquiring`.
-    let checked = query_flag(&uri, "hold").and_then(|hold| {
+    let checked = query_flag(uri.query(), "hold").and_then(|hold| {
         let operation = if hold {
             Operation::Hold
         } else {

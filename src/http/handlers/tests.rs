@@ -20,8 +20,8 @@ use crate::access::MetricsAuth;
 use crate::backend::Backend;
 use crate::backend::memory::MemoryBackend;
 use crate::http::AppState;
-use crate::http::extract::AcquireLockToken;
 use crate::http::extract::Caller;
+use crate::http::extract::OptionalLockToken;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::http::gate::{Gate, GateOptions};
 use crate::lock::request::TEST_LIMITS;
@@ -82,7 +82,7 @@ async fn waiting_acquires_keep_small_futures() {
             State(app.clone()),
             name(),
             no_key(),
-            AcquireLockToken(None),
+            OptionalLockToken(None),
             body(&format!(r#"{{"mode": "{mode}", "wait_ms": 1000}}"#)),
         );
         within_budget(
