@@ -309,8 +309,9 @@ async fn acked_on<C: Connect, T: FromRedisValue>(
 }
 
 /// Room a script call is given up front, arguments and bytes: an acquire with a claim and a
-/// holder (18 arguments, under 512 bytes without metadata) fits, so a call's buffers are
-/// allocated once instead of grown argument by argument.
+/// holder has 18 arguments, and under 512 bytes for names of a few dozen characters without
+/// metadata, so a usual call's buffers are allocated once instead of grown argument by
+/// argument (a longer one grows past them as before).
 const SCRIPT_CALL_ARGS: usize = 20;
 const SCRIPT_CALL_BYTES: usize = 512;
 
