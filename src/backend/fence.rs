@@ -181,38 +181,53 @@ pub fn fence_of(token: &str) -> Option<u64> {
 }
 
 /// A token lockgate issued as its stem and its fence; `None` for any other text. (Read on
-/// every request, several times: by bytes, the fence's digits summed as they are checked.)
+/// every request: by bytes, each stem byte checked by a table lookup, the fence's digits
+/// summed as they are checked.)
 fn split(token: &str) -> Option<(&str, u64)> {
-    let at = token
-        .as_bytes()
-        .iter()
-        .rposition(|&b| b == SEPARATOR as u8)?;
-    let (stem, digits) = (&token[..at], &token.as_bytes()[at + 1..]);
-    let stem_ok = !stem.is_empty()
-        && stem
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if !stem_ok || digits.is_empty() || digits.len() > MAX_DIGITS {
+    let bytes = token.as_bytes();
+    let at = bytes.iter().rposition(|&b| b == SEPARATOR as u8)?;
+    let (stem, digits) = (&bytes[..at], &bytes[at + 1..]);
+    if stem.is_empty() || digits.is_empty() || digits.len() > MAX_DIGITS {
+        return None;
+    }
+    if !stem.iter().all(|&b| STEM_BYTE[usize::from(b)]) {
         return None;
     }
     let mut fence: u64 = 0;
     for &b in digits {
-        let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
-        fence = fence.checked_mul(10)?.checked_add(u64::from(digit))?;
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        // At most MAX_DIGITS (19) digits: 10^19 - 1 fits a u64, so this cannot overflow.
+        fence = fence * 10 + u64::from(digit);
     }
-    Some((stem, fence))
+    Some((&token[..at], fence))
 }
 
-/// Whether `token` has the shape of a token lockgate issues: [`STEM_ENTROPY_CHARS`] URL-safe
-/// base64 characters, marks exactly as [`Marks::stem`] writes them, the separator, and a
-/// fence. Internal markers (the readers' marker `~shared`), tokens of other clients and any
-/// other text are not: they never move a lock through the gateway.
-pub fn is_issued(token: &str) -> bool {
+/// The bytes a stem is made of: URL-safe base64 (its entropy and its marks).
+const STEM_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+        b += 1;
+    }
+    table
+};
+
+/// The marks and the fence of `token` if it has the shape of a token lockgate issues:
+/// [`STEM_ENTROPY_CHARS`] URL-safe base64 characters, marks exactly as [`Marks::stem`] writes
+/// them, the separator, and a fence. Internal markers (the readers' marker `~shared`), tokens
+/// of other clients and any other text are not: they never move a lock through the gateway.
+pub fn issued(token: &str) -> Option<(Marks, u64)> {
     // `split` has checked every character of the stem (URL-safe base64, as marks are).
-    split(token).is_some_and(|(stem, _)| {
-        stem.get(STEM_ENTROPY_CHARS..)
-            .is_some_and(|marks| Marks::read(marks).1.is_empty())
-    })
+    let (stem, fence) = split(token)?;
+    match Marks::read(stem.get(STEM_ENTROPY_CHARS..)?) {
+        (marks, "") => Some((marks, fence)),
+        _ => None,
+    }
 }
 
 /// Whether `token` was issued for `stem` (by any grant: the fence is not compared).
@@ -245,8 +260,18 @@ mod tests {
                 ..Marks::default()
             },
         ] {
-            assert!(is_issued(&token(&marks.stem(entropy), fence)), "{marks:?}");
+            assert_eq!(
+                issued(&token(&marks.stem(entropy), fence)),
+                Some((marks, fence)),
+                "{marks:?}"
+            );
         }
+        // The widest fence a token carries (MAX_DIGITS digits), read without overflow.
+        let widest = 10u64.pow(19) - 1;
+        assert_eq!(
+            issued(&token(entropy, widest)),
+            Some((Marks::default(), widest))
+        );
         for not in [
             "~shared",
             "~shared.1",
@@ -264,7 +289,7 @@ mod tests {
             "6f1c1a9e7d4b4c1e9a572b0f8a3e5d11",
             &format!("{entropy}.123456789012345678901")[..],
         ] {
-            assert!(!is_issued(not), "{not:?}");
+            assert_eq!(issued(not), None, "{not:?}");
         }
     }
 

@@ -94,34 +94,43 @@ impl fmt::Debug for TokenStem {
     }
 }
 
-/// A lock token, either issued here or presented by a client.
+/// A lock token, either issued here or presented by a client: its text, and what the text
+/// says, read once (a request asks several times).
 #[derive(Clone, PartialEq, Eq)]
-pub struct LockToken(String);
+pub struct LockToken {
+    text: String,
+    marks: fence::Marks,
+    fence: u64,
+}
 
 impl LockToken {
     /// The token of a grant of `stem` with `fence`.
     pub fn issued(stem: &TokenStem, fence: u64) -> Self {
-        Self(fence::token(stem.expose(), fence))
+        Self {
+            text: fence::token(stem.expose(), fence),
+            marks: fence::Marks::of(stem.expose()),
+            fence,
+        }
     }
 
-    /// The fence the token carries; `None` for a token not issued by this format.
-    pub fn fence(&self) -> Option<u64> {
-        fence::fence_of(&self.0)
+    /// The fence the token carries.
+    pub fn fence(&self) -> u64 {
+        self.fence
     }
 
     /// Whether this is the token of a multi-lock (several names at once).
     pub fn is_multi(&self) -> bool {
-        fence::Marks::of(&self.0).multi
+        self.marks.multi
     }
 
     /// Whether this is the token of a reentrant lock's grant (see `super::reentrant`).
     pub fn is_reentrant(&self) -> bool {
-        fence::Marks::of(&self.0).reentrant
+        self.marks.reentrant
     }
 
     /// Whether this is the token of a shared grant of a read/write lock.
     pub fn is_shared(&self) -> bool {
-        fence::Marks::of(&self.0).shared
+        self.marks.shared
     }
 
     /// How long this grant may still be held, if it has a bounded hold (zero once the bound
@@ -138,22 +147,29 @@ impl LockToken {
     /// Until when this grant may be renewed, if it has a bounded hold: its grant time (read
     /// from the fence) plus the bound its stem carries.
     pub fn hold_deadline(&self) -> Option<SystemTime> {
-        let bound = fence::Marks::of(&self.0).max_hold_ms?;
-        fence::granted_at(self.fence()?)?.checked_add(Duration::from_millis(bound))
+        let bound = self.marks.max_hold_ms?;
+        fence::granted_at(self.fence)?.checked_add(Duration::from_millis(bound))
     }
 
     /// Accepts a token presented in a `Lock-Token` header if it has the shape of a token
-    /// lockgate issues (see `fence::is_issued`): a lock is moved only by a token lockgate
+    /// lockgate issues (see `fence::issued`): a lock is moved only by a token lockgate
     /// issued for it, never by an internal marker (`~shared`) or another client's value.
     /// Whether the token is the holder's is the backend's atomic compare.
     pub fn presented(text: &str) -> Option<Self> {
-        let ok = text.len() <= MAX_PRESENTED_TOKEN_LEN && fence::is_issued(text);
-        ok.then(|| Self(text.to_owned()))
+        if text.len() > MAX_PRESENTED_TOKEN_LEN {
+            return None;
+        }
+        let (marks, fence) = fence::issued(text)?;
+        Some(Self {
+            text: text.to_owned(),
+            marks,
+            fence,
+        })
     }
 
     /// The token text, for the response body and the backend. Never log it.
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.text
     }
 }
 
@@ -255,7 +271,7 @@ mod tests {
             bounded.hold_deadline(),
             Some(granted + Duration::from_secs(90))
         );
-        assert_eq!(bounded.fence(), Some(fence));
+        assert_eq!(bounded.fence(), fence);
         assert_eq!(LockToken::issued(&stem, fence).hold_deadline(), None);
         // A stem with an 'h' inside its entropy is no bound.
         let plain = LockToken::presented("AAAAAAAAAAhAAAAAAAAAAA.1763712000123456").expect("token");
@@ -287,7 +303,9 @@ mod tests {
             token.expose(),
             format!("{}.1795449363840090", stem.expose())
         );
-        assert_eq!(token.fence(), Some(1_795_449_363_840_090));
+        assert_eq!(token.fence(), 1_795_449_363_840_090);
+        // A presented token says the same as the issued one it copies.
+        assert_eq!(LockToken::presented(token.expose()), Some(token));
         assert!(LockToken::presented("foreign-token").is_none());
     }
 

@@ -132,8 +132,7 @@ impl RedisBackend {
 /// The lock key and the keys that live as long as the grant of `token`, as its marks say it
 /// has them: `[lock, holder]` for a grant with a holder record, `[lock, holds, holder]` for a
 /// reentrant one (see `reenter.lua`); the first `n`.
-fn grant_keys<'a>(keys: &LockKeys<'a>, token: &str) -> ([Key<'a>; 3], usize) {
-    let marks = Marks::of(token);
+fn grant_keys<'a>(keys: &LockKeys<'a>, marks: Marks) -> ([Key<'a>; 3], usize) {
     let n = 1 + usize::from(marks.holder) + usize::from(marks.reentrant);
     if marks.reentrant {
         ([keys.lock(), keys.holds(), keys.holder()], n)
@@ -201,8 +200,9 @@ impl RedisBackend {
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
         let keys = self.keys(name);
-        if Marks::of(token).reentrant {
-            let (grant_keys, n) = grant_keys(&keys, token);
+        let marks = Marks::of(token);
+        if marks.reentrant {
+            let (grant_keys, n) = grant_keys(&keys, marks);
             let mut call = evalsha(&REENTRANT_RELEASE, &grant_keys[..n]);
             call.arg(token).arg(keys.channel());
             let reply = self.script::<Value>(&REENTRANT_RELEASE, &call).await?;
@@ -214,7 +214,7 @@ impl RedisBackend {
         {
             return Ok(outcome);
         }
-        let (grant_keys, n) = grant_keys(&keys, token);
+        let (grant_keys, n) = grant_keys(&keys, marks);
         let mut call = evalsha(&RELEASE, &grant_keys[..n]);
         call.arg(token).arg(keys.channel());
         release_outcome(&RELEASE, self.script::<i64>(&RELEASE, &call).await?)
@@ -258,7 +258,7 @@ impl RedisBackend {
         {
             return Ok(outcome);
         }
-        let (grant_keys, n) = grant_keys(&keys, token);
+        let (grant_keys, n) = grant_keys(&keys, Marks::of(token));
         self.renew_by(name, &RENEW, &grant_keys[..n], renewal).await
     }
 
@@ -270,7 +270,7 @@ impl RedisBackend {
     ) -> Result<ReenterOutcome, BackendError> {
         let RenewAttempt { token, ttl, ack } = renewal;
         let keys = self.keys(name);
-        let (grant_keys, n) = grant_keys(&keys, token);
+        let (grant_keys, n) = grant_keys(&keys, Marks::of(token));
         let mut call = evalsha(&REENTER, &grant_keys[..n]);
         call.arg(token).arg(millis(ttl));
         let (reply, acked) = self
