@@ -13,7 +13,7 @@
 //! line with a server error's cause, a test's own subscriber) goes through `tracing` as
 //! before.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::Write as _;
 use std::time::SystemTime;
 
@@ -167,13 +167,40 @@ fn number(n: u64, out: &mut Vec<u8>) {
 
 /// `now` in UTC as tracing-subscriber writes it: `2026-11-26T15:15:21.634872Z`.
 fn timestamp(now: SystemTime, out: &mut Vec<u8>) {
+    thread_local! {
+        /// The second the last line of this thread was written in, and its text up to the
+        /// fraction: lines come many to a second, and the calendar is the costly part.
+        static SECOND: Cell<(u64, [u8; SECOND_TEXT])> =
+            const { Cell::new((u64::MAX, [0; SECOND_TEXT])) };
+    }
     let since = now
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
     let secs = since.as_secs();
+    let second = SECOND.with(|last| match last.get() {
+        (at, text) if at == secs => text,
+        _ => {
+            let text = second_text(secs);
+            last.set((secs, text));
+            text
+        }
+    });
+    out.extend_from_slice(&second);
+    let start = out.len();
+    out.resize(start + 7, b'Z');
+    padded(u64::from(since.subsec_micros()), &mut out[start..start + 6]);
+}
+
+/// Length of `YYYY-MM-DDTHH:MM:SS.`
+const SECOND_TEXT: usize = 20;
+
+/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SS.`
+fn second_text(secs: u64) -> [u8; SECOND_TEXT] {
     let (year, month, day) = civil_from_days(i64::try_from(secs / 86_400).unwrap_or(0));
     let of_day = secs % 86_400;
     let year = u64::try_from(year).unwrap_or(0);
+    let mut text = [0; SECOND_TEXT];
+    let mut at = 0;
     for (value, width, after) in [
         (year, 4, b'-'),
         (u64::from(month), 2, b'-'),
@@ -181,19 +208,18 @@ fn timestamp(now: SystemTime, out: &mut Vec<u8>) {
         (of_day / 3600, 2, b':'),
         (of_day / 60 % 60, 2, b':'),
         (of_day % 60, 2, b'.'),
-        (u64::from(since.subsec_micros()), 6, b'Z'),
     ] {
-        padded(value, width, out);
-        out.push(after);
+        padded(value, &mut text[at..at + width]);
+        text[at + width] = after;
+        at += width + 1;
     }
+    text
 }
 
-/// `n` in decimal, zero-padded to `width` digits.
-fn padded(mut n: u64, width: usize, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.resize(start + width, b'0');
-    for at in (start..start + width).rev() {
-        out[at] = b'0' + (n % 10) as u8;
+/// `n` in decimal, zero-padded to fill `digits`.
+fn padded(mut n: u64, digits: &mut [u8]) {
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (n % 10) as u8;
         n /= 10;
     }
 }
@@ -313,6 +339,8 @@ mod tests {
         assert_eq!(at(0, 0), "1970-01-01T00:00:00.000000Z");
         assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.000007Z");
         assert_eq!(at(1_795_705_721, 634_872), "2026-11-26T15:08:41.634872Z");
+        // Again within that second: the second's text is reused, the fraction is not.
+        assert_eq!(at(1_795_705_721, 1), "2026-11-26T15:08:41.000001Z");
         assert_eq!(at(4_102_444_799, 999_999), "2099-12-31T23:59:59.999999Z");
     }
 }

@@ -100,6 +100,10 @@ impl Drop for LogGuard {
 #[derive(Debug, Default)]
 pub(super) struct Buffer {
     bytes: Mutex<Vec<u8>>,
+    /// The bytes being written out; one flush at a time, so lines leave in order. Swapped
+    /// with `bytes` and cleared after, so both keep their capacity: a buffer taken away would
+    /// grow again from nothing, reallocating and copying itself on the request path.
+    out: Mutex<Vec<u8>>,
 }
 
 impl Buffer {
@@ -120,10 +124,12 @@ impl Buffer {
     }
 
     fn flush_to_stderr(&self) {
-        let pending = std::mem::take(&mut *self.bytes());
-        if !pending.is_empty() {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::swap(&mut *self.bytes(), &mut *out);
+        if !out.is_empty() {
             // Nowhere to report a failure to write the log.
-            let _ = io::stderr().lock().write_all(&pending);
+            let _ = io::stderr().lock().write_all(&out);
+            out.clear();
         }
     }
 }

@@ -305,7 +305,10 @@ where
             span: span.take(),
             _slot: slot,
         };
-        let deadline = tokio::time::sleep(gate.timeout(operation));
+        // From the clock reading the request already took (`sleep` would read it again).
+        let deadline = tokio::time::sleep_until(
+            tokio::time::Instant::from_std(started) + gate.timeout(operation),
+        );
         GateFuture {
             state: State::Running {
                 inner: self.inner.call(req),
