@@ -50,10 +50,9 @@ use axum::response::{IntoResponse, Response};
 use tokio::time::Sleep;
 
 mod answer;
-
-pub use self::answer::Succeeded;
 mod request;
 
+pub use self::answer::Succeeded;
 use self::answer::finish;
 use self::request::{RequestId, head_bytes, in_scope, query_says};
 use tower::{Layer, Service};
@@ -61,8 +60,7 @@ use tower::{Layer, Service};
 use super::extract::{Caller, ResolvedName};
 use super::problem::ApiError;
 use super::routes::RouteTable;
-use crate::access::MetricsAuth;
-use crate::access::{ApiKey, ApiKeys};
+use crate::access::{ApiKey, ApiKeys, MetricsAuth};
 use crate::lock::LockError;
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
 use crate::operation::Operation;
