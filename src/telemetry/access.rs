@@ -13,11 +13,12 @@
 //! line with a server error's cause, a test's own subscriber) goes through `tracing` as
 //! before.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::io::Write as _;
 use std::time::SystemTime;
 
 use super::logging::LogFormat;
+use super::rfc3339::Fraction;
 
 /// One request, as its access line tells it.
 #[derive(Debug, Clone, Copy)]
@@ -91,7 +92,7 @@ impl AccessLine<'_> {
     /// `<time>  INFO lockgate::access: request method=POST path="/locks/a" …`, as
     /// tracing-subscriber's default format writes it.
     fn text(&self, now: SystemTime, out: &mut Vec<u8>) {
-        timestamp(now, out);
+        super::rfc3339::write(now, Fraction::Micros, out);
         out.extend_from_slice(b"  INFO lockgate::access: request method=");
         out.extend_from_slice(self.method.as_bytes());
         self.write_fields(out, (b" ", b"="), debug_str);
@@ -101,7 +102,7 @@ impl AccessLine<'_> {
     /// The same line as tracing-subscriber's JSON format writes it.
     fn json(&self, now: SystemTime, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"timestamp\":\"");
-        timestamp(now, out);
+        super::rfc3339::write(now, Fraction::Micros, out);
         out.extend_from_slice(
             b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"request\",\"method\":",
         );
@@ -120,8 +121,9 @@ enum Field<'a> {
 
 /// Printable ASCII that no escaping changes: what a path, an id or a key name almost always is.
 fn plain(text: &str) -> bool {
-    text.bytes()
-        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    // Every byte, without stopping at the first that is not: a loop the compiler vectorizes.
+    let escaped = |b: u8| !(b' '..=b'~').contains(&b) | (b == b'"') | (b == b'\\');
+    !text.bytes().fold(false, |any, b| any | escaped(b))
 }
 
 /// `text` as `{:?}` writes it.
@@ -163,80 +165,6 @@ fn number(n: u64, out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(&digits[at..]);
-}
-
-/// `now` in UTC as tracing-subscriber writes it: `2026-11-26T15:15:21.634872Z`.
-fn timestamp(now: SystemTime, out: &mut Vec<u8>) {
-    thread_local! {
-        /// The second the last line of this thread was written in, and its text up to the
-        /// fraction: lines come many to a second, and the calendar is the costly part.
-        static SECOND: Cell<(u64, [u8; SECOND_TEXT])> =
-            const { Cell::new((u64::MAX, [0; SECOND_TEXT])) };
-    }
-    let since = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = since.as_secs();
-    let second = SECOND.with(|last| match last.get() {
-        (at, text) if at == secs => text,
-        _ => {
-            let text = second_text(secs);
-            last.set((secs, text));
-            text
-        }
-    });
-    out.extend_from_slice(&second);
-    let start = out.len();
-    out.resize(start + 7, b'Z');
-    padded(u64::from(since.subsec_micros()), &mut out[start..start + 6]);
-}
-
-/// Length of `YYYY-MM-DDTHH:MM:SS.`
-const SECOND_TEXT: usize = 20;
-
-/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SS.`
-fn second_text(secs: u64) -> [u8; SECOND_TEXT] {
-    let (year, month, day) = civil_from_days(i64::try_from(secs / 86_400).unwrap_or(0));
-    let of_day = secs % 86_400;
-    let year = u64::try_from(year).unwrap_or(0);
-    let mut text = [0; SECOND_TEXT];
-    let mut at = 0;
-    for (value, width, after) in [
-        (year, 4, b'-'),
-        (u64::from(month), 2, b'-'),
-        (u64::from(day), 2, b'T'),
-        (of_day / 3600, 2, b':'),
-        (of_day / 60 % 60, 2, b':'),
-        (of_day % 60, 2, b'.'),
-    ] {
-        padded(value, &mut text[at..at + width]);
-        text[at + width] = after;
-        at += width + 1;
-    }
-    text
-}
-
-/// `n` in decimal, zero-padded to fill `digits`.
-fn padded(mut n: u64, digits: &mut [u8]) {
-    for digit in digits.iter_mut().rev() {
-        *digit = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-}
-
-/// The proleptic Gregorian date of `days` since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -321,26 +249,5 @@ mod tests {
                 assert_eq!(untimed(&ours), untimed(&from_tracing(line, format)));
             }
         }
-    }
-
-    /// Timestamps are RFC 3339 in UTC with microseconds, the proleptic calendar included.
-    #[test]
-    fn timestamps_are_utc_with_microseconds() {
-        let at = |secs: u64, micros: u64| {
-            let mut out = Vec::new();
-            timestamp(
-                SystemTime::UNIX_EPOCH
-                    + std::time::Duration::from_secs(secs)
-                    + std::time::Duration::from_micros(micros),
-                &mut out,
-            );
-            String::from_utf8(out).expect("utf-8")
-        };
-        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000000Z");
-        assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.000007Z");
-        assert_eq!(at(1_795_705_721, 634_872), "2026-11-26T15:08:41.634872Z");
-        // Again within that second: the second's text is reused, the fraction is not.
-        assert_eq!(at(1_795_705_721, 1), "2026-11-26T15:08:41.000001Z");
-        assert_eq!(at(4_102_444_799, 999_999), "2099-12-31T23:59:59.999999Z");
     }
 }

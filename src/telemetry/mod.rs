@@ -12,6 +12,7 @@ pub mod lease_kind;
 pub mod logging;
 pub mod metrics;
 pub mod process;
+pub mod rfc3339;
 pub mod throttle;
 pub mod trace;
 

@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::lock::RawReplicas;
+use crate::telemetry::rfc3339::{self, Fraction};
 
 /// Declares a body of an acquire: its own fields, then the lease settings every acquire
 /// takes (`ttl_ms`, `wait_ms`, replicas, `max_hold_ms`, `owner`, `metadata`), with
@@ -302,5 +303,5 @@ fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64
 }
 
 pub(super) fn expires_at(remaining: Duration) -> String {
-    humantime::format_rfc3339_millis(SystemTime::now() + remaining).to_string()
+    rfc3339::text(SystemTime::now() + remaining, Fraction::Millis)
 }
