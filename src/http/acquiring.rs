@@ -124,7 +124,8 @@ pub fn grant_response<P: Primitive>(
     held: Option<&[LockName]>,
 ) -> Result<Response, ApiError> {
     let body = LockGrantBody::new(name, &grant).holding(held);
-    let json = crate::http::body::to_body(&body)
+    let json = body
+        .to_body()
         .map_err(|e| ApiError::Internal(format!("serializing a grant: {e}")))?;
     let status = if grant.replayed {
         StatusCode::OK

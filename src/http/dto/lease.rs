@@ -129,6 +129,55 @@ impl LockGrantBody {
         }
     }
 
+    /// This body as `body::to_body` writes it: JSON and a newline (a test holds the two
+    /// together). By hand when no text needs escaping, which is always so for the names,
+    /// tokens and times the gateway makes: serde_json checks every byte of every text and
+    /// key against its escape table, about 1,900 instructions per grant.
+    pub fn to_body(&self) -> serde_json::Result<Vec<u8>> {
+        // Every byte, without stopping at the first that is not: a loop the compiler vectorizes.
+        let escaped = |b: u8| (b < 0x20) | (b == b'"') | (b == b'\\');
+        let plain = |text: &str| !text.bytes().fold(false, |any, b| any | escaped(b));
+        let names = self.names.as_deref().unwrap_or_default();
+        let texts = [&self.name, &self.token, &self.expires_at];
+        if !(texts.into_iter().chain(names).all(|text| plain(text))) {
+            return super::super::body::to_body(self);
+        }
+        let mut out = Vec::with_capacity(256);
+        let number = |out: &mut Vec<u8>, key: &[u8], n: u64| {
+            out.extend_from_slice(key);
+            serde_json::to_writer(out, &n)
+        };
+        out.extend_from_slice(b"{\"name\":\"");
+        out.extend_from_slice(self.name.as_bytes());
+        out.extend_from_slice(b"\",\"token\":\"");
+        out.extend_from_slice(self.token.as_bytes());
+        number(&mut out, b"\",\"fence\":", self.fence)?;
+        number(&mut out, b",\"ttl_ms\":", self.ttl_ms)?;
+        out.extend_from_slice(b",\"expires_at\":\"");
+        out.extend_from_slice(self.expires_at.as_bytes());
+        out.push(b'"');
+        if let Some(acked) = self.replicas_acked {
+            number(&mut out, b",\"replicas_acked\":", u64::from(acked))?;
+        }
+        if let Some(left) = self.max_hold_left_ms {
+            number(&mut out, b",\"max_hold_left_ms\":", left)?;
+        }
+        if self.names.is_some() {
+            out.extend_from_slice(b",\"names\":[");
+            for (i, name) in names.iter().enumerate() {
+                out.extend_from_slice(if i == 0 { b"\"" } else { b",\"" });
+                out.extend_from_slice(name.as_bytes());
+                out.push(b'"');
+            }
+            out.push(b']');
+        }
+        if let Some(count) = self.hold_count {
+            number(&mut out, b",\"hold_count\":", u64::from(count))?;
+        }
+        out.extend_from_slice(b"}\n");
+        Ok(out)
+    }
+
     /// Lists a multi-lock's names (`held`, from [`Primitive::held_names`]).
     pub fn holding(mut self, held: Option<&[LockName]>) -> Self {
         self.names = held.map(|names| names.iter().map(LockName::to_string).collect());
@@ -157,4 +206,50 @@ fn left_ms(deadline: SystemTime) -> u64 {
             .duration_since(SystemTime::now())
             .unwrap_or_default(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body written by hand is serde_json's, byte for byte, with and without each
+    /// optional field; a text that needs escaping goes through serde_json.
+    #[test]
+    fn a_grant_body_is_what_serde_json_writes() {
+        let body = LockGrantBody {
+            name: "orders:42".into(),
+            token: "Yq3v7M1b0nqzT0m6k9xW2Aoh90000.1763712000123456".into(),
+            fence: 1_763_712_000_123_456,
+            ttl_ms: 29_998,
+            expires_at: "2026-11-21T08:00:30.123Z".into(),
+            replicas_acked: None,
+            max_hold_left_ms: None,
+            names: None,
+            hold_count: None,
+        };
+        let every = LockGrantBody {
+            replicas_acked: Some(2),
+            max_hold_left_ms: Some(0),
+            names: Some(vec!["a".into(), "b.c".into()]),
+            hold_count: Some(u32::MAX),
+            ..body.clone()
+        };
+        let none_named = LockGrantBody {
+            names: Some(Vec::new()),
+            ..body.clone()
+        };
+        let escaped = LockGrantBody {
+            name: "a\"b\\c\u{1}é".into(),
+            names: Some(vec!["x\ny".into()]),
+            ..body.clone()
+        };
+        for body in [body, every, none_named, escaped] {
+            let by_hand = body.to_body().expect("a body");
+            assert_eq!(
+                String::from_utf8(by_hand).expect("utf-8"),
+                String::from_utf8(crate::http::body::to_body(&body).expect("a body"))
+                    .expect("utf-8")
+            );
+        }
+    }
 }
