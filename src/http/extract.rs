@@ -12,6 +12,7 @@
 //!   from the body, in case a client put a secret there.
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::HeaderName;
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
@@ -20,8 +21,10 @@ use super::AppState;
 use super::problem::ApiError;
 use crate::lock::{IdempotencyKey, InvalidName, LockName, LockToken};
 
-pub const LOCK_TOKEN: &str = "lock-token";
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+// Header names made once (here and `gate::REQUEST_ID`): looking a header up by a `&str`
+// parses (and lowercases) the name on every request.
+pub const LOCK_TOKEN: HeaderName = HeaderName::from_static("lock-token");
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// A boolean query parameter (`?hold=true`, `?force=true`): absent is false; present, it must
 /// be `true` or `false`, once — anything else (`null`, `1`, a second value) is a 400, not a
@@ -124,15 +127,20 @@ impl<S: Send + Sync> FromRequestParts<S> for OptionalLockToken {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self(parts.headers.contains_key(LOCK_TOKEN).then(|| {
-            LockTokenHeader::from_headers(&parts.headers).map(|LockTokenHeader(token)| token)
+        let value = parts.headers.get(&LOCK_TOKEN);
+        Ok(Self(value.map(|value| {
+            LockTokenHeader::read(value).map(|LockTokenHeader(token)| token)
         })))
     }
 }
 
 impl LockTokenHeader {
     pub fn from_headers(headers: &axum::http::HeaderMap) -> Result<Self, ApiError> {
-        let value = headers.get(LOCK_TOKEN).ok_or_else(Self::missing)?;
+        Self::read(headers.get(&LOCK_TOKEN).ok_or_else(Self::missing)?)
+    }
+
+    /// The token a `Lock-Token` header's value holds.
+    fn read(value: &axum::http::HeaderValue) -> Result<Self, ApiError> {
         value
             .to_str()
             .ok()
@@ -166,7 +174,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let Some(value) = parts.headers.get(IDEMPOTENCY_KEY) else {
+        let Some(value) = parts.headers.get(&IDEMPOTENCY_KEY) else {
             return Ok(Self(None));
         };
         // Bound to the API key it comes with (see `IdempotencyKey`).

@@ -24,7 +24,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::http::HeaderName;
 use axum::http::header::AUTHORIZATION;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use utoipa::OpenApi as _;
@@ -175,8 +174,8 @@ pub fn routers(
                 // (its future is the gate's), so a waiting request pays nothing for it.
                 .layer(SetSensitiveRequestHeadersLayer::new([
                     AUTHORIZATION,
-                    HeaderName::from_static(extract::LOCK_TOKEN),
-                    HeaderName::from_static(extract::IDEMPOTENCY_KEY),
+                    extract::LOCK_TOKEN,
+                    extract::IDEMPOTENCY_KEY,
                 ]))
                 .layer(GateLayer(gate)),
         )

@@ -1,7 +1,6 @@
 //! How the gate records an answer: the metrics, the access line (or the warning with a server
 //! error's cause), the span, and the request id stamped on the response.
 
-use axum::http::HeaderName;
 use axum::response::Response;
 
 use super::super::problem::{ProblemKind, ServerErrorCause};
@@ -65,9 +64,7 @@ pub(super) fn finish(log: &LogContext, mut response: Response) -> Response {
             },
         );
     }
-    // A `HeaderName` made once: inserting by a `&str` builds (allocates) a name per request.
-    const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID);
-    response.headers_mut().insert(REQUEST_ID_NAME, request_id);
+    response.headers_mut().insert(REQUEST_ID, request_id);
     response
 }
 

@@ -45,7 +45,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::{HeaderValue, Method, header};
+use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use tokio::time::Sleep;
 
@@ -68,7 +68,7 @@ use crate::telemetry::metrics::Metrics;
 use crate::telemetry::throttle::{self, Throttle};
 use crate::telemetry::trace::{RequestSpan, Tracing};
 
-pub const REQUEST_ID: &str = "x-request-id";
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Longest client-supplied request id that is kept.
 const MAX_REQUEST_ID_LEN: usize = 128;
 

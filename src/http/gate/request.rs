@@ -15,7 +15,7 @@ use crate::operation::Operation;
 
 impl Gate {
     pub(super) fn request_id(&self, req: &Request) -> RequestId {
-        if let Some(given) = req.headers().get(REQUEST_ID)
+        if let Some(given) = req.headers().get(&REQUEST_ID)
             && !given.is_empty()
             && given.len() <= MAX_REQUEST_ID_LEN
             && given.as_bytes().iter().all(|b| b.is_ascii_graphic())
