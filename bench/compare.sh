@@ -29,22 +29,11 @@ ulimit -n "$(( WAITERS * 2 > 4096 ? WAITERS * 2 : 4096 ))" 2>/dev/null || {
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+start_work
 
 cargo build --release --locked --quiet --example floor --example waiters
 
-REDIS_PORT=$(free_port)
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
-    --logfile "$WORK/redis.log" &
-PIDS+=($!)
-until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.05; done
+start_redis
 
 # Starts build $1 on a free port; sets GW_PID and GW_PORT.
 start_gateway() {

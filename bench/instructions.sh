@@ -26,22 +26,11 @@ done
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+start_work
 
 cargo build --release --locked --quiet --example floor
 
-REDIS_PORT=$(free_port)
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
-    --logfile "$WORK/redis.log" &
-PIDS+=($!)
-until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.05; done
+start_redis
 
 # Runs $CLIENTS clients of $1 cycles each against port $2, named after $3; fails if one does.
 clients() {

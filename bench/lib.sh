@@ -23,3 +23,26 @@ rss_with_waiters() {
 
 # CPU time process $1 has used so far, user + system, all threads, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# A private working directory ($WORK) and the processes started in it ($PIDS): killed, reaped
+# and removed when the script exits.
+start_work() {
+    WORK=$(mktemp -d)
+    PIDS=()
+    trap stop_work EXIT
+}
+stop_work() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+
+# A private redis-server on a free port ($REDIS_PORT), its files in $WORK; returns once it
+# answers.
+start_redis() {
+    REDIS_PORT=$(free_port)
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
+        --logfile "$WORK/redis.log" &
+    PIDS+=($!)
+    until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.05; done
+}
