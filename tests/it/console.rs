@@ -52,8 +52,14 @@ async fn release(gw: &Gateway, name: &str, grant: &Value) {
 }
 
 /// Runs `script` every 25 ms until it returns something other than `null`; that, and how
-/// long it took. Fails after 10 s.
-async fn wait_for(browser: &Browser, what: &str, script: &str, args: Value) -> (Value, Duration) {
+/// long it took. Fails after 10 s, saying what the page and the gateway had done by then.
+async fn wait_for(
+    gw: &Gateway,
+    browser: &Browser,
+    what: &str,
+    script: &str,
+    args: Value,
+) -> (Value, Duration) {
     let started = Instant::now();
     loop {
         let value = browser.run(script, args.clone()).await;
@@ -61,16 +67,46 @@ async fn wait_for(browser: &Browser, what: &str, script: &str, args: Value) -> (
             return (value, started.elapsed());
         }
         if started.elapsed() > Duration::from_secs(10) {
-            let status = browser
-                .run(
-                    "return document.getElementById('status').textContent;",
-                    json!([]),
-                )
-                .await;
-            panic!("the page never showed {what} (its status: {status})");
+            panic!(
+                "the page never showed {what}\n{}",
+                what_happened(gw, browser).await
+            );
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// For a failure's message: the page's status, address and state, the requests it has seen
+/// answered (with when they started and how long they took, in ms since the page began), its
+/// console, and the requests the gateway counted by operation.
+async fn what_happened(gw: &Gateway, browser: &Browser) -> String {
+    let page = browser
+        .run(
+            "return {
+                 status: document.getElementById('status').textContent,
+                 address: location.href,
+                 ready: document.readyState,
+                 answered: performance.getEntriesByType('resource').map((e) =>
+                     e.name.replace(location.origin, '') + ' at ' + Math.round(e.startTime)
+                         + ' took ' + Math.round(e.duration)),
+                 now: Math.round(performance.now()),
+             };",
+            json!([]),
+        )
+        .await;
+    let console = browser.console().await;
+    let counted: Vec<String> = match gw.http.get(gw.url("/metrics")).send().await {
+        Ok(response) => response
+            .text()
+            .await
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| line.starts_with("lockgate_requests_total"))
+            .map(str::to_owned)
+            .collect(),
+        Err(error) => vec![format!("GET /metrics: {error}")],
+    };
+    format!("page: {page:#}\nbrowser console: {console:?}\ngateway counted: {counted:#?}")
 }
 
 /// A lock's row as the page shows it, or `null`.
@@ -94,22 +130,35 @@ const NO_ROW: &str = r#"
     return found ? null : true;
 "#;
 
-/// Watches `prefix` with `key`, and waits until the page says it is live.
-async fn watch(browser: &Browser, prefix: &str, key: &str) {
+/// Watches `prefix` with the key `name` (`secret`), and waits until the page says it is live
+/// with that key: the status of a previous watch does not count.
+async fn watch(gw: &Gateway, browser: &Browser, prefix: &str, (name, secret): (&str, &str)) {
+    let enabled = browser
+        .run(
+            "return !document.getElementById('connect').disabled;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        enabled, true,
+        "the page's script has not enabled its Watch button"
+    );
     browser
         .run(
             "document.getElementById('prefix').value = arguments[0];
              document.getElementById('key').value = arguments[1];
              document.getElementById('watch').requestSubmit();",
-            json!([prefix, key]),
+            json!([prefix, secret]),
         )
         .await;
+    let live = format!("Live under “{prefix}” as {name}.");
     wait_for(
+        gw,
         browser,
-        "that it is live",
+        &format!("“{live}”"),
         "const s = document.getElementById('status');
-         return s.dataset.level === 'ok' && s.textContent.startsWith('Live') ? s.textContent : null;",
-        json!([]),
+         return s.dataset.level === 'ok' && s.textContent === arguments[0] ? true : null;",
+        json!([live]),
     )
     .await;
 }
@@ -122,12 +171,12 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     let gw = Gateway::start(cfg).await;
     let browser = Browser::start(1280, 860).await;
     browser.open(&gw.url("/ui")).await;
-    watch(&browser, "app:", "viewer-key-0123456789").await;
+    watch(&gw, &browser, "app:", ("viewer", "viewer-key-0123456789")).await;
 
     // Taken with a client: on the page within 1 s, owner and fence; gone within 1 s of release.
     let sent = Instant::now();
     let one = acquire(&gw, "app:one", json!({"owner": "alice", "ttl_ms": 30_000})).await;
-    let (row, _) = wait_for(&browser, "app:one", ROW, json!(["app:one"])).await;
+    let (row, _) = wait_for(&gw, &browser, "app:one", ROW, json!(["app:one"])).await;
     let shown = sent.elapsed();
     assert!(shown <= SHOWN_WITHIN, "app:one shown after {shown:?}");
     assert_eq!(row["owner"], "alice");
@@ -137,7 +186,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     );
     let released = Instant::now();
     release(&gw, "app:one", &one).await;
-    wait_for(&browser, "app:one gone", NO_ROW, json!(["app:one"])).await;
+    wait_for(&gw, &browser, "app:one gone", NO_ROW, json!(["app:one"])).await;
     let gone = released.elapsed();
     assert!(
         gone <= SHOWN_WITHIN,
@@ -161,6 +210,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
         })
     };
     let (row, _) = wait_for(
+        &gw,
         &browser,
         "a waiter on app:busy",
         &format!("const r = (() => {{ {ROW} }})(); return r && r.waiting === '1' ? r : null;"),
@@ -186,6 +236,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
         assert_eq!(response.status(), 201);
     }
     let (permits, _) = wait_for(
+        &gw,
         &browser,
         "the semaphore's permits",
         "const row = Array.from(document.querySelectorAll('#semaphores tbody tr'))
@@ -205,7 +256,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
         json!({"owner": owner, "metadata": {"note": script}, "ttl_ms": 30_000}),
     )
     .await;
-    let (row, _) = wait_for(&browser, "app:xss", ROW, json!(["app:xss"])).await;
+    let (row, _) = wait_for(&gw, &browser, "app:xss", ROW, json!(["app:xss"])).await;
     assert_eq!(row["owner"], owner);
     assert_eq!(row["meta"], json!({"note": script}).to_string());
     // Time for an image's error handler to have run, were there an image.
@@ -231,8 +282,15 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     assert_eq!(buttons, 0);
 
     // A key with it: a button on every row; the README's screenshot.
-    watch(&browser, "app:", "operator-key-0123456789").await;
+    watch(
+        &gw,
+        &browser,
+        "app:",
+        ("operator", "operator-key-0123456789"),
+    )
+    .await;
     let (row, _) = wait_for(
+        &gw,
         &browser,
         "a revoke button on app:held",
         &format!("const r = (() => {{ {ROW} }})(); return r && r.revoke ? r : null;"),
@@ -241,6 +299,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     .await;
     assert_eq!(row["owner"], "worker-7f9c:4242");
     wait_for(
+        &gw,
         &browser,
         "the waiter again",
         &format!("const r = (() => {{ {ROW} }})(); return r && r.waiting === '1' ? r : null;"),
@@ -248,6 +307,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     )
     .await;
     wait_for(
+        &gw,
         &browser,
         "the semaphore again",
         "return document.querySelectorAll('#semaphores tbody tr').length > 0 ? true : null;",
@@ -280,7 +340,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     browser
         .run("document.getElementById('confirm-yes').click();", json!([]))
         .await;
-    wait_for(&browser, "app:held gone", NO_ROW, json!(["app:held"])).await;
+    wait_for(&gw, &browser, "app:held gone", NO_ROW, json!(["app:held"])).await;
     let renew = gw
         .http
         .patch(gw.url("/locks/app:held"))
@@ -340,6 +400,8 @@ async fn the_console_is_served_with_a_strict_policy_and_can_be_turned_off() {
         .text()
         .await
         .expect("text");
+    // The Watch button waits for the script that handles it: no native submission before.
+    assert!(page.contains(r#"id="connect" disabled"#), "{page}");
     // No inline script or style, nothing from elsewhere.
     assert!(
         !page.contains("<script>") && !page.contains("<style"),

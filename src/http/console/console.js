@@ -466,6 +466,9 @@
       $('confirm').close();
     });
     setInterval(tick, 200);
+    // Enabled only now: before its handler is bound, a click or an Enter would submit the
+    // form natively (the key in a URL), which the page's CSP blocks, leaving the page stuck.
+    $('connect').disabled = false;
     start();
   });
 })();

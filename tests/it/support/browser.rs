@@ -98,12 +98,28 @@ impl Browser {
         answer["value"].clone()
     }
 
-    /// Opens `url` and waits for its `load` event.
+    /// Opens `url` and waits until its `load` event has run.
+    ///
+    /// WebDriver's navigation is meant to wait for that, but chromedriver on a loaded machine
+    /// sometimes answers earlier, while the page is still parsing: a script run then finds no
+    /// handlers bound (seen as a form submitted natively, before the page's `DOMContentLoaded`
+    /// handler). So the page's own navigation timing is asked until it says the load is done.
     pub async fn open(&self, url: &str) {
         let value = self
             .command(reqwest::Method::POST, "/url", Some(json!({"url": url})))
             .await;
         assert!(value.is_null(), "navigation failed: {value}");
+        eventually(Duration::from_secs(20), "the page has loaded", || async {
+            let loaded = self
+                .run(
+                    "const [entry] = performance.getEntriesByType('navigation');
+                     return entry !== undefined && entry.loadEventEnd > 0;",
+                    json!([]),
+                )
+                .await;
+            (loaded == true).then_some(())
+        })
+        .await;
     }
 
     /// Runs `script` (a function body; `arguments[i]` are `args`) in the page; its `return`.
