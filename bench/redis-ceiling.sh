@@ -25,14 +25,10 @@ done
 [ -d target/tools/bin ] && PATH="$PWD/target/tools/bin:$PATH"
 command -v "$server" >/dev/null || { echo "error: $server is not installed (scripts/test.sh fetches valkey-server into target/tools/bin)" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+start_work
 PORT=$(free_port)
-WORK=$(mktemp -d)
-cleanup() {
-    if [ -n "${PID:-}" ]; then kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
 
 cargo build --release --locked --quiet --example redis_ceiling
 cpus=$(nproc)
@@ -40,7 +36,7 @@ pin_server=(taskset -c 0)
 pin_client=(taskset -c "$((cpus > 1 ? 1 : 0))")
 "${pin_server[@]}" "$server" --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
     --dir "$WORK" --logfile "$WORK/server.log" &
-PID=$!
+PIDS+=($!)
 until redis-cli -p "$PORT" ping >/dev/null 2>&1; do sleep 0.05; done
 
 for round in 1 2 3; do

@@ -23,32 +23,22 @@ for tool in redis-server redis-benchmark wrk; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not installed (Debian: apt-get install redis-server redis-tools wrk)" >&2; exit 1; }
 done
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-REDIS_PORT=$(free_port)
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+start_work
 GW_PORT=$(free_port)
 FLOOR_PORT=$(free_port)
-WORK=$(mktemp -d)
-cleanup() {
-    if [ -n "${GW_PID:-}" ]; then kill "$GW_PID" 2>/dev/null; wait "$GW_PID" 2>/dev/null || true; fi
-    if [ -n "${FLOOR_PID:-}" ]; then kill "$FLOOR_PID" 2>/dev/null; wait "$FLOOR_PID" 2>/dev/null || true; fi
-    if [ -n "${REDIS_PID:-}" ]; then kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
 
 cargo build --release --locked --quiet --bin lockgate --example floor
 
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
-    --logfile "$WORK/redis.log" &
-REDIS_PID=$!
-until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.05; done
+start_redis
 
 ./target/release/lockgate --redis-url "redis://127.0.0.1:$REDIS_PORT" \
     --listen "127.0.0.1:$GW_PORT" 2>"$WORK/lockgate.log" &
-GW_PID=$!
+PIDS+=($!)
 until curl -fs "http://127.0.0.1:$GW_PORT/readyz" >/dev/null 2>&1; do sleep 0.05; done
 ./target/release/examples/floor "127.0.0.1:$FLOOR_PORT" 1000000 &
-FLOOR_PID=$!
+PIDS+=($!)
 until curl -fs -o /dev/null -X DELETE "http://127.0.0.1:$FLOOR_PORT/locks/x" 2>/dev/null; do sleep 0.05; done
 
 # Redis CPU seconds so far (user + sys).

@@ -10,17 +10,15 @@ cd "$(dirname "$0")/.."
 N="${1:-1000}"
 ulimit -n "$(( N * 2 + 1024 ))"
 cargo build --release --quiet --bin lockgate
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-WORK=$(mktemp -d)
-RPORT=$(free_port)
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+start_work
+start_redis
 GPORT=$(free_port)
-redis-server --port "$RPORT" --save '' --appendonly no --dir "$WORK" --daemonize no >/dev/null &
-REDIS=$!
-trap 'kill $REDIS $GATEWAY 2>/dev/null; rm -rf "$WORK"' EXIT
-sleep 0.3
-target/release/lockgate --redis-url "redis://127.0.0.1:$RPORT" --listen "127.0.0.1:$GPORT" \
+target/release/lockgate --redis-url "redis://127.0.0.1:$REDIS_PORT" --listen "127.0.0.1:$GPORT" \
     --max-watchers $(( N * 2 )) 2>/dev/null &
 GATEWAY=$!
+PIDS+=("$GATEWAY")
 for _ in $(seq 50); do curl -fs "http://127.0.0.1:$GPORT/readyz" >/dev/null && break; sleep 0.1; done
 rss() { awk '/VmRSS/ {print $2}' "/proc/$GATEWAY/status"; }
 python3 - "$GPORT" "$N" "$GATEWAY" <<'PY'
