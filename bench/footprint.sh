@@ -23,7 +23,6 @@ size=$(stat -c %s "$BIN")
 if nm "$BIN" 2>/dev/null | grep -q .; then stripped=no; else stripped=yes; fi
 echo "binary: $size bytes ($(awk -v b="$size" 'BEGIN { printf "%.1f MB", b/1e6 }')), stripped: $stripped"
 
-
 idle_rss() {
     local what=$1; shift
     local port; port=$(free_port)
