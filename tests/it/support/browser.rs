@@ -103,7 +103,8 @@ impl Browser {
     /// WebDriver's navigation is meant to wait for that, but chromedriver on a loaded machine
     /// sometimes answers earlier, while the page is still parsing: a script run then finds no
     /// handlers bound (seen as a form submitted natively, before the page's `DOMContentLoaded`
-    /// handler). So the page's own navigation timing is asked until it says the load is done.
+    /// handler). So the page itself is asked until it is at `url` (not still the page before)
+    /// and its navigation timing says the load is done.
     pub async fn open(&self, url: &str) {
         let value = self
             .command(reqwest::Method::POST, "/url", Some(json!({"url": url})))
@@ -113,8 +114,9 @@ impl Browser {
             let loaded = self
                 .run(
                     "const [entry] = performance.getEntriesByType('navigation');
-                     return entry !== undefined && entry.loadEventEnd > 0;",
-                    json!([]),
+                     return location.href === arguments[0]
+                         && entry !== undefined && entry.loadEventEnd > 0;",
+                    json!([url]),
                 )
                 .await;
             (loaded == true).then_some(())
