@@ -95,17 +95,11 @@ async fn what_happened(gw: &Gateway, browser: &Browser) -> String {
         )
         .await;
     let console = browser.console().await;
-    let counted: Vec<String> = match gw.http.get(gw.url("/metrics")).send().await {
-        Ok(response) => response
-            .text()
-            .await
-            .unwrap_or_default()
-            .lines()
-            .filter(|line| line.starts_with("lockgate_requests_total"))
-            .map(str::to_owned)
-            .collect(),
-        Err(error) => vec![format!("GET /metrics: {error}")],
-    };
+    let metrics = gw.metrics_text().await;
+    let counted: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("lockgate_requests_total"))
+        .collect();
     format!("page: {page:#}\nbrowser console: {console:?}\ngateway counted: {counted:#?}")
 }
 
