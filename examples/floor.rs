@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/locks/{name}", post(lock).delete(release))
         .with_state(open);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    lockgate::app::serve(
+    lockgate::http::server::serve(
         listener,
         app,
         std::future::pending(),

@@ -17,9 +17,9 @@ use crate::backend::redis::{RedisBackend, RedisOptions, RedisTarget};
 use crate::backend::redlock::RedlockBackend;
 use crate::backend::{Backend, BackendError};
 use crate::config::{BackendChoice, Config, Secret};
-use crate::http::HttpOptions;
 use crate::http::gate::GateOptions;
 use crate::http::server::{self, ServeOptions};
+use crate::http::{App, HttpOptions};
 use crate::lock::{LockService, TokenSecret};
 use crate::telemetry::Metrics;
 use crate::telemetry::trace::Tracing;
@@ -123,7 +123,7 @@ pub struct Assembled {
     pub service: Arc<LockService>,
     /// The guards of the store, to be started once the server may serve (see [`Guards::watch`]).
     pub guards: Guards,
-    pub router: axum::Router,
+    pub router: App,
     /// `GET /metrics` alone, for `--metrics-listen`.
     pub metrics_router: axum::Router,
     /// The span exporter, when traces are asked for: flushed at exit.
@@ -215,8 +215,8 @@ fn guard_options(config: &Config) -> GuardOptions {
     }
 }
 
-/// Builds the router for a configuration.
-pub fn app(config: &Config) -> Result<axum::Router, StartupError> {
+/// Builds the application for a configuration.
+pub fn app(config: &Config) -> Result<App, StartupError> {
     Ok(assemble(config)?.router)
 }
 
@@ -224,7 +224,7 @@ pub fn app(config: &Config) -> Result<axum::Router, StartupError> {
 /// (within `options.grace`).
 pub async fn serve(
     listener: TcpListener,
-    app: axum::Router,
+    app: App,
     shutdown: impl Future<Output = ()> + Send + 'static,
     options: ServeOptions,
 ) {

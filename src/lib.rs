@@ -11,7 +11,7 @@
 //!
 //! * [`app`]: the composition root: configuration → backend → lock service → router → server.
 //! * [`config`]: every flag and environment variable, validated once.
-//! * [`http`]: the serving loop, the router, thin handlers over the lease engine, extractors,
+//! * [`http`]: the serving loop, the route table and the gate that routes by it, thin handlers over the lease engine, extractors,
 //!   JSON bodies (shared with [`client`]), problem documents, OpenAPI.
 //! * [`lock`]: the lease engine (acquire with idempotency and validity, renew, release,
 //!   inspect, blocking waits, hold streams' watchdog) and the primitives built on it. No

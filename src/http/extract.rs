@@ -70,23 +70,12 @@ pub struct Caller(pub std::sync::Arc<crate::access::ApiKey>);
 pub struct ResolvedName(pub Result<LockName, InvalidName>);
 
 impl ResolvedName {
-    /// The name in `path` at the `{name}` segment of `route` (the router's matched path);
-    /// `None` for a route without one.
-    pub fn of(route: &str, path: &str) -> Option<Self> {
-        // By bytes: splitting a `str` by a `char` pattern costs a searcher per segment, and
-        // this runs on every request.
-        fn segments(text: &str) -> impl Iterator<Item = &[u8]> {
-            text.as_bytes().split(|&b| b == b'/')
-        }
-        let index = segments(route).position(|segment| segment == b"{name}")?;
-        // The router matched `route`, so the path has that segment; a missing one is no name.
-        let segment = segments(path).nth(index).unwrap_or_default();
+    /// The name a `{name}` segment of a path (still percent-encoded) names.
+    pub fn decode(segment: &[u8]) -> Self {
         let decoded = percent_encoding::percent_decode(segment)
             .decode_utf8()
             .map_err(|_| InvalidName::BadCharacter);
-        Some(Self(
-            decoded.and_then(|name| LockName::from_string(name.into_owned())),
-        ))
+        Self(decoded.and_then(|name| LockName::from_string(name.into_owned())))
     }
 }
 

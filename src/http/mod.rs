@@ -1,14 +1,15 @@
 //! The HTTP API: routes, extractors, bodies, problem documents and the OpenAPI document.
 //!
-//! [`router`] builds the whole `axum::Router`; tests drive it in-process with
+//! [`router`] builds the whole application, an [`App`]; tests drive it in-process with
 //! `tower::ServiceExt::oneshot`, and [`server`] serves it on a socket. Every answer,
 //! including unknown routes, wrong methods and panics, is JSON; errors are problem documents.
-//! [`gate`] is the one middleware: request ids, concurrency limit, authentication, timeout,
-//! panic safety, metrics and the access log.
+//! [`gate`] is the one middleware: routing (by [`dispatch`]), request ids, concurrency
+//! limit, authentication, timeout, panic safety, metrics and the access log.
 
 pub mod acquiring;
 pub mod body;
 pub mod delivery;
+pub mod dispatch;
 pub mod dto;
 pub mod extract;
 pub mod gate;
@@ -25,13 +26,14 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::http::header::AUTHORIZATION;
-use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::sensitive_headers::SetSensitiveRequestHeaders;
 use utoipa::OpenApi as _;
 
-use self::gate::{Gate, GateLayer, GateOptions};
+use self::dispatch::RouteTable;
+use self::gate::{Gate, GateOptions, GateService};
 use self::handlers::{console, events, health, hold, listing, locks, metrics, multi, semaphores};
 use self::problem::ApiError;
-use self::routes::{RouteTable, route_table};
+use self::routes::route_table;
 use crate::lock::{Limits, LockService};
 use crate::telemetry::metrics::Metrics;
 
@@ -112,21 +114,20 @@ route_table! {
     console::access => "health", Access, &[];
 }
 
-/// The routes, their OpenAPI description and the route table read from it (see [`routes`]),
-/// before state is attached.
-pub(crate) fn api() -> (Router<AppState>, utoipa::openapi::OpenApi, RouteTable) {
-    let (router, mut doc) = served().split_for_parts();
-    let table = RouteTable::take_from(&mut doc, ROUTES);
+/// The OpenAPI description of the routes and the route table read from it (see [`routes`]).
+pub(crate) fn api() -> (utoipa::openapi::OpenApi, RouteTable) {
+    let mut doc = documented();
+    let table = routes::table_from(&mut doc, ROUTES);
     openapi::make_request_bodies_optional(&mut doc);
     openapi::describe_keys(&mut doc);
     openapi::describe_exactly(&mut doc);
-    (router, doc, table)
+    (doc, table)
 }
 
 /// The OpenAPI document of this API for a server with these limits, as served at
 /// `/openapi.json`. The committed copy is the one for the default limits.
 pub fn openapi_document(limits: &Limits) -> String {
-    render_openapi(api().1, limits)
+    render_openapi(api().0, limits)
 }
 
 fn render_openapi(mut doc: utoipa::openapi::OpenApi, limits: &Limits) -> String {
@@ -134,8 +135,15 @@ fn render_openapi(mut doc: utoipa::openapi::OpenApi, limits: &Limits) -> String 
     doc.to_pretty_json().unwrap_or_default()
 }
 
+/// The whole application: every request goes through the gate, which routes it (see
+/// [`gate::GateService`]). Outside the gate, a header holding a secret is marked sensitive, so
+/// that it prints as `Sensitive` wherever a request's headers are ever formatted; that adds no
+/// state to a request's future (its future is the gate's), so a waiting request pays nothing
+/// for it.
+pub type App = SetSensitiveRequestHeaders<GateService>;
+
 /// The whole application. `metrics` are the server's, shared with the backend.
-pub fn router(service: Arc<LockService>, options: HttpOptions, metrics: Arc<Metrics>) -> Router {
+pub fn router(service: Arc<LockService>, options: HttpOptions, metrics: Arc<Metrics>) -> App {
     routers(service, options, metrics).0
 }
 
@@ -145,14 +153,13 @@ pub fn routers(
     service: Arc<LockService>,
     options: HttpOptions,
     metrics: Arc<Metrics>,
-) -> (Router, Router) {
-    let (routes, doc, table) = api();
+) -> (App, Router) {
+    let (doc, table) = api();
     // With a final newline, as every other answer and `lockgate openapi` have.
     let openapi_json = Bytes::from(render_openapi(doc, service.limits()) + "\n");
-    let gate = Arc::new(Gate::new(options.gate, metrics, table));
     let state = AppState::new(AppParts {
         service,
-        gate: gate.clone(),
+        gate: Arc::new(Gate::new(options.gate, metrics, table)),
         max_body_bytes: options.max_body_bytes,
         openapi_json,
         console: options.console,
@@ -162,23 +169,39 @@ pub fn routers(
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state.clone());
-    let app = routes
-        .fallback(locks::unmatched)
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        // One `layer` call for both: each wraps every route in a boxed service of its own,
-        // which each request then clones and whose future it boxes.
-        .layer(
-            tower::ServiceBuilder::new()
-                // Outside the gate: a header holding a secret prints as `Sensitive` wherever a
-                // request's headers are ever formatted. It adds no state to a request's future
-                // (its future is the gate's), so a waiting request pays nothing for it.
-                .layer(SetSensitiveRequestHeadersLayer::new([
-                    AUTHORIZATION,
-                    extract::LOCK_TOKEN,
-                    extract::IDEMPOTENCY_KEY,
-                ]))
-                .layer(GateLayer(gate)),
-        )
-        .with_state(state);
+    let app = SetSensitiveRequestHeaders::new(
+        GateService::new(state),
+        [AUTHORIZATION, extract::LOCK_TOKEN, extract::IDEMPOTENCY_KEY],
+    );
     (app, metrics_only)
+}
+
+/// The state of an application served by `routes`, over the memory backend, with a request
+/// timeout of `request_timeout`: for tests of the gate and the handlers.
+#[cfg(test)]
+pub(crate) fn test_state(routes: RouteTable, request_timeout: std::time::Duration) -> AppState {
+    use crate::access::MetricsAuth;
+    use crate::backend::Backend;
+    use crate::backend::memory::MemoryBackend;
+    use crate::lock::request::TEST_LIMITS;
+    use crate::lock::token::TokenSecret;
+
+    let backend = Backend::Memory(Box::new(MemoryBackend::new()));
+    let gate = GateOptions {
+        keys: None,
+        metrics_auth: MetricsAuth::Open,
+        max_concurrent_requests: 10,
+        request_timeout,
+        max_wait: TEST_LIMITS.max_wait,
+        max_header_bytes: 8192,
+        tracing: None,
+    };
+    let secret = TokenSecret::random().expect("random");
+    AppState::new(AppParts {
+        service: Arc::new(LockService::new(backend, TEST_LIMITS, secret)),
+        gate: Arc::new(Gate::new(gate, Arc::new(Metrics::new()), routes)),
+        max_body_bytes: 4096,
+        openapi_json: Bytes::new(),
+        console: true,
+    })
 }

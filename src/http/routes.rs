@@ -2,12 +2,13 @@
 //! every operation the API serves is: its handler, whose name is the operationId; the
 //! operation (so the scope an API key needs, the metrics' label and the timeout class); the
 //! problems it answers beyond the gate's own; and the tag the document groups it under.
-//! From the rows come both the router (utoipa-axum registers each row's handler, whose
+//! From the rows come both the document (utoipa-axum reads each row's handler, whose
 //! `#[utoipa::path]` attribute gives the route its method, path, parameters and successful
-//! answers) and [`ROUTES`](crate::http::ROUTES). So a route cannot be served without being
-//! classified, or classified without being served. [`RouteTable::take_from`] then joins the
-//! generated document to the rows by operationId, and stops the router from being built if
-//! an attribute's `operation_id` names no row (every test builds it).
+//! answers) and [`ROUTES`](crate::http::ROUTES), whose handlers the gate calls. [`table_from`]
+//! joins the two by operationId into the [`RouteTable`] the gate routes by (`dispatch`), and
+//! stops the gateway from being built if an attribute's `operation_id` names no row (every
+//! test builds it). So a route cannot be served without being classified, or classified
+//! without being served, or either without being documented.
 //!
 //! The problem responses of the document are written from the problem table
 //! ([`ProblemKind::meaning`]), grouped by status: a client reads ordinary responses.
@@ -18,6 +19,7 @@ use utoipa::openapi::path::{HttpMethod, Operation as DocOperation};
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder};
 
+use super::dispatch::{Handler, RouteTable};
 use super::problem::{PROBLEM_JSON, ProblemKind};
 use crate::operation::Operation;
 
@@ -34,6 +36,8 @@ pub struct Route {
     /// [`groups`]); the gate's own (401, 403, 431, `overloaded`, `timeout`) are added by the
     /// document for every route they apply to.
     pub problems: &'static [&'static [ProblemKind]],
+    /// Calls the handler.
+    pub handler: Handler,
 }
 
 /// The groups of problems the rows of the route table name: what every route of a kind can
@@ -111,10 +115,10 @@ pub mod groups {
 }
 
 /// The route table: one row per route, `module::handler => tag, operation, problems;`, from
-/// which both [`ROUTES`](crate::http::ROUTES) and the router come. The handler's
+/// which both [`ROUTES`](crate::http::ROUTES) and the document come. The handler's
 /// `#[utoipa::path]` attribute gives the route its method, path, parameters and successful
 /// answers; its name is the operationId. The rows are in the order the document lists the
-/// paths. Written where the handlers are composed (`http/mod.rs`): the handlers use what this
+/// paths, which is also the order a 405's `Allow` names a path's methods in. Written where the handlers are composed (`http/mod.rs`): the handlers use what this
 /// file defines.
 macro_rules! route_table {
     ($($module:ident::$handler:ident => $tag:literal, $operation:ident, $problems:expr;)*) => {
@@ -128,90 +132,80 @@ macro_rules! route_table {
                 tag: $tag,
                 operation: $crate::operation::Operation::$operation,
                 problems: $problems,
+                handler: |request, state| {
+                    axum::handler::Handler::<_, $crate::http::AppState>::call(
+                        $module::$handler,
+                        request,
+                        state,
+                    )
+                },
             }),*]
         };
 
-        /// The router of every row's handler, and the document of their attributes.
-        fn served() -> utoipa_axum::router::OpenApiRouter<AppState> {
-            utoipa_axum::router::OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-                $(.routes(utoipa_axum::routes!($module::$handler)))*
+        /// The document of every row's handler's attribute. (utoipa-axum builds an axum
+        /// router of them on the way, which is dropped: the gate routes by the table.)
+        fn documented() -> utoipa::openapi::OpenApi {
+            utoipa_axum::router::OpenApiRouter::<AppState>::with_openapi(
+                openapi::ApiDoc::openapi(),
+            )
+            $(.routes(utoipa_axum::routes!($module::$handler)))*
+            .into_openapi()
         }
     };
 }
 pub(crate) use route_table;
 
-/// Every route served, by its template and method, with the operation it is. A `GET` row
-/// covers `HEAD`, which axum serves with the `GET` handler.
-#[derive(Debug, Default)]
-pub struct RouteTable {
-    rows: Vec<(String, Method, Operation)>,
-}
-
-impl RouteTable {
-    /// Finds every operation of `doc` (generated from the handlers) in [`ROUTES`] and writes
-    /// its problem responses.
-    ///
-    /// # Panics
-    /// When an operation of the document has no row (a route that would be served
-    /// unclassified, and so without its scope checked), or a row no operation of the document
-    /// (a route declared but not served). Every test that builds the router meets it.
-    pub fn take_from(doc: &mut OpenApi, routes: &[Route]) -> Self {
-        let mut rows = Vec::new();
-        let mut unserved: Vec<&str> = routes.iter().map(|route| route.operation_id).collect();
-        for (path, item) in &mut doc.paths.paths {
-            for (method, operation) in operations(item) {
-                let id = operation.operation_id.as_deref().unwrap_or_default();
-                let route = routes
-                    .iter()
-                    .find(|route| route.operation_id == id)
-                    .unwrap_or_else(|| panic!("{method} {path} ({id}) has no row in ROUTES"));
-                unserved.retain(|served| *served != id);
-                operation.tags = Some(vec![route.tag.to_owned()]);
-                let mut problems: Vec<ProblemKind> =
-                    route.problems.iter().copied().flatten().copied().collect();
-                for kind in gate_problems(route.operation) {
-                    if !problems.contains(kind) {
-                        problems.push(*kind);
-                    }
+/// The table the gate routes by: every operation of `doc` (generated from the handlers) with
+/// its row of [`ROUTES`], in the rows' order (so a template's `Allow` names its methods in
+/// that order, as axum's router did). Writes each operation's tag and problem responses.
+///
+/// # Panics
+/// When an operation of the document has no row (a route that would be served unclassified,
+/// and so without its scope checked), or a row no operation of the document (a route declared
+/// but not served). Every test that builds the gateway meets it.
+///
+/// [`ROUTES`]: crate::http::ROUTES
+pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
+    let mut served = Vec::new();
+    for (path, item) in &mut doc.paths.paths {
+        for (method, operation) in operations(item) {
+            let id = operation.operation_id.as_deref().unwrap_or_default();
+            let row = routes
+                .iter()
+                .position(|route| route.operation_id == id)
+                .unwrap_or_else(|| panic!("{method} {path} ({id}) has no row in ROUTES"));
+            let route = &routes[row];
+            operation.tags = Some(vec![route.tag.to_owned()]);
+            let mut problems: Vec<ProblemKind> =
+                route.problems.iter().copied().flatten().copied().collect();
+            for kind in gate_problems(route.operation) {
+                if !problems.contains(kind) {
+                    problems.push(*kind);
                 }
-                for (status, response) in problem_responses(&problems) {
-                    operation
-                        .responses
-                        .responses
-                        .insert(status, RefOr::T(response));
-                }
-                rows.push((path.clone(), method, route.operation));
             }
+            for (status, response) in problem_responses(&problems) {
+                operation
+                    .responses
+                    .responses
+                    .insert(status, RefOr::T(response));
+            }
+            served.push((row, path.clone(), method));
         }
-        assert!(
-            unserved.is_empty(),
-            "rows of ROUTES no handler serves: {unserved:?}"
-        );
-        Self { rows }
     }
-
-    /// The operation a request asks for, from its method and matched route.
-    pub fn classify(&self, method: &Method, route: Option<&str>) -> Operation {
-        let Some(route) = route else {
-            return Operation::Other;
-        };
-        let method = if method == Method::HEAD {
-            &Method::GET
-        } else {
-            method
-        };
-        self.rows
-            .iter()
-            .find(|(path, allowed, _)| path == route && allowed == method)
-            .map_or(Operation::Other, |(_, _, operation)| *operation)
-    }
-
-    /// The routes, for tests and the docs.
-    pub fn rows(&self) -> impl Iterator<Item = (&str, &Method, Operation)> {
-        self.rows
-            .iter()
-            .map(|(path, method, operation)| (path.as_str(), method, *operation))
-    }
+    let unserved: Vec<&str> = (0..routes.len())
+        .filter(|row| !served.iter().any(|(served, ..)| served == row))
+        .map(|row| routes[row].operation_id)
+        .collect();
+    assert!(
+        unserved.is_empty(),
+        "rows of ROUTES no handler serves: {unserved:?}"
+    );
+    served.sort_by_key(|(row, ..)| *row);
+    RouteTable::new(
+        served
+            .into_iter()
+            .map(|(row, path, method)| (path, method, routes[row].operation, routes[row].handler)),
+    )
 }
 
 /// The problems the gate itself answers on a route of `operation` (see `gate`): a request

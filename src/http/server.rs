@@ -1,4 +1,4 @@
-//! Serving the router over HTTP/1.1 on a bound TCP listener, with graceful shutdown.
+//! Serving the application over HTTP/1.1 on a bound TCP listener, with graceful shutdown.
 //!
 //! This is `axum::serve` made leaner for a service whose clients hold connections open for a
 //! long time (waiting requests, hold streams, idle keep-alive sidecar clients): each
@@ -12,16 +12,21 @@
 //! connection forever; and accept errors handled as axum does (a full file table pauses
 //! accepting for a second instead of spinning).
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::time::Duration;
 
+use axum::http::Request;
+use axum::response::Response;
 use futures_util::FutureExt;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::Service;
 
 use super::parse_errors::ProblemIo;
 
@@ -52,14 +57,18 @@ impl Default for ServeOptions {
     }
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, then stops accepting and waits up to
-/// the grace period for open connections to finish their in-flight requests.
-pub async fn serve(
+/// Serves `app` (the gateway, or the metrics alone) on `listener` until `shutdown` resolves,
+/// then stops accepting and waits up to the grace period for open connections to finish their
+/// in-flight requests.
+pub async fn serve<S>(
     listener: TcpListener,
-    app: axum::Router,
+    app: S,
     shutdown: impl Future<Output = ()>,
     options: ServeOptions,
-) {
+) where
+    S: Service<Request<Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, header};
 use http_body_util::BodyExt;
 use lockgate::config::BackendChoice;
+use lockgate::http::App;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -16,7 +16,7 @@ use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, config};
 use crate::support::{assert_problem, eventually, waiters_in};
 
-fn app() -> Router {
+fn app() -> App {
     lockgate::app::app(&config(BackendChoice::Memory)).expect("valid config")
 }
 
@@ -27,7 +27,7 @@ struct Reply {
     raw: Vec<u8>,
 }
 
-async fn send(app: &Router, request: Request<Body>) -> Reply {
+async fn send(app: &App, request: Request<Body>) -> Reply {
     let response = app.clone().oneshot(request).await.expect("infallible");
     let status = response.status().as_u16();
     let headers = response.headers().clone();
@@ -51,7 +51,7 @@ fn request(method: Method, path: &str) -> axum::http::request::Builder {
     Request::builder().method(method).uri(path)
 }
 
-async fn acquire(app: &Router, name: &str, body: &str) -> Reply {
+async fn acquire(app: &App, name: &str, body: &str) -> Reply {
     send(
         app,
         request(Method::POST, &format!("/locks/{name}"))
@@ -61,17 +61,17 @@ async fn acquire(app: &Router, name: &str, body: &str) -> Reply {
     .await
 }
 
-async fn release(app: &Router, name: &str, token: &str) -> Reply {
+async fn release(app: &App, name: &str, token: &str) -> Reply {
     let req = request(Method::DELETE, &format!("/locks/{name}")).header("Lock-Token", token);
     send(app, req.body(Body::empty()).expect("request")).await
 }
 
-async fn renew(app: &Router, name: &str, token: &str, body: &str) -> Reply {
+async fn renew(app: &App, name: &str, token: &str, body: &str) -> Reply {
     let req = request(Method::PATCH, &format!("/locks/{name}")).header("Lock-Token", token);
     send(app, req.body(Body::from(body.to_owned())).expect("request")).await
 }
 
-async fn inspect(app: &Router, name: &str) -> Reply {
+async fn inspect(app: &App, name: &str) -> Reply {
     send(
         app,
         request(Method::GET, &format!("/locks/{name}"))

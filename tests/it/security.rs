@@ -18,11 +18,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request};
 use lockgate::access::ApiKeys;
 use lockgate::config::{BackendChoice, Config};
+use lockgate::http::App;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
@@ -139,7 +139,7 @@ enum Decision {
 
 /// Sends one request in-process; the answer's status as a decision (a stream's body is not
 /// read: dropping it ends the stream and releases what it held).
-async fn decide(app: &Router, route: &Route, target: &str, key: Option<&str>) -> Decision {
+async fn decide(app: &App, route: &Route, target: &str, key: Option<&str>) -> Decision {
     let mut req = Request::builder().method(route.method.clone()).uri(target);
     if let Some(key) = key {
         req = req.header("authorization", format!("Bearer {key}"));

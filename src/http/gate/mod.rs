@@ -1,10 +1,12 @@
-//! The one middleware every request goes through. In order, it
+//! The one middleware every request goes through, which routes it too. In order, it
 //!
-//! 1. gives the request an id (the client's `x-request-id` when it is sensible, else a new
-//!    one) and echoes it on the response;
-//! 2. classifies the request as one [`Operation`] (by the route table, see `routes`), and
-//!    refuses a head (request line and
-//!    headers) over `--max-header-bytes` (431 `headers-too-large`, closing the connection);
+//! 1. finds the request's route in the route table ([`super::dispatch`]): the handler to
+//!    call, and the [`Operation`] the request is (so the scope it needs, its timeout class,
+//!    its metrics' label); no route is a 404 (`invalid-name` under `/locks/`), a route
+//!    without the method a 405;
+//! 2. gives the request an id (the client's `x-request-id` when it is sensible, else a new
+//!    one) and echoes it on the response, and refuses a head (request line and headers) over
+//!    `--max-header-bytes` (431 `headers-too-large`, closing the connection);
 //! 3. enforces the global concurrency limit (503 `overloaded`; probes and metrics exempt);
 //! 4. decodes and validates the lock name the path names, once ([`ResolvedName`]: the handler
 //!    acts on that same value), authenticates the bearer key when API keys are configured (401
@@ -17,7 +19,8 @@
 //!    or release cut off all the same may have taken effect: it answers 503 `outcome-unknown`
 //!    (both are safe to repeat). Reading the body has its own bound, the request timeout: see
 //!    [`super::extract::JsonBody`];
-//! 6. turns a handler panic into a 500 problem document instead of a dropped connection;
+//! 6. calls the handler found, and turns its panic into a 500 problem document instead of a
+//!    dropped connection;
 //! 7. records the request in the metrics and writes one log line: info, or warn with the
 //!    cause for server errors (the client only got a generic detail), once per outcome per
 //!    window (`telemetry::throttle`; the rest at info, with a count on the next warn line).
@@ -31,37 +34,34 @@
 //! request can live for minutes, and with 10,000 of them those layers cost more memory than
 //! the waiting itself (see bench/README.md).
 //!
-//! Every step lives in the one future below; what the gate reads of a request (its id, its
-//! key, its size, its scope) is in [`request`], and how it records the answer in [`answer`]:
-//! plain functions, not layers.
+//! Every step lives in [`GateService::call`] and the one future it returns ([`answer`], which
+//! records the answer too); what the gate reads of a request (its id, its key, its size, its
+//! scope) is in [`request`]: plain functions, not layers.
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request};
-use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use tokio::time::Sleep;
+use tower::Service;
 
 mod answer;
 mod request;
 
-pub use self::answer::Succeeded;
-use self::answer::finish;
-use self::request::{RequestId, head_bytes, in_scope, query_says};
-use tower::{Layer, Service};
+pub use self::answer::{GateFuture, Succeeded};
+use self::answer::{LogContext, State};
+use self::request::{head_bytes, in_scope, query_says};
 
+use super::AppState;
+use super::dispatch::{Found, RouteTable, not_found};
 use super::extract::{Caller, ResolvedName};
 use super::problem::ApiError;
-use super::routes::RouteTable;
-use crate::access::{ApiKey, ApiKeys, MetricsAuth};
-use crate::lock::LockError;
+use crate::access::{ApiKeys, MetricsAuth};
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
 use crate::operation::Operation;
 use crate::telemetry::metrics::Metrics;
@@ -151,24 +151,20 @@ impl Gate {
     }
 }
 
+/// The gateway as one service: it routes every request by the table (see [`dispatch`]),
+/// takes it through the gate's steps and calls the handler found.
+///
+/// [`dispatch`]: super::dispatch
 #[derive(Debug, Clone)]
-pub struct GateLayer(pub Arc<Gate>);
-
-impl<S> Layer<S> for GateLayer {
-    type Service = GateService<S>;
-
-    fn layer(&self, inner: S) -> GateService<S> {
-        GateService {
-            inner,
-            gate: self.0.clone(),
-        }
-    }
+pub struct GateService {
+    /// The handlers' state, which holds the [`Gate`].
+    app: AppState,
 }
 
-#[derive(Debug, Clone)]
-pub struct GateService<S> {
-    inner: S,
-    gate: Arc<Gate>,
+impl GateService {
+    pub fn new(app: AppState) -> Self {
+        Self { app }
+    }
 }
 
 /// Holds a slot of the concurrency limit; gives it back when the request ends, however.
@@ -181,29 +177,34 @@ impl Drop for Slot {
     }
 }
 
-impl<S> Service<Request> for GateService<S>
+impl<B> Service<axum::http::Request<B>> for GateService
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = GateFuture<S::Future>;
+    type Future = GateFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
+    fn call(&mut self, req: axum::http::Request<B>) -> GateFuture {
+        let req = req.map(Body::new);
         let started = Instant::now();
-        let gate = &self.gate;
-        let route = req
-            .extensions()
-            .get::<MatchedPath>()
-            .map(MatchedPath::as_str);
-        let operation = gate.routes.classify(req.method(), route);
+        let gate = &self.app.gate;
+        let found = gate.routes.find(req.method(), req.uri().path());
+        let route = found.template().map(|template| &*template.path);
+        // A wrong method's answer names the right ones, whoever gives it (as axum's did).
+        let (handler, allow, name) = match &found {
+            Found::Route { endpoint, name, .. } => (Some(endpoint.handler), None, *name),
+            Found::WrongMethod { template, name } => (None, Some(&template.allow), *name),
+            Found::Nothing => (None, None, None),
+        };
         // The one decoding of the path's lock name: authorized below, acted on by the handler.
-        let name = route.and_then(|route| ResolvedName::of(route, req.uri().path()));
-        let operation = match operation {
+        let name = name.map(ResolvedName::decode);
+        let operation = match found.operation() {
             Operation::Release if query_says(req.uri(), "force") => Operation::Revoke,
             // `POST /locks?hold=true`: a multi-lock's hold stream.
             Operation::Acquire if req.uri().path() == "/locks" && query_says(req.uri(), "hold") => {
@@ -230,7 +231,7 @@ where
                       slot: Option<Slot>,
                       span: Option<Box<RequestSpan>>| GateFuture {
             state: State::Refused {
-                response: Some(refusal.into_response()),
+                response: Some(with_allow(refusal.into_response(), allow)),
             },
             log: LogContext {
                 gate: gate.clone(),
@@ -307,93 +308,35 @@ where
         let deadline = tokio::time::sleep_until(
             tokio::time::Instant::from_std(started) + gate.timeout(operation),
         );
+        let inner = match handler {
+            Some(handler) => handler(req, self.app.clone()),
+            None => {
+                let answer = match allow {
+                    Some(_) => ApiError::MethodNotAllowed,
+                    None => not_found(req.uri().path()),
+                };
+                Box::pin(std::future::ready(with_allow(
+                    answer.into_response(),
+                    allow,
+                )))
+            }
+        };
         GateFuture {
-            state: State::Running {
-                inner: self.inner.call(req),
-                deadline,
-            },
+            state: State::Running { inner, deadline },
             log,
         }
     }
 }
 
-/// What the log line and the metrics need once the answer is known.
-#[derive(Debug)]
-struct LogContext {
-    gate: Arc<Gate>,
-    started: Instant,
-    operation: Operation,
-    method: Method,
-    /// A copy of the path: the request's `Uri` shares hyper's buffer of the request head,
-    /// which a waiting request would otherwise keep alive (hyper then reads the rest of the
-    /// connection into a new buffer, so each waiting request would hold two).
-    path: Box<str>,
-    request_id: RequestId,
-    caller: Option<Arc<ApiKey>>,
-    /// The request's span, when traces are exported.
-    span: Option<Box<RequestSpan>>,
-    _slot: Option<Slot>,
-}
-
-pin_project_lite::pin_project! {
-    /// The handler's future with its deadline, or an answer given by the gate itself.
-    #[project = StateProj]
-    #[derive(Debug)]
-    enum State<F> {
-        Running { #[pin] inner: F, #[pin] deadline: Sleep },
-        Refused { response: Option<Response> },
+/// `response` with `Allow: allow`, unless it has one.
+fn with_allow(mut response: Response, allow: Option<&HeaderValue>) -> Response {
+    if let Some(allow) = allow {
+        response
+            .headers_mut()
+            .entry(header::ALLOW)
+            .or_insert_with(|| allow.clone());
     }
-}
-
-pin_project_lite::pin_project! {
-    #[derive(Debug)]
-    pub struct GateFuture<F> {
-        #[pin]
-        state: State<F>,
-        log: LogContext,
-    }
-}
-
-impl<F> Future for GateFuture<F>
-where
-    F: Future<Output = Result<Response, Infallible>>,
-{
-    type Output = Result<Response, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let response = match this.state.project() {
-            StateProj::Refused { response } => response.take().unwrap_or_else(|| {
-                ApiError::Internal("polled after completion".into()).into_response()
-            }),
-            StateProj::Running { inner, deadline } => {
-                // Redis round trips and waits made during this poll count for this request.
-                let _entered = this.log.span.as_ref().map(|span| span.enter());
-                // A panicking future is never polled again: this poll answers for it.
-                match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-                    Ok(Poll::Ready(Ok(response))) => response,
-                    Ok(Poll::Ready(Err(never))) => match never {},
-                    Ok(Poll::Pending) => match deadline.poll(cx) {
-                        // Dropping the handler's future is what a client hanging up does; the
-                        // lock layer withdraws any grant it made (no orphan grants). A renewal
-                        // or release may have been applied all the same.
-                        Poll::Ready(()) => match this.log.operation {
-                            Operation::Renew | Operation::Release | Operation::Revoke => {
-                                ApiError::Lock(LockError::no_answer_within(
-                                    this.log.gate.timeout(this.log.operation),
-                                ))
-                                .into_response()
-                            }
-                            _ => ApiError::Timeout.into_response(),
-                        },
-                        Poll::Pending => return Poll::Pending,
-                    },
-                    Err(_) => ApiError::Internal("handler panicked".into()).into_response(),
-                }
-            }
-        };
-        Poll::Ready(Ok(finish(this.log, response)))
-    }
+    response
 }
 
 #[cfg(test)]

@@ -1,18 +1,19 @@
 //! Tests of the gate.
 
-use axum::body::Body;
-use tower::{ServiceBuilder, ServiceExt, service_fn};
+use axum::http::Method;
+use tower::{ServiceExt, service_fn};
 
 use super::answer::outcome;
 use super::request::{RequestId, bearer};
 use super::*;
+use crate::http::dispatch::Handler;
 
 /// Every route served is classified, from its own declaration: the table read from the
-/// document has a row for every operation the document lists, none of them `other`, and
-/// `HEAD` is classified as the `GET` it is served by.
+/// document has a row for every operation the document lists, none of them `other`, each
+/// found by a path of its template, and `HEAD` is classified as the `GET` it is served by.
 #[test]
 fn every_route_served_is_classified() {
-    let (_, document, table) = crate::http::api();
+    let (document, table) = crate::http::api();
     let mut documented = 0;
     for item in document.paths.paths.values() {
         documented += [
@@ -29,30 +30,25 @@ fn every_route_served_is_classified() {
     }
     let rows: Vec<_> = table.rows().collect();
     assert_eq!(rows.len(), documented);
-    for (path, method, operation) in &rows {
-        assert_ne!(*operation, Operation::Other, "{method} {path}");
-        assert_eq!(table.classify(method, Some(path)), *operation);
+    let operation = |method: &Method, path: &str| table.find(method, path).operation();
+    for (template, method, expected) in &rows {
+        assert_ne!(*expected, Operation::Other, "{method} {template}");
+        let path = template
+            .replace("{name}", "orders:42")
+            .replace("{file}", "console.js");
+        assert_eq!(operation(method, &path), *expected, "{method} {path}");
     }
-    assert_eq!(
-        table.classify(&Method::HEAD, Some("/locks/{name}")),
-        Operation::Inspect
-    );
-    assert_eq!(
-        table.classify(&Method::POST, Some("/locks/{name}")),
-        Operation::Acquire
-    );
-    assert_eq!(
-        table.classify(&Method::PUT, Some("/locks/{name}")),
-        Operation::Other
-    );
-    assert_eq!(table.classify(&Method::GET, None), Operation::Other);
+    assert_eq!(operation(&Method::HEAD, "/locks/a"), Operation::Inspect);
+    assert_eq!(operation(&Method::POST, "/locks/a"), Operation::Acquire);
+    assert_eq!(operation(&Method::PUT, "/locks/a"), Operation::Other);
+    assert_eq!(operation(&Method::GET, "/nowhere"), Operation::Other);
 }
 
 /// Every tag of the route table is one the document declares (with its description): a
 /// misspelt tag would start a group of its own in generated clients and documentation.
 #[test]
 fn every_route_is_tagged_with_a_declared_tag() {
-    let (_, document, _) = crate::http::api();
+    let (document, _) = crate::http::api();
     let declared: Vec<&str> = document
         .tags
         .iter()
@@ -91,34 +87,17 @@ fn every_outcome_has_its_own_label_value() {
     }
 }
 
-fn gate() -> Arc<Gate> {
-    Arc::new(Gate::new(
-        GateOptions {
-            keys: None,
-            metrics_auth: MetricsAuth::Open,
-            max_concurrent_requests: 10,
-            request_timeout: Duration::from_millis(50),
-            max_wait: Duration::ZERO,
-            max_header_bytes: 32768,
-            tracing: None,
-        },
-        Arc::new(Metrics::new()),
-        RouteTable::default(),
-    ))
+/// The gateway with one route, `GET /` (an inspection), served by `handler`, and a request
+/// timeout of 50 ms.
+fn serving(handler: Handler) -> GateService {
+    let routes = RouteTable::new([("/".to_owned(), Method::GET, Operation::Inspect, handler)]);
+    GateService::new(crate::http::test_state(routes, Duration::from_millis(50)))
 }
 
 /// A handler that panics answers a 500 problem document; the server goes on.
 #[tokio::test]
 async fn a_panicking_handler_answers_500() {
-    let panicking = service_fn(|_: Request| async {
-        if true {
-            panic!("bug");
-        }
-        Ok::<Response, Infallible>(Response::new(Body::empty()))
-    });
-    let service = ServiceBuilder::new()
-        .layer(GateLayer(gate()))
-        .service(panicking);
+    let service = serving(|_, _| Box::pin(async { panic!("bug") }));
     let response = service
         .oneshot(Request::new(Body::empty()))
         .await
@@ -134,11 +113,12 @@ async fn a_panicking_handler_answers_500() {
 /// A handler slower than the request timeout answers 503 `timeout`.
 #[tokio::test]
 async fn a_slow_handler_times_out() {
-    let slow = service_fn(|_: Request| async {
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        Ok::<Response, Infallible>(Response::new(Body::empty()))
+    let service = serving(|_, _| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Response::new(Body::empty())
+        })
     });
-    let service = ServiceBuilder::new().layer(GateLayer(gate())).service(slow);
     let response = service
         .oneshot(Request::new(Body::empty()))
         .await
@@ -175,7 +155,7 @@ fn bearer_keys_are_read_case_insensitively() {
 
 /// What each of tower-http's layers adds to a request's future, which a waiting request keeps
 /// for its whole wait (bench/README.md, "tower-http"): the sensitive-headers layer adds
-/// nothing (it is in the router); a propagated request id, a timeout, catch-panic and a trace
+/// nothing (it wraps the gate); a propagated request id, a timeout, catch-panic and a trace
 /// span each add state of their own around the future, where the gate's one future already
 /// holds the same things (its id, its deadline, its panic answer, its span).
 #[test]

@@ -3,7 +3,7 @@
 use crate::http::json::Json;
 use axum::Extension;
 use axum::extract::{RawQuery, State};
-use axum::http::{StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::params::{IdempotencyKeyParam, LockNameParam, LockTokenParam};
@@ -19,7 +19,7 @@ use crate::http::extract::{
 };
 use crate::http::gate::Succeeded;
 use crate::http::problem::ApiError;
-use crate::lock::{Exclusive, IdempotencyKey, InvalidName, LockName, LockToken, Shared};
+use crate::lock::{Exclusive, IdempotencyKey, LockName, LockToken, Shared};
 use axum::response::IntoResponse;
 use futures_util::future::{Either, ready};
 
@@ -249,18 +249,4 @@ pub async fn inspect_lock(
 ) -> Result<Json<LockInfoBody>, ApiError> {
     let state = app.service.inspect(&name).await?;
     Ok(Json(LockInfoBody::new(&name, state)))
-}
-
-/// Any path no route matched. Under `/locks/` that is a bad name (empty, or with a slash,
-/// which never matches `{name}`), so it gets `invalid-name` rather than a bare 404.
-pub async fn unmatched(uri: Uri) -> ApiError {
-    let path = uri.path();
-    match path
-        .strip_prefix("/locks/")
-        .or_else(|| path.strip_prefix("/semaphores/"))
-    {
-        Some("") => ApiError::InvalidName(InvalidName::Empty),
-        Some(_) => ApiError::InvalidName(InvalidName::BadCharacter),
-        None => ApiError::NotFound,
-    }
 }

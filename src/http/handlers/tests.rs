@@ -7,55 +7,25 @@
 //! axum boxes the handler's future with ~380 bytes of its own, so today's fit the
 //! allocator's 1,536-byte size class.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::Uri;
 
 use super::{hold, locks, multi, semaphores};
-use crate::access::MetricsAuth;
-use crate::backend::Backend;
-use crate::backend::memory::MemoryBackend;
 use crate::http::AppState;
+use crate::http::dispatch::RouteTable;
 use crate::http::extract::Caller;
 use crate::http::extract::OptionalLockToken;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
-use crate::http::gate::{Gate, GateOptions};
-use crate::lock::request::TEST_LIMITS;
-use crate::lock::token::TokenSecret;
-use crate::lock::{LockName, LockService};
-use crate::telemetry::metrics::Metrics;
+use crate::lock::LockName;
 
 /// The most a waiting acquire's handler future may take, in bytes.
 const BUDGET: usize = 1280;
 
 fn state() -> AppState {
-    let limits = TEST_LIMITS;
-    let backend = Backend::Memory(Box::new(MemoryBackend::new()));
-    let secret = TokenSecret::random().expect("random");
-    let gate = GateOptions {
-        keys: None,
-        metrics_auth: MetricsAuth::Open,
-        max_concurrent_requests: 10,
-        request_timeout: Duration::from_secs(1),
-        max_wait: limits.max_wait,
-        max_header_bytes: 8192,
-        tracing: None,
-    };
-    AppState::new(crate::http::AppParts {
-        service: Arc::new(LockService::new(backend, limits, secret)),
-        gate: Arc::new(Gate::new(
-            gate,
-            Arc::new(Metrics::new()),
-            crate::http::routes::RouteTable::default(),
-        )),
-        max_body_bytes: 4096,
-        openapi_json: Bytes::new(),
-        console: true,
-    })
+    crate::http::test_state(RouteTable::default(), Duration::from_secs(1))
 }
 
 fn name() -> LockPath {

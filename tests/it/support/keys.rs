@@ -1,12 +1,12 @@
 //! API keys for tests of authorization, and in-process calls that carry them.
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request};
 use http_body_util::BodyExt;
 use lockgate::access::ApiKeys;
 use lockgate::access::MetricsAuth;
 use lockgate::config::BackendChoice;
+use lockgate::http::App;
 use tower::ServiceExt;
 
 use crate::support::gateway::config;
@@ -23,7 +23,7 @@ pub const KEYS: &str = r#"[
     {"name": "scraper", "key": "scraper-key-0123456789", "prefixes": [], "operations": ["metrics"]}
 ]"#;
 
-pub fn app_with_keys(metrics_auth: MetricsAuth) -> Router {
+pub fn app_with_keys(metrics_auth: MetricsAuth) -> App {
     let mut config = config(BackendChoice::Memory);
     config.api_keys = Some(ApiKeys::from_json(KEYS).expect("valid keys"));
     config.metrics_auth = metrics_auth;
@@ -32,7 +32,7 @@ pub fn app_with_keys(metrics_auth: MetricsAuth) -> Router {
 
 /// Status, headers and body text of one in-process request.
 pub async fn call(
-    app: &Router,
+    app: &App,
     method: Method,
     path: &str,
     key: Option<&str>,
