@@ -44,8 +44,6 @@ pub type Handler = fn(Request, AppState) -> HandlerFuture;
 #[derive(Debug, Default)]
 pub struct RouteTable {
     templates: Vec<Template>,
-    /// The most segments any template has: a longer path matches none.
-    most_segments: usize,
 }
 
 /// One path template (`/locks/{name}`) and what each of its methods is.
@@ -113,7 +111,7 @@ impl Found<'_, '_> {
 }
 
 /// A path has at most this many segments for the table to look at it (every template has
-/// far fewer); longer ones are read no further.
+/// far fewer); longer ones match none and are read no further.
 const SEGMENTS: usize = 8;
 
 impl RouteTable {
@@ -169,22 +167,18 @@ impl RouteTable {
             }
             template.allow = HeaderValue::from_str(&allow).expect("method names");
         }
-        let most_segments = templates.iter().map(|t| t.segments.len()).max();
-        Self {
-            templates,
-            most_segments: most_segments.unwrap_or(0),
-        }
+        Self { templates }
     }
 
     /// The route a request's method and path (`Uri::path`, still percent-encoded) find.
     pub fn find<'t, 'p>(&'t self, method: &Method, path: &'p str) -> Found<'t, 'p> {
-        let Some(rest) = path.strip_prefix('/') else {
+        if !path.starts_with('/') {
             return Found::Nothing;
-        };
+        }
         let mut segments: [&[u8]; SEGMENTS] = [&[]; SEGMENTS];
         let mut count = 0;
-        for segment in rest.as_bytes().split(|&b| b == b'/') {
-            if count == self.most_segments {
+        for segment in segments_of(path) {
+            if count == SEGMENTS {
                 return Found::Nothing;
             }
             segments[count] = segment;
