@@ -10,16 +10,24 @@ use std::fmt;
 pub const MAX_NAME_LEN: usize = 200;
 
 /// The bytes that may follow a name's first: letters, digits, `.`, `_`, `:` and `-`.
-const FOLLOWING_BYTE: [bool; 256] = {
+const FOLLOWING_BYTE: [bool; 256] = alphanumeric_and(b"._:-");
+
+/// A table of the bytes of an ASCII alphabet, indexed by byte: the letters, the digits and
+/// `extra`. (Text checked on every request is checked by table, a byte at a time.)
+pub const fn alphanumeric_and(extra: &[u8]) -> [bool; 256] {
     let mut table = [false; 256];
     let mut b = 0;
     while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b':' | b'-');
+        table[b] = (b as u8).is_ascii_alphanumeric();
         b += 1;
     }
+    let mut i = 0;
+    while i < extra.len() {
+        table[extra[i] as usize] = true;
+        i += 1;
+    }
     table
-};
+}
 
 /// A validated lock name.
 #[derive(Clone, PartialEq, Eq, Hash)]

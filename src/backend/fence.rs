@@ -206,15 +206,7 @@ fn split(token: &str) -> Option<(&str, u64)> {
 }
 
 /// The bytes a stem is made of: URL-safe base64 (its entropy and its marks).
-const STEM_BYTE: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        table[b] = matches!(b as u8, b'0'..=b'9' | b'A'..=b'Z' | b'a'..=b'z' | b'-' | b'_');
-        b += 1;
-    }
-    table
-};
+const STEM_BYTE: [bool; 256] = crate::name::alphanumeric_and(b"-_");
 
 /// The marks and the fence of `token` if it has the shape of a token lockgate issues:
 /// [`STEM_ENTROPY_CHARS`] URL-safe base64 characters, marks exactly as [`Marks::stem`] writes
