@@ -34,7 +34,7 @@ use super::problem::ApiError;
 use crate::lock::InvalidName;
 use crate::operation::Operation;
 
-/// A handler's answer to come; axum's handlers box theirs already.
+/// A handler's answer to come, boxed by the call (see [`super::invoke`]).
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Response> + Send>>;
 
 /// Calls one handler: its extractors read the request, its state is the application's.

@@ -14,6 +14,7 @@ pub mod dto;
 pub mod extract;
 pub mod gate;
 pub mod handlers;
+pub mod invoke;
 pub mod json;
 pub mod openapi;
 pub mod parse_errors;

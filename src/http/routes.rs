@@ -133,11 +133,7 @@ macro_rules! route_table {
                 operation: $crate::operation::Operation::$operation,
                 problems: $problems,
                 handler: |request, state| {
-                    axum::handler::Handler::<_, $crate::http::AppState>::call(
-                        $module::$handler,
-                        request,
-                        state,
-                    )
+                    $crate::http::invoke::LeanHandler::call($module::$handler, request, state)
                 },
             }),*]
         };
