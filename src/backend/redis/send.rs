@@ -160,7 +160,11 @@ impl RedisBackend {
         match ack {
             None => Ok((self.script(script, call).await?, None)),
             Some(ack) => {
-                let (reply, acked) = self.run_acked(name, script, call, ack).await?;
+                // Boxed: the dedicated connection's checkout and the pipeline are 2.5 KiB of
+                // future, and inline they would size every lease script's future, the plain
+                // ones too; an acquire's is built and copied into its box each attempt.
+                let acked = Box::pin(self.run_acked(name, script, call, ack));
+                let (reply, acked) = acked.await?;
                 Ok((reply, Some(acked)))
             }
         }
