@@ -256,20 +256,31 @@ fn transport(err: reqwest::Error) -> ClientError {
     }
 }
 
-/// An error with the causes beneath it (`connection refused`, a DNS failure), which reqwest's
-/// own message leaves out.
+/// What went wrong, from the causes beneath reqwest's error (`tcp connect error: Connection
+/// refused`, a DNS failure, `operation timed out`), which reqwest's own message leaves out.
+/// Its own message (`error sending request for url (…)`) and hyper's wrapper (`client error
+/// (Connect)`) are left out: they say nothing more, and the callers name the URL themselves.
 fn with_causes(err: &reqwest::Error) -> String {
-    let mut text = err.to_string();
+    let mut causes: Vec<String> = Vec::new();
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
+        let text = cause.to_string();
+        let wrapper = text.starts_with("client error (");
+        if !wrapper && !causes.iter().any(|said| said.contains(&text)) {
+            causes.push(text);
         }
         source = cause.source();
     }
-    text
+    if causes.is_empty() {
+        // reqwest's message alone, without the URL.
+        let text = err.to_string();
+        match err.url() {
+            Some(url) => text.replace(&format!(" for url ({url})"), ""),
+            None => text,
+        }
+    } else {
+        causes.join(": ")
+    }
 }
 
 /// Reads a success body of type `T` (an empty body for `()`), or the problem document.

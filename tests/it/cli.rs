@@ -414,7 +414,8 @@ async fn command_line_edges() {
 }
 
 /// `lockgate run`'s messages name what to fix: a `--gateway` without a scheme (not the API
-/// key), the cause of an unreachable gateway, and the variable of the API key on a 401.
+/// key), the cause of an unreachable gateway (its URL once), and the variable of the API key
+/// on a 401.
 #[tokio::test]
 async fn lockgate_run_names_what_to_fix() {
     let (code, _, stderr) = run(&["run", "--gateway", "localhost:7380", "f1", "--", "true"]).await;
@@ -431,6 +432,12 @@ async fn lockgate_run_names_what_to_fix() {
     assert_eq!(code, Some(69), "{stderr}");
     assert!(
         stderr.to_lowercase().contains("connection refused"),
+        "{stderr}"
+    );
+    // The URL once, and none of reqwest's and hyper's wrappers around the cause.
+    assert_eq!(stderr.matches(&gateway).count(), 1, "{stderr}");
+    assert!(
+        !stderr.contains("error sending request") && !stderr.contains("client error"),
         "{stderr}"
     );
 
