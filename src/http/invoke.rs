@@ -25,14 +25,14 @@ use super::dispatch::HandlerFuture;
 /// A handler the gate can call: a function of extractors (the last may read the body) that
 /// returns a future of something that is a response. `T` names the extractors, as axum's
 /// `Handler<T, S>` does.
-pub trait LeanHandler<T>: Clone + Send + Sync + Sized + 'static {
+pub trait LeanHandler<T>: Send + Sized + 'static {
     /// Extracts the handler's arguments from `request` and runs it: one boxed future.
     fn call(self, request: Request, state: AppState) -> HandlerFuture;
 }
 
 impl<F, Fut, Res> LeanHandler<((),)> for F
 where
-    F: FnOnce() -> Fut + Clone + Send + Sync + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = Res> + Send + 'static,
     Res: IntoResponse + 'static,
 {
@@ -47,7 +47,7 @@ macro_rules! lean_handler {
         #[allow(non_snake_case, unused_mut)]
         impl<F, Fut, Res, M, $($part,)* $last> LeanHandler<(M, $($part,)* $last,)> for F
         where
-            F: FnOnce($($part,)* $last,) -> Fut + Clone + Send + Sync + 'static,
+            F: FnOnce($($part,)* $last,) -> Fut + Send + 'static,
             Fut: Future<Output = Res> + Send + 'static,
             Res: IntoResponse + 'static,
             $($part: FromRequestParts<AppState> + Send + 'static,)*
