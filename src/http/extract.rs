@@ -11,6 +11,10 @@
 //!   `application/x-www-form-urlencoded`) works as typed. Messages never repeat a string value
 //!   from the body, in case a client put a secret there.
 
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
+
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderName;
 use axum::http::header::CONTENT_LENGTH;
@@ -211,34 +215,59 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonBody<T> {
             return Err(ApiError::PayloadTooLarge { limit });
         }
         // A client that stalls while sending its body is answered within the request
-        // timeout, even on routes whose overall bound includes a wait for the lock.
-        let read = axum::body::to_bytes(req.into_body(), limit);
-        let bytes = tokio::time::timeout(state.gate.request_timeout(), read)
-            .await
-            .map_err(|_| ApiError::Timeout)?
-            .map_err(|err| {
-                let too_large = std::error::Error::source(&err)
-                    .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-                if too_large {
-                    ApiError::PayloadTooLarge { limit }
-                } else {
-                    ApiError::body(None, "the request body could not be read")
-                }
-            })?;
+        // timeout, even on routes whose overall bound includes a wait for the lock. Nearly
+        // always the body came with the head and is read at the first poll: the timer is
+        // only made for one that has not.
+        let mut read = pin!(axum::body::to_bytes(req.into_body(), limit));
+        let read = match poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
+            Poll::Ready(read) => read,
+            Poll::Pending => tokio::time::timeout(state.gate.request_timeout(), read)
+                .await
+                .map_err(|_| ApiError::Timeout)?,
+        };
+        let bytes = read.map_err(|err| {
+            let too_large = std::error::Error::source(&err)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            if too_large {
+                ApiError::PayloadTooLarge { limit }
+            } else {
+                ApiError::body(None, "the request body could not be read")
+            }
+        })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self(T::default()));
         }
-        let mut json = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(&mut json).map_err(|err| {
+        parse(&bytes).map(Self)
+    }
+}
+
+/// `bytes` as one JSON `T`, or why not (naming the field at fault). Without
+/// serde_path_to_error first: following the path costs on every body, and only a rejected one
+/// needs it.
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    T::deserialize(&mut json)
+        .and_then(|value| json.end().map(|()| value))
+        .map_err(|plain| rejected::<T>(bytes, &plain))
+}
+
+/// Why `bytes` is not a `T`: read again, following the path to name the field at fault.
+/// (`plain` is what the plain reading said, for the case the second reading accepts it,
+/// which a deterministic deserializer never does.)
+fn rejected<T: DeserializeOwned>(bytes: &[u8], plain: &serde_json::Error) -> ApiError {
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize::<_, T>(&mut json) {
+        Err(err) => {
             let path = err.path().to_string();
             // serde_path_to_error writes `?` where it could not tell the position (a syntax
             // error); then no field is named rather than a meaningless one.
             let field = (path != "." && !path.contains('?')).then_some(path);
             ApiError::body(field, describe_json_error(err.inner()))
-        })?;
-        json.end()
-            .map_err(|err| ApiError::body(None, describe_json_error(&err)))?;
-        Ok(Self(value))
+        }
+        Ok(_) => ApiError::body(
+            None,
+            describe_json_error(json.end().err().as_ref().unwrap_or(plain)),
+        ),
     }
 }
 
@@ -294,6 +323,47 @@ fn plain_type_names(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body is accepted or rejected as the path-following reading alone did (which the
+    /// rejections still come from): the same value, or the same field and message.
+    #[test]
+    fn bodies_read_as_the_path_following_reading_reads_them() {
+        use crate::http::dto::AcquireBody;
+        fn path_following(bytes: &[u8]) -> Result<AcquireBody, ApiError> {
+            let mut json = serde_json::Deserializer::from_slice(bytes);
+            let value = serde_path_to_error::deserialize(&mut json).map_err(|err| {
+                let path = err.path().to_string();
+                let field = (path != "." && !path.contains('?')).then_some(path);
+                ApiError::body(field, describe_json_error(err.inner()))
+            })?;
+            json.end()
+                .map_err(|err| ApiError::body(None, describe_json_error(&err)))?;
+            Ok(value)
+        }
+        let bodies: [&[u8]; 16] = [
+            br#"{"ttl_ms": 10000}"#,
+            br#"{"ttl_ms": 10000, "wait_ms": 5, "owner": "a", "metadata": {"k": [1, "x"]}}"#,
+            br#"{}"#,
+            b"{",
+            br#"{"ttl": 1}"#,
+            br#"{"ttl_ms": -1}"#,
+            br#"{"ttl_ms": "10000"}"#,
+            br#"{"ttl_ms": 1.5}"#,
+            br#"{"ttl_ms": 10000} {"ttl_ms": 1}"#,
+            br#"{"ttl_ms": 10000} x"#,
+            br#"[]"#,
+            br#""secret""#,
+            br#"{"metadata": 7}"#,
+            br#"{"mode": "sideways"}"#,
+            br#"{"ttl_ms": 10000, "ttl_ms": 2}"#,
+            b"{\"owner\": \"\xff\"}",
+        ];
+        for body in bodies {
+            let fast = format!("{:?}", parse::<AcquireBody>(body));
+            let reference = format!("{:?}", path_following(body));
+            assert_eq!(fast, reference, "{}", String::from_utf8_lossy(body));
+        }
+    }
 
     /// A segment without a `%` is decoded as percent-decoding would decode it: the same name,
     /// or the same reason it is none.
