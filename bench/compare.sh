@@ -74,6 +74,7 @@ echo "after:  $AFTER ($("$AFTER" --version))"
 echo
 echo "lock cycles, 64 connections, ${DURATION}s per run: requests/s (ratio to the floor of the"
 echo "same round), and µs of the process's CPU time per request (ratio to the floor's)"
+ROUND_FIGURES=()   # "build rps cpu floor_rps floor_cpu", one per build per round
 for round in $(seq "$ROUNDS"); do
     # Alternate which build goes first, so neither always runs on a warmer machine.
     if [ $((round % 2)) = 1 ]; then order="before after"; else order="after before"; fi
@@ -85,10 +86,21 @@ for round in $(seq "$ROUNDS"); do
         start_gateway "$bin"
         read -r rps cpu <<<"$(lock_cycles "$GW_PORT" "$GW_PID")"
         stop "$GW_PID"
+        ROUND_FIGURES+=("$which $rps $cpu $floor $floor_cpu")
         line="$line $which $rps ($(awk -v a="$rps" -v b="$floor" 'BEGIN {printf "%.2f", a / b}')), $cpu µs ($(awk -v a="$cpu" -v b="$floor_cpu" 'BEGIN {printf "%.2f", a / b}'));"
     done
     echo "$line floor $floor, $floor_cpu µs"
 done
+# The means over the rounds: the ratio is the mean of each round's (each against its own floor).
+if [ "$ROUNDS" -gt 0 ]; then
+    printf '%s\n' "${ROUND_FIGURES[@]}" | awk -v rounds="$ROUNDS" '
+        { rps[$1] += $2; cpu[$1] += $3; ratio[$1] += $3 / $5; floor += $5 / 2 }
+        END {
+            printf "mean of %d rounds: before %.0f req/s, %.2f µs (%.2f); after %.0f req/s, %.2f µs (%.2f); floor %.2f µs\n",
+                rounds, rps["before"] / rounds, cpu["before"] / rounds, ratio["before"] / rounds,
+                rps["after"] / rounds, cpu["after"] / rounds, ratio["after"] / rounds, floor / rounds
+        }'
+fi
 stop "$FLOOR_PID"
 
 echo
