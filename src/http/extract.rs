@@ -251,9 +251,9 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         .map_err(|plain| rejected::<T>(bytes, &plain))
 }
 
-/// Why `bytes` is not a `T`: read again, following the path to name the field at fault.
-/// (`plain` is what the plain reading said, for the case the second reading accepts it,
-/// which a deterministic deserializer never does.)
+/// Why `bytes` is not a `T`: read again, following the path to name the field at fault. A
+/// body whose value the second reading accepts was refused by the plain one for what follows
+/// the value (trailing data): that reading's error, `plain`, says so.
 fn rejected<T: DeserializeOwned>(bytes: &[u8], plain: &serde_json::Error) -> ApiError {
     let mut json = serde_json::Deserializer::from_slice(bytes);
     match serde_path_to_error::deserialize::<_, T>(&mut json) {
@@ -264,10 +264,7 @@ fn rejected<T: DeserializeOwned>(bytes: &[u8], plain: &serde_json::Error) -> Api
             let field = (path != "." && !path.contains('?')).then_some(path);
             ApiError::body(field, describe_json_error(err.inner()))
         }
-        Ok(_) => ApiError::body(
-            None,
-            describe_json_error(json.end().err().as_ref().unwrap_or(plain)),
-        ),
+        Ok(_) => ApiError::body(None, describe_json_error(plain)),
     }
 }
 
