@@ -5,14 +5,15 @@
 
 use std::time::Duration;
 
+use lockgate::http::dto::RenewBody;
 use serde_json::json;
 
 use crate::support::answers::Answered;
-use crate::support::eventually;
 use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
 use crate::support::process::{ServerProcess, lockgate};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::workload::{self, Workload};
+use crate::support::{Lines, eventually};
 
 /// Makes `redis` a server that evicts keys when full (as managed services often default to).
 fn evicting(redis: &RedisServer) {
@@ -259,6 +260,69 @@ async fn a_full_redis_is_answered_as_such_and_recovered_from_at_once() {
         .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(0))
         .expect("CONFIG SET maxmemory");
     assert_eq!(acquire("full:after").await.expect("acquire").status(), 201);
+}
+
+/// A full Redis refuses new grants, but what it granted goes on: renewing adds nothing, so a
+/// lock, a read lock, a reentrant lock, a semaphore's permit and a multi-lock renew, a hold
+/// stream keeps its permit, and each is released. (A re-entry is a new hold: refused.)
+#[tokio::test]
+async fn a_full_redis_still_renews_and_releases_what_it_granted() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let (locks, permits) = (gw.client(), gw.client().semaphores());
+    let set = gw.client().set(&["full:m1".into(), "full:m2".into()]);
+    let mut leases = Vec::new();
+    for (client, name, body) in [
+        (&locks, "full:lock", json!({})),
+        (&locks, "full:read", json!({"mode": "shared"})),
+        (&locks, "full:again", json!({"reentrant": true})),
+        (&permits, "full:permit", json!({"permits": 2})),
+        (&set, "full:m1", json!({"names": ["full:m1", "full:m2"]})),
+    ] {
+        let grant = client.acquire(name, &body, None, None).await.done(201);
+        leases.push((client, name, grant.token));
+    }
+    let response = gw
+        .http
+        .post(gw.url("/semaphores/full:held/hold"))
+        .json(&json!({"permits": 1, "ttl_ms": 600}))
+        .send()
+        .await
+        .expect("hold request");
+    let mut held = Lines::new(response);
+    let acquired = held.next().await.expect("acquired");
+    assert_eq!(acquired["event"], "acquired", "{acquired}");
+
+    let _: () = redis
+        .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(1))
+        .expect("CONFIG SET maxmemory");
+    (locks.acquire("full:new", &json!({}), None, None).await).refused(503, "backend-full");
+    let reentry = gw
+        .http
+        .post(gw.url("/locks/full:again"))
+        .header("Lock-Token", &leases[2].2)
+        .json(&json!({"reentrant": true}))
+        .send()
+        .await
+        .expect("re-entry");
+    assert_eq!(reentry.status(), 503, "a re-entry is a new hold");
+    let renewal: RenewBody = serde_json::from_value(json!({"ttl_ms": 60_000})).expect("a body");
+    for (client, name, token) in &leases {
+        let renewed = client.renew(name, token, &renewal, None).await;
+        assert_eq!(renewed.status(), 200, "renewing {name}: {renewed:?}");
+    }
+    // Three renewals of a 600 ms permit (1.2 s, twice its ttl), all on the full server.
+    for _ in 0..3 {
+        let event = tokio::time::timeout(Duration::from_secs(5), held.next())
+            .await
+            .expect("an event within 5 s")
+            .expect("the stream goes on");
+        assert_eq!(event["event"], "renewed", "{event}");
+    }
+    for (client, name, token) in &leases {
+        let released = client.release(name, token, None).await;
+        assert_eq!(released.status(), 204, "releasing {name}: {released:?}");
+    }
 }
 
 /// The count of forward clock steps in an exposition.

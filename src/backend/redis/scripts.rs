@@ -35,7 +35,9 @@ impl Lua {
 }
 
 /// A script is one file, or several run as one (a prelude of shared functions, then the
-/// script's own file: Lua has no `require` in Redis).
+/// script's own file: Lua has no `require` in Redis). The renewals that update a sorted set
+/// start with `allow_oom.lua`, a flags line, so that a full server still runs them (they add
+/// nothing; the others' `PEXPIRE` runs there unflagged).
 macro_rules! scripts {
     ($($name:ident = [$($file:literal),+],)+) => {
         $(pub static $name: LazyLock<Lua> = LazyLock::new(|| {
@@ -60,11 +62,11 @@ scripts! {
     REENTER = ["presented_token.lua", "reenter.lua"],
     REENTRANT_RELEASE = ["presented_token.lua", "reentrant_release.lua"],
     PERMIT_ACQUIRE = ["grant.lua", "lease_set.lua", "permit_acquire.lua"],
-    PERMIT_RENEW = ["grant.lua", "lease_set.lua", "permit_renew.lua"],
+    PERMIT_RENEW = ["allow_oom.lua", "grant.lua", "lease_set.lua", "permit_renew.lua"],
     PERMIT_RELEASE = ["grant.lua", "lease_set.lua", "permit_release.lua"],
     PERMIT_INSPECT = ["grant.lua", "lease_set.lua", "permit_inspect.lua"],
     SHARED_ACQUIRE = ["grant.lua", "lease_set.lua", "shared_acquire.lua"],
-    SHARED_RENEW = ["grant.lua", "lease_set.lua", "shared_renew.lua"],
+    SHARED_RENEW = ["allow_oom.lua", "grant.lua", "lease_set.lua", "shared_renew.lua"],
     SHARED_RELEASE = ["grant.lua", "lease_set.lua", "shared_release.lua"],
     SHARED_INSPECT = ["grant.lua", "lease_set.lua", "shared_inspect.lua"],
     MULTI_ACQUIRE = ["grant.lua", "multi_acquire.lua"],
