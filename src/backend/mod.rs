@@ -247,8 +247,12 @@ pub trait LeaseStore: Send + Sync {
     fn watch_grants(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
 
     /// Announcements of the grants of every lock whose name starts with `prefix` (see
-    /// [`granted`]), returned once the subscription is in place.
-    fn watch_grants_under(&self, prefix: &str) -> impl Future<Output = GrantedNames> + Send;
+    /// [`granted`]), returned once the subscription is in place; `Refused` when the store will
+    /// not announce them to this gateway (an ACL).
+    fn watch_grants_under(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<GrantedNames, BackendError>> + Send;
 }
 
 /// The configured backend.
@@ -368,7 +372,7 @@ impl LeaseStore for Backend {
         async fn list_semaphores(&self, request: PageRequest<'_>) -> Result<SemaphorePage, BackendError>;
         async fn ping(&self) -> Result<(), BackendError>;
         async fn watch_grants(&self, name: &str) -> ReleaseFeed;
-        async fn watch_grants_under(&self, prefix: &str) -> GrantedNames;
+        async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError>;
     }
 
     fn sees_every_release(&self, leased: Leased<'_>) -> bool {

@@ -647,10 +647,11 @@ impl LeaseStore for RedlockBackend {
         ReleaseFeed::merged(join_all(self.nodes.iter().map(|n| n.watch_grants(name))).await)
     }
 
-    async fn watch_grants_under(&self, prefix: &str) -> GrantedNames {
-        GrantedNames::merged(
-            join_all(self.nodes.iter().map(|n| n.watch_grants_under(prefix))).await,
-        )
+    async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError> {
+        let watched = join_all(self.nodes.iter().map(|n| n.watch_grants_under(prefix))).await;
+        Ok(GrantedNames::merged(
+            watched.into_iter().collect::<Result<_, _>>()?,
+        ))
     }
 }
 

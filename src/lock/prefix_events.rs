@@ -81,7 +81,7 @@ impl Watches {
     ) -> Result<PrefixWatcher, LockError> {
         let slot = self.reserve()?;
         // Subscribed before the walk: a grant during it is announced, not lost.
-        let granted = backend.watch_grants_under(&prefix).await;
+        let granted = backend.watch_grants_under(&prefix).await?;
         let (events, receiver) = mpsc::channel(BACKLOG);
         let mut follower = Follower {
             backend: backend.clone(),

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::support::answers::Answered;
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
+use crate::support::process::ServerProcess;
 use crate::support::redis::RedisServer;
 use crate::support::{Lines, assert_problem, eventually, status_json};
 
@@ -306,4 +307,96 @@ async fn grants_during_a_lost_connection_are_found_again() {
         ["state", "acquired"].contains(&event["event"].as_str().expect("event")),
         "{event}"
     );
+}
+
+/// A Redis user granted the channels `&lockgate:*` (docs/operations.md's ACL line) may not
+/// subscribe to a prefix's pattern: Redis allows a pattern only as the ACL writes it. The
+/// prefix stream answers 503 at once and the log says what to grant; the pub/sub connection
+/// goes on for what else is subscribed on it (a lock's own stream is told its grant), and is
+/// not reconnected in a loop (it was: thousands of connections a second, nothing logged, and
+/// every stream and waiter on it deaf).
+#[tokio::test]
+async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_else() {
+    let redis = RedisServer::start();
+    let _: () = redis
+        .query(
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("lockgate")
+                .arg("on")
+                .arg(">secret")
+                .arg("~lockgate:*")
+                .arg("resetchannels")
+                .arg("&lockgate:*")
+                .arg("+@all"),
+        )
+        .expect("ACL SETUSER");
+    let url = format!("redis://lockgate:secret@127.0.0.1:{}", redis.port());
+    let server = ServerProcess::start(&["--redis-url", &url], &[]).await;
+    let http = crate::support::http_client();
+    let ndjson = |path: &str| {
+        http.get(server.url(path))
+            .header("accept", "application/x-ndjson")
+            .send()
+    };
+    let mut watched = Lines::new(ndjson("/locks/acl:1/events").await.expect("events"));
+    assert_eq!(next_event(&mut watched).await["event"], "state");
+    // Counted on one connection of the test's own, opened before the first count.
+    let mut counter = redis::Client::open(redis.url())
+        .and_then(|client| client.get_connection())
+        .expect("a connection");
+    let mut connections = || {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut counter)
+            .expect("INFO stats");
+        info.lines()
+            .find_map(|line| line.strip_prefix("total_connections_received:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .expect("total_connections_received")
+    };
+    let before = connections();
+
+    let started = Instant::now();
+    let refused = ndjson("/locks/events?prefix=acl:")
+        .await
+        .expect("prefix events");
+    let (status, body) = status_json(refused).await;
+    assert_problem(status, &body, 503, "backend-unavailable");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let logs = server.logs();
+    assert!(
+        logs.lines().any(|line| line.contains("ERROR")
+            && line.contains("may not subscribe")
+            && line.contains("lockgate:{acl:*}:acquired")),
+        "{logs}"
+    );
+
+    let grant = server_acquire(&http, &server, "acl:1").await;
+    let event = next_event(&mut watched).await;
+    assert_eq!(event["event"], "acquired", "{event}");
+    assert_eq!(event["fence"], grant["fence"]);
+    // A second of the connection's life: no reconnect (a loop made hundreds in this time).
+    let watched_since = Instant::now();
+    while watched_since.elapsed() < Duration::from_secs(1) {
+        let made = connections() - before;
+        assert_eq!(made, 0, "connections made to Redis");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `POST /locks/{name}` on a gateway process: the grant, as JSON.
+async fn server_acquire(http: &reqwest::Client, server: &ServerProcess, name: &str) -> Value {
+    let response = http
+        .post(server.url(&format!("/locks/{name}")))
+        .send()
+        .await
+        .expect("acquire");
+    let (status, grant) = status_json(response).await;
+    assert_eq!(status, 201, "{grant}");
+    grant
 }

@@ -342,14 +342,14 @@ impl LeaseStore for MemoryBackend {
         feed(&self.granted, name)
     }
 
-    async fn watch_grants_under(&self, prefix: &str) -> GrantedNames {
+    async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError> {
         let prefix = prefix.to_owned();
         // Nothing is ever missed in one process but by a reader that fell behind.
-        GrantedNames::new(
+        Ok(GrantedNames::new(
             self.granted_names.0.subscribe(),
             ReleaseFeed::silent(),
             move |name| name.starts_with(&prefix).then(|| name.to_owned()),
-        )
+        ))
     }
 
     async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {

@@ -52,12 +52,13 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::PubSubSink;
+use redis::{ErrorKind, ServerErrorKind};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::errors::classify_connect;
 use super::source::NodeSource;
 use crate::backend::AbortOnDrop;
-use crate::backend::ReleaseFeed;
+use crate::backend::{BackendError, ReleaseFeed};
 use crate::telemetry::throttle::{self, Throttle};
 
 /// How often the subscription connection is checked with PING.
@@ -119,9 +120,13 @@ struct Feed {
 
 #[derive(Debug)]
 enum Command {
-    Subscribe(String, oneshot::Sender<()>),
+    Subscribe(String, Confirmation),
     Unsubscribe(String),
 }
+
+/// Where a subscription's outcome goes: in place, or refused by the server (an ACL that does
+/// not allow the channel). Dropped unanswered when the connection failed first.
+type Confirmation = oneshot::Sender<redis::RedisResult<()>>;
 
 /// Which channel a lock key's releases come on.
 #[derive(Debug, Clone)]
@@ -252,23 +257,41 @@ impl Notifier {
     /// The channels of the messages on every channel matching the glob `pattern`, as they come,
     /// and a feed that changes when some may have gone unseen (the connection was lost);
     /// returned as [`Notifier::watch`] returns.
+    ///
+    /// A pattern the server refuses (an ACL: Redis allows a pattern subscription only for a
+    /// pattern the user is granted as written, or `allchannels`) is an error.
     pub async fn watch_pattern(
         &self,
         pattern: &str,
-    ) -> (ReleaseFeed, broadcast::Receiver<Arc<str>>) {
-        let (feed, channels) = self.subscribe(format!("{PATTERN}{pattern}")).await;
+    ) -> Result<(ReleaseFeed, broadcast::Receiver<Arc<str>>), BackendError> {
+        let (feed, channels, refusal) = self.subscribe(format!("{PATTERN}{pattern}")).await;
+        if let Some(refused) = refusal {
+            return Err(BackendError::Refused(format!(
+                "PSUBSCRIBE {pattern}: {refused} (grant the Redis user this pattern as written, or allchannels)"
+            )));
+        }
         let channels = channels.unwrap_or_else(|| broadcast::channel(1).1);
-        (feed, channels)
+        Ok((feed, channels))
     }
 
     /// A feed of releases of the lock `key`, returned once Redis confirmed the subscription (or
-    /// the timeout passed: the subscription then happens when the connection is back).
+    /// the timeout passed: the subscription then happens when the connection is back; or the
+    /// server refused it, which the connection's task logs: waiters then fall back to the
+    /// holder's ttl).
     pub async fn watch(&self, key: String) -> ReleaseFeed {
         self.subscribe(key).await.0
     }
 
-    /// The feed of `key` (a lock key, a raw channel or a pattern), and a pattern's channels.
-    async fn subscribe(&self, key: String) -> (ReleaseFeed, Option<broadcast::Receiver<Arc<str>>>) {
+    /// The feed of `key` (a lock key, a raw channel or a pattern), a pattern's channels, and
+    /// the server's refusal of the subscription, if it refused.
+    async fn subscribe(
+        &self,
+        key: String,
+    ) -> (
+        ReleaseFeed,
+        Option<broadcast::Receiver<Arc<str>>>,
+        Option<redis::RedisError>,
+    ) {
         self.start();
         let (receiver, channels) = {
             let mut feeds = self.shared.feeds();
@@ -296,17 +319,20 @@ impl Notifier {
             .shared
             .commands
             .send(Command::Subscribe(unwatch.key.clone(), confirmed));
-        if !matches!(
-            tokio::time::timeout(self.timeout, confirmation).await,
-            Ok(Ok(()))
-        ) && let Some(left_out) = self.shared.failures.admit("unconfirmed")
-        {
-            tracing::warn!(
-                left_out,
-                "release subscription not confirmed; waiters fall back to the holder's ttl"
-            );
-        }
-        (ReleaseFeed::new(receiver, unwatch), channels)
+        let refusal = match tokio::time::timeout(self.timeout, confirmation).await {
+            Ok(Ok(Ok(()))) => None,
+            Ok(Ok(Err(refused))) => Some(refused),
+            _ => {
+                if let Some(left_out) = self.shared.failures.admit("unconfirmed") {
+                    tracing::warn!(
+                        left_out,
+                        "release subscription not confirmed; waiters fall back to the holder's ttl"
+                    );
+                }
+                None
+            }
+        };
+        (ReleaseFeed::new(receiver, unwatch), channels, refusal)
     }
 
     fn start(&self) {
@@ -374,27 +400,29 @@ impl Connection {
                     }
                     // Nobody can be confirmed meanwhile; their names stay wanted and are
                     // subscribed once connected.
-                    let pause = tokio::time::sleep(backoff);
-                    tokio::pin!(pause);
-                    loop {
-                        tokio::select! {
-                            () = &mut pause => break,
-                            command = inbox.recv() => if command.is_none() { return },
-                        }
+                    if !pause(&mut backoff, &mut inbox).await {
+                        return;
                     }
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
             };
-            backoff = MIN_BACKOFF;
             self.shared
                 .keyspace
                 .store(matches!(mode, Mode::Keyspace(_)), Ordering::Relaxed);
             let (mut sink, mut stream) = pubsub.split();
             let wanted: Vec<String> = self.shared.feeds().keys().cloned().collect();
-            if subscribe_all(&mut sink, &mode, &wanted).await.is_err() {
+            if subscribe_all(&mut sink, &self.shared, &mode, &wanted)
+                .await
+                .is_err()
+            {
+                // The new connection failed at once: paused as a failed open is, not
+                // reconnected in a loop.
+                if !pause(&mut backoff, &mut inbox).await {
+                    return;
+                }
                 continue;
             }
+            backoff = MIN_BACKOFF;
             if !first {
                 tracing::info!(names = wanted.len(), "redis pub/sub reconnected");
                 self.shared.bump_all();
@@ -507,9 +535,26 @@ async fn master_moved(moves: &mut Option<watch::Receiver<u64>>) -> Option<()> {
     }
 }
 
-/// Subscribes to the channel or pattern of every key of `keys`.
+/// Waits out `backoff` (doubled for the next time), carrying out no command meanwhile: those
+/// who subscribe stay wanted and are subscribed once connected. False when the notifier is gone.
+async fn pause(backoff: &mut Duration, inbox: &mut mpsc::UnboundedReceiver<Command>) -> bool {
+    let pause = tokio::time::sleep(*backoff);
+    tokio::pin!(pause);
+    loop {
+        tokio::select! {
+            () = &mut pause => break,
+            command = inbox.recv() => if command.is_none() { return false },
+        }
+    }
+    *backoff = (*backoff * 2).min(MAX_BACKOFF);
+    true
+}
+
+/// Subscribes to the channel or pattern of every key of `keys` (those the server refuses are
+/// logged and left out).
 async fn subscribe_all(
     sink: &mut PubSubSink,
+    shared: &Shared,
     mode: &Mode,
     keys: &[String],
 ) -> redis::RedisResult<()> {
@@ -517,12 +562,70 @@ async fn subscribe_all(
         keys.iter().partition(|key| key.starts_with(PATTERN));
     let channels: Vec<String> = channels.into_iter().map(|key| mode.channel(key)).collect();
     for chunk in channels.chunks(BATCH) {
-        sink.subscribe(chunk).await?;
+        subscribe_allowed(sink, shared, chunk, Kind::Channels).await?;
     }
-    for pattern in patterns {
-        sink.psubscribe(mode.channel(pattern)).await?;
+    let patterns: Vec<String> = patterns.into_iter().map(|key| mode.channel(key)).collect();
+    if !patterns.is_empty() {
+        subscribe_allowed(sink, shared, &patterns, Kind::Patterns).await?;
     }
     Ok(())
+}
+
+/// What a subscription names.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Channels,
+    Patterns,
+}
+
+/// Subscribes to `channels` in one command, and answers, for each, the server's refusal if it
+/// refused it (an ACL: logged here); `Err` only when the connection failed. The server
+/// refuses a whole command for one channel it does not allow, so after a refusal each is
+/// tried alone. A refusal keeps the connection: what else is subscribed on it goes on.
+async fn subscribe_allowed(
+    sink: &mut PubSubSink,
+    shared: &Shared,
+    channels: &[String],
+    kind: Kind,
+) -> redis::RedisResult<Vec<Option<redis::RedisError>>> {
+    let refused =
+        |err: &redis::RedisError| err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm);
+    let all = match kind {
+        Kind::Channels => sink.subscribe(channels).await,
+        Kind::Patterns => sink.psubscribe(channels).await,
+    };
+    match (all, channels) {
+        (Ok(()), _) => return Ok(vec![None; channels.len()]),
+        (Err(err), _) if !refused(&err) => return Err(err),
+        (Err(err), [channel]) => return Ok(vec![Some(log_refusal(shared, channel, err))]),
+        (Err(_), _) => {}
+    }
+    let mut answers = Vec::with_capacity(channels.len());
+    for channel in channels {
+        let one = match kind {
+            Kind::Channels => sink.subscribe(channel).await,
+            Kind::Patterns => sink.psubscribe(channel).await,
+        };
+        match one {
+            Ok(()) => answers.push(None),
+            Err(err) if refused(&err) => answers.push(Some(log_refusal(shared, channel, err))),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(answers)
+}
+
+/// Logs the server's refusal of `channel` (throttled), and gives it back.
+fn log_refusal(shared: &Shared, channel: &str, err: redis::RedisError) -> redis::RedisError {
+    if let Some(left_out) = shared.failures.admit("refused") {
+        tracing::error!(
+            channel,
+            error = %err,
+            left_out,
+            "the redis user may not subscribe to this channel: grant it (ACL `&lockgate:*` covers the release and grant channels; a prefix's event stream subscribes to a pattern, which Redis allows only as written in the ACL, or with allchannels)"
+        );
+    }
+    err
 }
 
 /// Carries out `first` and every command already queued behind it, in order, grouping
@@ -541,9 +644,9 @@ async fn execute(
         match command {
             Command::Subscribe(key, confirmed) if key.starts_with(PATTERN) => {
                 flush(sink, shared, &mut channels, &mut confirmations).await?;
-                sink.psubscribe(mode.channel(&key)).await?;
-                confirmations.push((key, confirmed));
-                confirm(shared, &mut confirmations);
+                let pattern = [mode.channel(&key)];
+                let refusal = subscribe_allowed(sink, shared, &pattern, Kind::Patterns).await?;
+                answer(shared, key, confirmed, refusal.into_iter().flatten().next());
             }
             Command::Subscribe(key, confirmed) => {
                 channels.push(mode.channel(&key));
@@ -566,29 +669,36 @@ async fn execute(
     flush(sink, shared, &mut channels, &mut confirmations).await
 }
 
+/// Subscribes to the gathered `channels`, one per entry of `confirmations`, and answers each.
 async fn flush(
     sink: &mut PubSubSink,
     shared: &Shared,
     channels: &mut Vec<String>,
-    confirmations: &mut Vec<(String, oneshot::Sender<()>)>,
+    confirmations: &mut Vec<(String, Confirmation)>,
 ) -> redis::RedisResult<()> {
     if channels.is_empty() {
         return Ok(());
     }
-    sink.subscribe(channels.as_slice()).await?;
+    let refusals = subscribe_allowed(sink, shared, channels, Kind::Channels).await?;
     channels.clear();
-    confirm(shared, confirmations);
+    for ((key, confirmed), refusal) in confirmations.drain(..).zip(refusals) {
+        answer(shared, key, confirmed, refusal);
+    }
     Ok(())
 }
 
-/// Tells those who asked for `confirmations` that their subscriptions are in place.
-fn confirm(shared: &Shared, confirmations: &mut Vec<(String, oneshot::Sender<()>)>) {
-    for (key, confirmed) in confirmations.drain(..) {
-        // Whoever asked stopped waiting for the confirmation (the connection was slow) and
-        // went on without it: what was announced before now went unseen, so look again.
-        if confirmed.send(()).is_err() {
-            shared.bump(&key);
-        }
+/// Tells whoever subscribed to `key` that the subscription is in place, or was refused.
+fn answer(
+    shared: &Shared,
+    key: String,
+    confirmed: Confirmation,
+    refusal: Option<redis::RedisError>,
+) {
+    let in_place = refusal.is_none();
+    // Whoever asked stopped waiting for the confirmation (the connection was slow) and went
+    // on without it: what was announced before now went unseen, so look again.
+    if confirmed.send(refusal.map_or(Ok(()), Err)).is_err() && in_place {
+        shared.bump(&key);
     }
 }
 

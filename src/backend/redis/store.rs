@@ -95,16 +95,16 @@ impl LeaseStore for RedisBackend {
     }
 
     /// One pattern subscription over the grant channels of the prefix's names.
-    async fn watch_grants_under(&self, prefix: &str) -> GrantedNames {
+    async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError> {
         let pattern = format!("{}{ACQUIRED}", match_pattern(&self.key_prefix, prefix));
-        let (missed, announcements) = self.notifier.watch_pattern(&pattern).await;
+        let (missed, announcements) = self.notifier.watch_pattern(&pattern).await?;
         let key_prefix = self.key_prefix.clone();
         let prefix = prefix.to_owned();
-        GrantedNames::new(announcements, missed, move |channel| {
+        Ok(GrantedNames::new(announcements, missed, move |channel| {
             let key = channel.strip_suffix(ACQUIRED)?;
             let name = name_of_key(&key_prefix, key.as_bytes())?;
             name.starts_with(&prefix).then(|| name.to_owned())
-        })
+        }))
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
