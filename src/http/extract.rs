@@ -132,16 +132,38 @@ impl<S: Send + Sync> FromRequestParts<S> for OptionalLockToken {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let value = parts.headers.get(&LOCK_TOKEN);
-        Ok(Self(value.map(|value| {
-            LockTokenHeader::read(value).map(|LockTokenHeader(token)| token)
-        })))
+        Ok(Self(
+            match once(&parts.headers, &LOCK_TOKEN, "Lock-Token") {
+                Ok(value) => value
+                    .map(|value| LockTokenHeader::read(value).map(|LockTokenHeader(token)| token)),
+                Err(several) => Some(Err(several)),
+            },
+        ))
     }
+}
+
+/// The value of the header `name` (spelled `label` in problems), which a request sends at most
+/// once: several are a 400, as two `Authorization` headers are (see `gate`), because which one
+/// counts would be a guess (a proxy that adds its own, a client that sends two tokens).
+fn once<'a>(
+    headers: &'a axum::http::HeaderMap,
+    name: &HeaderName,
+    label: &'static str,
+) -> Result<Option<&'a axum::http::HeaderValue>, ApiError> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(ApiError::header(
+            label,
+            format!("send one {label} header, not several"),
+        ));
+    }
+    Ok(first)
 }
 
 impl LockTokenHeader {
     pub fn from_headers(headers: &axum::http::HeaderMap) -> Result<Self, ApiError> {
-        Self::read(headers.get(&LOCK_TOKEN).ok_or_else(Self::missing)?)
+        Self::read(once(headers, &LOCK_TOKEN, "Lock-Token")?.ok_or_else(Self::missing)?)
     }
 
     /// The token a `Lock-Token` header's value holds.
@@ -179,7 +201,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let Some(value) = parts.headers.get(&IDEMPOTENCY_KEY) else {
+        let Some(value) = once(&parts.headers, &IDEMPOTENCY_KEY, "Idempotency-Key")? else {
             return Ok(Self(None));
         };
         // Bound to the API key it comes with (see `IdempotencyKey`).

@@ -13,7 +13,8 @@
 //!   multi-locks; the scripts refuse markers even from a plain Redis client; a history of 32
 //!   honest clients beside one sending markers and random tokens has no violation.
 //! * Listing cursors say nothing about names and serve only the key and prefix that made them.
-//! * Idempotency keys are bound to the API key; two `Authorization` headers are refused.
+//! * Idempotency keys are bound to the API key; two `Authorization`, `Lock-Token` or
+//!   `Idempotency-Key` headers are refused.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -813,4 +814,53 @@ async fn two_authorization_headers_are_refused() {
         assert!(text.contains("/problems/invalid-request"), "{text}");
         assert!(!text.contains("key-0123456789"), "{text}");
     }
+}
+
+/// Two `Lock-Token` or two `Idempotency-Key` headers are refused (400 naming the header), as
+/// two `Authorization` headers are, whichever of them is valid (the holder's token twice
+/// included): nothing is renewed, released or granted. Which one would count is a guess.
+#[tokio::test]
+async fn two_lock_tokens_or_idempotency_keys_are_refused() {
+    let app = lockgate::app::app(&config(BackendChoice::Memory)).expect("app");
+    let call = async |method: Method, path: &str, headers: &[(&str, &str)]| {
+        let mut req = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let req = req.body(Body::empty()).expect("request");
+        let response = app.clone().oneshot(req).await.expect("infallible");
+        let status = response.status().as_u16();
+        let body = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .expect("body")
+            .to_bytes();
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    };
+    let (status, grant) = call(Method::POST, "/locks/app:two", &[]).await;
+    assert_eq!(status, 201, "{grant}");
+    let held = token(&grant);
+    for (first, second) in [
+        (held.as_str(), held.as_str()),
+        (&held, UNISSUED_TOKEN),
+        (UNISSUED_TOKEN, &held),
+    ] {
+        let tokens = [("lock-token", first), ("lock-token", second)];
+        for method in [Method::PATCH, Method::DELETE] {
+            let (status, problem) = call(method.clone(), "/locks/app:two", &tokens).await;
+            crate::support::assert_problem(status, &problem, 400, "invalid-request");
+            assert_eq!(problem["header"], "Lock-Token", "{method} {problem}");
+            assert!(!problem.to_string().contains(&held), "{problem}");
+        }
+    }
+    let (status, seen) = call(Method::GET, "/locks/app:two", &[]).await;
+    assert_eq!((status, &seen["fence"]), (200, &grant["fence"]), "{seen}");
+    let keys = [
+        ("idempotency-key", "6f1c1a9e-7d4b-4c1e-9a57-2b0f8a3e5d11"),
+        ("idempotency-key", "0b5e6a2c-1f3d-4e8b-a7c9-5d2e1f0a9b84"),
+    ];
+    let (status, problem) = call(Method::POST, "/locks/app:keys", &keys).await;
+    crate::support::assert_problem(status, &problem, 400, "invalid-request");
+    assert_eq!(problem["header"], "Idempotency-Key", "{problem}");
+    let (status, seen) = call(Method::GET, "/locks/app:keys", &[]).await;
+    assert_eq!(status, 404, "nothing granted: {seen}");
 }
