@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, redis_config};
+use crate::support::process::ServerProcess;
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
 use crate::support::{UNISSUED_TOKEN, eventually, status_json_without};
@@ -233,6 +234,48 @@ async fn used_memory(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
         .find_map(|line| line.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
         .expect("used_memory")
+}
+
+/// Redis's `timeout` closes a client idle that long. A `WAIT` connection idle in the pool is
+/// closed so between two `replicas` requests: the second is sent again on a fresh connection
+/// (201, where it answered 503 `backend-unavailable`), and the command connection, which the
+/// guards keep busy, is not dropped for it.
+#[tokio::test]
+async fn wait_connections_the_server_closed_for_idling_are_replaced_unseen() {
+    let redis = RedisServer::start();
+    let _: () = redis
+        .query(redis::cmd("CONFIG").arg("SET").arg("timeout").arg(1))
+        .expect("CONFIG SET timeout");
+    let server = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
+    let http = crate::support::http_client();
+    let acquire = |name: &str| {
+        http.post(server.url(&format!("/locks/{name}")))
+            .json(&json!({"replicas": 1, "replica_timeout_ms": 10}))
+            .send()
+    };
+    // Each count is made on a connection of its own, counted too: the same in every count.
+    let clients = || {
+        let info: String = redis
+            .query(redis::cmd("INFO").arg("clients"))
+            .expect("INFO clients");
+        info.lines()
+            .find_map(|line| line.strip_prefix("connected_clients:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .expect("connected_clients")
+    };
+    let answer = acquire("idle:1").await.expect("acquire");
+    assert_eq!(answer.status(), 201);
+    let with_it = clients();
+    eventually(
+        Duration::from_secs(5),
+        "the server closes the idle WAIT connection",
+        || async { (clients() < with_it).then_some(()) },
+    )
+    .await;
+    let answer = acquire("idle:2").await.expect("acquire");
+    assert_eq!(answer.status(), 201, "{:?}", answer.text().await);
+    let logs = server.logs();
+    assert!(!logs.contains("redis connection dropped"), "{logs}");
 }
 
 /// With a replica attached, `replicas: 1` reports one acknowledgement; requiring two with

@@ -10,6 +10,9 @@
 //! Connections remember the command connection's epoch and the node's generation they were
 //! opened in; when the command connection has been replaced since (Redis restarted, failed
 //! over), idle ones are discarded instead of failing the next request that would pick them.
+//! One the server closed for idling (Redis's `timeout`, which the command connection never
+//! reaches: the guards use it every `--redis-check-interval`) is found when used, and the
+//! request is sent again on a fresh one (see `send::acked_on`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -41,6 +44,8 @@ pub struct Checkout<'a> {
     pub epoch: u64,
     generation: u64,
     pub conn: MultiplexedConnection,
+    /// Whether the connection was idle in the pool (else just opened).
+    pub reused: bool,
     _slot: SemaphorePermit<'a>,
 }
 
@@ -87,6 +92,7 @@ impl DedicatedPool {
             idle.retain(|(epoch, opened_in, _)| *epoch >= current && *opened_in == generation);
             idle.pop()
         };
+        let reused = reusable.is_some();
         let (epoch, generation, conn) = match reusable {
             Some(found) => found,
             None => {
@@ -103,8 +109,15 @@ impl DedicatedPool {
             epoch,
             generation,
             conn,
+            reused,
             _slot: slot,
         })
+    }
+
+    /// Closes every idle connection: one of them was found closed by the server, and the
+    /// others idled as long.
+    pub fn discard_idle(&self) {
+        self.idle().clear();
     }
 }
 

@@ -282,6 +282,12 @@ impl From<BackendError> for Acked {
 
 /// Runs `call` then `WAIT`, pipelined on a connection from `pool`: waiting for a free
 /// connection is bounded by `timeout`, and the pipeline by `timeout` plus the replica wait.
+///
+/// An idle connection taken from the pool that turns out broken is most likely one the server
+/// closed for idling (Redis's `timeout`), not a server gone: the pool's other idle connections
+/// idled as long and are discarded, and the pipeline is sent once more on a fresh connection,
+/// as [`run_on`] does on the command connection (and for the same reason it is safe: every
+/// lock operation is idempotent for its token). Only a failure there counts against the node.
 async fn acked_on<C: Connect, T: FromRedisValue>(
     shared: &CommandConnection<C>,
     pool: &DedicatedPool,
@@ -290,25 +296,32 @@ async fn acked_on<C: Connect, T: FromRedisValue>(
     ack: ReplicaAck,
     timeout: Duration,
 ) -> Result<(T, u32), Acked> {
-    let mut checkout = pool.checkout(shared.epoch(), timeout).await?;
     // EVAL, not EVALSHA: after a NOSCRIPT the pipelined WAIT would have run once already.
     let mut pipe = redis::pipe();
     pipe.add_command(script.eval(call))
         .cmd("WAIT")
         .arg(ack.replicas)
         .arg(millis(ack.timeout));
-    let exchange = pipe.query_async::<(T, i64)>(&mut checkout.conn);
     let limit = timeout + ack.timeout;
-    let Ok(reply) = tokio::time::timeout(limit, exchange).await else {
-        return Err(Acked::Failed(BackendError::Timeout(limit)));
-    };
-    match reply {
-        Ok((value, acked)) => {
-            checkout.give_back();
-            Ok((value, u32::try_from(acked).unwrap_or(0)))
+    let mut retried = false;
+    loop {
+        let mut checkout = pool.checkout(shared.epoch(), timeout).await?;
+        let exchange = pipe.query_async::<(T, i64)>(&mut checkout.conn);
+        let Ok(reply) = tokio::time::timeout(limit, exchange).await else {
+            return Err(Acked::Failed(BackendError::Timeout(limit)));
+        };
+        match reply {
+            Ok((value, acked)) => {
+                checkout.give_back();
+                return Ok((value, u32::try_from(acked).unwrap_or(0)));
+            }
+            Err(e) if is_moved(&e) => return Err(Acked::Moved),
+            Err(e) if checkout.reused && !retried && worth_a_fresh_connection(&e) => {
+                pool.discard_idle();
+                retried = true;
+            }
+            Err(e) => return Err(Acked::Failed(shared.failed_dedicated(checkout.epoch, &e))),
         }
-        Err(e) if is_moved(&e) => Err(Acked::Moved),
-        Err(e) => Err(Acked::Failed(shared.failed_dedicated(checkout.epoch, &e))),
     }
 }
 
