@@ -11,7 +11,7 @@
 //! opened in; when the command connection has been replaced since (Redis restarted, failed
 //! over), idle ones are discarded instead of failing the next request that would pick them.
 //! One the server closed for idling (Redis's `timeout`, which the command connection never
-//! reaches: the guards use it every `--redis-check-interval`) is found when used, and the
+//! reaches: the guards read Redis's clock on it every 500 ms) is found when used, and the
 //! request is sent again on a fresh one (see `send::acked_on`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
