@@ -225,18 +225,8 @@ async fn tls_and_acl_to_redis() {
         .expect("server cert");
 
     let redis = RedisServer::start_tls(&server_cert.pem(), &server_key.serialize_pem(), &ca.pem());
-    let _: () = redis
-        .query(
-            redis::cmd("ACL")
-                .arg("SETUSER")
-                .arg("lockgate")
-                .arg("on")
-                .arg(">acl-password-0123")
-                .arg("~lockgate:*")
-                .arg("&lockgate:*")
-                .arg("+@all"),
-        )
-        .expect("ACL SETUSER");
+    let rules = ["~lockgate:*", "&lockgate:*", "+@all"];
+    redis.acl_user("lockgate", "acl-password-0123", &rules);
     let url = |password: &str| {
         format!(
             "rediss://lockgate:{password}@127.0.0.1:{}",

@@ -318,19 +318,8 @@ async fn grants_during_a_lost_connection_are_found_again() {
 #[tokio::test]
 async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_else() {
     let redis = RedisServer::start();
-    let _: () = redis
-        .query(
-            redis::cmd("ACL")
-                .arg("SETUSER")
-                .arg("lockgate")
-                .arg("on")
-                .arg(">secret")
-                .arg("~lockgate:*")
-                .arg("resetchannels")
-                .arg("&lockgate:*")
-                .arg("+@all"),
-        )
-        .expect("ACL SETUSER");
+    let rules = ["~lockgate:*", "resetchannels", "&lockgate:*", "+@all"];
+    redis.acl_user("lockgate", "secret", &rules);
     let url = format!("redis://lockgate:secret@127.0.0.1:{}", redis.port());
     let server = ServerProcess::start(&["--redis-url", &url], &[]).await;
     let http = crate::support::http_client();
@@ -376,10 +365,14 @@ async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_els
         "{logs}"
     );
 
-    let grant = server_acquire(&http, &server, "acl:1").await;
+    let client = lockgate::client::Client::new(&server.url(""), None).expect("client");
+    let grant = client
+        .acquire("acl:1", &json!({}), None, None)
+        .await
+        .done(201);
     let event = next_event(&mut watched).await;
     assert_eq!(event["event"], "acquired", "{event}");
-    assert_eq!(event["fence"], grant["fence"]);
+    assert_eq!(event["fence"].as_u64(), Some(grant.fence));
     // A second of the connection's life: no reconnect (a loop made hundreds in this time).
     let watched_since = Instant::now();
     while watched_since.elapsed() < Duration::from_secs(1) {
@@ -387,16 +380,4 @@ async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_els
         assert_eq!(made, 0, "connections made to Redis");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// `POST /locks/{name}` on a gateway process: the grant, as JSON.
-async fn server_acquire(http: &reqwest::Client, server: &ServerProcess, name: &str) -> Value {
-    let response = http
-        .post(server.url(&format!("/locks/{name}")))
-        .send()
-        .await
-        .expect("acquire");
-    let (status, grant) = status_json(response).await;
-    assert_eq!(status, 201, "{grant}");
-    grant
 }

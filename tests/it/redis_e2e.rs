@@ -698,19 +698,11 @@ async fn a_refused_native_command_falls_back_to_lua() {
         return;
     }
     let redis = RedisServer::start();
-    let _: () = redis
-        .query(
-            redis::cmd("ACL")
-                .arg("SETUSER")
-                .arg("locker")
-                .arg("on")
-                .arg(">locker-secret")
-                .arg("~*")
-                .arg("&*")
-                .arg("+@all")
-                .arg("-delifeq"),
-        )
-        .expect("ACL SETUSER");
+    redis.acl_user(
+        "locker",
+        "locker-secret",
+        &["~*", "&*", "+@all", "-delifeq"],
+    );
     let url = format!("redis://locker:locker-secret@127.0.0.1:{}", redis.port());
     let gw = Gateway::start(redis_config(&url)).await;
     let locks = gw.locks();

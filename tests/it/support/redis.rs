@@ -303,6 +303,18 @@ impl RedisServer {
         cmd.query(&mut conn)
     }
 
+    /// Creates (or changes) the ACL user `name`, switched on, with `password` and `rules`
+    /// (`~lockgate:*`, `&lockgate:*`, `+@all`, ...), as an operator sets one up for lockgate.
+    pub fn acl_user(&self, name: &str, password: &str, rules: &[&str]) {
+        let mut setuser = redis::cmd("ACL");
+        setuser
+            .arg("SETUSER")
+            .arg(name)
+            .arg("on")
+            .arg(format!(">{password}"));
+        let _: () = self.query(setuser.arg(rules)).expect("ACL SETUSER");
+    }
+
     /// The pub/sub channels clients are subscribed to that mention `text`.
     pub fn channels_mentioning(&self, text: &str) -> Vec<String> {
         self.query(
