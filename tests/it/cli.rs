@@ -299,7 +299,17 @@ async fn the_sidecar_probe_passes_while_redis_is_down() {
 #[tokio::test]
 async fn startup_says_whether_the_store_answers() {
     use tokio::io::{AsyncBufReadExt, BufReader};
-    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    // A port bound and never listened on: connects to it are refused, and no server started
+    // meanwhile (this test's, or a concurrent test's) can be given it, as it could be a port
+    // only found free (seen once: the "unreachable" store answered).
+    let unlistened = tokio::net::TcpSocket::new_v4().expect("socket");
+    unlistened
+        .bind("127.0.0.1:0".parse().expect("address"))
+        .expect("bind");
+    let nobody = format!(
+        "redis://127.0.0.1:{}",
+        unlistened.local_addr().expect("address").port()
+    );
     let redis = crate::support::redis::RedisServer::start();
     let somebody = redis.url();
     for (args, expected) in [
