@@ -65,6 +65,9 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => {
             return client_command("lockgate run", lockgate::cli::run::run(args));
         }
+        Some(Command::RunGuard { kill_after }) => {
+            return ExitCode::from(lockgate::cli::run::run_guard(&kill_after));
+        }
         Some(Command::Healthcheck(args)) => {
             return client_command(
                 "lockgate healthcheck",

@@ -38,6 +38,10 @@ pub enum Command {
     /// releases it when COMMAND exits and exits with COMMAND's status. COMMAND sees
     /// LOCKGATE_LOCK, LOCKGATE_FENCE and LOCKGATE_TOKEN in its environment.
     ///
+    /// COMMAND runs in a process group of its own: signals go to everything it started, what
+    /// it leaves running is stopped before the release, and a guard process stops the group if
+    /// `lockgate run` itself dies (docs/api.md, "The command's process tree").
+    ///
     /// Exit status: COMMAND's own (128+N if it died of signal N); 75 if the lock was not
     /// acquired within --wait; 76 if the lock was lost while COMMAND ran, 77 if an operator
     /// revoked it, 78 when --max-hold ran out (COMMAND was sent SIGTERM, then SIGKILL after --kill-after, or when the
@@ -47,6 +51,13 @@ pub enum Command {
     /// Check a gateway's /healthz (or /readyz with --ready): exit 0 when it answers 200, 1
     /// otherwise. For container health checks and exec probes where there is no curl.
     Healthcheck(HealthcheckArgs),
+    /// The guard process `lockgate run` starts beside its command (internal: see
+    /// `cli::run::guard`). Reads what `lockgate run` says on its standard input.
+    #[command(name = "run-guard", hide = true)]
+    RunGuard {
+        /// The command's grace after SIGTERM, as `lockgate run --kill-after` has it.
+        kill_after: String,
+    },
 }
 
 /// Flags of `lockgate healthcheck`.

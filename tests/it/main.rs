@@ -8,6 +8,8 @@
 //! * `holders`: who holds what (owner, metadata, inspect, listing) on every backend.
 //! * `revoke`: revoking locks, and `lockgate run` stopping its command in time.
 //! * `run_command`: the `lockgate run` subcommand, end to end.
+//! * `run_tree`: `lockgate run` and the command's whole process tree: a frozen gateway, a
+//!   killed `lockgate run`, what the command leaves behind.
 //! * `cli`: the binary's exit codes, errors and `--dev` mode.
 //! * `openapi`: the committed OpenAPI document matches the code.
 //! * `ha`: Sentinel failover, Redis Cluster and Redlock against real processes.
@@ -73,6 +75,7 @@ mod redis_e2e;
 mod reentrant;
 mod revoke;
 mod run_command;
+mod run_tree;
 mod rwlocks;
 mod security;
 mod semaphores;

@@ -17,8 +17,12 @@
 //! when the lease ends, so that the command is stopped before anyone else can be granted the
 //! lock. A bounded hold is ended the same way, before its end.
 //!
-//! SIGTERM and SIGHUP sent to `lockgate run` are passed on to the command; SIGINT is not,
-//! because a terminal sends it to the command directly. Before the command starts (while
+//! The command runs in a process group of its own, and every signal goes to the whole group
+//! (`process.rs`); what the command leaves behind when it exits is stopped before the release;
+//! a guard process stops the group if `lockgate run` itself dies (`guard.rs`).
+//!
+//! SIGTERM, SIGHUP and SIGINT sent to `lockgate run` are passed on to the command's group.
+//! Before the command starts (while
 //! waiting for the lock), any of the three ends `lockgate run` with 128 + the signal's number:
 //! the gateway withdraws a grant it could not deliver, and one already delivered is found
 //! again with the idempotency key and released.
@@ -42,13 +46,15 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use reqwest::StatusCode;
-use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 mod gateway;
+mod guard;
 mod process;
 
-use self::process::{Signals, exit_code, forward};
+use self::guard::Guard;
+pub use self::guard::run_guard;
+use self::process::{ChildEvent, CommandProcess, Group, Signals, Terminal, job_control};
 
 use crate::backend::sleep_until_some;
 use crate::client::{Answer, Client, ClientError, EventLines};
@@ -91,6 +97,8 @@ fn jitter() -> Duration {
 }
 /// After a renewal that did not get through, try again this often (sooner for short ttls).
 const RETRY_RENEWAL_EVERY: Duration = Duration::from_secs(1);
+/// How long a group sent SIGKILL is given to be gone (and reaped) before `lockgate run` goes on.
+const KILLED_GROUP_WAIT: Duration = Duration::from_secs(1);
 
 /// Why `lockgate run` stops before or instead of the command's own status.
 #[derive(Debug)]
@@ -284,15 +292,65 @@ impl Runner {
         let Some((program, args)) = command.split_first() else {
             return Err(fail(EXIT_USAGE, "no command given"));
         };
-        let spawned = Command::new(program)
+        let mut valid_until = sent + Duration::from_millis(grant.ttl_ms);
+        // A bounded hold ends then, whatever the renewals: the command is stopped before.
+        let mut hold_ends = grant
+            .max_hold_left_ms
+            .map(|left| sent + Duration::from_millis(left));
+        // The validity is counted from when the request was sent, the earliest the answer can
+        // have been built: exact for an answer that came at once, far too short for one that
+        // waited for the lock (the guard would stop the command at once). Such a grant is
+        // renewed before the command starts, so the lease enforced is the real one.
+        if sent.elapsed() > self.ttl / 10 {
+            match self.renew(&grant.token).await {
+                RenewOutcome::Renewed {
+                    valid_until: until,
+                    hold_ends: ends,
+                } => {
+                    valid_until = until;
+                    hold_ends = ends.or(hold_ends);
+                }
+                RenewOutcome::Lost(code, why) => {
+                    return Err(fail(
+                        code,
+                        format!(
+                            "lost the lock on {} before the command started: {why}",
+                            self.name
+                        ),
+                    ));
+                }
+                RenewOutcome::Failed(why) => {
+                    self.release(&grant.token).await;
+                    return Err(fail(
+                        EXIT_GATEWAY,
+                        format!(
+                            "the lease of {} could not be confirmed after the wait ({why}); the command was not run",
+                            self.name
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut guard = match Guard::start(self.kill_after) {
+            Ok(guard) => guard,
+            Err(err) => {
+                self.release(&grant.token).await;
+                return Err(fail(
+                    EXIT_CANNOT_EXECUTE,
+                    format!("cannot start the guard process ({err}); the command was not run"),
+                ));
+            }
+        };
+        let mut spawn = std::process::Command::new(program);
+        spawn
             .args(args)
             .env("LOCKGATE_LOCK", self.label())
             .env("LOCKGATE_FENCE", grant.fence.to_string())
-            .env("LOCKGATE_TOKEN", &grant.token)
-            .spawn();
-        let mut child = match spawned {
+            .env("LOCKGATE_TOKEN", &grant.token);
+        let mut child = match CommandProcess::spawn(spawn) {
             Ok(child) => child,
             Err(err) => {
+                guard.done();
                 self.release(&grant.token).await;
                 let code = if err.kind() == std::io::ErrorKind::NotFound {
                     EXIT_NOT_FOUND
@@ -305,17 +363,17 @@ impl Runner {
                 ));
             }
         };
+        let group = child.group();
+        guard.watch(group.id());
+        guard.lease_until(valid_until);
+        let mut terminal = Terminal::of_foreground_job();
+        signals.handle_stop()?;
         let interval = renewal_interval(self.ttl);
         // When no renewal gets through, the command is sent SIGTERM this long before the
         // lease ends, and SIGKILL when it ends: it is stopped before anyone else can get the
         // lock.
         let grace = self.kill_after.min(interval);
-        let mut valid_until = sent + Duration::from_millis(grant.ttl_ms);
         let mut next_renewal = Instant::now() + interval;
-        // A bounded hold ends then, whatever the renewals: the command is stopped before.
-        let mut hold_ends = grant
-            .max_hold_left_ms
-            .map(|left| sent + Duration::from_millis(left));
         // The lock's events, so that a revoke (or a release by someone else) stops the command
         // at once rather than at the next renewal; renewals alone still decide without them.
         // A shared grant has no events of its own (the stream follows the writer's lock), nor
@@ -325,30 +383,45 @@ impl Runner {
         } else {
             self.client.watch(self.name.as_str()).await
         };
-        loop {
+        let (code, still_ours) = loop {
             tokio::select! {
-                status = child.wait() => {
-                    self.release(&grant.token).await;
-                    return Ok(status.map_or(EXIT_CANNOT_EXECUTE, exit_code));
-                }
+                event = child.next() => match event {
+                    ChildEvent::Exited(code) => {
+                        if let Some(terminal) = &mut terminal {
+                            terminal.take_back();
+                        }
+                        self.stop_leftovers(group, valid_until).await;
+                        break (code, true);
+                    }
+                    ChildEvent::Stopped(signal) => {
+                        job_control(&mut terminal, group, Some(signal));
+                    }
+                },
                 () = tokio::time::sleep_until(next_renewal) => {
-                    match self.renew(&grant.token).await {
+                    // A renewal that hangs (a frozen gateway) must not hold the command past
+                    // the moment it is to be sent SIGTERM.
+                    let give_up_at = valid_until.checked_sub(grace).unwrap_or(valid_until);
+                    let renewal = tokio::time::timeout_at(give_up_at, self.renew(&grant.token));
+                    let outcome = renewal.await.unwrap_or_else(|_| {
+                        RenewOutcome::Failed("no answer before the lease was about to end".into())
+                    });
+                    match outcome {
                         RenewOutcome::Renewed { valid_until: until, hold_ends: ends } => {
                             valid_until = until;
+                            guard.lease_until(valid_until);
                             hold_ends = ends.or(hold_ends);
                             next_renewal = Instant::now() + interval;
                         }
                         RenewOutcome::Lost(code, why) => {
                             let kill_at = Instant::now() + self.kill_after;
-                            return Ok(self.lost(&mut child, &why, code, kill_at).await);
+                            break (self.lost(&mut child, &mut terminal, &why, code, kill_at).await, false);
                         }
                         RenewOutcome::Failed(_) if Instant::now() + grace >= valid_until => {
                             let why = "no renewal got through before the lease was about to end";
-                            return Ok(self.lost(&mut child, why, EXIT_LOST, valid_until).await);
+                            break (self.lost(&mut child, &mut terminal, why, EXIT_LOST, valid_until).await, false);
                         }
                         RenewOutcome::Failed(why) => {
                             eprintln!("lockgate run: renewing {} failed ({why}); retrying", self.name);
-                            let give_up_at = valid_until.checked_sub(grace).unwrap_or(valid_until);
                             next_renewal = (Instant::now() + RETRY_RENEWAL_EVERY.min(interval)).min(give_up_at);
                         }
                     }
@@ -356,7 +429,7 @@ impl Runner {
                 told = told(&mut events, grant.fence) => match told {
                     Told::Ended(code, why) => {
                         let kill_at = Instant::now() + self.kill_after;
-                        return Ok(self.lost(&mut child, why, code, kill_at).await);
+                        break (self.lost(&mut child, &mut terminal, why, code, kill_at).await, false);
                     }
                     Told::LookNow => next_renewal = Instant::now(),
                     Told::Gone => events = None,
@@ -364,36 +437,82 @@ impl Runner {
                 () = sleep_until_some(hold_ends.map(|end| end.checked_sub(grace).unwrap_or(end))) => {
                     let end = hold_ends.unwrap_or_else(Instant::now);
                     let why = "it was held for as long as its max hold allows";
-                    let code = self.lost(&mut child, why, EXIT_MAX_HOLD, end).await;
-                    // Still ours until its bound: hand it on now.
-                    self.release(&grant.token).await;
-                    return Ok(code);
+                    break (self.lost(&mut child, &mut terminal, why, EXIT_MAX_HOLD, end).await, true);
                 }
                 signal = signals.next() => match signal {
-                    // A terminal delivers SIGINT to the command itself; passing it on would be
-                    // twice.
-                    Signal::SIGINT => {}
-                    signal => forward(&child, signal),
+                    // Ctrl-Z: the command's group stops, then `lockgate run` (renewals and all).
+                    Signal::SIGTSTP => {
+                        job_control(&mut terminal, group, None);
+                        // Stopped for a while: renew now rather than trust the old schedule.
+                        next_renewal = Instant::now();
+                    }
+                    // SIGINT too: the command is not in the terminal's foreground group, so the
+                    // terminal's Ctrl-C reaches `lockgate run` alone.
+                    signal => {
+                        group.signal(signal);
+                        if signal != Signal::SIGINT {
+                            group.signal(Signal::SIGCONT);
+                        }
+                    }
                 },
             }
+        };
+        guard.done();
+        // Still ours (the command ended, or a bounded hold is ended before its bound): hand it
+        // on now.
+        if still_ours {
+            self.release(&grant.token).await;
+        }
+        Ok(code)
+    }
+
+    /// The command exited: what it left running in its group (a worker started in the
+    /// background, a `sh -c` child) is stopped before the lock is released, so no work under
+    /// the lock outlives it: SIGTERM, then SIGKILL after `--kill-after` or when the lease ends.
+    async fn stop_leftovers(&self, group: Group, valid_until: Instant) {
+        if group.is_empty() {
+            return;
+        }
+        eprintln!(
+            "lockgate run: the command exited and left processes in its group; terminating them before releasing {}",
+            self.name
+        );
+        group.terminate();
+        let kill_at = (Instant::now() + self.kill_after).min(valid_until);
+        if !group.emptied_by(kill_at).await {
+            group.signal(Signal::SIGKILL);
+            group.emptied_by(Instant::now() + KILLED_GROUP_WAIT).await;
         }
     }
 
-    /// Terminates the command after the lock was lost: SIGTERM now, SIGKILL at `kill_at` if it
-    /// is still running. Returns `code`.
-    async fn lost(&self, child: &mut Child, why: &str, code: u8, kill_at: Instant) -> u8 {
+    /// Terminates the command's whole group after the lock was lost: SIGTERM now, SIGKILL at
+    /// `kill_at` if anything of it still runs. Returns `code`.
+    async fn lost(
+        &self,
+        child: &mut CommandProcess,
+        terminal: &mut Option<Terminal>,
+        why: &str,
+        code: u8,
+        kill_at: Instant,
+    ) -> u8 {
         eprintln!(
             "lockgate run: lost the lock on {}: {why}; terminating the command",
             self.name
         );
-        forward(child, Signal::SIGTERM);
-        if tokio::time::timeout_at(kill_at, child.wait())
-            .await
-            .is_err()
-        {
+        let group = child.group();
+        group.terminate();
+        // Stops are of no interest any more: the group was continued and is going.
+        let exited = async { while !matches!(child.next().await, ChildEvent::Exited(_)) {} };
+        let ended = tokio::time::timeout_at(kill_at, exited).await.is_ok()
+            && group.emptied_by(kill_at).await;
+        if !ended {
             eprintln!("lockgate run: the command did not exit after SIGTERM; killing it");
-            let _ = child.start_kill();
-            let _ = child.wait().await;
+            group.signal(Signal::SIGKILL);
+            let _ = tokio::time::timeout(KILLED_GROUP_WAIT, child.next()).await;
+            group.emptied_by(Instant::now() + KILLED_GROUP_WAIT).await;
+        }
+        if let Some(terminal) = terminal {
+            terminal.take_back();
         }
         code
     }
