@@ -126,6 +126,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ca_certificates: None,
         metrics: Arc::default(),
         reconnected: Arc::default(),
+        data_loss: None,
     })?);
     let client = redis::Client::open(url.as_str())?;
     let mut conn = client.get_multiplexed_async_connection().await?;

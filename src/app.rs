@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+use crate::backend::data_loss::{DataLossOptions, LongestLease};
 use crate::backend::guards::{self, GuardOptions, HoldBack};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisOptions, RedisTarget};
@@ -46,6 +47,9 @@ pub fn build_service(
     metrics: &Arc<Metrics>,
     reconnected: &Arc<Notify>,
 ) -> Result<LockService, StartupError> {
+    // Shared by the service, which counts every lease, and each node's data-loss guard, which
+    // writes the longest into the node's marker.
+    let longest = Arc::new(LongestLease::default());
     let redis = |target: RedisTarget, timeout: Duration| {
         crate::tls::install_crypto_provider();
         let options = RedisOptions {
@@ -58,6 +62,12 @@ pub fn build_service(
             ca_certificates: config.redis_ca.clone(),
             metrics: metrics.clone(),
             reconnected: reconnected.clone(),
+            data_loss: Some(DataLossOptions {
+                hold_back: config.data_loss_hold_back,
+                max_ttl: config.limits.max_ttl,
+                longest: longest.clone(),
+                metrics: metrics.clone(),
+            }),
         };
         RedisBackend::new(options).map_err(|e| match e {
             BackendError::Config(message) => StartupError::Config(message),
@@ -113,7 +123,7 @@ pub fn build_service(
             .ok_or_else(|| StartupError::Config("--token-secret is too short".into()))?,
         None => TokenSecret::random().map_err(StartupError::Random)?,
     };
-    Ok(LockService::new(backend, config.limits, secret))
+    Ok(LockService::new(backend, config.limits, secret).with_longest_lease(longest))
 }
 
 /// A server assembled from its configuration, not serving yet.

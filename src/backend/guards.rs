@@ -83,7 +83,8 @@ pub const CLOCK_CHECK_EVERY: Duration = Duration::from_millis(500);
 /// delayed by the network or a paused Redis is timed when it arrives, on both clocks).
 pub const CLOCK_STEP_THRESHOLD: Duration = Duration::from_secs(1);
 
-/// New grants held back until a time, after a store's clock stepped forward.
+/// New grants held back until a time: after a store's clock stepped forward, or on a node
+/// that forgot its data (see `data_loss`).
 #[derive(Debug)]
 pub struct HoldBack {
     base: Instant,
@@ -136,6 +137,25 @@ impl Backend {
             Self::Memory(_) => Vec::new(),
             Self::Redis(redis) => redis.clocks().await,
             Self::Redlock(redlock) => redlock.clocks().await,
+        }
+    }
+
+    /// Looks at every node's marker (see `data_loss`): a node that forgot its data holds grants
+    /// on it back from then on. None for the memory backend, nor yet for a Cluster.
+    pub async fn check_markers(&self) {
+        match self {
+            Self::Memory(_) => {}
+            Self::Redis(redis) => redis.check_marker().await,
+            Self::Redlock(redlock) => redlock.check_markers().await,
+        }
+    }
+
+    /// How long grants are still held back because the store forgot its data. A Redlock
+    /// keeps each forgetful node out of its grants itself: never the whole store.
+    pub fn data_loss_hold_back(&self) -> Option<Duration> {
+        match self {
+            Self::Redis(redis) => redis.data_loss_hold_back(),
+            Self::Memory(_) | Self::Redlock(_) => None,
         }
     }
 
@@ -268,6 +288,7 @@ pub fn watch(
                 return;
             };
             check_clocks(&backend, &mut clocks, options, &hold_back, &metrics).await;
+            backend.check_markers().await;
             if Instant::now() >= memory_due {
                 memory_due = Instant::now() + options.interval;
                 check_memory(&backend, &mut policies, options, &metrics).await;

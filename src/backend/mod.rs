@@ -23,6 +23,7 @@
 //! and its dispatch change together.
 
 mod attempt;
+pub mod data_loss;
 mod feed;
 pub mod fence;
 pub mod granted;

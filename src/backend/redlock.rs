@@ -30,8 +30,9 @@
 //! Clocks: Redlock assumes the nodes' clocks run at about the same rate (the drift allowance
 //! covers 1%), not that they agree; fences additionally assume no node's wall clock steps back
 //! across a lost counter (see `fence`). A node restarted without persistence forgets its
-//! grants: run nodes with AOF (`appendfsync always`) or keep a restarted node out for the
-//! longest ttl, as the Redlock description says.
+//! grants: it is kept out of new grants for the longest lease granted on it, as the Redlock
+//! description says (see `backend::data_loss`); run nodes with AOF (`appendfsync always`) to
+//! lose nothing at all.
 //!
 //! One piece, over 400 lines: the quorum rules for acquire, renew, release and the undo of a
 //! partial grant must be read together to check them against each other.
@@ -97,6 +98,8 @@ enum Answer {
     Replayed(Lease),
     Held(Option<Duration>),
     Failed,
+    /// Not asked: the node forgot its data and is kept out of new grants for a while.
+    KeptOut,
 }
 
 /// A failed acquire: its outcome is unknown (the gateway withdraws it once more) when a node
@@ -136,6 +139,12 @@ impl RedlockBackend {
             .into_iter()
             .flatten()
             .collect()
+    }
+
+    /// Looks at every node's marker (see `backend::data_loss`): a node that forgot its data
+    /// is kept out of new grants for a while (see `acquire_lock`).
+    pub(crate) async fn check_markers(&self) {
+        join_all(self.nodes.iter().map(RedisBackend::check_marker)).await;
     }
 
     /// `nodes` are the single-node backends, each bounded by the per-node timeout.
@@ -315,19 +324,29 @@ impl RedlockBackend {
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let (stem, ttl, _, _, _) = attempt.parts();
-        let acquires = self.nodes.iter().map(|n| n.acquire_lock(name, attempt));
+        // A node that forgot its data is kept out of new grants for the longest lease it may
+        // have forgotten (see `backend::data_loss`): it would grant again the locks it forgot,
+        // and with another node failing that could make a second majority. Without it, every
+        // majority that grants shares a node with every majority granted before the loss.
+        let acquires = self.nodes.iter().map(|n| async move {
+            match n.data_loss_hold_back() {
+                Some(_) => None,
+                None => Some(n.acquire_lock(name, attempt).await),
+            }
+        });
         let answers: Vec<Answer> = join_all(acquires)
             .await
             .into_iter()
             .map(|outcome| match outcome {
-                Ok(AcquireOutcome::Granted(lease)) => Answer::Granted(lease),
-                Ok(AcquireOutcome::AlreadyHeld(lease)) => Answer::Replayed(lease),
-                Ok(AcquireOutcome::Held { ttl }) => Answer::Held(ttl),
+                None => Answer::KeptOut,
+                Some(Ok(AcquireOutcome::Granted(lease))) => Answer::Granted(lease),
+                Some(Ok(AcquireOutcome::AlreadyHeld(lease))) => Answer::Replayed(lease),
+                Some(Ok(AcquireOutcome::Held { ttl })) => Answer::Held(ttl),
                 // A lock's acquire never answers this.
-                Ok(AcquireOutcome::HeldShared { ttl }) => Answer::Held(ttl),
+                Some(Ok(AcquireOutcome::HeldShared { ttl })) => Answer::Held(ttl),
                 // Nor this: no attempt of a Redlock takes a place in a queue.
-                Ok(AcquireOutcome::LimitDiffers { .. } | AcquireOutcome::Queued { .. })
-                | Err(_) => Answer::Failed,
+                Some(Ok(AcquireOutcome::LimitDiffers { .. } | AcquireOutcome::Queued { .. }))
+                | Some(Err(_)) => Answer::Failed,
             })
             .collect();
         let holders: Vec<(usize, Lease)> = answers
@@ -344,7 +363,7 @@ impl RedlockBackend {
             answers
                 .iter()
                 .enumerate()
-                .filter(|(_, a)| !matches!(a, Answer::Held(_)))
+                .filter(|(_, a)| !matches!(a, Answer::Held(_) | Answer::KeptOut))
                 .map(|(i, _)| i)
         };
         if holders.len() < self.quorum() {

@@ -287,6 +287,13 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_CLOCK_STEP_HOLD_BACK", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     pub clock_step_hold_back: bool,
 
+    /// After a Redis node forgot its data (restarted without persistence, flushed, an empty
+    /// replica promoted), hold new grants on it back for the longest lease granted there (at
+    /// most --max-ttl), so that none overlaps a lease it forgot. Seen by every gateway through
+    /// a marker key on each node.
+    #[arg(long, env = "LOCKGATE_DATA_LOSS_HOLD_BACK", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new())]
+    pub data_loss_hold_back: bool,
+
     /// How often each Redis node's settings that can lose locks silently (its eviction policy)
     /// are checked again while serving, besides at every (re)connect.
     #[arg(long, env = "LOCKGATE_REDIS_CHECK_INTERVAL", default_value = DEFAULT_REDIS_CHECK_INTERVAL, value_parser = duration)]

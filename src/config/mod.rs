@@ -108,6 +108,8 @@ pub struct Config {
     pub redis_check_interval: Duration,
     /// Hold grants back after a Redis node's clock stepped forward.
     pub clock_step_hold_back: bool,
+    /// Hold grants back on a Redis node that forgot its data.
+    pub data_loss_hold_back: bool,
     /// Serve the operator's console at `/ui`.
     pub console: bool,
     /// Threads that serve requests; `None`: one per CPU the process may use.

@@ -270,6 +270,7 @@ impl Config {
             redis_check_interval: args.redis_check_interval,
             pubsub_linger: args.pubsub_linger,
             clock_step_hold_back: args.clock_step_hold_back,
+            data_loss_hold_back: args.data_loss_hold_back,
             console: args.console,
             worker_threads: args.worker_threads,
         })

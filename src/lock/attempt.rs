@@ -158,6 +158,8 @@ impl LockService {
                 return Err(LockError::LimitDiffers { held: limit });
             }
         };
+        // The longest lease granted here, for the store's data-loss guard.
+        self.longest.saw(request.ttl);
         let check =
             check_replicas(&request.replicas, &lease).and_then(|()| validity(started, &lease));
         match check {

@@ -59,10 +59,13 @@ pub enum LockError {
     OutcomeUnknown(BackendError),
     #[error(transparent)]
     BackendUnavailable(BackendError),
-    /// New grants are held back for `retry_after` after the store's clock stepped forward
-    /// (leases it may have cut short have not ended for their holders yet).
-    #[error("grants are held back after the store's clock stepped forward")]
-    HeldBack { retry_after: Duration },
+    /// New grants are held back for `retry_after`: the store's clock stepped forward, or it
+    /// forgot its data, and leases it lost have not ended for their holders yet.
+    #[error("grants are held back after the store lost leases ({cause:?})")]
+    HeldBack {
+        retry_after: Duration,
+        cause: HoldBackCause,
+    },
     /// The store is out of memory and refuses writes; nothing was written.
     #[error(transparent)]
     BackendFull(BackendError),
@@ -76,6 +79,16 @@ impl From<BackendError> for LockError {
             err => Self::BackendUnavailable(err),
         }
     }
+}
+
+/// Why grants are held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldBackCause {
+    /// A store's clock stepped forward, which ended leases early.
+    ClockStep,
+    /// A store forgot its data (restart without persistence, a flush, an empty replica
+    /// promoted): every lease granted on it before is gone.
+    DataLost,
 }
 
 impl LockError {

@@ -27,7 +27,7 @@ pub mod wait;
 
 pub use crate::name::{InvalidName, LockName};
 pub use cursor::{CursorScope, CursorSeal, ListPosition};
-pub use error::{InvalidRequest, LockError};
+pub use error::{HoldBackCause, InvalidRequest, LockError};
 pub use guard::GrantGuard;
 pub use inspect::LockState;
 pub use multi::Multi;

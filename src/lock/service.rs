@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::LockName;
 use super::cursor::CursorSeal;
+use super::error::HoldBackCause;
 use super::error::LockError;
 use super::events::{Watcher, Watches};
 use super::fair_lines::FairLines;
@@ -42,6 +43,7 @@ use super::request::{Limits, RenewRequest, ReplicaPolicy};
 use super::token::{LockToken, TokenSecret};
 use super::validity::Validity;
 use super::wait::Waiters;
+use crate::backend::data_loss::LongestLease;
 use crate::backend::guards::HoldBack;
 use crate::backend::{
     Backend, Lease, LeaseStore, Leased, ReleaseOutcome, RenewAttempt, RenewOutcome, Unoffered,
@@ -78,6 +80,9 @@ pub struct LockService {
     pub(super) cursors: CursorSeal,
     /// Set by the guards after a store's clock stepped forward: no grant until it passes.
     hold_back: Arc<HoldBack>,
+    /// The longest lease granted or renewed here, for the store's data-loss guard (see
+    /// `backend::data_loss`).
+    pub(super) longest: Arc<LongestLease>,
     pub(super) waiters: Waiters,
     /// Fair waiters, in lines sorted as the store's queues.
     pub(super) fair: FairLines,
@@ -97,6 +102,7 @@ impl LockService {
             limits,
             cursors: CursorSeal::new(&secret),
             hold_back: Arc::default(),
+            longest: Arc::default(),
             secret,
             shutdown: CancellationToken::new(),
             draining: AtomicBool::new(false),
@@ -108,12 +114,29 @@ impl LockService {
         &self.hold_back
     }
 
-    /// Refuses a new grant while grants are held back after a clock step.
+    /// The longest lease granted or renewed here: the store's data-loss guard shares it (built
+    /// before the service, see `app`).
+    pub fn with_longest_lease(mut self, longest: Arc<LongestLease>) -> Self {
+        self.longest = longest;
+        self
+    }
+
+    /// Refuses a new grant while grants are held back, after a clock step or because the store
+    /// forgot its data (see `backend::data_loss`).
     pub(super) fn check_hold_back(&self) -> Result<(), LockError> {
-        match self.hold_back.left() {
-            Some(left) => Err(LockError::HeldBack { retry_after: left }),
-            None => Ok(()),
+        if let Some(left) = self.hold_back.left() {
+            return Err(LockError::HeldBack {
+                retry_after: left,
+                cause: HoldBackCause::ClockStep,
+            });
         }
+        if let Some(left) = self.backend.data_loss_hold_back() {
+            return Err(LockError::HeldBack {
+                retry_after: left,
+                cause: HoldBackCause::DataLost,
+            });
+        }
+        Ok(())
     }
 
     /// The store, for the guards that watch it (see `backend::guards`).
@@ -208,7 +231,10 @@ impl LockService {
             .await
             .map_err(LockError::of_write)?;
         let lease = match outcome {
-            RenewOutcome::Renewed(lease) => lease,
+            RenewOutcome::Renewed(lease) => {
+                self.longest.saw(renewal.ttl);
+                lease
+            }
             RenewOutcome::NotHeld => {
                 return Err(self
                     .refusal(primitive, name, token, LockError::NotHeld)

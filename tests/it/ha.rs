@@ -203,8 +203,11 @@ struct Redlock {
 }
 
 impl Redlock {
+    /// Three nodes with their data kept across a restart (AOF), as Redlock's nodes should run:
+    /// a node that comes back empty is kept out of grants for a while (tests/it/data_loss.rs),
+    /// and these tests are about majorities.
     async fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_durable()).collect();
         let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
         let gw = Gateway::start(redlock_config(&urls, NODE_TIMEOUT)).await;
         Self { nodes, gw }

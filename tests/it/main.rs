@@ -19,6 +19,8 @@
 //!   partitioned or failed over.
 //! * `grant_rules`: the Lua rules of a grant (fence, stem, holder record) against their Rust
 //!   twins.
+//! * `data_loss`: a Redis that forgot its data (restart without persistence, FLUSHALL):
+//!   grants held back for the longest lease, on every gateway.
 //! * `guards`: Redis settings that lose locks silently (eviction), refused or reported.
 //! * `access`: API keys and scopes.
 //! * `security`: the attacker's view: name spellings × scopes, forged tokens, cursors.
@@ -57,6 +59,7 @@ mod access;
 mod api;
 mod cli;
 mod console;
+mod data_loss;
 mod events;
 mod fair;
 mod faults;

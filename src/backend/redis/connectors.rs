@@ -13,6 +13,8 @@ use super::connection::{Connect, ConnectFailure, Opened};
 use super::features::{self, NativeCommands};
 use super::scripts;
 use super::source::NodeSource;
+use crate::backend::BackendError;
+use crate::backend::data_loss::{DataLossGuard, Marker};
 use redis::aio::ConnectionLike;
 
 /// The least time a connect may take (TCP, handshake, and the preparation below) before it
@@ -43,6 +45,9 @@ pub struct Preparation {
     /// A key under the gateway's prefix that no lock can have, for the `SET … IFEQ` probe.
     pub probe_key: String,
     pub native: NativeCommands,
+    /// The node's marker key and its guard: looked at before a new connection serves anything
+    /// (see `backend::data_loss`).
+    pub marker: Option<(String, Arc<DataLossGuard>)>,
 }
 
 impl Preparation {
@@ -90,12 +95,53 @@ impl Connect for NodeConnector {
             .await
             .map_err(|e| ConnectFailure::of(&e))?;
         let (server, features) = features::read_probe(&replies, self.preparation.native);
+        if let Some((key, guard)) = &self.preparation.marker {
+            let node = client.get_connection_info().addr().to_string();
+            // The commands waiting for this connection include acquires that passed the
+            // hold-back check before the loss was known: they must not run on a node that
+            // forgot. This connect fails (they answer 503 and are retried), the next one finds
+            // the marker as this look left it, and the hold-back refuses new grants meanwhile.
+            if let Ok(marker) = read_marker(&mut conn, key, guard).await
+                && guard.observe(&node, marker)
+            {
+                return Err(ConnectFailure {
+                    permanent: None,
+                    error: BackendError::Unavailable(
+                        "the Redis node forgot its data; grants on it are held back".into(),
+                    ),
+                    refused: false,
+                });
+            }
+        }
         Ok(Opened {
             conn,
             server,
             features,
         })
     }
+}
+
+/// The marker script (see `marker.lua`) as an `EVAL` carrying its source: off the request
+/// path, counted with the guards' other commands (not as a lock script), and never NOSCRIPT.
+pub(super) fn marker_eval(key: &str, guard: &DataLossGuard) -> redis::Cmd {
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(scripts::MARKER.source)
+        .arg(1)
+        .arg(key)
+        .arg(DataLossGuard::candidate())
+        .arg(guard.lease_ms());
+    eval
+}
+
+/// Reads (and keeps up) the node's marker on `conn`. A failure (a replica that refuses the
+/// write, a full server) is no news: the periodic check tries again.
+async fn read_marker(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    guard: &DataLossGuard,
+) -> Result<Marker, redis::RedisError> {
+    let reply = marker_eval(key, guard).query_async(conn).await?;
+    Ok(Marker::from_reply(reply))
 }
 
 /// The command connection to a Redis Cluster: redis-rs's cluster connection, which keeps one

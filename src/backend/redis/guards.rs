@@ -3,14 +3,16 @@
 //! `INFO` is allowed where managed services disable `CONFIG`. See `backend::guards` for what
 //! is made of the answers.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
+use super::connectors::marker_eval;
 use super::errors::classify;
 use super::send::Request;
 use super::{Commands, RedisBackend, Waits};
 use crate::backend::BackendError;
+use crate::backend::data_loss::Marker;
 use crate::backend::guards::{MemoryPolicy, NodeLook};
 use crate::telemetry::metrics::RedisCall;
 
@@ -45,6 +47,25 @@ impl RedisBackend {
             Ok((seconds * 1_000_000 + micros, Instant::now()))
         })
         .await
+    }
+
+    /// Looks at the node's marker (see `backend::data_loss`), on the command connection: a
+    /// node that forgot its data holds grants back from now on. Nothing for a Cluster.
+    pub(crate) async fn check_marker(&self) {
+        let (Some(guard), Waits::Node(pool)) = (&self.data_loss, &self.waits) else {
+            return;
+        };
+        let mut pipe = redis::pipe();
+        pipe.add_command(marker_eval(&format!("{}marker", self.key_prefix), guard));
+        // An unreachable node is looked at again when it answers (at its reconnect first).
+        if let Ok((reply,)) = self.run(Request::Native(&pipe)).await {
+            guard.observe(&pool.address().await, Marker::from_reply(reply));
+        }
+    }
+
+    /// How long grants on this node are still held back because it forgot its data.
+    pub(crate) fn data_loss_hold_back(&self) -> Option<Duration> {
+        self.data_loss.as_ref().and_then(|guard| guard.held_back())
     }
 
     /// `cmd` on every node that holds locks, each answer read by `read`.

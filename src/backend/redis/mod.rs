@@ -77,6 +77,7 @@ use self::connectors::{ClusterConnector, NodeConnector};
 use self::keys::{Counters, LockKeys};
 use self::notify::Notifier;
 use self::pool::DedicatedPool;
+use crate::backend::data_loss::DataLossGuard;
 use crate::telemetry::Metrics;
 
 #[derive(Debug)]
@@ -92,6 +93,8 @@ pub struct RedisBackend {
     counters: Counters,
     timeout: Duration,
     metrics: Arc<Metrics>,
+    /// The guard against the node forgetting its data (none for a Cluster).
+    data_loss: Option<Arc<DataLossGuard>>,
 }
 
 /// How ordinary commands travel.

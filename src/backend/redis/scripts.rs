@@ -72,6 +72,7 @@ scripts! {
     MULTI_ACQUIRE = ["grant.lua", "multi_acquire.lua"],
     MULTI_RENEW = ["presented_token.lua", "multi_renew.lua"],
     MULTI_RELEASE = ["grant.lua", "presented_token.lua", "multi_release.lua"],
+    MARKER = ["marker.lua"],
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

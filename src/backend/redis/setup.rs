@@ -19,6 +19,7 @@ use super::sentinel::MasterTracker;
 use super::source::NodeSource;
 use super::{Commands, RedisBackend, Waits};
 use crate::backend::BackendError;
+use crate::backend::data_loss::{DataLossGuard, DataLossOptions};
 use crate::telemetry::Metrics;
 
 /// Where the data lives.
@@ -58,6 +59,9 @@ pub struct RedisOptions {
     /// Told whenever a connection is (re)made, so that the guards look at the node again
     /// (a restarted or failed-over server may have other settings).
     pub reconnected: Arc<tokio::sync::Notify>,
+    /// The guard against a node that forgot its data (see `backend::data_loss`): `None` for
+    /// none. A Cluster has none yet.
+    pub data_loss: Option<DataLossOptions>,
 }
 
 impl RedisBackend {
@@ -74,9 +78,16 @@ impl RedisBackend {
             RedisTarget::Sentinel { .. } => "sentinel",
             RedisTarget::Cluster { .. } => "cluster",
         };
+        let data_loss = match (&options.target, &options.data_loss) {
+            (RedisTarget::Cluster { .. }, _) | (_, None) => None,
+            (_, Some(guard)) => Some(Arc::new(DataLossGuard::new(guard.clone()))),
+        };
         let preparation = Preparation {
             probe_key: format!("{}probe", options.key_prefix),
             native: options.native_commands,
+            marker: data_loss
+                .clone()
+                .map(|guard| (format!("{}marker", options.key_prefix), guard)),
         };
         let on_connect: OnConnect = {
             let metrics = options.metrics.clone();
@@ -185,6 +196,7 @@ impl RedisBackend {
             counters,
             timeout: options.timeout,
             metrics: options.metrics,
+            data_loss,
         })
     }
 
@@ -285,6 +297,7 @@ mod tests {
             ca_certificates: None,
             metrics: Arc::default(),
             reconnected: Arc::default(),
+            data_loss: None,
         };
         assert!(RedisBackend::new(options).is_err());
     }

@@ -85,7 +85,7 @@ problem_kinds! {
         "Redis did not answer or refused: nothing was done";
     BackendFull: SERVICE_UNAVAILABLE, "backend-full", "Backend out of memory",
         "Redis is out of memory and refuses writes";
-    GrantsHeldBack: SERVICE_UNAVAILABLE, "grants-held-back", "Grants held back after a clock step",
+    GrantsHeldBack: SERVICE_UNAVAILABLE, "grants-held-back", "Grants held back after the store lost leases",
         "new grants are held back after a step of the Redis clock";
     OutcomeUnknown: SERVICE_UNAVAILABLE, "outcome-unknown", "Outcome unknown",
         "sent, but no answer came: it may or may not have taken effect, and is safe to \

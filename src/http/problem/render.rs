@@ -2,7 +2,7 @@
 //! `Retry-After`, and for server errors the cause that is logged (never sent).
 
 use super::{BACKEND_RETRY_AFTER, Problem, ProblemKind, Rendered};
-use crate::lock::LockError;
+use crate::lock::{HoldBackCause, LockError};
 
 pub(super) fn render_lock_error(err: LockError) -> Rendered {
     let cause = Some(err.to_string());
@@ -141,11 +141,24 @@ pub(super) fn render_lock_error(err: LockError) -> Rendered {
             retry_after: Some(BACKEND_RETRY_AFTER),
             cause,
         },
-        LockError::HeldBack { retry_after } => Rendered {
+        LockError::HeldBack {
+            retry_after,
+            cause: held_back_by,
+        } => Rendered {
             problem: Problem::new(
                 ProblemKind::GrantsHeldBack,
-                "Redis's clock stepped forward, which may have ended leases before their holders \
-                 stopped relying on them; no lock is granted until those leases have run out",
+                match held_back_by {
+                    HoldBackCause::ClockStep => {
+                        "Redis's clock stepped forward, which may have ended leases before their \
+                         holders stopped relying on them; no lock is granted until those leases \
+                         have run out"
+                    }
+                    HoldBackCause::DataLost => {
+                        "Redis forgot its data (restarted without persistence, flushed, or an \
+                         empty replica promoted) while leases granted on it may still be in use; \
+                         no lock is granted until those leases have run out"
+                    }
+                },
             ),
             retry_after: Some(retry_after),
             cause,

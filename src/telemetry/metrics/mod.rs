@@ -45,6 +45,8 @@ pub struct Metrics {
     backend_up: NodeFlags,
     /// `lockgate_redis_clock_steps_total`: forward, backward.
     clock_steps: [AtomicU64; 2],
+    /// `lockgate_redis_data_losses_total`.
+    data_losses: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -80,6 +82,7 @@ impl Metrics {
             eviction: NodeFlags::new(),
             backend_up: NodeFlags::new(),
             clock_steps: [const { AtomicU64::new(0) }; 2],
+            data_losses: AtomicU64::new(0),
         }
     }
 
@@ -121,6 +124,11 @@ impl Metrics {
     /// Records a step of a Redis node's clock (see `backend::guards`).
     pub fn redis_clock_step(&self, forward: bool) {
         self.clock_steps[usize::from(!forward)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a Redis node found to have forgotten its data (see `backend::data_loss`).
+    pub fn redis_data_loss(&self) {
+        self.data_losses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records one answered request.
@@ -237,6 +245,13 @@ impl Metrics {
              lockgate_redis_clock_steps_total{{direction=\"backward\"}} {}\n",
             self.clock_steps[0].load(Ordering::Relaxed),
             self.clock_steps[1].load(Ordering::Relaxed),
+        );
+        let _ = write!(
+            out,
+            "# HELP lockgate_redis_data_losses_total Redis nodes found to have forgotten their data (restarted without persistence, flushed, an empty replica promoted): every lock on them was lost at once.\n\
+             # TYPE lockgate_redis_data_losses_total counter\n\
+             lockgate_redis_data_losses_total {}\n",
+            self.data_losses.load(Ordering::Relaxed),
         );
         self.eviction.render(
             &mut out,

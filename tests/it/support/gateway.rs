@@ -61,6 +61,7 @@ pub fn config(backend: BackendChoice) -> Config {
         allow_eviction: false,
         redis_check_interval: Duration::from_millis(200),
         clock_step_hold_back: true,
+        data_loss_hold_back: true,
         console: true,
         worker_threads: None,
     }

@@ -1,0 +1,202 @@
+//! The guard against a Redis node that forgot its data: restarted without persistence (the
+//! usual Redis pod), `FLUSHALL`/`FLUSHDB`, an empty replica promoted. Such a node has lost
+//! every lock, and would grant them all again at once while their holders still work.
+//!
+//! **Detection.** Each node keeps a marker (`<prefix>marker`, a hash without a ttl, see
+//! `marker.lua`): a random `id` made by the first gateway that finds it missing, and
+//! `lease_ms`, the longest lease any gateway on the node has granted or renewed. Every gateway
+//! reads it on every (re)connect, before the new connection serves a command, and every
+//! `CLOCK_CHECK_EVERY` (500 ms) with the clock check. A gateway that saw one `id` and then
+//! finds another, or none (and makes one), knows that the node lost everything written before:
+//! every gateway notices, also one whose connection never broke (`FLUSHALL`). A restart *with*
+//! its data (RDB, AOF) keeps the marker: nothing is held back. A node that was already empty
+//! the first time this gateway looked at it is taken as a new store (nothing to protect that
+//! this gateway knows of).
+//!
+//! **Lock-delay.** Then new grants on that node are held back for the longest lease that may
+//! still run: the marker's `lease_ms` as last read (or this gateway's own longest, if larger),
+//! at most `--max-ttl`. Every lease granted before the loss has ended by its holder's count
+//! when the hold-back ends (it was granted before the detection, with at most that ttl). This
+//! is Consul's lock-delay, and the advice of the Redlock description for restarted nodes.
+//! Acquires answer 503 `grants-held-back` with `Retry-After`; waiting acquires wait through
+//! it; renewals and releases go on (they find nothing, the node forgot). With
+//! `--data-loss-hold-back false` the loss is only logged and counted.
+//!
+//! Where: the one server (standalone), the master the Sentinels name (a promoted replica
+//! without the marker is a loss; one that had replicated it is not), each Redlock node (kept
+//! out of quorums alone, see `redlock`). A Cluster is not watched yet.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::guards::HoldBack;
+use crate::telemetry::Metrics;
+
+/// What a node's marker said (see `marker.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// The marker's id: another one means the node forgot everything written before.
+    pub id: String,
+    /// The longest lease any gateway on the node granted or renewed.
+    pub lease: Duration,
+    /// This look made the marker (it was missing).
+    pub made: bool,
+}
+
+impl Marker {
+    /// From the marker script's reply: `{id, lease_ms, 1 if made}`.
+    pub fn from_reply((id, lease_ms, made): (String, u64, u8)) -> Self {
+        Self {
+            id,
+            lease: Duration::from_millis(lease_ms),
+            made: made == 1,
+        }
+    }
+}
+
+/// The longest lease this gateway granted or renewed: what it adds to every node's marker.
+#[derive(Debug, Default)]
+pub struct LongestLease(AtomicU64);
+
+impl LongestLease {
+    /// One more lease of `ttl`: a relaxed `fetch_max`, all this guard costs a request.
+    pub fn saw(&self, ttl: Duration) {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        self.0.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    pub fn millis(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// How the guard behaves, the same for every node.
+#[derive(Debug, Clone)]
+pub struct DataLossOptions {
+    /// Hold grants back after a loss (`--data-loss-hold-back`), or only report it.
+    pub hold_back: bool,
+    /// The longest hold-back: no lease is longer.
+    pub max_ttl: Duration,
+    pub longest: Arc<LongestLease>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// One node's guard: the marker last seen, and the grants held back.
+#[derive(Debug)]
+pub struct DataLossGuard {
+    options: DataLossOptions,
+    seen: Mutex<Option<Marker>>,
+    held_back: HoldBack,
+}
+
+impl DataLossGuard {
+    pub fn new(options: DataLossOptions) -> Self {
+        Self {
+            options,
+            seen: Mutex::default(),
+            held_back: HoldBack::default(),
+        }
+    }
+
+    /// An id for the marker, should this look find it missing.
+    pub fn candidate() -> String {
+        let mut bytes = [0u8; 16];
+        // A failed OS generator leaves zeros: the id then only tells less (two losses in a
+        // row could look alike), never wrongly that nothing was lost.
+        let _ = getrandom::fill(&mut bytes);
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The longest lease this gateway saw, for the marker.
+    pub fn lease_ms(&self) -> u64 {
+        self.options.longest.millis()
+    }
+
+    /// How long grants on the node are still held back.
+    pub fn held_back(&self) -> Option<Duration> {
+        self.held_back.left()
+    }
+
+    /// Takes in what `node`'s marker says now; whether it shows that the node forgot its data
+    /// (grants are then held back, unless configured not to be).
+    pub fn observe(&self, node: &str, marker: Marker) -> bool {
+        let before = {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.replace(marker.clone())
+        };
+        let Some(before) = before else {
+            if marker.made {
+                tracing::info!(%node, "marked a Redis node that had no lockgate marker: a new store (or one that forgot its data while no gateway watched it)");
+            }
+            return false;
+        };
+        if before.id == marker.id {
+            return false;
+        }
+        let own = Duration::from_millis(self.lease_ms());
+        let span = before.lease.max(own).min(self.options.max_ttl);
+        self.options.metrics.redis_data_loss();
+        if self.options.hold_back {
+            self.held_back.hold_for(span);
+        }
+        tracing::error!(
+            %node,
+            held_back_ms = if self.options.hold_back { span.as_millis() } else { 0 },
+            "the Redis node forgot its data (restarted without persistence, flushed, or an empty replica promoted): every lock granted on it before is gone while its holder may still work; new grants on it are held back for the longest lease granted (at most --max-ttl) unless --data-loss-hold-back false"
+        );
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(hold_back: bool) -> DataLossGuard {
+        DataLossGuard::new(DataLossOptions {
+            hold_back,
+            max_ttl: Duration::from_secs(60),
+            longest: Arc::default(),
+            metrics: Arc::new(Metrics::new()),
+        })
+    }
+
+    fn marker(id: &str, lease_s: u64, made: bool) -> Marker {
+        Marker {
+            id: id.into(),
+            lease: Duration::from_secs(lease_s),
+            made,
+        }
+    }
+
+    /// A first look, even at an empty node, holds nothing back; the same id again neither.
+    #[test]
+    fn a_first_look_and_the_same_marker_are_no_loss() {
+        let guard = guard(true);
+        assert!(!guard.observe("n", marker("a", 30, true)));
+        assert!(!guard.observe("n", marker("a", 30, false)));
+        assert_eq!(guard.held_back(), None);
+    }
+
+    /// Another id is a loss: grants are held back for the longest lease last read, at most
+    /// --max-ttl; not at all with the hold-back off.
+    #[test]
+    fn another_marker_holds_grants_back_for_the_longest_lease() {
+        let guard = guard(true);
+        guard.observe("n", marker("a", 30, false));
+        assert!(guard.observe("n", marker("b", 0, true)));
+        let left = guard.held_back().expect("held back");
+        assert!(left > Duration::from_secs(29) && left <= Duration::from_secs(30));
+
+        let capped = self::guard(true);
+        capped.observe("n", marker("a", 3600, false));
+        assert!(capped.observe("n", marker("b", 0, true)));
+        assert!(capped.held_back().expect("held back") <= Duration::from_secs(60));
+
+        let off = self::guard(false);
+        off.observe("n", marker("a", 30, false));
+        assert!(off.observe("n", marker("b", 0, true)));
+        assert_eq!(off.held_back(), None);
+    }
+}
