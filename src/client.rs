@@ -187,13 +187,14 @@ impl Client {
         answer(with_timeout(request, timeout).send().await).await
     }
 
-    /// `DELETE /locks/{name}` with the token: 204.
+    /// `DELETE /locks/{name}` with the token: 204, or 200 with a body when the lock stays held
+    /// (a reentrant hold given back, a release before `min_hold_ms`).
     pub async fn release(
         &self,
         name: &str,
         token: &str,
         timeout: Option<Duration>,
-    ) -> Result<Answer<()>, ClientError> {
+    ) -> Result<Answer<Option<serde_json::Value>>, ClientError> {
         let request = self
             .http
             .delete(self.lease_url(name))

@@ -23,6 +23,10 @@ pub struct LeaseRequest {
     pub holder: Option<Arc<Holder>>,
     /// Longest the grant may be held, renewals included (see `lock::token` for how it is kept).
     pub max_hold: Option<Duration>,
+    /// Shortest the grant is held, in ms (0: none): a release before it leaves the lock held
+    /// until then (`min_hold_ms`, kept in the token as `max_hold` is). A `u32` that fits in
+    /// this struct's padding: a waiting request keeps the request in its future.
+    pub min_hold_ms: u32,
     /// A reentrant lock: its holder may take it again with its token (`reenter`), each time
     /// one more release to give it back.
     pub reentrant: bool,
@@ -40,6 +44,7 @@ impl LeaseRequest {
             replicas: ReplicaPolicy::NONE,
             holder: None,
             max_hold: None,
+            min_hold_ms: 0,
             reentrant: false,
             fair: None,
         }

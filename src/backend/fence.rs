@@ -57,6 +57,27 @@ pub fn granted_at(fence: u64) -> Option<std::time::SystemTime> {
         .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_micros(fence))
 }
 
+/// Until when (ms since the epoch) a grant must stay held, if its token carries a minimum
+/// hold (`min_hold_ms`): its grant time (the fence) plus the minimum. `None` without one, or
+/// for a fence that is no time.
+pub fn held_until_ms(token: &str) -> Option<(u64, u64)> {
+    let min_hold_ms = Marks::of(token).min_hold_ms?;
+    let granted_ms = granted_at(fence_of(token)?)?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    let granted_ms = u64::try_from(granted_ms).ok()?;
+    Some((granted_ms.saturating_add(min_hold_ms), min_hold_ms))
+}
+
+/// How long a grant released at `now_ms` must still be held: until [`held_until_ms`], but
+/// never longer than the minimum itself (a fence above the clock overstates the grant time).
+pub fn min_hold_left(token: &str, now_ms: u64) -> Option<std::time::Duration> {
+    let (until, min_hold_ms) = held_until_ms(token)?;
+    let left = until.saturating_sub(now_ms).min(min_hold_ms);
+    (left > 0).then(|| std::time::Duration::from_millis(left))
+}
+
 /// Separates the stem from the fence in a token.
 pub const SEPARATOR: char = '.';
 
@@ -79,6 +100,9 @@ pub const MULTI_MARK: char = 'm';
 /// Mark: a reentrant lock's grant: its holder may take it again with its token, and each
 /// release gives back one hold (see `LeaseStore::reenter`); its hold count is kept beside it.
 pub const REENTRANT_MARK: char = 'r';
+/// Mark: a release before the grant's time plus this many milliseconds leaves the lock held
+/// until then, `a<ms>` ("at least"; `min_hold_ms`, see `LeaseStore::release`).
+pub const MIN_HOLD_MARK: char = 'a';
 /// Mark, last: the grant may be held for at most this many milliseconds, `h<ms>`.
 pub const MAX_HOLD_MARK: char = 'h';
 
@@ -89,6 +113,7 @@ pub struct Marks {
     pub shared: bool,
     pub multi: bool,
     pub reentrant: bool,
+    pub min_hold_ms: Option<u64>,
     pub max_hold_ms: Option<u64>,
 }
 
@@ -112,24 +137,14 @@ impl Marks {
         };
         let (holder, shared, multi) = (mark(HOLDER_MARK), mark(SHARED_MARK), mark(MULTI_MARK));
         let reentrant = mark(REENTRANT_MARK);
-        // `h<ms>` as `stem` writes it: digits, no leading zero.
-        let max_hold_ms = text
-            .strip_prefix(MAX_HOLD_MARK)
-            .filter(|ms| {
-                !ms.is_empty()
-                    && ms.len() <= MAX_DIGITS
-                    && ms.bytes().all(|b| b.is_ascii_digit())
-                    && (ms.len() == 1 || !ms.starts_with('0'))
-            })
-            .and_then(|ms| ms.parse().ok());
-        if max_hold_ms.is_some() {
-            text = "";
-        }
+        let min_hold_ms = bound(&mut text, MIN_HOLD_MARK);
+        let max_hold_ms = bound(&mut text, MAX_HOLD_MARK);
         let marks = Self {
             holder,
             shared,
             multi,
             reentrant,
+            min_hold_ms,
             max_hold_ms,
         };
         (marks, text)
@@ -150,12 +165,30 @@ impl Marks {
         if self.reentrant {
             stem.push(REENTRANT_MARK);
         }
+        if let Some(ms) = self.min_hold_ms {
+            stem.push(MIN_HOLD_MARK);
+            stem.push_str(&ms.to_string());
+        }
         if let Some(ms) = self.max_hold_ms {
             stem.push(MAX_HOLD_MARK);
             stem.push_str(&ms.to_string());
         }
         stem
     }
+}
+
+/// A bound mark (`<mark><ms>`) at the start of `text`, as `Marks::stem` writes it: digits, no
+/// leading zero; `text` is left after it.
+fn bound(text: &mut &str, mark: char) -> Option<u64> {
+    let rest = text.strip_prefix(mark)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let ms = &rest[..digits];
+    if ms.is_empty() || ms.len() > MAX_DIGITS || (ms.len() > 1 && ms.starts_with('0')) {
+        return None;
+    }
+    let value = ms.parse().ok()?;
+    *text = &rest[digits..];
+    Some(value)
 }
 
 /// The fence of the next grant, given the previous one (0 when unknown) and the clock.
@@ -245,10 +278,15 @@ mod tests {
                 shared: true,
                 multi: true,
                 reentrant: true,
+                min_hold_ms: Some(3_000_000),
                 max_hold_ms: Some(90_000),
             },
             Marks {
                 shared: true,
+                ..Marks::default()
+            },
+            Marks {
+                min_hold_ms: Some(0),
                 ..Marks::default()
             },
         ] {
@@ -271,6 +309,9 @@ mod tests {
             &format!("{entropy}so.1")[..],
             &format!("{entropy}h.1")[..],
             &format!("{entropy}h01.1")[..],
+            &format!("{entropy}a.1")[..],
+            &format!("{entropy}a07.1")[..],
+            &format!("{entropy}h5a7.1")[..],
             &format!("{}.1", &entropy[1..])[..],
             "AAAAAAAAAAAAAAAAAAAAA~.1",
             "6f1c1a9e7d4b4c1e9a572b0f8a3e5d11",

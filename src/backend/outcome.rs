@@ -66,6 +66,11 @@ pub enum ReleaseOutcome {
     StillHeld {
         holds: u32,
     },
+    /// A grant with a minimum hold (`min_hold_ms`) released before it: left to expire `left`
+    /// from now instead (a `PEXPIRE`, not a `DEL`), so it stays held until then.
+    HeldFor {
+        left: std::time::Duration,
+    },
     NotHeld,
     NotOwner,
 }

@@ -80,8 +80,20 @@ fn release_verdict(outcomes: &[Option<ReleaseOutcome>], quorum: usize) -> Option
         count(ReleaseOutcome::NotHeld),
         count(ReleaseOutcome::NotOwner),
     );
-    if released >= quorum {
-        Some(ReleaseOutcome::Released)
+    // A grant with a minimum hold released early is left to expire on each node (by each
+    // node's clock): held for the longest of what they said, if any did.
+    let held_for = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            Some(ReleaseOutcome::HeldFor { left }) => Some(*left),
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    if released + held_for.len() >= quorum {
+        Some(match held_for.iter().max() {
+            Some(&left) => ReleaseOutcome::HeldFor { left },
+            None => ReleaseOutcome::Released,
+        })
     } else if not_owner >= quorum {
         Some(ReleaseOutcome::NotOwner)
     } else if not_held + not_owner >= quorum {

@@ -105,6 +105,13 @@ pub struct RunArgs {
     #[arg(long, env = "LOCKGATE_MAX_HOLD", value_parser = duration)]
     pub max_hold: Option<Duration>,
 
+    /// Keep the lock at least this long from its grant, even when the command ends sooner
+    /// ("at most once per schedule": replicas whose cron fires a little apart run the job once,
+    /// ShedLock's lockAtLeastFor). The release then leaves the lock to expire at that time.
+    /// Not with --permits, --shared, --fair or several names.
+    #[arg(long, env = "LOCKGATE_MIN_HOLD", value_parser = duration)]
+    pub min_hold: Option<Duration>,
+
     /// Who holds the lock, as `GET /locks/{name}` shows it. Default: `<hostname>:<pid>`.
     #[arg(long, env = "LOCKGATE_OWNER")]
     pub owner: Option<String>,

@@ -18,20 +18,33 @@ use crate::lock::{
     Grant, IdempotencyKey, LeaseRequest, LockName, LockService, Primitive, RawLease,
 };
 
-/// `lease` with a body's fair-queue fields (`fair`, `priority`), which only an exclusive lock
-/// takes: a shared grant does not queue (`shared`: the body asked for `mode: "shared"`).
-pub fn queued_lease(
-    mut lease: RawLease,
-    shared: bool,
-    fair: Option<bool>,
-    priority: Option<u64>,
-) -> Result<RawLease, ApiError> {
-    lease.fair = fair == Some(true);
-    lease.priority = priority;
-    if lease.fair && shared {
+/// A lock body's own fields: the fair queue's (`fair`, `priority`) and the minimum hold
+/// (`min_hold_ms`), which only an exclusive lock takes.
+#[derive(Debug, Clone, Copy)]
+pub struct LockFields {
+    /// The body asked for `mode: "shared"`.
+    pub shared: bool,
+    pub fair: Option<bool>,
+    pub priority: Option<u64>,
+    pub min_hold_ms: Option<u64>,
+}
+
+/// `lease` with a lock body's own fields: a shared grant does not queue, nor is it held
+/// beyond its release.
+pub fn lock_lease(mut lease: RawLease, fields: LockFields) -> Result<RawLease, ApiError> {
+    lease.fair = fields.fair == Some(true);
+    lease.priority = fields.priority;
+    lease.min_hold_ms = fields.min_hold_ms;
+    if lease.fair && fields.shared {
         return Err(ApiError::body(
             Some("fair".to_owned()),
             "fair: a shared grant does not wait in a queue",
+        ));
+    }
+    if lease.min_hold_ms.is_some() && fields.shared {
+        return Err(ApiError::body(
+            Some("min_hold_ms".to_owned()),
+            "min_hold_ms: a shared grant is released at once (an exclusive lock's only)",
         ));
     }
     Ok(lease)

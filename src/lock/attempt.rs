@@ -77,6 +77,7 @@ impl LockService {
         let marks = Marks {
             holder: request.holder.is_some(),
             max_hold_ms: request.max_hold.map(millis),
+            min_hold_ms: (request.min_hold_ms > 0).then_some(u64::from(request.min_hold_ms)),
             reentrant: request.reentrant,
             ..leased.marks()
         };

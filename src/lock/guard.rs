@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::primitive::Primitive;
-use super::{LockName, TokenStem};
+use super::{LockName, LockToken, TokenStem};
 use crate::backend::{Backend, BackendError, Claim, LeaseStore, Withdrawal};
 
 #[derive(Debug)]
@@ -22,6 +22,11 @@ pub struct GrantGuard<P: Primitive> {
     stem: TokenStem,
     claim: Option<Claim>,
     armed: bool,
+    /// Not 0: dropped, release the grant of this fence (its token is the stem and the fence;
+    /// its holder had it and went away) instead of withdrawing it: a release keeps a grant's
+    /// minimum hold, a withdrawal does not. A fence, not the token, to keep every waiting
+    /// request's future small.
+    release_fence: u64,
 }
 
 impl<P: Primitive> GrantGuard<P> {
@@ -40,6 +45,17 @@ impl<P: Primitive> GrantGuard<P> {
             stem,
             claim,
             armed: true,
+            release_fence: 0,
+        }
+    }
+
+    /// The grant was delivered to a holder that keeps it only as long as it stays (a hold
+    /// stream): dropped, the guard releases it with `token`, as the holder would have. Only a
+    /// grant with a minimum hold needs it (the release then leaves it held until then); any
+    /// other is withdrawn just as well.
+    pub fn release_on_drop(&mut self, token: &LockToken) {
+        if token.min_hold().is_some() {
+            self.release_fence = token.fence();
         }
     }
 
@@ -77,6 +93,16 @@ impl<P: Primitive> Drop for GrantGuard<P> {
             self.stem.clone(),
             self.claim,
         );
+        if self.release_fence != 0 {
+            let token = crate::backend::fence::token(stem.expose(), self.release_fence);
+            runtime.spawn(async move {
+                let leased = primitive.leased(&name);
+                if let Err(err) = backend.release(leased, &token).await {
+                    tracing::warn!(lock = %name, error = %err, "could not release the grant of a holder that went away; it expires at its ttl");
+                }
+            });
+            return;
+        }
         runtime.spawn(async move {
             let leased = primitive.leased(&name);
             let withdrawal = Withdrawal {

@@ -8,7 +8,8 @@
 //! then the hold is lost too. A bounded hold (`max_hold_ms`) releases its grant when the bound
 //! is reached and ends as [`HoldEvent::MaxHoldReached`]. At shutdown the hold withdraws its
 //! grant and ends as [`HoldEvent::Released`]. Dropping a hold (its holder went away) drops its
-//! grant's guard, which withdraws the grant at once.
+//! grant's guard, which withdraws the grant at once (releases it, for a grant with a minimum
+//! hold, which then stays held until its minimum).
 //!
 //! Generic over the [`Primitive`]: whatever kind of lease is held, the watchdog is this one.
 
@@ -103,6 +104,9 @@ impl<P: Primitive> Hold<P> {
                 .unwrap_or_default();
             Instant::now() + left
         });
+        let mut guard = grant.guard;
+        // The holder going away is its release: a minimum hold outlives it.
+        guard.release_on_drop(&grant.token);
         Self {
             hold_ends,
             shutdown: service.shutdown_token(),
@@ -111,7 +115,7 @@ impl<P: Primitive> Hold<P> {
             name,
             token: grant.token,
             renewals,
-            guard: grant.guard,
+            guard,
             validity: grant.validity,
             next_renewal: Instant::now() + renewal_interval(renewals.ttl),
         }

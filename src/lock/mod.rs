@@ -35,7 +35,7 @@ pub use primitive::{Exclusive, Primitive, Shared};
 pub use reentrant::Reentry;
 pub use request::{LeaseRequest, Limits, RawLease, RawReplicas, RenewRequest};
 pub use semaphore::{Semaphore, SemaphoreState};
-pub use service::{Grant, LockService, Renewal};
+pub use service::{Grant, LockService, Released, Renewal};
 pub use token::{IdempotencyKey, LockToken, TokenSecret, TokenStem};
 pub use validity::Validity;
 

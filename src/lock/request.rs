@@ -53,6 +53,8 @@ pub struct RawLease {
     pub wait_ms: Option<u64>,
     pub replicas: RawReplicas,
     pub max_hold_ms: Option<u64>,
+    /// An exclusive lock's minimum hold; only a lock body has it.
+    pub min_hold_ms: Option<u64>,
     pub owner: Option<String>,
     pub metadata: Option<Map<String, Value>>,
     pub reentrant: bool,
@@ -91,6 +93,42 @@ impl Limits {
                 self.max_hold.unwrap_or(MAX_HOLD_CEILING),
             )?),
         };
+        let min_hold = raw
+            .min_hold_ms
+            .map(|ms| bounded("min_hold_ms", ms, Duration::ZERO, self.max_ttl))
+            .transpose()?
+            .filter(|min_hold| !min_hold.is_zero());
+        let min_hold_ms = match min_hold {
+            None => 0,
+            Some(min_hold) => u32::try_from(min_hold.as_millis()).map_err(|_| InvalidRequest {
+                field: "min_hold_ms",
+                message: format!("must be at most {}", u32::MAX),
+            })?,
+        };
+        if let Some(min_hold) = min_hold {
+            // A release keeps the lock until the minimum: a bound renewals stop at would be
+            // outlived.
+            if max_hold.is_some_and(|max_hold| min_hold > max_hold) {
+                return Err(InvalidRequest {
+                    field: "min_hold_ms",
+                    message: "must not exceed the hold's bound (max_hold_ms, --max-hold)"
+                        .to_owned(),
+                });
+            }
+            let with = if raw.reentrant {
+                Some("reentrant: true")
+            } else if raw.fair {
+                Some("fair: true")
+            } else {
+                None
+            };
+            if let Some(with) = with {
+                return Err(InvalidRequest {
+                    field: "min_hold_ms",
+                    message: format!("applies to a plain exclusive lock, not with {with}"),
+                });
+            }
+        }
         let fair = match (raw.fair, raw.priority) {
             (false, None) => None,
             (false, Some(_)) => {
@@ -115,6 +153,7 @@ impl Limits {
             replicas,
             holder: holder(raw.owner, raw.metadata)?,
             max_hold,
+            min_hold_ms,
             reentrant: raw.reentrant,
             fair,
         })

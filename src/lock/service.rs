@@ -72,6 +72,18 @@ pub struct Renewal {
     pub hold_deadline: Option<SystemTime>,
 }
 
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The grant is gone: the lock is free.
+    Gone,
+    /// A reentrant lock held more than once gave back one hold: this many are left.
+    HoldsLeft(u32),
+    /// A grant with a minimum hold (`min_hold_ms`) released before it: the lock stays held for
+    /// this long, then expires (no other client gets it meanwhile).
+    HeldFor(Duration),
+}
+
 #[derive(Debug)]
 pub struct LockService {
     pub(super) backend: Arc<Backend>,
@@ -271,11 +283,7 @@ impl LockService {
 
     /// Releases the lock held with `token`: `Some(holds)` when a reentrant lock held more
     /// than once gave back one hold and is still held `holds` times.
-    pub async fn release(
-        &self,
-        name: &LockName,
-        token: &LockToken,
-    ) -> Result<Option<u32>, LockError> {
+    pub async fn release(&self, name: &LockName, token: &LockToken) -> Result<Released, LockError> {
         self.release_lease(&Exclusive, name, token).await
     }
 
@@ -285,13 +293,14 @@ impl LockService {
         primitive: &P,
         name: &LockName,
         token: &LockToken,
-    ) -> Result<Option<u32>, LockError> {
+    ) -> Result<Released, LockError> {
         let leased = primitive.leased(name);
         self.check_offered(leased)?;
         let released = self.backend.release(leased, token.expose()).await;
         match released.map_err(LockError::of_write)? {
-            ReleaseOutcome::Released => Ok(None),
-            ReleaseOutcome::StillHeld { holds } => Ok(Some(holds)),
+            ReleaseOutcome::Released => Ok(Released::Gone),
+            ReleaseOutcome::StillHeld { holds } => Ok(Released::HoldsLeft(holds)),
+            ReleaseOutcome::HeldFor { left } => Ok(Released::HeldFor(left)),
             ReleaseOutcome::NotHeld => Err(self
                 .refusal(primitive, name, token, LockError::NotHeld)
                 .await),

@@ -144,6 +144,11 @@ impl LockToken {
         )
     }
 
+    /// The grant's minimum hold (`min_hold_ms`), if its stem carries one.
+    pub fn min_hold(&self) -> Option<Duration> {
+        self.marks.min_hold_ms.map(Duration::from_millis)
+    }
+
     /// Until when this grant may be renewed, if it has a bounded hold: its grant time (read
     /// from the fence) plus the bound its stem carries.
     pub fn hold_deadline(&self) -> Option<SystemTime> {

@@ -27,6 +27,7 @@
 //! * `metrics`: the Prometheus metrics.
 //! * `limits`: the concurrency limit, the request timeout, large requests.
 //! * `max_hold`: bounded holds (`max_hold_ms`, `--max-hold`).
+//! * `min_hold`: minimum holds (`min_hold_ms`, `lockgate run --min-hold`): once per schedule.
 //! * `reentrant`: reentrant locks (`reentrant: true`, `hold_count`).
 //! * `shutdown`: graceful shutdown of the real binary.
 //! * `operations`: request ids, logs, TLS to Redis.
@@ -72,6 +73,7 @@ mod holders;
 mod limits;
 mod max_hold;
 mod metrics;
+mod min_hold;
 mod multilocks;
 mod openapi;
 mod operations;

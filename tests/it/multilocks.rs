@@ -33,7 +33,11 @@ fn set_url(gw: &Gateway, names: &[&str]) -> String {
     gw.url(&format!("/locks?{}", query.join("&")))
 }
 
-async fn release_set(gw: &Gateway, names: &[&str], token: &str) -> Result<Answer<()>, ClientError> {
+async fn release_set(
+    gw: &Gateway,
+    names: &[&str],
+    token: &str,
+) -> Result<Answer<Option<serde_json::Value>>, ClientError> {
     set_of(gw, names).release("", token, None).await
 }
 

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::{Held, MemoryBackend, issued_fence, lease};
-use crate::backend::fence::{has_stem, token};
+use super::{Held, MemoryBackend, issued_fence, lease, wall_clock_millis};
+use crate::backend::fence::{has_stem, min_hold_left, token};
 use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
@@ -104,10 +104,17 @@ impl MemoryBackend {
                 held.holds -= 1;
                 ReleaseOutcome::StillHeld { holds: held.holds }
             }
-            Some(_) => {
-                state.locks.remove(name);
-                ReleaseOutcome::Released
-            }
+            Some(held) => match min_hold_left(token, wall_clock_millis()) {
+                // Released before its minimum hold: it stays held until then.
+                Some(left) => {
+                    held.expires = now + left;
+                    ReleaseOutcome::HeldFor { left }
+                }
+                None => {
+                    state.locks.remove(name);
+                    ReleaseOutcome::Released
+                }
+            },
         };
         drop(state);
         if outcome == ReleaseOutcome::Released {

@@ -222,6 +222,11 @@ fn wall_clock_micros() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// The wall clock in ms, as Redis's `TIME` would say it (a minimum hold is counted on it).
+fn wall_clock_millis() -> u64 {
+    wall_clock_micros() / 1000
+}
+
 /// Replicas that acknowledged a write, when asked: none here, there are no replicas.
 fn acked(ack: Option<ReplicaAck>) -> Option<u32> {
     ack.map(|_| 0)

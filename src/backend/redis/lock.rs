@@ -12,7 +12,7 @@ use super::keys::{Key, LockKeys};
 use super::replies::{protocol, pttl};
 use super::scripts::{ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, RENEW, WITHDRAW};
 use super::send::{Request, claim_arg, evalsha};
-use crate::backend::fence::{Marks, fence_of};
+use crate::backend::fence::{Marks, fence_of, held_until_ms};
 use crate::backend::{
     AcquireOutcome, BackendError, Lease, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome,
     Withdrawal, millis,
@@ -156,6 +156,23 @@ fn reentrant_release_outcome(reply: Value) -> Result<ReleaseOutcome, BackendErro
     }
 }
 
+/// The reply of a release with a minimum hold: as any release's, or `{2, ms}`: left to expire
+/// in `ms` (see `release.lua`).
+fn min_hold_release_outcome(reply: Value) -> Result<ReleaseOutcome, BackendError> {
+    match reply {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(2), Value::Int(ms)] => Ok(ReleaseOutcome::HeldFor {
+                left: Duration::from_millis(
+                    u64::try_from(*ms).map_err(|_| protocol(RELEASE.name, ms))?,
+                ),
+            }),
+            _ => Err(protocol(RELEASE.name, format!("{items:?}"))),
+        },
+        Value::Int(reply) => release_outcome(&RELEASE, reply),
+        other => Err(protocol(RELEASE.name, format!("{other:?}"))),
+    }
+}
+
 impl RedisBackend {
     /// Takes the lock `name` (see [`crate::backend::LeaseStore::acquire`]).
     pub(crate) async fn acquire_lock(
@@ -208,13 +225,23 @@ impl RedisBackend {
             let reply = self.script::<Value>(&REENTRANT_RELEASE, &call).await?;
             return reentrant_release_outcome(reply);
         }
+        let (grant_keys, n) = grant_keys(&keys, marks);
+        if let Some((until, min_hold_ms)) = held_until_ms(token) {
+            // A minimum hold: the script decides on Redis's clock whether the grant is old
+            // enough to go, and leaves it to expire otherwise (no native command does that).
+            let mut call = evalsha(&RELEASE, &grant_keys[..n]);
+            call.arg(token)
+                .arg(keys.channel())
+                .arg(until)
+                .arg(min_hold_ms);
+            return min_hold_release_outcome(self.script::<Value>(&RELEASE, &call).await?);
+        }
         let via = self.features().release;
         if via != ReleaseVia::Lua
             && let Some(outcome) = self.release_natively(keys, token, via).await?
         {
             return Ok(outcome);
         }
-        let (grant_keys, n) = grant_keys(&keys, marks);
         let mut call = evalsha(&RELEASE, &grant_keys[..n]);
         call.arg(token).arg(keys.channel());
         release_outcome(&RELEASE, self.script::<i64>(&RELEASE, &call).await?)

@@ -6,11 +6,27 @@
 -- KEYS[2]  (grants whose token is marked as having one) the holder key, deleted with the lock
 -- ARGV[1]  token
 -- ARGV[2]  the name's release channel (gateways with waiters for the name subscribe to it)
+-- ARGV[3]  (a grant with a minimum hold, `min_hold_ms`) until when it must stay held, in ms
+--          since the epoch: its grant time (the fence) plus the minimum
+-- ARGV[4]  (with ARGV[3]) the minimum itself, in ms: the most it can still have to stay
 --
--- Returns 1 released, 0 not held, -1 held by another token (or ARGV[1] is a marker).
+-- Returns 1 released, 0 not held, -1 held by another token (or ARGV[1] is a marker), or
+-- {2, ms}: released before its minimum hold, so left to expire in ms instead (a PEXPIRE, not
+-- a DEL: it stays held until then, and waiters are not told of a release).
 local held = held_by(KEYS[1], ARGV[1])
 if held ~= 1 then
   return held
+end
+if ARGV[3] then
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local left = math.min(tonumber(ARGV[3]) - now, tonumber(ARGV[4]))
+  if left > 0 then
+    for _, key in ipairs(KEYS) do
+      redis.call('PEXPIRE', key, left)
+    end
+    return {2, left}
+  end
 end
 -- The lock and the keys that live with its grant.
 redis.call('DEL', unpack(KEYS))

@@ -12,6 +12,7 @@ impl Runner {
             owner: Some(self.owner.clone()),
             metadata: self.metadata.clone(),
             max_hold_ms: self.max_hold.map(millis),
+            min_hold_ms: self.min_hold.map(millis),
             mode: self.shared.then_some(LockMode::Shared),
             fair: self.fair.map(|_| true),
             priority: self.fair.map(u64::from),
@@ -203,6 +204,17 @@ impl Runner {
             .release(self.name.as_str(), token, Some(REQUEST_SLACK))
             .await;
         match released {
+            Ok(Answer::Done {
+                body: Some(body), ..
+            }) => {
+                // Released before --min-hold: the gateway keeps it until then.
+                if let Some(until) = body["held_until"].as_str() {
+                    eprintln!(
+                        "lockgate run: {} stays held until {until} (--min-hold)",
+                        self.name
+                    );
+                }
+            }
             Ok(Answer::Done { .. }) => {}
             Ok(Answer::Refused { status, .. }) if status == StatusCode::NOT_FOUND => {}
             Ok(Answer::Refused { status, .. }) => eprintln!(

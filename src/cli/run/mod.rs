@@ -203,6 +203,7 @@ struct Runner {
     owner: String,
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
     max_hold: Option<Duration>,
+    min_hold: Option<Duration>,
     /// The idempotency key of this run's acquire: a retry, or a replay, finds the same grant.
     key: TokenStem,
     /// Under a permit of the semaphore `name` with this many permits, not the lock `name`.
@@ -246,6 +247,14 @@ impl Runner {
                 "several names (a multi-lock) cannot go with --permits, --shared or --fair",
             ));
         }
+        if args.min_hold.is_some()
+            && (set.is_some() || args.permits.is_some() || args.shared || args.fair)
+        {
+            return Err(fail(
+                EXIT_USAGE,
+                "--min-hold keeps an exclusive lock: not with several names, --permits, --shared or --fair",
+            ));
+        }
         let name = names[0].clone();
         if args.ttl < Duration::from_millis(1) {
             return Err(fail(EXIT_USAGE, "--ttl must be at least 1ms"));
@@ -272,6 +281,7 @@ impl Runner {
             owner: args.owner.clone().unwrap_or_else(default_owner),
             metadata: args.metadata.clone(),
             max_hold: args.max_hold,
+            min_hold: args.min_hold,
             key: TokenStem::random()
                 .map_err(|e| fail(EXIT_GATEWAY, format!("OS random generator: {e}")))?,
             permits: args.permits,

@@ -61,6 +61,41 @@ pub struct LockHoldsBody {
     pub hold_count: u32,
 }
 
+/// A lock with a minimum hold (`min_hold_ms`) released before it: still held until
+/// `held_until`, then it expires (`DELETE /locks/{name}`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "name": "nightly-report",
+    "held_left_ms": 2995000,
+    "held_until": "2026-11-21T08:50:00.000Z"
+}))]
+pub struct LockHeldOnBody {
+    pub name: String,
+    /// Milliseconds the lock stays held: until its grant time plus `min_hold_ms`.
+    pub held_left_ms: u64,
+    /// When it ends, RFC 3339 (informative: rely on `held_left_ms`).
+    pub held_until: String,
+}
+
+impl LockHeldOnBody {
+    pub fn new(name: &LockName, left: std::time::Duration) -> Self {
+        Self {
+            name: name.to_string(),
+            held_left_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+            held_until: expires_at(left),
+        }
+    }
+}
+
+/// What a `DELETE /locks/{name}` that leaves the lock held answers with: one hold given back
+/// of a reentrant lock, or a release before a minimum hold.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum LockReleaseBody {
+    Holds(LockHoldsBody),
+    HeldOn(LockHeldOnBody),
+}
+
 /// A renewed lease.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({

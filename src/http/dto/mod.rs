@@ -10,7 +10,7 @@ mod multi;
 mod semaphore;
 
 pub use info::{LockInfoBody, LockListBody};
-pub use lease::{LockGrantBody, LockHoldsBody, LockRenewalBody};
+pub use lease::{LockGrantBody, LockHeldOnBody, LockHoldsBody, LockReleaseBody, LockRenewalBody};
 pub use multi::MultiAcquireBody;
 pub use semaphore::{PermitBody, SemaphoreAcquireBody, SemaphoreInfoBody, SemaphoreListBody};
 
@@ -58,6 +58,17 @@ macro_rules! acquire_body {
         skip_serializing_if = "Option::is_none"
     )]
     pub priority: Option<u64>,
+    /// Shortest the lock is held, in milliseconds from the grant ("at most once per
+    /// schedule", ShedLock's `lockAtLeastFor`): a release before then answers 200 with
+    /// `held_until` and leaves the lock held until then (it expires; nobody else gets it
+    /// meanwhile). At most `--max-ttl`, and at most `max_hold_ms`. An exclusive lock's only:
+    /// not with `mode: "shared"`, `reentrant` or `fair`. Default none.
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub min_hold_ms: Option<u64>,
             }
         }
     };
@@ -151,6 +162,7 @@ macro_rules! acquire_body {
                     ttl_ms: self.ttl_ms,
                     wait_ms: self.wait_ms,
                     max_hold_ms: self.max_hold_ms,
+                    min_hold_ms: None,
                     owner: self.owner,
                     metadata: self.metadata,
                     reentrant: false,

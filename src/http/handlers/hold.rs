@@ -168,9 +168,14 @@ pub fn hold_lock(
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<HoldBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
-    let (mode, fair, priority) = (body.mode, body.fair, body.priority);
-    let shared = mode == Some(LockMode::Shared);
-    let lease = match acquiring::queued_lease(body.lease(), shared, fair, priority) {
+    let mode = body.mode;
+    let fields = acquiring::LockFields {
+        shared: mode == Some(LockMode::Shared),
+        fair: body.fair,
+        priority: body.priority,
+        min_hold_ms: body.min_hold_ms,
+    };
+    let lease = match acquiring::lock_lease(body.lease(), fields) {
         Ok(lease) => lease,
         Err(refused) => return Either::Left(ready(Err(refused))),
     };

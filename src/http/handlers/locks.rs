@@ -11,7 +11,8 @@ use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::LockMode;
 use crate::http::dto::{
-    AcquireBody, LockGrantBody, LockHoldsBody, LockInfoBody, LockRenewalBody, RenewBody,
+    AcquireBody, LockGrantBody, LockHeldOnBody, LockHoldsBody, LockInfoBody, LockReleaseBody,
+    LockRenewalBody, RenewBody,
 };
 use crate::http::extract::Caller;
 use crate::http::extract::{
@@ -19,7 +20,7 @@ use crate::http::extract::{
 };
 use crate::http::gate::Succeeded;
 use crate::http::problem::ApiError;
-use crate::lock::{Exclusive, IdempotencyKey, LockName, LockToken, Shared};
+use crate::lock::{Exclusive, IdempotencyKey, LockName, LockToken, Released, Shared};
 use axum::response::IntoResponse;
 use futures_util::future::{Either, ready};
 
@@ -84,9 +85,14 @@ pub fn acquire_lock(
         let reentering = Box::pin(reentering(app, name, key, token, body));
         return Either::Left(Either::Right(reentering));
     }
-    let (mode, fair, priority) = (body.mode, body.fair, body.priority);
-    let shared = mode == Some(LockMode::Shared);
-    let mut lease = match acquiring::queued_lease(body.lease(), shared, fair, priority) {
+    let mode = body.mode;
+    let fields = acquiring::LockFields {
+        shared: mode == Some(LockMode::Shared),
+        fair: body.fair,
+        priority: body.priority,
+        min_hold_ms: body.min_hold_ms,
+    };
+    let mut lease = match acquiring::lock_lease(body.lease(), fields) {
         Ok(lease) => lease,
         Err(refused) => return Either::Left(Either::Left(ready(Err(refused)))),
     };
@@ -116,6 +122,12 @@ async fn reentering(
         ));
     }
     refuse_multi(&token)?;
+    if body.min_hold_ms.is_some() {
+        return Err(ApiError::body(
+            Some("min_hold_ms".to_owned()),
+            "min_hold_ms: a reentrant lock has none (an exclusive lock's only)",
+        ));
+    }
     let request = app.service.limits().lease(body.lease())?;
     let reentry = app.service.reenter(&name, &token, &request).await?;
     let body = LockGrantBody::reentered(&name, &token, &reentry);
@@ -169,15 +181,15 @@ pub async fn renew_lock(
     path = "/locks/{name}",
     params(
         LockNameParam,
-        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(a(0|[1-9][0-9]{0,18}))?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
             description = "The token returned when the lock was acquired. Required unless `force=true`."),
         ("force" = Option<bool>, Query, nullable = false,
             description = "`true`: revoke the lock whoever holds it (needs the `revoke` operation).")
     ),
     responses(
         (status = 204, description = "The lock was released (or revoked)."),
-        (status = 200, description = "A reentrant lock held more than once gave back one hold and is still held.",
-            body = LockHoldsBody),
+        (status = 200, description = "A reentrant lock held more than once gave back one hold and is still held (`LockHoldsBody`), or a lock with `min_hold_ms` released before its minimum stays held until `held_until` (`LockHeldOnBody`).",
+            body = LockReleaseBody),
     )
 )]
 pub async fn release_lock(
@@ -206,12 +218,21 @@ pub async fn release_lock(
     refuse_multi(&token)?;
     if token.is_shared() {
         app.service.release_lease(&Shared, &name, &token).await?;
-    } else if let Some(holds) = app.service.release(&name, &token).await? {
-        let body = LockHoldsBody {
-            name: name.to_string(),
-            hold_count: holds,
-        };
-        return Ok((Extension(Succeeded("hold-given-back")), Json(body)).into_response());
+    } else {
+        match app.service.release(&name, &token).await? {
+            Released::Gone => {}
+            Released::HoldsLeft(holds) => {
+                let body = LockHoldsBody {
+                    name: name.to_string(),
+                    hold_count: holds,
+                };
+                return Ok((Extension(Succeeded("hold-given-back")), Json(body)).into_response());
+            }
+            Released::HeldFor(left) => {
+                let body = LockHeldOnBody::new(&name, left);
+                return Ok((Extension(Succeeded("held-on")), Json(body)).into_response());
+            }
+        }
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }

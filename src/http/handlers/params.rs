@@ -49,7 +49,7 @@ pub struct LockTokenParam {
     /// and released at `/locks?name=…`.
     #[param(
         rename = "Lock-Token",
-        pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
+        pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(a(0|[1-9][0-9]{0,18}))?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
     )]
     token: String,
 }

@@ -37,7 +37,9 @@ impl Locks {
     }
 
     /// `DELETE /locks/{name}` with a token.
-    pub async fn release(&self, name: &str, token: &str) -> Reply<()> {
+    /// `DELETE /locks/{name}` with a token: the body of a 200 (a hold given back, a lock held
+    /// on until its minimum), none for a 204.
+    pub async fn release(&self, name: &str, token: &str) -> Reply<Option<serde_json::Value>> {
         self.0.release(name, token, None).await
     }
 
