@@ -12,22 +12,11 @@ use futures_util::future::{Either, Ready, ready};
 
 use crate::http::AppState;
 use crate::http::delivery::DeliveredOnRead;
-use crate::http::dto::LockGrantBody;
+use crate::http::dto::{LockFields, LockGrantBody};
 use crate::http::problem::ApiError;
 use crate::lock::{
     Grant, IdempotencyKey, LeaseRequest, LockName, LockService, Primitive, RawLease,
 };
-
-/// A lock body's own fields: the fair queue's (`fair`, `priority`) and the minimum hold
-/// (`min_hold_ms`), which only an exclusive lock takes.
-#[derive(Debug, Clone, Copy)]
-pub struct LockFields {
-    /// The body asked for `mode: "shared"`.
-    pub shared: bool,
-    pub fair: Option<bool>,
-    pub priority: Option<u64>,
-    pub min_hold_ms: Option<u64>,
-}
 
 /// `lease` with a lock body's own fields: a shared grant does not queue, nor is it held
 /// beyond its release.

@@ -71,6 +71,18 @@ macro_rules! acquire_body {
     pub min_hold_ms: Option<u64>,
             }
         }
+
+        impl $name {
+            /// The lock body's own fields (`shared`: it asked for `mode: "shared"`).
+            pub fn lock_fields(&self, shared: bool) -> $crate::http::dto::LockFields {
+                $crate::http::dto::LockFields {
+                    shared,
+                    fair: self.fair,
+                    priority: self.priority,
+                    min_hold_ms: self.min_hold_ms,
+                }
+            }
+        }
     };
     (
         $(#[$attr:meta])*
@@ -210,6 +222,17 @@ acquire_body! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub mode: Option<LockMode>,
     }
+}
+
+/// A lock body's own fields: the fair queue's (`fair`, `priority`) and the minimum hold
+/// (`min_hold_ms`), which only an exclusive lock takes (see `acquiring::lock_lease`).
+#[derive(Debug, Clone, Copy)]
+pub struct LockFields {
+    /// The body asked for `mode: "shared"`.
+    pub shared: bool,
+    pub fair: Option<bool>,
+    pub priority: Option<u64>,
+    pub min_hold_ms: Option<u64>,
 }
 
 /// How a lock is held: by one writer, or by readers sharing it.

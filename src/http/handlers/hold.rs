@@ -169,12 +169,7 @@ pub fn hold_lock(
     JsonBody(body): JsonBody<HoldBody>,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send {
     let mode = body.mode;
-    let fields = acquiring::LockFields {
-        shared: mode == Some(LockMode::Shared),
-        fair: body.fair,
-        priority: body.priority,
-        min_hold_ms: body.min_hold_ms,
-    };
+    let fields = body.lock_fields(mode == Some(LockMode::Shared));
     let lease = match acquiring::lock_lease(body.lease(), fields) {
         Ok(lease) => lease,
         Err(refused) => return Either::Left(ready(Err(refused))),

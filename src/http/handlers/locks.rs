@@ -86,12 +86,7 @@ pub fn acquire_lock(
         return Either::Left(Either::Right(reentering));
     }
     let mode = body.mode;
-    let fields = acquiring::LockFields {
-        shared: mode == Some(LockMode::Shared),
-        fair: body.fair,
-        priority: body.priority,
-        min_hold_ms: body.min_hold_ms,
-    };
+    let fields = body.lock_fields(mode == Some(LockMode::Shared));
     let mut lease = match acquiring::lock_lease(body.lease(), fields) {
         Ok(lease) => lease,
         Err(refused) => return Either::Left(Either::Left(ready(Err(refused)))),
