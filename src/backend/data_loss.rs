@@ -24,7 +24,11 @@
 //!
 //! Where: the one server (standalone), the master the Sentinels name (a promoted replica
 //! without the marker is a loss; one that had replicated it is not), each Redlock node (kept
-//! out of quorums alone, see `redlock`). A Cluster is not watched yet.
+//! out of quorums alone, see `redlock`), and each range of slots of a Cluster: its marker is
+//! `<prefix>{<tag of its first slot>}:marker`, on the master that serves the range (and moved
+//! with the slot by a resharding), and only the names of a range whose master forgot are held
+//! back. A Cluster's markers are read every 500 ms only, not at each reconnect of redis-rs's
+//! own connections.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -146,6 +150,37 @@ impl DataLossGuard {
             "the Redis node forgot its data (restarted without persistence, flushed, or an empty replica promoted): every lock granted on it before is gone while its holder may still work; new grants on it are held back for the longest lease granted (at most --max-ttl) unless --data-loss-hold-back false"
         );
         true
+    }
+}
+
+/// The guards of a Cluster: one per range of slots, by the range's first slot.
+#[derive(Debug)]
+pub struct RangeGuards {
+    options: DataLossOptions,
+    guards: Mutex<std::collections::HashMap<u16, Arc<DataLossGuard>>>,
+}
+
+impl RangeGuards {
+    pub fn new(options: DataLossOptions) -> Self {
+        Self {
+            options,
+            guards: Mutex::default(),
+        }
+    }
+
+    /// The guard of the range starting at `first` (made at its first look).
+    pub fn of(&self, first: u16) -> Arc<DataLossGuard> {
+        let mut guards = self.guards.lock().unwrap_or_else(|p| p.into_inner());
+        guards
+            .entry(first)
+            .or_insert_with(|| Arc::new(DataLossGuard::new(self.options.clone())))
+            .clone()
+    }
+
+    /// How long grants in the range starting at `first` are still held back.
+    pub fn held_back(&self, first: u16) -> Option<Duration> {
+        let guards = self.guards.lock().unwrap_or_else(|p| p.into_inner());
+        guards.get(&first).and_then(|guard| guard.held_back())
     }
 }
 

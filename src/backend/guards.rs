@@ -141,7 +141,7 @@ impl Backend {
     }
 
     /// Looks at every node's marker (see `data_loss`): a node that forgot its data holds grants
-    /// on it back from then on. None for the memory backend, nor yet for a Cluster.
+    /// on it back from then on. None for the memory backend.
     pub async fn check_markers(&self) {
         match self {
             Self::Memory(_) => {}
@@ -150,11 +150,12 @@ impl Backend {
         }
     }
 
-    /// How long grants are still held back because the store forgot its data. A Redlock
-    /// keeps each forgetful node out of its grants itself: never the whole store.
-    pub fn data_loss_hold_back(&self) -> Option<Duration> {
+    /// How long grants of `name` are still held back because the node that keeps it forgot
+    /// its data. A Redlock keeps each forgetful node out of its grants itself: never the whole
+    /// store.
+    pub fn data_loss_hold_back(&self, name: &str) -> Option<Duration> {
         match self {
-            Self::Redis(redis) => redis.data_loss_hold_back(),
+            Self::Redis(redis) => redis.data_loss_hold_back(name),
             Self::Memory(_) | Self::Redlock(_) => None,
         }
     }

@@ -341,7 +341,7 @@ impl RedlockBackend {
         // and with another node failing that could make a second majority. Without it, every
         // majority that grants shares a node with every majority granted before the loss.
         let acquires = self.nodes.iter().map(|n| async move {
-            match n.data_loss_hold_back() {
+            match n.data_loss_hold_back(name) {
                 Some(_) => None,
                 None => Some(n.acquire_lock(name, attempt).await),
             }

@@ -71,7 +71,7 @@ impl LockService {
         retry_may_follow: bool,
         queue: Option<QueuePlace>,
     ) -> Result<Attempt<P>, LockError> {
-        self.check_hold_back()?;
+        self.check_hold_back(name)?;
         let (stem, claim) = Self::attempt_stem(derived)?;
         let leased = primitive.leased(name);
         let marks = Marks {

@@ -135,14 +135,14 @@ impl LockService {
 
     /// Refuses a new grant while grants are held back, after a clock step or because the store
     /// forgot its data (see `backend::data_loss`).
-    pub(super) fn check_hold_back(&self) -> Result<(), LockError> {
+    pub(super) fn check_hold_back(&self, name: &LockName) -> Result<(), LockError> {
         if let Some(left) = self.hold_back.left() {
             return Err(LockError::HeldBack {
                 retry_after: left,
                 cause: HoldBackCause::ClockStep,
             });
         }
-        if let Some(left) = self.backend.data_loss_hold_back() {
+        if let Some(left) = self.backend.data_loss_hold_back(name.as_str()) {
             return Err(LockError::HeldBack {
                 retry_after: left,
                 cause: HoldBackCause::DataLost,

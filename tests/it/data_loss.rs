@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::support::answers::Answered;
 use crate::support::eventually;
-use crate::support::gateway::{Gateway, redis_config, sentinel_config};
-use crate::support::redis::{MASTER, RedisServer, SentinelGroup};
+use crate::support::gateway::{Gateway, cluster_config, redis_config, sentinel_config};
+use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
 
 /// The holders' lease.
 const TTL: Duration = Duration::from_secs(3);
@@ -232,4 +232,54 @@ async fn a_sentinel_promoting_an_empty_replica_holds_grants_back() {
     let seen = contend(&[&one, &two], &held).await;
     assert_no_early_grant(&held, &seen);
     drop(group.sentinels);
+}
+
+/// A Cluster master that forgot its data (`FLUSHALL` on it): the gateway notices at its next
+/// look; the names of that master's slots are held back (none granted again before its lease
+/// ended), while names on the other masters are granted as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_master_that_forgot_holds_back_its_own_names_only() {
+    let cluster = RedisCluster::start(3, 0);
+    let gw = Gateway::start(cluster_config(&cluster.seed_urls())).await;
+    let held = take_locks(&[&gw], "sharded", TTL).await;
+    let on = |node: &RedisServer, name: &str| {
+        node.query::<bool>(redis::cmd("EXISTS").arg(format!("lockgate:{{{name}}}")))
+            .unwrap_or(false)
+    };
+    let forgetful = cluster
+        .nodes
+        .iter()
+        .find(|node| held.iter().any(|lock| on(node, &lock.name)))
+        .expect("a master holds a lock");
+    let lost: Vec<Held> = held
+        .into_iter()
+        .filter(|lock| on(forgetful, &lock.name))
+        .collect();
+    let () = forgetful.query(&redis::cmd("FLUSHALL")).expect("FLUSHALL");
+    eventually(Duration::from_secs(2), "the gateway noticed", || async {
+        (losses(&gw).await == 1).then_some(())
+    })
+    .await;
+    // Fresh names spread over the masters: those on the forgetful one are held back, the
+    // others granted.
+    let (mut granted, mut held_back) = (0, 0);
+    for i in 0..24 {
+        let answer = gw
+            .locks()
+            .acquire(&format!("fresh:{i}"), json!({"ttl_ms": 1000}))
+            .await;
+        match answer.status() {
+            201 => granted += 1,
+            _ => {
+                answer.refused(503, "grants-held-back");
+                held_back += 1;
+            }
+        }
+    }
+    assert!(
+        granted > 0 && held_back > 0,
+        "{granted} granted, {held_back} held back"
+    );
+    let seen = contend(&[&gw], &lost).await;
+    assert_no_early_grant(&lost, &seen);
 }

@@ -96,8 +96,13 @@ fn base36(mut n: u32, buffer: &mut [u8; 8]) -> &str {
 
 /// Calls `write` with the hash tag of the slot of `name` (see [`SLOT_TAGS`]).
 pub fn with_slot_tag<R>(name: &str, write: impl FnOnce(&str) -> R) -> R {
+    with_tag_of_slot(slot(name), write)
+}
+
+/// Calls `write` with the hash tag of `slot` (see [`SLOT_TAGS`]).
+pub fn with_tag_of_slot<R>(slot: u16, write: impl FnOnce(&str) -> R) -> R {
     let mut buffer = [0u8; 8];
-    let n = SLOT_TAGS[usize::from(slot(name))];
+    let n = SLOT_TAGS[usize::from(slot % SLOTS)];
     write(base36(n, &mut buffer))
 }
 
@@ -154,6 +159,29 @@ impl SlotMasters {
         masters.sort_unstable();
         masters.dedup();
         Ok(masters)
+    }
+
+    /// Every range of slots with its master, as `CLUSTER SLOTS` says now: (first slot,
+    /// "host:port").
+    pub async fn ranges(
+        &self,
+        conn: &mut ClusterConnection,
+    ) -> Result<Vec<(u16, String)>, BackendError> {
+        self.refresh(conn).await?;
+        let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+        Ok(ranges
+            .iter()
+            .map(|(first, _, host, port)| (*first, format!("{host}:{port}")))
+            .collect())
+    }
+
+    /// The first slot of the range `slot` is in, as last read (no round trip).
+    pub fn range_of(&self, slot: u16) -> Option<u16> {
+        let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+        ranges
+            .iter()
+            .find(|(first, last, _, _)| (*first..=*last).contains(&slot))
+            .map(|(first, _, _, _)| *first)
     }
 
     /// Forgets the slot map, after a dedicated connection was told MOVED.

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
+use super::cluster::{slot, with_tag_of_slot};
 use super::connectors::marker_eval;
 use super::errors::classify;
 use super::send::Request;
-use super::{Commands, RedisBackend, Waits};
+use super::{Commands, DataLossWatch, RedisBackend, Waits};
 use crate::backend::BackendError;
 use crate::backend::data_loss::Marker;
 use crate::backend::guards::{MemoryPolicy, NodeLook};
@@ -49,23 +50,60 @@ impl RedisBackend {
         .await
     }
 
-    /// Looks at the node's marker (see `backend::data_loss`), on the command connection: a
-    /// node that forgot its data holds grants back from now on. Nothing for a Cluster.
+    /// Looks at the node's marker (see `backend::data_loss`), on the command connection, or
+    /// at the marker of every range of a Cluster's slots: a node that forgot its data holds
+    /// grants back from now on.
     pub(crate) async fn check_marker(&self) {
-        let (Some(guard), Waits::Node(pool)) = (&self.data_loss, &self.waits) else {
-            return;
-        };
-        let mut pipe = redis::pipe();
-        pipe.add_command(marker_eval(&format!("{}marker", self.key_prefix), guard));
-        // An unreachable node is looked at again when it answers (at its reconnect first).
-        if let Ok((reply,)) = self.run(Request::Native(&pipe)).await {
-            guard.observe(&pool.address().await, Marker::from_reply(reply));
+        match (&self.data_loss, &self.commands, &self.waits) {
+            (Some(DataLossWatch::Node(guard)), _, Waits::Node(pool)) => {
+                let mut pipe = redis::pipe();
+                pipe.add_command(marker_eval(&format!("{}marker", self.key_prefix), guard));
+                // An unreachable node is looked at again when it answers (at its reconnect
+                // first).
+                if let Ok((reply,)) = self.run(Request::Native(&pipe)).await {
+                    guard.observe(&pool.address().await, Marker::from_reply(reply));
+                }
+            }
+            (
+                Some(DataLossWatch::Cluster(guards)),
+                Commands::Cluster(commands),
+                Waits::Cluster(masters),
+            ) => {
+                let Ok(link) = commands.get().await else {
+                    return;
+                };
+                let mut conn = link.conn;
+                let Ok(ranges) = masters.ranges(&mut conn).await else {
+                    return;
+                };
+                for (first, node) in ranges {
+                    let guard = guards.of(first);
+                    // In the range's first slot: the master serving the range keeps it, and a
+                    // resharding moves it with the slot.
+                    let key = with_tag_of_slot(first, |tag| {
+                        format!("{}{{{tag}}}:marker", self.key_prefix)
+                    });
+                    let eval = marker_eval(&key, &guard);
+                    let read = eval.query_async(&mut conn);
+                    if let Ok(Ok(reply)) = tokio::time::timeout(self.timeout, read).await {
+                        guard.observe(&node, Marker::from_reply(reply));
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
-    /// How long grants on this node are still held back because it forgot its data.
-    pub(crate) fn data_loss_hold_back(&self) -> Option<Duration> {
-        self.data_loss.as_ref().and_then(|guard| guard.held_back())
+    /// How long grants of `name` are still held back because the node that keeps it forgot
+    /// its data.
+    pub(crate) fn data_loss_hold_back(&self, name: &str) -> Option<Duration> {
+        match (&self.data_loss, &self.waits) {
+            (Some(DataLossWatch::Node(guard)), _) => guard.held_back(),
+            (Some(DataLossWatch::Cluster(guards)), Waits::Cluster(masters)) => masters
+                .range_of(slot(name))
+                .and_then(|first| guards.held_back(first)),
+            _ => None,
+        }
     }
 
     /// `cmd` on every node that holds locks, each answer read by `read`.

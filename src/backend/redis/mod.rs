@@ -77,7 +77,7 @@ use self::connectors::{ClusterConnector, NodeConnector};
 use self::keys::{Counters, LockKeys};
 use self::notify::Notifier;
 use self::pool::DedicatedPool;
-use crate::backend::data_loss::DataLossGuard;
+use crate::backend::data_loss::{DataLossGuard, RangeGuards};
 use crate::telemetry::Metrics;
 
 #[derive(Debug)]
@@ -93,8 +93,17 @@ pub struct RedisBackend {
     counters: Counters,
     timeout: Duration,
     metrics: Arc<Metrics>,
-    /// The guard against the node forgetting its data (none for a Cluster).
-    data_loss: Option<Arc<DataLossGuard>>,
+    /// The guard against the node (or a Cluster's masters) forgetting its data.
+    data_loss: Option<DataLossWatch>,
+}
+
+/// What watches for a node that forgot its data (see `backend::data_loss`).
+#[derive(Debug)]
+enum DataLossWatch {
+    /// The one node (standalone, Sentinel's master): also looked at on every reconnect.
+    Node(Arc<DataLossGuard>),
+    /// A Cluster: a guard per range of slots.
+    Cluster(RangeGuards),
 }
 
 /// How ordinary commands travel.

@@ -17,9 +17,9 @@ use super::notify::Notifier;
 use super::pool::DedicatedPool;
 use super::sentinel::MasterTracker;
 use super::source::NodeSource;
-use super::{Commands, RedisBackend, Waits};
+use super::{Commands, DataLossWatch, RedisBackend, Waits};
 use crate::backend::BackendError;
-use crate::backend::data_loss::{DataLossGuard, DataLossOptions};
+use crate::backend::data_loss::{DataLossGuard, DataLossOptions, RangeGuards};
 use crate::telemetry::Metrics;
 
 /// Where the data lives.
@@ -60,7 +60,7 @@ pub struct RedisOptions {
     /// (a restarted or failed-over server may have other settings).
     pub reconnected: Arc<tokio::sync::Notify>,
     /// The guard against a node that forgot its data (see `backend::data_loss`): `None` for
-    /// none. A Cluster has none yet.
+    /// none.
     pub data_loss: Option<DataLossOptions>,
 }
 
@@ -79,15 +79,23 @@ impl RedisBackend {
             RedisTarget::Cluster { .. } => "cluster",
         };
         let data_loss = match (&options.target, &options.data_loss) {
-            (RedisTarget::Cluster { .. }, _) | (_, None) => None,
-            (_, Some(guard)) => Some(Arc::new(DataLossGuard::new(guard.clone()))),
+            (_, None) => None,
+            (RedisTarget::Cluster { .. }, Some(guard)) => {
+                Some(DataLossWatch::Cluster(RangeGuards::new(guard.clone())))
+            }
+            (_, Some(guard)) => Some(DataLossWatch::Node(Arc::new(DataLossGuard::new(
+                guard.clone(),
+            )))),
         };
         let preparation = Preparation {
             probe_key: format!("{}probe", options.key_prefix),
             native: options.native_commands,
-            marker: data_loss
-                .clone()
-                .map(|guard| (format!("{}marker", options.key_prefix), guard)),
+            marker: match &data_loss {
+                Some(DataLossWatch::Node(guard)) => {
+                    Some((format!("{}marker", options.key_prefix), guard.clone()))
+                }
+                _ => None,
+            },
         };
         let on_connect: OnConnect = {
             let metrics = options.metrics.clone();
