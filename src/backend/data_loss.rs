@@ -92,6 +92,9 @@ pub struct DataLossGuard {
     options: DataLossOptions,
     seen: Mutex<Option<Marker>>,
     held_back: HoldBack,
+    /// Also extended by a hold-back here: a Cluster's, which lets every range's check end on
+    /// one atomic load while no master forgot (see [`RangeGuards::held_back`]).
+    any: Option<Arc<HoldBack>>,
 }
 
 impl DataLossGuard {
@@ -100,6 +103,7 @@ impl DataLossGuard {
             options,
             seen: Mutex::default(),
             held_back: HoldBack::default(),
+            any: None,
         }
     }
 
@@ -143,6 +147,9 @@ impl DataLossGuard {
         self.options.metrics.redis_data_loss();
         if self.options.hold_back {
             self.held_back.hold_for(span);
+            if let Some(any) = &self.any {
+                any.hold_for(span);
+            }
         }
         tracing::error!(
             %node,
@@ -158,6 +165,8 @@ impl DataLossGuard {
 pub struct RangeGuards {
     options: DataLossOptions,
     guards: Mutex<std::collections::HashMap<u16, Arc<DataLossGuard>>>,
+    /// The furthest any range is held back: while it is over, no range is.
+    any: Arc<HoldBack>,
 }
 
 impl RangeGuards {
@@ -165,6 +174,7 @@ impl RangeGuards {
         Self {
             options,
             guards: Mutex::default(),
+            any: Arc::default(),
         }
     }
 
@@ -173,8 +183,18 @@ impl RangeGuards {
         let mut guards = self.guards.lock().unwrap_or_else(|p| p.into_inner());
         guards
             .entry(first)
-            .or_insert_with(|| Arc::new(DataLossGuard::new(self.options.clone())))
+            .or_insert_with(|| {
+                let mut guard = DataLossGuard::new(self.options.clone());
+                guard.any = Some(self.any.clone());
+                Arc::new(guard)
+            })
             .clone()
+    }
+
+    /// Whether any range may be held back: one atomic load, all an acquire pays while no
+    /// master forgot.
+    pub fn any_held_back(&self) -> bool {
+        self.any.left().is_some()
     }
 
     /// How long grants in the range starting at `first` are still held back.

@@ -57,11 +57,11 @@ pub fn granted_at(fence: u64) -> Option<std::time::SystemTime> {
         .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_micros(fence))
 }
 
-/// Until when (ms since the epoch) a grant must stay held, if its token carries a minimum
-/// hold (`min_hold_ms`): its grant time (the fence) plus the minimum. `None` without one, or
-/// for a fence that is no time.
-pub fn held_until_ms(token: &str) -> Option<(u64, u64)> {
-    let min_hold_ms = Marks::of(token).min_hold_ms?;
+/// Until when (ms since the epoch) a grant must stay held, and its minimum, if its token
+/// (with `marks`, read once by the caller) carries a minimum hold (`min_hold_ms`): its grant
+/// time (the fence) plus the minimum. `None` without one, or for a fence that is no time.
+pub fn held_until_ms(marks: Marks, token: &str) -> Option<(u64, u64)> {
+    let min_hold_ms = marks.min_hold_ms?;
     let granted_ms = granted_at(fence_of(token)?)?
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
@@ -70,11 +70,12 @@ pub fn held_until_ms(token: &str) -> Option<(u64, u64)> {
     Some((granted_ms.saturating_add(min_hold_ms), min_hold_ms))
 }
 
-/// How long a grant released at `now_ms` must still be held: until [`held_until_ms`], but
-/// never longer than the minimum itself (a fence above the clock overstates the grant time).
-pub fn min_hold_left(token: &str, now_ms: u64) -> Option<std::time::Duration> {
-    let (until, min_hold_ms) = held_until_ms(token)?;
-    let left = until.saturating_sub(now_ms).min(min_hold_ms);
+/// How long a grant released now (`now_ms` reads the clock, only for a grant with a minimum)
+/// must still be held: until [`held_until_ms`], but never longer than the minimum itself (a
+/// fence above the clock overstates the grant time).
+pub fn min_hold_left(token: &str, now_ms: impl FnOnce() -> u64) -> Option<std::time::Duration> {
+    let (until, min_hold_ms) = held_until_ms(Marks::of(token), token)?;
+    let left = until.saturating_sub(now_ms()).min(min_hold_ms);
     (left > 0).then(|| std::time::Duration::from_millis(left))
 }
 

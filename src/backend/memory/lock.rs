@@ -104,7 +104,7 @@ impl MemoryBackend {
                 held.holds -= 1;
                 ReleaseOutcome::StillHeld { holds: held.holds }
             }
-            Some(held) => match min_hold_left(token, wall_clock_millis()) {
+            Some(held) => match min_hold_left(token, wall_clock_millis) {
                 // Released before its minimum hold: it stays held until then.
                 Some(left) => {
                     held.expires = now + left;

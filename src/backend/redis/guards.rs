@@ -99,9 +99,14 @@ impl RedisBackend {
     pub(crate) fn data_loss_hold_back(&self, name: &str) -> Option<Duration> {
         match (&self.data_loss, &self.waits) {
             (Some(DataLossWatch::Node(guard)), _) => guard.held_back(),
-            (Some(DataLossWatch::Cluster(guards)), Waits::Cluster(masters)) => masters
-                .range_of(slot(name))
-                .and_then(|first| guards.held_back(first)),
+            // The slot and the range are looked up only after a master forgot.
+            (Some(DataLossWatch::Cluster(guards)), Waits::Cluster(masters))
+                if guards.any_held_back() =>
+            {
+                masters
+                    .range_of(slot(name))
+                    .and_then(|first| guards.held_back(first))
+            }
             _ => None,
         }
     }

@@ -225,10 +225,10 @@ impl RedisBackend {
             let reply = self.script::<Value>(&REENTRANT_RELEASE, &call).await?;
             return reentrant_release_outcome(reply);
         }
-        let (grant_keys, n) = grant_keys(&keys, marks);
-        if let Some((until, min_hold_ms)) = held_until_ms(token) {
+        if let Some((until, min_hold_ms)) = held_until_ms(marks, token) {
             // A minimum hold: the script decides on Redis's clock whether the grant is old
             // enough to go, and leaves it to expire otherwise (no native command does that).
+            let (grant_keys, n) = grant_keys(&keys, marks);
             let mut call = evalsha(&RELEASE, &grant_keys[..n]);
             call.arg(token)
                 .arg(keys.channel())
@@ -242,6 +242,7 @@ impl RedisBackend {
         {
             return Ok(outcome);
         }
+        let (grant_keys, n) = grant_keys(&keys, marks);
         let mut call = evalsha(&RELEASE, &grant_keys[..n]);
         call.arg(token).arg(keys.channel());
         release_outcome(&RELEASE, self.script::<i64>(&RELEASE, &call).await?)
