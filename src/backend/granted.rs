@@ -1,11 +1,15 @@
 //! Announcements of grants under a name prefix ([`GrantedNames`]): how a watcher of a whole
 //! prefix (`GET /locks/events?prefix=`) learns which names to look at, without walking the
-//! store. On Redis it is one pattern subscription (`PSUBSCRIBE <prefix>{<name prefix>*}:acquired`)
-//! held only while somebody watches, so it costs nothing while nobody does.
+//! store. On Redis it is one pattern subscription per gateway, whatever the prefixes watched
+//! (`PSUBSCRIBE <key prefix>{*}:acquired`), held only while somebody watches; the gateway
+//! routes each announcement to the watches of the prefixes it falls under
+//! (`backend::redis::notify`), each into its own [`Announcements`] queue.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::feed::{AbortOnDrop, ReleaseFeed};
 
@@ -19,12 +23,89 @@ pub enum GrantNews {
     Missed,
 }
 
+/// Announcements not yet read by one watch, at most [`QUEUED`]. The queue grows with what it
+/// holds (a channel's blocks of 32), so an idle watch costs well under a kilobyte.
+pub const QUEUED: usize = 1024;
+
+/// The sending side of one watch's [`Announcements`].
+#[derive(Debug, Clone)]
+pub struct Announcer {
+    queue: mpsc::Sender<Arc<str>>,
+    lagged: Arc<AtomicBool>,
+}
+
+impl Announcer {
+    /// Queues `announcement`, or marks the watch as having missed some when its queue is full
+    /// (it then looks at the store again). Never waits.
+    pub fn announce(&self, announcement: Arc<str>) {
+        if let Err(TrySendError::Full(_)) = self.queue.try_send(announcement) {
+            self.lagged.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The announcements one watch reads.
+#[derive(Debug)]
+pub enum Announcements {
+    /// Its own queue (see [`announcements`]).
+    Queued {
+        queue: mpsc::Receiver<Arc<str>>,
+        lagged: Arc<AtomicBool>,
+    },
+    /// A channel shared with other watches, each reading all of it.
+    Shared(broadcast::Receiver<Arc<str>>),
+}
+
+/// A queue of announcements for one watch, holding up to [`QUEUED`].
+pub fn announcements() -> (Announcer, Announcements) {
+    let (queue, receiver) = mpsc::channel(QUEUED);
+    let lagged = Arc::new(AtomicBool::new(false));
+    let announcer = Announcer {
+        queue,
+        lagged: lagged.clone(),
+    };
+    (
+        announcer,
+        Announcements::Queued {
+            queue: receiver,
+            lagged,
+        },
+    )
+}
+
+/// What reading an [`Announcements`] gave instead of an announcement.
+enum Gap {
+    /// Some were dropped: the reader fell behind.
+    Lagged,
+    /// Nobody announces any more.
+    Closed,
+}
+
+impl Announcements {
+    async fn recv(&mut self) -> Result<Arc<str>, Gap> {
+        match self {
+            Self::Queued { queue, lagged } => {
+                // A full queue is never empty, so a reader told late still reads what was
+                // queued before it learns of the gap.
+                if lagged.swap(false, Ordering::Relaxed) {
+                    return Err(Gap::Lagged);
+                }
+                queue.recv().await.ok_or(Gap::Closed)
+            }
+            Self::Shared(shared) => shared.recv().await.map_err(|err| match err {
+                broadcast::error::RecvError::Lagged(_) => Gap::Lagged,
+                broadcast::error::RecvError::Closed => Gap::Closed,
+            }),
+        }
+    }
+}
+
 /// Turns one announcement into the name it was about, or `None` for one outside the prefix.
 type Decode = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Grants of every name under a prefix, for as long as it is kept.
 pub struct GrantedNames {
-    announcements: broadcast::Receiver<Arc<str>>,
+    announcements: Announcements,
     missed: watch::Receiver<()>,
     decode: Decode,
     /// Ends the subscription when dropped.
@@ -41,7 +122,7 @@ impl GrantedNames {
     /// Announcements as they come on `announcements` (decoded into names by `decode`), and a
     /// feed that changes when some may have gone unseen.
     pub fn new(
-        announcements: broadcast::Receiver<Arc<str>>,
+        announcements: Announcements,
         missed: ReleaseFeed,
         decode: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
@@ -70,8 +151,8 @@ impl GrantedNames {
                             return Some(GrantNews::Granted(name));
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => return Some(GrantNews::Missed),
-                    Err(broadcast::error::RecvError::Closed) => return None,
+                    Err(Gap::Lagged) => return Some(GrantNews::Missed),
+                    Err(Gap::Closed) => return None,
                 },
             }
         }
@@ -79,7 +160,7 @@ impl GrantedNames {
 
     /// One stream of the news of every one of `sources` (the nodes of Redlock).
     pub fn merged(sources: Vec<GrantedNames>) -> GrantedNames {
-        let (announce, announcements) = broadcast::channel(BACKLOG);
+        let (announce, announcements) = announcements();
         let (missed, missed_feed) = watch::channel(());
         let missed = Arc::new(missed);
         let tasks: Vec<AbortOnDrop> = sources
@@ -91,7 +172,7 @@ impl GrantedNames {
                     while let Some(news) = source.next().await {
                         match news {
                             GrantNews::Granted(name) => {
-                                let _ = announce.send(Arc::from(name));
+                                announce.announce(Arc::from(name));
                             }
                             GrantNews::Missed => {
                                 missed.send_replace(());
@@ -105,6 +186,3 @@ impl GrantedNames {
         GrantedNames::new(announcements, feed, |name| Some(name.to_owned()))
     }
 }
-
-/// Announcements kept for a slow reader of a merged stream.
-const BACKLOG: usize = 1024;

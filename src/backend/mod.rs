@@ -49,7 +49,7 @@ pub use self::attempt::{
 };
 pub(crate) use self::feed::AbortOnDrop;
 pub use self::feed::{ReleaseFeed, sleep_until_some};
-pub use self::granted::{GrantNews, GrantedNames};
+pub use self::granted::{Announcements, Announcer, GrantNews, GrantedNames};
 pub use self::holder::Holder;
 pub(crate) use self::lease::lease_operations_by_kind;
 pub use self::lease::{GrantsOf, Kept, Leased, kinds};

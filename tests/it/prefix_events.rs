@@ -284,6 +284,40 @@ async fn a_prefix_costs_one_pattern_while_watched() {
     .await;
 }
 
+/// Many streams on distinct prefixes cost Redis one pattern, not one each (issue 49: a pattern
+/// per prefix made every grant on the server pay for every prefix watched), and each stream is
+/// told the grants under its own prefix: two prefixes nested, one beside them.
+#[tokio::test]
+async fn distinct_prefixes_share_one_pattern() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let mut streams = Vec::new();
+    for i in 0..40 {
+        streams.push(watch_prefix(&gw, &format!("deploy:{i}")).await);
+    }
+    assert_eq!(redis.patterns_subscribed(), 1, "patterns for 40 prefixes");
+    let locks = gw.locks();
+    let grant = locks.acquire("deploy:12", json!({})).await.done(201);
+    for i in [1, 12] {
+        let event = next_event(&mut streams[i]).await;
+        assert_eq!(event["name"], "deploy:12", "deploy:{i}");
+        assert_eq!(summary(&event), ("acquired".to_owned(), Some(grant.fence)));
+    }
+    let other = locks.acquire("deploy:2", json!({})).await.done(201);
+    let event = next_event(&mut streams[2]).await;
+    assert_eq!(summary(&event), ("acquired".to_owned(), Some(other.fence)));
+    // deploy:12's stream was not told deploy:2: its next event is its own name's release.
+    locks.release("deploy:12", &grant.token).await.done(204);
+    let event = next_event(&mut streams[12]).await;
+    assert_eq!(event["name"], "deploy:12");
+    assert_eq!(event["event"], "released");
+    drop(streams);
+    eventually(Duration::from_secs(5), "the pattern is dropped", || async {
+        (redis.patterns_subscribed() == 0).then_some(())
+    })
+    .await;
+}
+
 /// Grants made while the pub/sub connection was cut are not lost: the stream walks the prefix
 /// again once reconnected and tells each lock it did not know as `state`.
 #[tokio::test]
@@ -361,7 +395,7 @@ async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_els
     assert!(
         logs.lines().any(|line| line.contains("ERROR")
             && line.contains("may not subscribe")
-            && line.contains("lockgate:{acl:*}:acquired")),
+            && line.contains("lockgate:{*}:acquired")),
         "{logs}"
     );
 
@@ -379,5 +413,28 @@ async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_els
         let made = connections() - before;
         assert_eq!(made, 0, "connections made to Redis");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The one pattern docs/operations.md says to grant is enough for every prefix.
+    redis.acl_user("lockgate", "secret", &["&lockgate:{*}:acquired"]);
+    let mut streams = Vec::new();
+    for prefix in ["acl:", "acl:2"] {
+        let path = format!("/locks/events?prefix={prefix}");
+        let response = ndjson(&path).await.expect("prefix events");
+        assert_eq!(response.status(), 200, "{prefix}");
+        let mut lines = Lines::new(response);
+        if prefix == "acl:" {
+            assert_eq!(next_event(&mut lines).await["name"], "acl:1", "held before");
+        }
+        streams.push(lines);
+    }
+    let grant = client
+        .acquire("acl:20", &json!({}), None, None)
+        .await
+        .done(201);
+    for lines in &mut streams {
+        let event = next_event(lines).await;
+        assert_eq!(event["event"], "acquired", "{event}");
+        assert_eq!(event["fence"].as_u64(), Some(grant.fence));
     }
 }

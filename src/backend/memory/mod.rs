@@ -31,7 +31,9 @@ use super::{
     PageRequest, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
 use super::{GrantsOf, lease_operations_by_kind};
-use crate::backend::{GrantAttempt, GrantedNames, Lease, RenewAttempt, SemaphorePage};
+use crate::backend::{
+    Announcements, GrantAttempt, GrantedNames, Lease, RenewAttempt, SemaphorePage,
+};
 use crate::name::LockName;
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
@@ -351,7 +353,7 @@ impl LeaseStore for MemoryBackend {
         let prefix = prefix.to_owned();
         // Nothing is ever missed in one process but by a reader that fell behind.
         Ok(GrantedNames::new(
-            self.granted_names.0.subscribe(),
+            Announcements::Shared(self.granted_names.0.subscribe()),
             ReleaseFeed::silent(),
             move |name| name.starts_with(&prefix).then(|| name.to_owned()),
         ))

@@ -29,9 +29,14 @@
 //!   master, it reconnects with backoff, subscribes to every name still wanted, and bumps every
 //!   feed, because releases during the outage went unseen.
 //!
-//! Besides channels, it subscribes to **patterns** (`PSUBSCRIBE`) for those who watch a whole
-//! name prefix ([`Notifier::watch_pattern`]): each message's channel is passed on to them, so
-//! that they learn which name it was about.
+//! Besides channels, it subscribes to **one pattern** (`PSUBSCRIBE`) for those who watch a
+//! whole name prefix ([`Notifier::watch_prefix`]), however many prefixes they watch: Redis
+//! matches every pattern of every client on every `PUBLISH`, so a pattern per prefix would make
+//! each watched prefix a tax on every grant of every gateway sharing the server (issue 49:
+//! 10,000 of them took an acquire script from 8 to 417 µs of Redis CPU). The task routes each
+//! message of the pattern to the watches whose channel prefix it starts with, each into its
+//! own bounded queue (`backend::granted`), looking the channel up once per distinct length of
+//! the prefixes watched.
 //!
 //! The task starts with the first watcher, so a gateway whose clients never wait never opens
 //! the connection; and it closes the connection once nothing has been watched for
@@ -45,7 +50,7 @@
 //! resubscription after a reconnect and the wake-up of every feed after an outage; they share
 //! its state (the last ~40 lines are tests).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -53,12 +58,12 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use redis::aio::PubSubSink;
 use redis::{ErrorKind, ServerErrorKind};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::errors::classify_connect;
 use super::source::NodeSource;
 use crate::backend::AbortOnDrop;
-use crate::backend::{BackendError, ReleaseFeed};
+use crate::backend::{Announcements, Announcer, BackendError, ReleaseFeed};
 use crate::telemetry::throttle::{self, Throttle};
 
 /// How often the subscription connection is checked with PING.
@@ -76,8 +81,6 @@ const RAW: char = '\0';
 /// Starts the feed key of a pattern, subscribed with PSUBSCRIBE (see
 /// [`Notifier::watch_pattern`]). Lock keys cannot contain it.
 const PATTERN: char = '\u{1}';
-/// Channels of a pattern's messages kept for a slow reader, which then learns it missed some.
-const PATTERN_BACKLOG: usize = 1024;
 
 #[derive(Debug)]
 pub struct Notifier {
@@ -98,6 +101,8 @@ struct Shared {
     /// Lock keys somebody watches, with their feeds. The connection is subscribed to exactly
     /// these, give or take the commands still queued.
     feeds: Mutex<HashMap<String, Feed>>,
+    /// Where the messages of patterns go, by the start of their channel.
+    routes: Mutex<Routes>,
     commands: mpsc::UnboundedSender<Command>,
     /// The connection listens to keyspace notifications (else to the release channels).
     keyspace: AtomicBool,
@@ -113,9 +118,75 @@ struct Shared {
 struct Feed {
     tx: watch::Sender<()>,
     watchers: usize,
-    /// A pattern's: the channel of each of its messages (its `tx` changes only when messages
-    /// may have gone unseen: a reconnect).
-    channels: Option<broadcast::Sender<Arc<str>>>,
+}
+
+/// The watches of channel prefixes, fed by the messages of a pattern.
+#[derive(Debug, Default)]
+struct Routes {
+    by_prefix: HashMap<String, Vec<(u64, Announcer)>>,
+    /// How many prefixes of each length are watched: a channel is looked up once per length.
+    lengths: BTreeMap<usize, usize>,
+    next_id: u64,
+}
+
+impl Routes {
+    fn add(&mut self, prefix: String, announcer: Announcer) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        *self.lengths.entry(prefix.len()).or_default() += 1;
+        self.by_prefix
+            .entry(prefix)
+            .or_default()
+            .push((id, announcer));
+        id
+    }
+
+    fn remove(&mut self, prefix: &str, id: u64) {
+        let Some(routes) = self.by_prefix.get_mut(prefix) else {
+            return;
+        };
+        routes.retain(|(route, _)| *route != id);
+        if routes.is_empty() {
+            self.by_prefix.remove(prefix);
+        }
+        if let Some(count) = self.lengths.get_mut(&prefix.len()) {
+            *count -= 1;
+            if *count == 0 {
+                self.lengths.remove(&prefix.len());
+            }
+        }
+    }
+
+    /// Passes `channel` to every watch of a prefix of it.
+    fn route(&self, channel: &str) {
+        let mut shared: Option<Arc<str>> = None;
+        for &length in self.lengths.keys() {
+            if length > channel.len() {
+                break;
+            }
+            let Some(routes) = channel.get(..length).and_then(|p| self.by_prefix.get(p)) else {
+                continue;
+            };
+            let announcement = shared.get_or_insert_with(|| Arc::from(channel));
+            for (_, announcer) in routes {
+                announcer.announce(announcement.clone());
+            }
+        }
+    }
+}
+
+/// Stops routing to a watch of a channel prefix when dropped.
+#[derive(Debug)]
+struct Unroute {
+    shared: Arc<Shared>,
+    prefix: String,
+    id: u64,
+}
+
+impl Drop for Unroute {
+    fn drop(&mut self) {
+        self.shared.routes().remove(&self.prefix, self.id);
+    }
 }
 
 #[derive(Debug)]
@@ -194,16 +265,8 @@ impl Shared {
         }
     }
 
-    /// Passes the channel of a message of the pattern `key` on.
-    fn tell(&self, key: &str, channel: &str) {
-        if let Some(Feed {
-            channels: Some(channels),
-            ..
-        }) = self.feeds().get(key)
-        {
-            // Nobody reading right now is not an error.
-            let _ = channels.send(Arc::from(channel));
-        }
+    fn routes(&self) -> MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn bump_all(&self) {
@@ -228,6 +291,7 @@ impl Notifier {
         Self {
             shared: Arc::new(Shared {
                 feeds: Mutex::default(),
+                routes: Mutex::default(),
                 commands,
                 keyspace: AtomicBool::new(false),
                 failures: Throttle::new(throttle::WINDOW),
@@ -254,24 +318,36 @@ impl Notifier {
         self.watch(format!("{RAW}{channel}")).await
     }
 
-    /// The channels of the messages on every channel matching the glob `pattern`, as they come,
-    /// and a feed that changes when some may have gone unseen (the connection was lost);
-    /// returned as [`Notifier::watch`] returns.
+    /// The channels of the messages on every channel matching the glob `pattern` that start
+    /// with `channel_prefix`, as they come, and a feed that changes when some may have gone
+    /// unseen (the connection was lost); returned as [`Notifier::watch`] returns. The pattern
+    /// is subscribed once, however many watch it (with whatever prefixes).
     ///
     /// A pattern the server refuses (an ACL: Redis allows a pattern subscription only for a
     /// pattern the user is granted as written, or `allchannels`) is an error.
-    pub async fn watch_pattern(
+    pub async fn watch_prefix(
         &self,
         pattern: &str,
-    ) -> Result<(ReleaseFeed, broadcast::Receiver<Arc<str>>), BackendError> {
-        let (feed, channels, refusal) = self.subscribe(format!("{PATTERN}{pattern}")).await;
+        channel_prefix: String,
+    ) -> Result<(ReleaseFeed, Announcements), BackendError> {
+        // Routed before the subscription is confirmed: a message in between is not lost.
+        let (announcer, announcements) = crate::backend::granted::announcements();
+        let id = self.shared.routes().add(channel_prefix.clone(), announcer);
+        let unroute = Unroute {
+            shared: self.shared.clone(),
+            prefix: channel_prefix,
+            id,
+        };
+        let (feed, refusal) = self.subscribe(format!("{PATTERN}{pattern}")).await;
         if let Some(refused) = refusal {
             return Err(BackendError::Refused(format!(
                 "PSUBSCRIBE {pattern}: {refused} (grant the Redis user this pattern as written, or allchannels)"
             )));
         }
-        let channels = channels.unwrap_or_else(|| broadcast::channel(1).1);
-        Ok((feed, channels))
+        Ok((
+            ReleaseFeed::new(feed.receiver(), (feed, unroute)),
+            announcements,
+        ))
     }
 
     /// A feed of releases of the lock `key`, returned once Redis confirmed the subscription (or
@@ -282,31 +358,18 @@ impl Notifier {
         self.subscribe(key).await.0
     }
 
-    /// The feed of `key` (a lock key, a raw channel or a pattern), a pattern's channels, and
-    /// the server's refusal of the subscription, if it refused.
-    async fn subscribe(
-        &self,
-        key: String,
-    ) -> (
-        ReleaseFeed,
-        Option<broadcast::Receiver<Arc<str>>>,
-        Option<redis::RedisError>,
-    ) {
+    /// The feed of `key` (a lock key, a raw channel or a pattern), and the server's refusal of
+    /// the subscription, if it refused.
+    async fn subscribe(&self, key: String) -> (ReleaseFeed, Option<redis::RedisError>) {
         self.start();
-        let (receiver, channels) = {
+        let receiver = {
             let mut feeds = self.shared.feeds();
             let feed = feeds.entry(key.clone()).or_insert_with(|| Feed {
                 tx: watch::channel(()).0,
                 watchers: 0,
-                channels: key
-                    .starts_with(PATTERN)
-                    .then(|| broadcast::channel(PATTERN_BACKLOG).0),
             });
             feed.watchers += 1;
-            (
-                feed.tx.subscribe(),
-                feed.channels.as_ref().map(broadcast::Sender::subscribe),
-            )
+            feed.tx.subscribe()
         };
         // Armed before the confirmation is awaited: a caller that goes away meanwhile still
         // gives its place back.
@@ -332,7 +395,7 @@ impl Notifier {
                 None
             }
         };
-        (ReleaseFeed::new(receiver, unwatch), channels, refusal)
+        (ReleaseFeed::new(receiver, unwatch), refusal)
     }
 
     fn start(&self) {
@@ -460,9 +523,7 @@ impl Connection {
                             let payload = message.get_payload_bytes();
                             let channel = message.get_channel_name();
                             if message.from_pattern() {
-                                if let Ok(pattern) = message.get_pattern::<String>() {
-                                    self.shared.tell(&format!("{PATTERN}{pattern}"), channel);
-                                }
+                                self.shared.routes().route(channel);
                                 continue;
                             }
                             match mode.released_key(channel, payload) {
@@ -739,6 +800,45 @@ mod tests {
             released.released_key("lockgate:{a}:released", b""),
             Some(key)
         );
+    }
+
+    #[test]
+    fn pattern_messages_go_to_the_watches_of_their_prefixes_only() {
+        let mut routes = Routes::default();
+        let (nested, mut nested_rx) = crate::backend::granted::announcements();
+        let (inner, mut inner_rx) = crate::backend::granted::announcements();
+        let (beside, mut beside_rx) = crate::backend::granted::announcements();
+        routes.add("lockgate:{jobs:".into(), nested);
+        let inner_id = routes.add("lockgate:{jobs:eu".into(), inner);
+        routes.add("lockgate:{web".into(), beside);
+        routes.route("lockgate:{jobs:eu:1}:acquired");
+        routes.route("lockgate:{jobs:us}:acquired");
+        routes.route("lockgate:{j}:acquired");
+        let next = |rx: &mut Announcements| {
+            let Announcements::Queued { queue, .. } = rx else {
+                unreachable!()
+            };
+            queue.try_recv().ok().map(|c| c.to_string())
+        };
+        assert_eq!(
+            next(&mut nested_rx).as_deref(),
+            Some("lockgate:{jobs:eu:1}:acquired")
+        );
+        assert_eq!(
+            next(&mut nested_rx).as_deref(),
+            Some("lockgate:{jobs:us}:acquired")
+        );
+        assert_eq!(next(&mut nested_rx), None);
+        assert_eq!(
+            next(&mut inner_rx).as_deref(),
+            Some("lockgate:{jobs:eu:1}:acquired")
+        );
+        assert_eq!(next(&mut inner_rx), None);
+        assert_eq!(next(&mut beside_rx), None);
+        routes.remove("lockgate:{jobs:eu", inner_id);
+        assert_eq!(routes.lengths.len(), 2, "{:?}", routes.lengths);
+        routes.route("lockgate:{jobs:eu:2}:acquired");
+        assert_eq!(next(&mut inner_rx), None, "a removed watch is told nothing");
     }
 
     #[test]

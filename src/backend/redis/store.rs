@@ -94,10 +94,12 @@ impl LeaseStore for RedisBackend {
             .await
     }
 
-    /// One pattern subscription over the grant channels of the prefix's names.
+    /// The grants of the prefix's names, routed from the one pattern subscription over every
+    /// name's grant channel that all prefix watches of this gateway share.
     async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError> {
-        let pattern = format!("{}{ACQUIRED}", match_pattern(&self.key_prefix, prefix));
-        let (missed, announcements) = self.notifier.watch_pattern(&pattern).await?;
+        let pattern = format!("{}{ACQUIRED}", match_pattern(&self.key_prefix, ""));
+        let channel_prefix = format!("{}{{{prefix}", self.key_prefix);
+        let (missed, announcements) = self.notifier.watch_prefix(&pattern, channel_prefix).await?;
         let key_prefix = self.key_prefix.clone();
         let prefix = prefix.to_owned();
         Ok(GrantedNames::new(announcements, missed, move |channel| {
