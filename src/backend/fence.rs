@@ -97,7 +97,37 @@ pub const HOLDER_MARK: char = 'o';
 /// readers rather than as the lock key's value.
 pub const SHARED_MARK: char = 's';
 /// Mark: a multi-lock's grant (see `super::multi`): its token holds several names at once.
+/// It is followed by [`SET_DIGEST_MARK`] and the set's digest ([`set_digest`]), so that the
+/// token says which names it was granted for: renew and release must name exactly those.
 pub const MULTI_MARK: char = 'm';
+/// Starts a set's digest after [`MULTI_MARK`] (a character no earlier token had there).
+pub const SET_DIGEST_MARK: char = '_';
+/// Characters of a set's digest: URL-safe base64 of its 32 bits.
+pub const SET_DIGEST_CHARS: usize = 6;
+
+/// Which set of names a multi-lock's token was granted for: 32 bits of SHA-256 over the names.
+/// It guards the set's meaning (renew and release name exactly the set), not a secret: only a
+/// holder of the token could try other sets against it, and it may release its whole set
+/// anyway. 32 bits keep [`Marks`] (carried in every request's future) at its size.
+pub type SetDigest = std::num::NonZeroU32;
+
+/// The digest of the set `names` (in any order; a name given twice counts once).
+pub fn set_digest<'a>(names: impl IntoIterator<Item = &'a str>) -> SetDigest {
+    use sha2::{Digest as _, Sha256};
+    let mut names: Vec<&str> = names.into_iter().collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut hash = Sha256::new();
+    hash.update(b"lockgate/set/v1");
+    for name in names {
+        // Length-prefixed: names cannot be moved from one to the next.
+        hash.update((name.len() as u32).to_be_bytes());
+        hash.update(name.as_bytes());
+    }
+    let hash = hash.finalize();
+    let bits = u32::from_be_bytes([hash[0], hash[1], hash[2], hash[3]]);
+    SetDigest::new(bits).unwrap_or(SetDigest::MIN)
+}
 /// Mark: a reentrant lock's grant: its holder may take it again with its token, and each
 /// release gives back one hold (see `LeaseStore::reenter`); its hold count is kept beside it.
 pub const REENTRANT_MARK: char = 'r';
@@ -113,6 +143,8 @@ pub struct Marks {
     pub holder: bool,
     pub shared: bool,
     pub multi: bool,
+    /// A multi-lock's set (tokens issued before sets carried it have none).
+    pub set: Option<SetDigest>,
     pub reentrant: bool,
     pub min_hold_ms: Option<u64>,
     pub max_hold_ms: Option<u64>,
@@ -129,21 +161,25 @@ impl Marks {
     /// The marks at the start of `text` (what follows a stem's entropy), and what is left
     /// after them: nothing, in a stem the gateway made.
     fn read(mut text: &str) -> (Self, &str) {
-        let mut mark = |c: char| {
+        fn mark(text: &mut &str, c: char) -> bool {
             let found = text.starts_with(c);
             if found {
-                text = &text[c.len_utf8()..];
+                *text = &text[c.len_utf8()..];
             }
             found
-        };
-        let (holder, shared, multi) = (mark(HOLDER_MARK), mark(SHARED_MARK), mark(MULTI_MARK));
-        let reentrant = mark(REENTRANT_MARK);
+        }
+        let holder = mark(&mut text, HOLDER_MARK);
+        let shared = mark(&mut text, SHARED_MARK);
+        let multi = mark(&mut text, MULTI_MARK);
+        let set = if multi { digest(&mut text) } else { None };
+        let reentrant = mark(&mut text, REENTRANT_MARK);
         let min_hold_ms = bound(&mut text, MIN_HOLD_MARK);
         let max_hold_ms = bound(&mut text, MAX_HOLD_MARK);
         let marks = Self {
             holder,
             shared,
             multi,
+            set,
             reentrant,
             min_hold_ms,
             max_hold_ms,
@@ -162,6 +198,12 @@ impl Marks {
         }
         if self.multi {
             stem.push(MULTI_MARK);
+            if let Some(set) = self.set {
+                use base64::Engine as _;
+                stem.push(SET_DIGEST_MARK);
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .encode_string(set.get().to_be_bytes(), &mut stem);
+            }
         }
         if self.reentrant {
             stem.push(REENTRANT_MARK);
@@ -176,6 +218,21 @@ impl Marks {
         }
         stem
     }
+}
+
+/// A set's digest (`_` and [`SET_DIGEST_CHARS`] URL-safe base64 characters) at the start of
+/// `text`; `text` is left after it.
+fn digest(text: &mut &str) -> Option<SetDigest> {
+    use base64::Engine as _;
+    let rest = text.strip_prefix(SET_DIGEST_MARK)?;
+    let mut bytes = [0u8; 4];
+    // Canonical only: the last character's spare bits must be zero, as the encoder writes.
+    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode_slice(rest.get(..SET_DIGEST_CHARS)?, &mut bytes)
+        .ok()?;
+    let digest = SetDigest::new(u32::from_be_bytes(bytes)).filter(|_| decoded == 4)?;
+    *text = &rest[SET_DIGEST_CHARS..];
+    Some(digest)
 }
 
 /// A bound mark (`<mark><ms>`) at the start of `text`, as `Marks::stem` writes it: digits, no
@@ -278,12 +335,24 @@ mod tests {
                 holder: true,
                 shared: true,
                 multi: true,
+                set: Some(set_digest(["a", "b"])),
                 reentrant: true,
                 min_hold_ms: Some(3_000_000),
                 max_hold_ms: Some(90_000),
             },
             Marks {
                 shared: true,
+                ..Marks::default()
+            },
+            Marks {
+                multi: true,
+                max_hold_ms: Some(1_000_000_000),
+                ..Marks::default()
+            },
+            Marks {
+                multi: true,
+                set: Some(set_digest(["b", "a", "c"])),
+                max_hold_ms: Some(1_000_000_000),
                 ..Marks::default()
             },
             Marks {

@@ -102,6 +102,12 @@ impl<'a> Leased<'a> {
         Marks {
             shared: matches!(self, Self::Shared(_)),
             multi: matches!(self, Self::Set(_)),
+            set: match self {
+                Self::Set(names) => {
+                    Some(super::fence::set_digest(names.iter().map(LockName::as_str)))
+                }
+                _ => None,
+            },
             ..Marks::default()
         }
     }

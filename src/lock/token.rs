@@ -123,6 +123,13 @@ impl LockToken {
         self.marks.multi
     }
 
+    /// Whether this is the token of the multi-lock of exactly the set `names` (in any order).
+    pub fn holds_set<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> bool {
+        self.marks
+            .set
+            .is_some_and(|set| set == fence::set_digest(names))
+    }
+
     /// Whether this is the token of a reentrant lock's grant (see `super::reentrant`).
     pub fn is_reentrant(&self) -> bool {
         self.marks.reentrant

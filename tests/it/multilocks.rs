@@ -14,6 +14,7 @@ use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
 use crate::support::history::{Call, History, Outcome};
 use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::rng::Rng;
 use crate::support::workload::{Expect, read_outcome};
 use crate::support::{Lines, eventually, status_json, test_name};
 
@@ -428,4 +429,276 @@ async fn contended_sets_cost_at_most_4_round_trips() {
         per_acquisition <= 4.0,
         "{per_acquisition:.2} round trips per acquisition"
     );
+}
+
+/// A grant the property test below believes held (until released through its own route).
+#[derive(Debug, Clone)]
+struct Believed {
+    names: Vec<String>,
+    token: String,
+    fence: u64,
+    set: bool,
+    /// A reentrant lock's hold count; 0 for other kinds.
+    holds: u64,
+}
+
+/// What a property step sends: `method` on `path` with `token`.
+async fn send_with_token(
+    gw: &Gateway,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = gw
+        .http
+        .request(method, gw.url(path))
+        .header("Lock-Token", token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    status_json(request.send().await.expect("request")).await
+}
+
+/// Random sequences of acquire, renew and release over sets, their subsets, supersets and
+/// other sets, with the set's own tokens and tokens of other kinds (plain and reentrant
+/// locks, released sets): after every step, every grant not released through its own route
+/// is still held with its fence, on every name (a set whole); at the end, each is released
+/// through its own route and no name is left held.
+async fn sets_stay_whole(gw: &Gateway) {
+    let mut rng = Rng::seeded("set property");
+    let pool: Vec<String> = (0..6).map(|i| format!("prop:{i}")).collect();
+    let mut held: Vec<Believed> = Vec::new();
+    let mut stale: Vec<String> = Vec::new();
+    for step in 0..250 {
+        let pick = |rng: &mut Rng, n: usize| {
+            let mut names: Vec<String> = Vec::new();
+            while names.len() < n {
+                let name = pool[rng.index(pool.len())].clone();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            names
+        };
+        let any_token = |rng: &mut Rng, held: &[Believed], stale: &[String]| {
+            if !stale.is_empty() && rng.next(5) == 0 {
+                return stale[rng.index(stale.len())].clone();
+            }
+            held.get(rng.index(held.len().max(1))).map_or_else(
+                || crate::support::UNISSUED_TOKEN.to_owned(),
+                |b| b.token.clone(),
+            )
+        };
+        let what;
+        match rng.next(6) {
+            0 => {
+                let size = 2 + rng.index(2);
+                let names = pick(&mut rng, size);
+                what = format!("acquire set {names:?}");
+                let body = json!({"names": names, "ttl_ms": 60_000});
+                let (status, grant) = status_json(
+                    gw.http
+                        .post(gw.url("/locks"))
+                        .json(&body)
+                        .send()
+                        .await
+                        .expect("acquire"),
+                )
+                .await;
+                if status == 201 {
+                    held.push(Believed {
+                        names,
+                        token: grant["token"].as_str().expect("token").to_owned(),
+                        fence: grant["fence"].as_u64().expect("fence"),
+                        set: true,
+                        holds: 0,
+                    });
+                } else {
+                    assert_eq!(status, 409, "{what}: {grant}");
+                }
+            }
+            1 if rng.next(3) == 0 && held.iter().any(|b| b.holds > 0) => {
+                let at = held
+                    .iter()
+                    .position(|b| b.holds > 0)
+                    .expect("a reentrant lock");
+                let believed = &mut held[at];
+                what = format!("re-enter {}", believed.names[0]);
+                let (status, again) = status_json(
+                    gw.http
+                        .post(gw.url(&format!("/locks/{}", believed.names[0])))
+                        .header("Lock-Token", &believed.token)
+                        .json(&json!({"reentrant": true, "ttl_ms": 60_000}))
+                        .send()
+                        .await
+                        .expect("re-enter"),
+                )
+                .await;
+                assert_eq!(status, 200, "{what}: {again}");
+                believed.holds += 1;
+                assert_eq!(again["hold_count"], believed.holds, "{what}: {again}");
+            }
+            1 => {
+                let name = pick(&mut rng, 1).remove(0);
+                let reentrant = rng.next(2) == 0;
+                what = format!("acquire {name} (reentrant: {reentrant})");
+                let body = json!({"reentrant": reentrant, "ttl_ms": 60_000});
+                let (status, grant) = status_json(
+                    gw.http
+                        .post(gw.url(&format!("/locks/{name}")))
+                        .json(&body)
+                        .send()
+                        .await
+                        .expect("acquire"),
+                )
+                .await;
+                if status == 201 {
+                    held.push(Believed {
+                        names: vec![name],
+                        token: grant["token"].as_str().expect("token").to_owned(),
+                        fence: grant["fence"].as_u64().expect("fence"),
+                        set: false,
+                        holds: u64::from(reentrant),
+                    });
+                } else {
+                    assert_eq!(status, 409, "{what}: {grant}");
+                }
+            }
+            2 | 3 => {
+                // A set route: the names of a believed grant as they are, shuffled, cut, grown
+                // or replaced; a token of any grant, or a stale one.
+                let token = any_token(&mut rng, &held, &stale);
+                let base = held
+                    .get(rng.index(held.len().max(1)))
+                    .map_or_else(|| pick(&mut rng, 2), |b| b.names.clone());
+                let mut names = base.clone();
+                match rng.next(4) {
+                    0 => names.reverse(),
+                    1 if names.len() > 2 => {
+                        names.remove(rng.index(names.len()));
+                    }
+                    1 | 2 => {
+                        if let Some(extra) = pool.iter().find(|n| !names.contains(n)) {
+                            names.push(extra.clone());
+                        }
+                    }
+                    _ => {
+                        let size = 2 + rng.index(2);
+                        names = pick(&mut rng, size);
+                    }
+                }
+                if names.len() < 2 {
+                    names = pick(&mut rng, 2);
+                }
+                let query: Vec<String> = names.iter().map(|n| format!("name={n}")).collect();
+                let path = format!("/locks?{}", query.join("&"));
+                let renew = rng.next(2) == 0;
+                what = format!("{} {path}", if renew { "renew" } else { "release" });
+                let (method, body) = if renew {
+                    (reqwest::Method::PATCH, Some(json!({"ttl_ms": 60_000})))
+                } else {
+                    (reqwest::Method::DELETE, None)
+                };
+                let (status, answer) = send_with_token(gw, method, &path, &token, body).await;
+                let exact = held.iter().position(|b| {
+                    b.set && b.token == token && {
+                        let (mut a, mut b) = (b.names.clone(), names.clone());
+                        a.sort();
+                        b.sort();
+                        a == b
+                    }
+                });
+                match exact {
+                    Some(_) if renew => assert_eq!(status, 200, "{what}: {answer}"),
+                    Some(at) => {
+                        assert_eq!(status, 204, "{what}: {answer}");
+                        stale.push(held.remove(at).token);
+                    }
+                    None => assert!(
+                        [400, 404, 409].contains(&status),
+                        "{what} with another's token: {status} {answer}"
+                    ),
+                }
+            }
+            _ => {
+                // One name's route, with any token.
+                let token = any_token(&mut rng, &held, &stale);
+                let name = pick(&mut rng, 1).remove(0);
+                let path = format!("/locks/{name}");
+                let renew = rng.next(2) == 0;
+                what = format!("{} {path}", if renew { "renew" } else { "release" });
+                let (method, body) = if renew {
+                    (reqwest::Method::PATCH, Some(json!({"ttl_ms": 60_000})))
+                } else {
+                    (reqwest::Method::DELETE, None)
+                };
+                let (status, answer) = send_with_token(gw, method, &path, &token, body).await;
+                let own = held
+                    .iter()
+                    .position(|b| !b.set && b.token == token && b.names[0] == name);
+                match own {
+                    Some(_) if renew => assert_eq!(status, 200, "{what}: {answer}"),
+                    Some(at) if held[at].holds > 1 => {
+                        assert_eq!(status, 200, "{what}: {answer}");
+                        held[at].holds -= 1;
+                        assert_eq!(answer["hold_count"], held[at].holds, "{what}: {answer}");
+                    }
+                    Some(at) => {
+                        assert_eq!(status, 204, "{what}: {answer}");
+                        stale.push(held.remove(at).token);
+                    }
+                    None => assert!(
+                        [400, 404, 409].contains(&status),
+                        "{what} with another's token: {status} {answer}"
+                    ),
+                }
+            }
+        }
+        // Every believed grant is held whole, with its fence.
+        for believed in &held {
+            for name in &believed.names {
+                assert_eq!(
+                    fence_of(gw, name).await,
+                    Some(believed.fence),
+                    "step {step}, after {what}: {name} of {believed:?}"
+                );
+            }
+        }
+    }
+    for believed in held {
+        let path = if believed.set {
+            let query: Vec<String> = believed.names.iter().map(|n| format!("name={n}")).collect();
+            format!("/locks?{}", query.join("&"))
+        } else {
+            format!("/locks/{}", believed.names[0])
+        };
+        for left in (0..believed.holds.max(1)).rev() {
+            let (status, answer) =
+                send_with_token(gw, reqwest::Method::DELETE, &path, &believed.token, None).await;
+            let expected = if left == 0 { 204 } else { 200 };
+            assert_eq!(status, expected, "{believed:?}: {answer}");
+        }
+    }
+    for name in &pool {
+        assert_eq!(fence_of(gw, name).await, None, "{name} after every release");
+    }
+}
+
+#[tokio::test]
+async fn sets_stay_whole_on_the_dev_backend() {
+    let gw = Gateway::dev().await;
+    sets_stay_whole(&gw).await;
+}
+
+/// On Redis also: once every grant is released, no key of any name is left (a `:holds`, a
+/// holder record, a claim): only the server's fence counters and data-loss marker.
+#[tokio::test]
+async fn sets_stay_whole_on_redis() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    sets_stay_whole(&gw).await;
+    let mut keys: Vec<String> = redis.query(redis::cmd("KEYS").arg("*")).expect("KEYS");
+    keys.sort();
+    assert_eq!(keys, ["lockgate:fences", "lockgate:marker"], "keys left");
 }

@@ -32,6 +32,7 @@ use crate::support::answers::Answered;
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::redis::RedisServer;
+use crate::support::rng::Rng;
 use crate::support::workload::{self, Workload};
 use crate::support::{UNISSUED_TOKEN, status_json, test_name, token};
 
@@ -294,32 +295,6 @@ on_backends!(encoded_names_are_scoped with with_keys: dev, redis, cluster);
 // ---------------------------------------------------------------------------------------
 // Tokens: only what lockgate issued for the grant.
 
-/// A small seeded generator (xorshift64*), its seed printed so that a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn seeded() -> Self {
-        let mut bytes = [0u8; 8];
-        getrandom::fill(&mut bytes).expect("rng");
-        let seed = u64::from_ne_bytes(bytes) | 1;
-        eprintln!("token property seed: {seed}");
-        Self(seed)
-    }
-
-    fn next(&mut self, below: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % below.max(1)
-    }
-
-    fn text(&mut self, alphabet: &[u8], len: usize) -> String {
-        (0..len)
-            .map(|_| alphabet[self.next(alphabet.len() as u64) as usize] as char)
-            .collect()
-    }
-}
-
 const URL_SAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /// Tokens that are not `holder`'s: random text, markers, tokens of the issued shape, and
@@ -432,7 +407,7 @@ async fn post(gw: &Gateway, path: &str, body: Value) -> Value {
 /// Locks, read/write locks, semaphores and multi-locks: no token lockgate did not issue for a
 /// grant moves it.
 async fn only_issued_tokens_move_grants(gw: &Gateway) {
-    let mut rng = Rng::seeded();
+    let mut rng = Rng::seeded("token property");
     let decoy = token(&post(gw, "/locks/tok:decoy", json!({"ttl_ms": 30_000})).await);
 
     // An exclusive lock.
@@ -503,7 +478,8 @@ async fn only_issued_tokens_move_grants(gw: &Gateway) {
     )
     .await;
     let set_token = token(&set);
-    let forged = forged_tokens(&mut rng, &set_token, &[decoy, holder, reader], 40);
+    let others = [decoy, holder.clone(), reader.clone()];
+    let forged = forged_tokens(&mut rng, &set_token, &others, 40);
     forged_tokens_move_nothing(gw, "/locks?name=tok:m1&name=tok:m2", &forged).await;
     forged_tokens_move_nothing(gw, "/locks/tok:m1", &forged).await;
     // The set's own token on one of its names moves nothing either (a set moves whole).
@@ -516,6 +492,89 @@ async fn only_issued_tokens_move_grants(gw: &Gateway) {
         ("/locks", json!({"names": ["tok:m1", "tok:m2"]})),
     )
     .await;
+
+    // Issue 49: a set's token moves its set only when the names are exactly the set's.
+    let trio = post(
+        gw,
+        "/locks",
+        json!({"names": ["tok:t1", "tok:t2", "tok:t3"], "ttl_ms": 30_000}),
+    )
+    .await;
+    let trio_token = token(&trio);
+    for other in [
+        "/locks?name=tok:t1&name=tok:t2",
+        "/locks?name=tok:t2&name=tok:t3",
+        "/locks?name=tok:t1&name=tok:t2&name=tok:t3&name=tok:t4",
+        "/locks?name=tok:t1&name=tok:t2&name=tok:x",
+        "/locks?name=tok:m1&name=tok:m2",
+    ] {
+        set_route_refuses(gw, other, &trio_token).await;
+    }
+    still_held(
+        gw,
+        "/locks?name=tok:t3&name=tok:t1&name=tok:t2",
+        &trio_token,
+        &trio["fence"],
+        ("/locks/tok:t3", json!({})),
+    )
+    .await;
+
+    // Tokens of other kinds on the set routes: a lock's, a reentrant lock's (which the set
+    // route once freed whatever its hold count, leaving the count behind), a reader's.
+    let reentrant = post(
+        gw,
+        "/locks/tok:rc",
+        json!({"reentrant": true, "ttl_ms": 30_000}),
+    )
+    .await;
+    let reentrant_token = token(&reentrant);
+    let (status, again) = status_json(
+        gw.http
+            .post(gw.url("/locks/tok:rc"))
+            .header("lock-token", &reentrant_token)
+            .json(&json!({"reentrant": true, "ttl_ms": 30_000}))
+            .send()
+            .await
+            .expect("re-enter"),
+    )
+    .await;
+    assert_eq!((status, &again["hold_count"]), (200, &json!(2)), "{again}");
+    for (path, other) in [
+        ("/locks?name=tok:rc&name=tok:x", &reentrant_token),
+        ("/locks?name=tok:x&name=tok:decoy", &holder),
+        ("/locks?name=tok:rw&name=tok:x", &reader),
+    ] {
+        set_route_refuses(gw, path, other).await;
+    }
+    let (status, body) = status_json(
+        gw.http
+            .delete(gw.url("/locks/tok:rc"))
+            .header("lock-token", &reentrant_token)
+            .send()
+            .await
+            .expect("give back one hold"),
+    )
+    .await;
+    assert_eq!((status, &body["hold_count"]), (200, &json!(1)), "{body}");
+    let writer = ("/locks/tok:x", json!({}));
+    still_held(gw, "/locks/tok:x", &holder, &grant["fence"], writer).await;
+}
+
+/// A set route with `token` answers 400 on renew and release: the names are not the token's
+/// set, or the token is no set's. (What it left held, the caller checks.)
+async fn set_route_refuses(gw: &Gateway, path: &str, token: &str) {
+    for method in [Method::PATCH, Method::DELETE] {
+        let mut req = gw
+            .http
+            .request(method.clone(), gw.url(path))
+            .header("lock-token", token);
+        if method == Method::PATCH {
+            req = req.json(&json!({"ttl_ms": 100}));
+        }
+        let (status, body) = status_json(req.send().await.expect("request")).await;
+        crate::support::assert_problem(status, &body, 400, "invalid-request");
+        assert_eq!(body["header"], "Lock-Token", "{method} {path}: {body}");
+    }
 }
 
 // No token lockgate did not issue moves a grant, on `--dev` and on Redis (Lua) or Valkey
@@ -639,7 +698,7 @@ async fn forged_tokens_among_honest_clients_break_nothing() {
     let attacker = {
         let (gw, stop, sent) = (gw.clone(), stop.clone(), sent.clone());
         tokio::spawn(async move {
-            let mut rng = Rng::seeded();
+            let mut rng = Rng::seeded("token property");
             while !stop.load(Ordering::Relaxed) {
                 let name = names[rng.next(2) as usize];
                 let bad = match rng.next(3) {

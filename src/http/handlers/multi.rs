@@ -21,7 +21,7 @@ use crate::http::extract::Caller;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader, query_flag};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
-use crate::lock::{LockName, Multi};
+use crate::lock::{LockName, LockToken, Multi};
 
 /// The set `names`, checked: valid names, 2 to 64 of them, allowed to the caller for
 /// `operation`. (Whether the store can take them in one step, the lease engine checks.)
@@ -44,6 +44,25 @@ fn multi(
         return Err(ApiError::Forbidden);
     }
     Ok(multi)
+}
+
+/// A set is renewed and released whole: the token must be a multi-lock's, granted for exactly
+/// the names given (any order). Anything else changes nothing: a subset would leave the rest
+/// held, or expiring while its holder believes it holds the set; another kind's token would
+/// act on its own lock through a route that does not know its kind (a reentrant lock freed
+/// whatever its hold count, its hold count left behind).
+fn refuse_other_sets(token: &LockToken, multi: &Multi) -> Result<(), ApiError> {
+    if token.holds_set(multi.names().iter().map(LockName::as_str)) {
+        return Ok(());
+    }
+    Err(ApiError::header(
+        "Lock-Token",
+        if token.is_multi() {
+            "this token holds another set: name every lock of the set it was granted for, and only those"
+        } else {
+            "this token holds no multi-lock: renew or release one lock at /locks/{name}"
+        },
+    ))
 }
 
 /// The `name` parameters of a query.
@@ -130,7 +149,8 @@ pub fn acquire_locks(
 /// Renew a multi-lock.
 ///
 /// Sets a new ttl on every lock of the set, if the `Lock-Token` header holds them all, and on
-/// none of them otherwise.
+/// none of them otherwise. The names must be exactly the set's, as granted (in any order): a
+/// subset, a superset or another kind's token is a 400 `invalid-request` and changes nothing.
 #[utoipa::path(
     patch,
     path = "/locks",
@@ -152,6 +172,7 @@ pub async fn renew_locks(
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Result<Json<LockRenewalBody>, ApiError> {
     let multi = multi(query_names(&uri), caller.as_ref(), Operation::Renew)?;
+    refuse_other_sets(&token, &multi)?;
     let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
     let first = multi.first().clone();
     let renewal = app
@@ -163,9 +184,11 @@ pub async fn renew_locks(
 
 /// Release a multi-lock.
 ///
-/// Deletes every lock of the set the `Lock-Token` header holds. A set no longer held answers
-/// 404 `lock-not-held` (whatever was left of it is released); one with a name held by another
-/// token answers 409 `not-owner`, and nothing is released.
+/// Deletes every lock of the set the `Lock-Token` header holds. The names must be exactly the
+/// set's, as granted (in any order): a subset, a superset or another kind's token is a 400
+/// `invalid-request` and releases nothing. A set no longer held answers 404 `lock-not-held`
+/// (whatever was left of it is released); one with a name held by another token answers 409
+/// `not-owner`, and nothing is released.
 #[utoipa::path(
     delete,
     path = "/locks",
@@ -184,6 +207,7 @@ pub async fn release_locks(
     LockTokenHeader(token): LockTokenHeader,
 ) -> Result<StatusCode, ApiError> {
     let multi = multi(query_names(&uri), caller.as_ref(), Operation::Release)?;
+    refuse_other_sets(&token, &multi)?;
     let first = multi.first().clone();
     app.service.release_lease(&multi, &first, &token).await?;
     Ok(StatusCode::NO_CONTENT)

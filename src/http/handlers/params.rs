@@ -62,7 +62,7 @@ pub struct LeaseTokenParam {
     /// marker) is a 400 `invalid-request`: only a token lockgate issued moves a lock.
     #[param(
         rename = "Lock-Token",
-        pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
+        pattern = r"^[A-Za-z0-9_-]{22}o?s?(m(_[A-Za-z0-9_-]{6})?)?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
     )]
     token: String,
 }
