@@ -153,3 +153,202 @@ async fn every_name_read_by_a_set_listing_needs_the_scope() {
     let (status, _, body) = call(&app, Method::GET, inside, None, &[]).await;
     assert_eq!(status, 401, "without a key: {body}");
 }
+
+/// docs/security.md's table, route → what it does → operations (listings aside: they filter,
+/// see `every_name_read_by_a_set_listing_needs_the_scope`): for each row, a key with
+/// exactly the operations named gets through the authorization (whatever the lock's state
+/// answers), and a key with every operation but one of them is refused with 403. A re-entry
+/// (an acquire presenting a `Lock-Token`) sets the lease anew, so it needs `renew` as well
+/// (issue 49: a key without `renew` stretched its lease to an hour by re-entering).
+#[tokio::test]
+async fn each_route_needs_the_operations_of_what_it_does() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use lockgate::access::ApiKeys;
+    use lockgate::config::BackendChoice;
+    use tower::ServiceExt;
+
+    const LOCK: &str = "AAAAAAAAAAAAAAAAAAAAAA.1";
+    const REENTRANT: &str = "AAAAAAAAAAAAAAAAAAAAAAr.1";
+    const SET: &str = "AAAAAAAAAAAAAAAAAAAAAAm_AAAAAQ.1";
+    const OPERATIONS: [&str; 6] = ["acquire", "renew", "release", "revoke", "inspect", "hold"];
+    let set_body = r#"{"names": ["t:a", "t:b"]}"#;
+    /// Method, path, `Lock-Token`, body, operations needed.
+    type Row<'a> = (Method, &'a str, Option<&'a str>, &'a str, &'a [&'a str]);
+    let rows: [Row; 21] = [
+        (Method::POST, "/locks/t:a", None, "{}", &["acquire"]),
+        (
+            Method::POST,
+            "/locks/t:a",
+            Some(REENTRANT),
+            r#"{"reentrant": true}"#,
+            &["acquire", "renew"],
+        ),
+        (Method::PATCH, "/locks/t:a", Some(LOCK), "{}", &["renew"]),
+        (Method::DELETE, "/locks/t:a", Some(LOCK), "", &["release"]),
+        (
+            Method::DELETE,
+            "/locks/t:a?force=true",
+            None,
+            "",
+            &["revoke"],
+        ),
+        (Method::GET, "/locks/t:a", None, "", &["inspect"]),
+        (Method::HEAD, "/locks/t:a", None, "", &["inspect"]),
+        (Method::POST, "/locks/t:h/hold", None, "{}", &["hold"]),
+        (Method::GET, "/locks/t:a/events", None, "", &["inspect"]),
+        (
+            Method::GET,
+            "/locks/events?prefix=t:",
+            None,
+            "",
+            &["inspect"],
+        ),
+        (Method::POST, "/locks", None, set_body, &["acquire"]),
+        (
+            Method::POST,
+            "/locks?hold=true",
+            None,
+            r#"{"names": ["t:c", "t:d"]}"#,
+            &["hold"],
+        ),
+        (
+            Method::PATCH,
+            "/locks?name=t:a&name=t:b",
+            Some(SET),
+            "{}",
+            &["renew"],
+        ),
+        (
+            Method::DELETE,
+            "/locks?name=t:a&name=t:b",
+            Some(SET),
+            "",
+            &["release"],
+        ),
+        (
+            Method::DELETE,
+            "/locks?name=t:a&name=t:b&force=true",
+            Some(SET),
+            "",
+            &[],
+        ),
+        (
+            Method::POST,
+            "/semaphores/t:s",
+            None,
+            r#"{"permits": 2}"#,
+            &["acquire"],
+        ),
+        (
+            Method::PATCH,
+            "/semaphores/t:s",
+            Some(LOCK),
+            "{}",
+            &["renew"],
+        ),
+        (
+            Method::DELETE,
+            "/semaphores/t:s",
+            Some(LOCK),
+            "",
+            &["release"],
+        ),
+        (
+            Method::DELETE,
+            "/semaphores/t:s?force=true",
+            Some(LOCK),
+            "",
+            &[],
+        ),
+        (Method::GET, "/semaphores/t:s", None, "", &["inspect"]),
+        (
+            Method::POST,
+            "/semaphores/t:s2/hold",
+            None,
+            r#"{"permits": 2}"#,
+            &["hold"],
+        ),
+    ];
+    // One key per set of operations a row needs, and one per operation left out.
+    let mut keys = Vec::new();
+    let mut key_of = |operations: Vec<&str>| {
+        let key = format!("key-{:02}-0123456789abcdef", keys.len());
+        keys.push(serde_json::json!({
+            "name": format!("k{}", keys.len()),
+            "key": key,
+            "prefixes": ["t:"],
+            "operations": operations,
+        }));
+        key
+    };
+    let plan: Vec<_> = rows
+        .iter()
+        .map(|(method, path, token, body, needs)| {
+            // A row that needs nothing is refused whatever the key: given every operation.
+            let exact = key_of(if needs.is_empty() {
+                OPERATIONS.to_vec()
+            } else {
+                needs.to_vec()
+            });
+            let without: Vec<(&str, String)> = needs
+                .iter()
+                .map(|left_out| {
+                    let others = OPERATIONS.into_iter().filter(|op| op != left_out).collect();
+                    (*left_out, key_of(others))
+                })
+                .collect();
+            (
+                method.clone(),
+                *path,
+                *token,
+                *body,
+                needs.is_empty(),
+                exact,
+                without,
+            )
+        })
+        .collect();
+    let mut config = crate::support::gateway::config(BackendChoice::Memory);
+    config.api_keys =
+        Some(ApiKeys::from_json(&serde_json::Value::from(keys).to_string()).expect("keys"));
+    let app = lockgate::app::app(&config).expect("app");
+    let status = |method: Method, path: &str, token: Option<&str>, body: &str, key: &str| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {key}"));
+        if let Some(token) = token {
+            request = request.header("lock-token", token);
+        }
+        if !body.is_empty() {
+            request = request.header("content-type", "application/json");
+        }
+        let request = request.body(Body::from(body.to_owned())).expect("request");
+        let app = app.clone();
+        // The status only: a stream's body is never read to its end.
+        async move {
+            app.oneshot(request)
+                .await
+                .expect("infallible")
+                .status()
+                .as_u16()
+        }
+    };
+    for (method, path, token, body, refused, exact, without) in plan {
+        let what = format!("{method} {path} (token: {})", token.is_some());
+        let through = status(method.clone(), path, token, body, &exact).await;
+        if refused {
+            assert_eq!(through, 400, "{what}: does nothing, whatever the key");
+            continue;
+        }
+        assert!(
+            ![401, 403].contains(&through),
+            "{what} with exactly its operations: {through}"
+        );
+        for (left_out, key) in without {
+            let refused = status(method.clone(), path, token, body, &key).await;
+            assert_eq!(refused, 403, "{what} without {left_out}");
+        }
+    }
+}

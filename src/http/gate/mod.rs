@@ -59,7 +59,7 @@ use self::request::{head_bytes, in_scope, query_says};
 
 use super::AppState;
 use super::dispatch::{Found, RouteTable, not_found};
-use super::extract::{Caller, ResolvedName};
+use super::extract::{Caller, LOCK_TOKEN, ResolvedName};
 use super::problem::ApiError;
 use crate::access::{ApiKeys, MetricsAuth};
 use crate::lock::request::MAX_REPLICA_TIMEOUT;
@@ -278,8 +278,13 @@ where
             Ok(caller) => caller,
             Err(refusal) => return refuse(refusal, &req, slot, span.take()),
         };
+        // An acquire that presents a `Lock-Token` is a re-entry of a reentrant lock (the only
+        // use of that header there), which sets the lease's ttl anew: it renews, so it needs
+        // `renew` too (a key without it could otherwise stretch its lease by re-entering).
+        let renews_too = operation == Operation::Acquire && req.headers().contains_key(LOCK_TOKEN);
         if let Some(key) = &caller
-            && !in_scope(key, operation, name.as_ref())
+            && (!in_scope(key, operation, name.as_ref())
+                || renews_too && !in_scope(key, Operation::Renew, name.as_ref()))
         {
             return refuse(ApiError::Forbidden, &req, slot, span.take());
         }

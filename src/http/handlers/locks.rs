@@ -33,6 +33,10 @@ use futures_util::future::{Either, ready};
 /// With an `Idempotency-Key` header, retrying after a lost response returns the same grant
 /// (200, same token and fence) instead of a 409.
 ///
+/// With `reentrant: true` and the holder's `Lock-Token`, the holder takes its reentrant lock
+/// once more; that sets the lease's ttl anew, so with API keys an acquire that presents a
+/// `Lock-Token` needs `renew` as well as `acquire` (403 `forbidden` otherwise).
+///
 /// With `mode: "shared"`, a reader's grant of a read/write lock: readers share the name, each
 /// with its own token, fence and ttl; none while a writer (an exclusive grant) holds it, and
 /// none new while a writer waits for it. Renew and release it as any grant.

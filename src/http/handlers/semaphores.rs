@@ -4,7 +4,7 @@
 
 use std::num::NonZeroU32;
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
@@ -15,7 +15,9 @@ use crate::http::acquiring;
 use crate::http::dto::{
     LockGrantBody, LockRenewalBody, RenewBody, SemaphoreAcquireBody, SemaphoreInfoBody,
 };
-use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader};
+use crate::http::extract::{
+    IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader, refuse_force,
+};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
 use crate::lock::semaphore::MAX_PERMITS;
@@ -120,8 +122,13 @@ pub async fn renew_permit(
 pub async fn release_permit(
     State(app): State<AppState>,
     LockPath(name): LockPath,
+    RawQuery(query): RawQuery,
     LockTokenHeader(token): LockTokenHeader,
 ) -> Result<StatusCode, ApiError> {
+    refuse_force(
+        query.as_deref(),
+        "a permit is not revoked: release it with its token",
+    )?;
     app.service
         .release_lease(&Semaphore::ANY, &name, &token)
         .await?;
