@@ -295,18 +295,82 @@ fn rejected<T: DeserializeOwned>(bytes: &[u8], plain: &serde_json::Error) -> Api
             let path = err.path().to_string();
             // serde_path_to_error writes `?` where it could not tell the position (a syntax
             // error); then no field is named rather than a meaningless one.
-            let field = (path != "." && !path.contains('?')).then_some(path);
+            let field = (path != "." && !path.contains('?'))
+                .then(|| documented_part(&path))
+                .flatten();
             ApiError::body(field, describe_json_error(err.inner()))
         }
         Ok(_) => ApiError::body(None, describe_json_error(plain)),
     }
 }
 
-/// serde_json's message in plain words: without any string value it quotes (`invalid type:
-/// string "…"`), and without Rust's names for types (`struct AcquireBody`, `u64`).
+/// The start of `path` (`metadata.k`, `names[3]`) that names fields of the API, or `None`: an
+/// error names a field by its documented path, never by a name the request made up (an
+/// unknown field, a metadata key), which may be anything, a secret included.
+fn documented_part(path: &str) -> Option<String> {
+    static FIELDS: std::sync::LazyLock<std::collections::HashSet<String>> =
+        std::sync::LazyLock::new(|| {
+            let doc = super::documented();
+            doc.components
+                .iter()
+                .flat_map(|components| components.schemas.values())
+                .filter_map(|schema| match schema {
+                    utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(object)) => {
+                        Some(object.properties.keys().cloned().collect::<Vec<_>>())
+                    }
+                    _ => None,
+                })
+                .flatten()
+                .collect()
+        });
+    let mut kept = 0;
+    for segment in path.split('.') {
+        let name = segment.split('[').next().unwrap_or(segment);
+        let index_ok = segment[name.len()..].split_terminator(']').all(|index| {
+            index
+                .strip_prefix('[')
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if !FIELDS.contains(name) || !index_ok {
+            break;
+        }
+        kept += segment.len() + usize::from(kept > 0);
+    }
+    (kept > 0).then(|| path[..kept].to_owned())
+}
+
+/// serde's messages that quote what the request sent, first, between backticks (`unknown
+/// field `x``, `invalid value: integer `-1``); what they expected, after it, is the API's.
+const QUOTING: [&str; 5] = [
+    "unknown field ",
+    "unknown variant ",
+    "invalid value: ",
+    "invalid type: ",
+    "invalid length ",
+];
+
+/// `message` without the first backtick-quoted text if it is one of serde's that quote the
+/// request ([`QUOTING`]): `unknown variant `x`, expected …` → `unknown variant, expected …`.
+fn without_quoted_input(message: &str) -> String {
+    if !QUOTING.iter().any(|start| message.starts_with(start)) {
+        return message.to_owned();
+    }
+    let Some(open) = message.find('`') else {
+        return message.to_owned();
+    };
+    let Some(close) = message[open + 1..].find('`').map(|at| open + 1 + at) else {
+        return message.to_owned();
+    };
+    let before = message[..open].trim_end();
+    format!("{before}{}", &message[close + 1..])
+}
+
+/// serde_json's message in plain words: without any value, field name or variant it quotes
+/// from the request (`invalid type: string "…"`, `unknown field `…``), and without Rust's
+/// names for types (`struct AcquireBody`, `u64`).
 fn describe_json_error(err: &serde_json::Error) -> String {
     use serde_json::error::Category;
-    let message = err.to_string();
+    let message = without_quoted_input(&err.to_string());
     if message.contains("expected struct ") {
         // The body is JSON, but not an object (`[]`, `1`, `"x"`).
         let at = message.rfind(" at line ").map_or("", |at| &message[at..]);
@@ -364,7 +428,9 @@ mod tests {
             let mut json = serde_json::Deserializer::from_slice(bytes);
             let value = serde_path_to_error::deserialize(&mut json).map_err(|err| {
                 let path = err.path().to_string();
-                let field = (path != "." && !path.contains('?')).then_some(path);
+                let field = (path != "." && !path.contains('?'))
+                    .then(|| documented_part(&path))
+                    .flatten();
                 ApiError::body(field, describe_json_error(err.inner()))
             })?;
             json.end()
@@ -469,12 +535,53 @@ mod tests {
         assert!(error_for("[]").starts_with("the request body must be a JSON object"));
     }
 
+    /// What the request made up is never repeated: an unknown field's name, a variant, a
+    /// metadata key, a number; an error names a field only by its documented path.
+    #[test]
+    fn errors_repeat_nothing_of_the_request() {
+        use crate::http::dto::AcquireBody;
+        for (body, field) in [
+            (r#"{"mode": "hunter2"}"#, Some("mode")),
+            (r#"{"hunter2": 1}"#, None),
+            (
+                r#"{"metadata": {"hunter2": {"a": 1e400}}}"#,
+                Some("metadata"),
+            ),
+            (
+                r#"{"ttl_ms": 1, "metadata": {"k": "v"}, "hunter2": "hunter2"}"#,
+                None,
+            ),
+            (r#"{"ttl_ms": -12345}"#, Some("ttl_ms")),
+        ] {
+            let Err(ApiError::InvalidRequest {
+                field: named,
+                message,
+                ..
+            }) = parse::<AcquireBody>(body.as_bytes())
+            else {
+                panic!("{body} was accepted");
+            };
+            assert_eq!(named.as_deref(), field, "{body}");
+            for made_up in ["hunter2", "12345"] {
+                assert!(!message.contains(made_up), "{body}: {message}");
+            }
+        }
+        assert_eq!(
+            documented_part("names[3]").as_deref(),
+            Some("names[3]"),
+            "a documented field's element"
+        );
+        assert_eq!(documented_part("names[x]"), None);
+        assert_eq!(documented_part("metadata.k.v"), Some("metadata".to_owned()));
+    }
+
     #[test]
     fn syntax_and_data_errors_are_told_apart() {
         assert!(error_for("{").starts_with("the request body is not valid JSON"));
         assert!(
-            error_for(r#"{"ttl": 1}"#)
-                .starts_with("the request body is not acceptable: unknown field `ttl`")
+            error_for(r#"{"ttl": 1}"#).starts_with(
+                "the request body is not acceptable: unknown field, expected `ttl_ms`"
+            )
         );
     }
 }

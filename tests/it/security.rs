@@ -18,6 +18,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, Request};
@@ -923,3 +924,195 @@ async fn two_lock_tokens_or_idempotency_keys_are_refused() {
     let (status, seen) = call(Method::GET, "/locks/app:keys", &[]).await;
     assert_eq!(status, 404, "nothing granted: {seen}");
 }
+
+// Nothing of the request is repeated in an answer.
+
+/// What no answer may repeat: looks like a password, and is a valid lock name, variant,
+/// field name or key in spirit.
+const SECRET: &str = "hunter2Sekrit";
+
+/// A secret in every position a request has: the path, every query parameter, the headers,
+/// every body field's value (as a string, as a number where a string is expected, nested),
+/// a variant (`mode`), an unknown field's name (top level and nested), a metadata key and
+/// value. No error repeats it (body or header; a success names the lock it acted on, as the
+/// API says), and an error's `field` is a documented path of the API or absent (issue 49: `unknown variant`, unknown field names and metadata keys came back
+/// in `detail` and `field`).
+async fn no_answer_repeats_the_request(gw: &Gateway) {
+    let s = SECRET;
+    let lock = format!("/locks/echo:{s}");
+    let bodies: Vec<Value> = vec![
+        json!({ "mode": s }),
+        json!({ s: 1 }),
+        json!({ "ttl_ms": s }),
+        json!({ "wait_ms": s }),
+        json!({ "ttl_ms": 1, s: s }),
+        json!({ "owner": 7, "metadata": { s: 1 } }),
+        json!({ "metadata": { s: { s: [s] } } }),
+        json!({ "metadata": { "k": s }, "ttl_ms": -1 }),
+        json!({ "metadata": s }),
+        json!({ "replicas": s }),
+        json!({ "priority": s }),
+        json!({ "fair": s }),
+        json!({ "reentrant": s }),
+        json!({ "min_hold_ms": s }),
+        json!({ "max_hold_ms": s }),
+        json!({ "names": [s, format!("{s} x")] }),
+        json!({ "names": s }),
+        json!({ "permits": s }),
+        json!([s]),
+        json!(s),
+    ];
+    /// Method, path, headers, body.
+    type Sent<'a> = (
+        reqwest::Method,
+        String,
+        Vec<(&'a str, String)>,
+        Option<String>,
+    );
+    let mut requests: Vec<Sent> = Vec::new();
+    for body in &bodies {
+        for path in [
+            lock.clone(),
+            "/locks".to_owned(),
+            format!("/semaphores/echo:{s}"),
+        ] {
+            for method in [reqwest::Method::POST, reqwest::Method::PATCH] {
+                requests.push((method, path.clone(), vec![], Some(body.to_string())));
+            }
+        }
+        requests.push((
+            reqwest::Method::POST,
+            format!("{lock}/hold"),
+            vec![],
+            Some(body.to_string()),
+        ));
+    }
+    let raw_bodies = [
+        format!("{{\"ttl_ms\": 1, \"{s}\""),
+        format!("{{\"ttl_ms\": 1}} {s}"),
+        s.to_owned(),
+        format!("{{\"owner\": \"{s}\", \"ttl_ms\": 1e400}}"),
+        format!("{{\"metadata\": {{\"{s}\": {{\"{s}\": 1e400}}}}}}"),
+        format!("{{\"names\": [\"a\", \"b\"], \"metadata\": {{\"{s}\": \"\\ud800\"}}}}"),
+    ];
+    for raw in raw_bodies {
+        requests.push((reqwest::Method::POST, lock.clone(), vec![], Some(raw)));
+    }
+    for path in [
+        format!("/locks/{s}%20x"),
+        format!("/locks/{s}%7Bx%7D"),
+        format!("/locks?prefix={s}%20x"),
+        format!("/locks?prefix=echo:&cursor={s}"),
+        format!("/locks?prefix=echo:&limit={s}"),
+        format!("/locks?{s}=1"),
+        format!("/locks?name={s}%20x&name=b"),
+        format!("/locks/events?prefix={s}%20x"),
+        format!("/semaphores?prefix=echo:&cursor={s}"),
+        format!("{lock}?force={s}"),
+        format!("{lock}?hold={s}"),
+        format!("/{s}"),
+        format!("/locks/{s}/{s}"),
+    ] {
+        for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+            requests.push((method, path.clone(), vec![], None));
+        }
+    }
+    for (header, value) in [
+        ("lock-token", s.to_owned()),
+        ("lock-token", format!("AAAAAAAAAAAAAAAAAAAAAA{s}.1")),
+        ("idempotency-key", format!("{s}\u{7f}")),
+        ("idempotency-key", s.to_owned()),
+        ("authorization", format!("Bearer {s}")),
+        ("authorization", format!("Basic {s}")),
+        ("content-type", format!("text/{s}")),
+        ("accept", format!("text/{s}")),
+        ("traceparent", format!("00-{s}-01")),
+        ("x-request-id", format!("{s}\u{1}")),
+    ] {
+        for method in [
+            reqwest::Method::POST,
+            reqwest::Method::PATCH,
+            reqwest::Method::DELETE,
+        ] {
+            let header_value = value.clone();
+            requests.push((
+                method,
+                lock.clone(),
+                vec![(header, header_value)],
+                Some("{}".to_owned()),
+            ));
+        }
+    }
+    let documented = documented_fields();
+    let mut problems = 0;
+    for (method, path, headers, body) in requests {
+        let mut request = gw.http.request(method.clone(), gw.url(&path));
+        for (name, value) in &headers {
+            // Some values are not valid header bytes: reqwest refuses them, as a client would.
+            match reqwest::header::HeaderValue::from_bytes(value.as_bytes()) {
+                Ok(value) => request = request.header(*name, value),
+                Err(_) => continue,
+            }
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
+        }
+        let what = format!("{method} {path} {headers:?}");
+        let response = tokio::time::timeout(Duration::from_secs(5), request.send())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no answer"))
+            .expect("request");
+        let status = response.status().as_u16();
+        // A success names the lock it acted on, as the API says; only errors are looked at.
+        if status < 400 {
+            continue;
+        }
+        let echoed_header = response
+            .headers()
+            .iter()
+            .filter(|(name, _)| *name != "x-request-id")
+            .any(|(_, value)| value.as_bytes().windows(s.len()).any(|w| w == s.as_bytes()));
+        assert!(!echoed_header, "{what}: a header repeats it");
+        let text = response.text().await.expect("body");
+        assert!(!text.contains(s), "{what}: {status} {text}");
+        assert!(status < 500, "{what}: {status} {text}");
+        if let Ok(problem) = serde_json::from_str::<Value>(&text)
+            && let Some(field) = problem.get("field")
+        {
+            problems += 1;
+            let field = field.as_str().expect("a string");
+            assert!(
+                documented.iter().any(|known| known == field),
+                "{what}: field {field:?} is not a documented field: {text}"
+            );
+        }
+    }
+    assert!(problems > 20, "only {problems} answers named a field");
+}
+
+/// Every property name of the request bodies in the committed OpenAPI document, and their
+/// dotted paths into arrays (`names[0]`), as an error's `field` may name them.
+fn documented_fields() -> Vec<String> {
+    let doc: Value = serde_json::from_str(include_str!("../../openapi/openapi.json")).expect("doc");
+    let mut fields = Vec::new();
+    for schema in doc["components"]["schemas"]
+        .as_object()
+        .expect("schemas")
+        .values()
+    {
+        if let Some(properties) = schema["properties"].as_object() {
+            for name in properties.keys() {
+                fields.push(name.clone());
+                for i in 0..64 {
+                    fields.push(format!("{name}[{i}]"));
+                }
+            }
+        }
+    }
+    fields.extend(["force", "hold", "prefix", "cursor", "limit", "name"].map(String::from));
+    fields
+}
+
+on_backends!(no_answer_repeats_the_request: dev, redis);
