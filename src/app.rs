@@ -159,6 +159,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
         console: config.console,
         gate: GateOptions {
             keys: config.api_keys.clone(),
+            hosts: crate::http::gate::HostPolicy::new(&config.allowed_hosts),
             metrics_auth: config.metrics_auth,
             max_concurrent_requests: config.max_concurrent_requests,
             request_timeout: config.request_timeout,

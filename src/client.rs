@@ -99,7 +99,8 @@ impl Client {
     pub fn new(base: &str, api_key: Option<&str>) -> Result<Self, ClientError> {
         let base = base.trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ClientError::GatewayUrl(base.trim_start_matches('/').into()));
+            let shown = without_userinfo(base.trim_start_matches('/')).into_owned();
+            return Err(ClientError::GatewayUrl(shown));
         }
         crate::tls::install_crypto_provider();
         let mut headers = HeaderMap::new();
@@ -246,6 +247,19 @@ fn with_timeout(
     match timeout {
         Some(timeout) => request.timeout(timeout),
         None => request,
+    }
+}
+
+/// `url` as it may be shown: without its userinfo (`user:password@`), which a gateway URL may
+/// carry for a proxy in front of the gateway, and which nothing lockgate prints may repeat.
+pub fn without_userinfo(url: &str) -> std::borrow::Cow<'_, str> {
+    let start = url.find("://").map_or(0, |at| at + 3);
+    let end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |at| start + at);
+    match url[start..end].rfind('@') {
+        Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]).into(),
+        None => url.into(),
     }
 }
 

@@ -7,6 +7,8 @@ use crate::config::HealthcheckArgs;
 /// with one line on stderr.
 pub async fn run(args: HealthcheckArgs) -> u8 {
     let path = if args.ready { "/readyz" } else { "/healthz" };
+    // A proxy's password in the URL is never repeated.
+    let shown = crate::client::without_userinfo(&args.gateway);
     let client = match Client::new(&args.gateway, None) {
         Ok(client) => client,
         Err(err) => {
@@ -17,14 +19,11 @@ pub async fn run(args: HealthcheckArgs) -> u8 {
     match client.health(args.ready, args.timeout).await {
         Ok(status) if status == reqwest::StatusCode::OK => 0,
         Ok(status) => {
-            eprintln!(
-                "lockgate healthcheck: {}{path} answered {status}",
-                args.gateway
-            );
+            eprintln!("lockgate healthcheck: {shown}{path} answered {status}");
             1
         }
         Err(err) => {
-            eprintln!("lockgate healthcheck: {}{path}: {err}", args.gateway);
+            eprintln!("lockgate healthcheck: {shown}{path}: {err}");
             1
         }
     }

@@ -64,7 +64,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct HealthcheckArgs {
     /// Base URL of the gateway.
-    #[arg(long, env = "LOCKGATE_GATEWAY", default_value = DEFAULT_GATEWAY)]
+    #[arg(long, env = "LOCKGATE_GATEWAY", default_value = DEFAULT_GATEWAY, hide_env_values = true)]
     pub gateway: String,
 
     /// Check readiness (/readyz: the backend answers) instead of liveness (/healthz).
@@ -80,7 +80,7 @@ pub struct HealthcheckArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Base URL of the gateway.
-    #[arg(long, env = "LOCKGATE_GATEWAY", default_value = DEFAULT_GATEWAY)]
+    #[arg(long, env = "LOCKGATE_GATEWAY", default_value = DEFAULT_GATEWAY, hide_env_values = true)]
     pub gateway: String,
 
     /// Lease length, renewed every third of it while the command runs.
@@ -95,6 +95,12 @@ pub struct RunArgs {
     /// environment variable: flags show in `ps`.
     #[arg(long, env = "LOCKGATE_API_KEY", hide_env_values = true)]
     pub api_key: Option<Secret>,
+
+    /// Give the command the API key as LOCKGATE_API_KEY. Without it the command does not
+    /// get the key (it gets LOCKGATE_TOKEN, which moves this one grant only), even when
+    /// `lockgate run` read it from that variable.
+    #[arg(long)]
+    pub pass_api_key: bool,
 
     /// After losing the lock, how long the command has to exit after SIGTERM before SIGKILL.
     #[arg(long, visible_alias = "kill-grace", default_value = "10s", value_parser = duration)]
@@ -348,6 +354,13 @@ pub struct ServeArgs {
     /// Whether /metrics needs a key allowed the `metrics` operation.
     #[arg(long, env = "LOCKGATE_METRICS_AUTH", value_enum, default_value_t = MetricsAuth::Open)]
     pub metrics_auth: MetricsAuth,
+
+    /// Without API keys: host names this gateway answers to besides IP addresses and
+    /// localhost (comma-separated; `.example.com` covers the names under it; `*` any host and
+    /// origin). Other Host headers, and web pages of other origins changing locks, get 403
+    /// untrusted-origin (DNS rebinding, cross-site requests). No effect with API keys.
+    #[arg(long, env = "LOCKGATE_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
 
     /// Serve without API keys on an address other than loopback. Without it, such a
     /// configuration refuses to start.

@@ -112,6 +112,8 @@ pub struct Config {
     pub data_loss_hold_back: bool,
     /// Serve the operator's console at `/ui`.
     pub console: bool,
+    /// Without API keys: the host names answered besides IP addresses and localhost.
+    pub allowed_hosts: Vec<String>,
     /// Threads that serve requests; `None`: one per CPU the process may use.
     pub worker_threads: Option<usize>,
 }

@@ -272,6 +272,7 @@ impl Config {
             clock_step_hold_back: args.clock_step_hold_back,
             data_loss_hold_back: args.data_loss_hold_back,
             console: args.console,
+            allowed_hosts: args.allowed_hosts.clone(),
             worker_threads: args.worker_threads,
         })
     }

@@ -190,6 +190,7 @@ pub(crate) fn test_state(routes: RouteTable, request_timeout: std::time::Duratio
     let backend = Backend::Memory(Box::new(MemoryBackend::new()));
     let gate = GateOptions {
         keys: None,
+        hosts: gate::HostPolicy::default(),
         metrics_auth: MetricsAuth::Open,
         max_concurrent_requests: 10,
         request_timeout,

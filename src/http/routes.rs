@@ -207,19 +207,30 @@ pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
 /// The problems the gate itself answers on a route of `operation` (see `gate`): a request
 /// head over `--max-header-bytes` anywhere; without or with a wrong API key, or with two
 /// `Authorization` headers, anywhere but the probes; a key outside its scope on a lock (and
-/// on `/metrics`, with `--metrics-auth`); the concurrency limit and the deadline wherever a
-/// request takes a slot (not the probes, not `/metrics`).
+/// on `/metrics`, with `--metrics-auth`); without API keys, a `Host` or a browser's origin
+/// not the gateway's, anywhere; the concurrency limit and the deadline wherever a request
+/// takes a slot (not the probes, not `/metrics`).
 fn gate_problems(operation: Operation) -> &'static [ProblemKind] {
     use ProblemKind::{
         Forbidden, HeadersTooLarge, InvalidRequest, Overloaded, Timeout, Unauthorized,
+        UntrustedOrigin,
     };
     match operation {
-        Operation::Healthz | Operation::Readyz | Operation::Console => &[HeadersTooLarge],
-        Operation::Metrics => &[InvalidRequest, Unauthorized, Forbidden, HeadersTooLarge],
+        Operation::Healthz | Operation::Readyz | Operation::Console => {
+            &[HeadersTooLarge, UntrustedOrigin]
+        }
+        Operation::Metrics => &[
+            InvalidRequest,
+            Unauthorized,
+            Forbidden,
+            UntrustedOrigin,
+            HeadersTooLarge,
+        ],
         operation if operation.is_lock_operation() => &[
             InvalidRequest,
             Unauthorized,
             Forbidden,
+            UntrustedOrigin,
             HeadersTooLarge,
             Overloaded,
             Timeout,
@@ -227,6 +238,7 @@ fn gate_problems(operation: Operation) -> &'static [ProblemKind] {
         _ => &[
             InvalidRequest,
             Unauthorized,
+            UntrustedOrigin,
             HeadersTooLarge,
             Overloaded,
             Timeout,

@@ -466,3 +466,86 @@ async fn lockgate_run_names_what_to_fix() {
         "{stderr}"
     );
 }
+
+/// Issue 49: the CLI never shows a gateway URL's password (a proxy's, in `LOCKGATE_GATEWAY`):
+/// not in `healthcheck`'s or `run`'s errors, nor in `--help` (which showed the variable's
+/// value); and the command under `lockgate run` does not inherit `LOCKGATE_API_KEY` unless
+/// `--pass-api-key` says so (it has `LOCKGATE_TOKEN`, which moves its one grant).
+#[tokio::test]
+async fn the_cli_shows_no_password_and_passes_no_key() {
+    const PASSWORD: &str = "s3cretpw";
+    let nobody = format!("http://user:{PASSWORD}@127.0.0.1:{}", free_port());
+    for args in [
+        vec!["healthcheck", "--gateway", nobody.as_str()],
+        vec![
+            "run",
+            "--gateway",
+            nobody.as_str(),
+            "--wait",
+            "0s",
+            "job",
+            "--",
+            "true",
+        ],
+        vec![
+            "run",
+            "--gateway",
+            "ftp://user:s3cretpw@host",
+            "job",
+            "--",
+            "true",
+        ],
+    ] {
+        let (code, stdout, stderr) = run(&args).await;
+        assert_ne!(code, Some(0), "{args:?}");
+        assert!(!stderr.contains(PASSWORD), "{args:?}: {stderr}");
+        assert!(!stdout.contains(PASSWORD), "{args:?}: {stdout}");
+        assert!(
+            stderr.contains("127.0.0.1") || stderr.contains("host"),
+            "{stderr}"
+        );
+    }
+    for sub in ["run", "healthcheck"] {
+        let out = crate::support::process::lockgate()
+            .args([sub, "--help"])
+            .env("LOCKGATE_GATEWAY", &nobody)
+            .env("LOCKGATE_API_KEY", "key-s3cretpw-0123456789")
+            .output()
+            .await
+            .expect("help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("LOCKGATE_GATEWAY"), "{help}");
+        assert!(!help.contains(PASSWORD), "{sub} --help: {help}");
+    }
+
+    let server = crate::support::process::ServerProcess::start(&["--dev"], &[]).await;
+    let gateway = server.url("");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seen = dir.path().join("env");
+    let script = format!(
+        "echo \"key=${{LOCKGATE_API_KEY:-none}} token=${{LOCKGATE_TOKEN:+set}}\" > {}",
+        seen.display()
+    );
+    for (extra, expected) in [
+        (&[][..], "key=none token=set"),
+        (&["--pass-api-key"][..], "key=any-key-0123456789 token=set"),
+    ] {
+        let mut args = vec!["run", "--gateway", gateway.as_str()];
+        args.extend_from_slice(extra);
+        args.extend(["env:1", "--", "sh", "-c", script.as_str()]);
+        let out = crate::support::process::lockgate()
+            .args(&args)
+            .env("LOCKGATE_API_KEY", "any-key-0123456789")
+            .output()
+            .await
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = std::fs::read_to_string(&seen).expect("the command ran");
+        assert_eq!(line.trim(), expected, "{extra:?}");
+    }
+}

@@ -1116,3 +1116,107 @@ fn documented_fields() -> Vec<String> {
 }
 
 on_backends!(no_answer_repeats_the_request: dev, redis);
+
+// DNS rebinding and cross-site requests on a gateway without keys.
+
+/// A request for `path` with `headers` (a `Host` among them overrides the URL's).
+async fn with_headers(
+    gw: &Gateway,
+    method: reqwest::Method,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let mut request = gw.http.request(method.clone(), gw.url(path));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if method == reqwest::Method::POST {
+        request = request.json(&json!({"ttl_ms": 30_000}));
+    }
+    let response = request.send().await.expect("request");
+    (
+        response.status().as_u16(),
+        response.text().await.expect("body"),
+    )
+}
+
+/// Issue 49's report: with `Host: rebind.attacker.example` a keyless gateway listed owners
+/// and revoked locks for a page that had rebound its name to 127.0.0.1. It now answers only an
+/// IP address, `localhost` or `--allowed-hosts`, and refuses a page of another origin that
+/// changes a lock; clients that are not browsers, and the console (same origin), go on.
+#[tokio::test]
+async fn a_keyless_gateway_answers_only_its_own_hosts() {
+    let mut configured = config(BackendChoice::Memory);
+    configured.allowed_hosts = vec!["lockgate.test".to_owned()];
+    let gw = Gateway::start(configured).await;
+    let port = gw.url("").rsplit(':').next().expect("port").to_owned();
+    let own = format!("127.0.0.1:{port}");
+    let (status, _) = with_headers(
+        &gw,
+        reqwest::Method::POST,
+        "/locks/rb:1",
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(status, 201);
+    let rebound = [("host", "rebind.attacker.example")];
+    for (method, path) in [
+        (reqwest::Method::GET, "/locks?prefix=rb:"),
+        (reqwest::Method::GET, "/locks/rb:1"),
+        (reqwest::Method::DELETE, "/locks/rb:1?force=true"),
+        (reqwest::Method::GET, "/locks/events?prefix=rb:"),
+        (reqwest::Method::POST, "/locks/rb:2"),
+    ] {
+        let (status, body) = with_headers(&gw, method.clone(), path, &rebound).await;
+        assert_eq!(status, 403, "{method} {path}: {body}");
+        assert!(body.contains("/problems/untrusted-origin"), "{body}");
+    }
+    assert_eq!(gw.inspect("rb:1").await.status(), 200, "still held");
+    for host in ["localhost", own.as_str(), "lockgate.test", "[::1]"] {
+        let (status, body) = with_headers(
+            &gw,
+            reqwest::Method::GET,
+            "/locks?prefix=rb:",
+            &[("host", host)],
+        )
+        .await;
+        assert_eq!(status, 200, "Host {host}: {body}");
+    }
+    // A page of another origin may not change a lock; the console's own origin may.
+    let origin_own = format!("http://{own}");
+    let cases = [
+        (vec![("origin", "https://evil.example")], 403),
+        (vec![("origin", "null")], 403),
+        (vec![("sec-fetch-site", "cross-site")], 403),
+        (vec![("origin", "http://lockgate.test")], 201),
+        (vec![("origin", origin_own.as_str())], 201),
+        (vec![], 201),
+    ];
+    for (i, (headers, expected)) in cases.into_iter().enumerate() {
+        let name = format!("/locks/rb:o{i}");
+        let (status, body) = with_headers(&gw, reqwest::Method::POST, &name, &headers).await;
+        assert_eq!(status, expected, "{headers:?}: {body}");
+    }
+    // Reading from another origin is the browser's to refuse (no CORS): answered.
+    let (status, _) = with_headers(
+        &gw,
+        reqwest::Method::GET,
+        "/locks/rb:1",
+        &[("origin", "https://evil.example")],
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    // With API keys a page cannot send a key: the Host is not looked at.
+    let keyed = Gateway::start(with_keys(config(BackendChoice::Memory))).await;
+    let status = keyed
+        .http
+        .get(keyed.url("/locks?prefix=a:"))
+        .header("host", "rebind.attacker.example")
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .expect("request")
+        .status();
+    assert_eq!(status, 200);
+}

@@ -143,6 +143,12 @@ args:
   - --api-keys-file=/etc/lockgate/api-keys/keys.json
   {{- else if and (not $sidecar) $v.auth.allowUnauthenticated }}
   - --allow-unauthenticated
+  {{- $svc := include "lockgate.fullname" $root }}
+  {{- $ns := $root.Release.Namespace }}
+  {{- $hosts := concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) $v.auth.allowedHosts }}
+  - --allowed-hosts={{ join "," $hosts }}
+  {{- else if and $v.auth.allowedHosts (not $keys) }}
+  - --allowed-hosts={{ join "," $v.auth.allowedHosts }}
   {{- end }}
   - --metrics-auth={{ $v.auth.metrics }}
   - --default-ttl={{ $v.limits.defaultTtl }}

@@ -78,7 +78,9 @@ impl Runner {
                         EXIT_GATEWAY,
                         format!(
                             "cannot reach the gateway at {}: {err}",
-                            self.client.lease_url(self.name.as_str())
+                            crate::client::without_userinfo(
+                                &self.client.lease_url(self.name.as_str())
+                            )
                         ),
                     ));
                 }

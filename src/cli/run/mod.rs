@@ -58,7 +58,7 @@ use self::process::{ChildEvent, CommandProcess, Group, Signals, Terminal, job_co
 
 use crate::backend::sleep_until_some;
 use crate::client::{Answer, Client, ClientError, EventLines};
-use crate::config::RunArgs;
+use crate::config::{RunArgs, Secret};
 use crate::http::dto::{AcquireBody, LockGrantBody, LockMode, RenewBody};
 use crate::lock::hold::renewal_interval;
 use crate::lock::{LockName, TokenStem, millis};
@@ -214,6 +214,8 @@ struct Runner {
     fair: Option<u8>,
     /// Under a multi-lock of these names (`name` is the first).
     set: Option<Vec<String>>,
+    /// The API key the command gets as `LOCKGATE_API_KEY` (`--pass-api-key`); else none.
+    passed_key: Option<Secret>,
 }
 
 enum RenewOutcome {
@@ -288,6 +290,7 @@ impl Runner {
             shared: args.shared,
             fair: args.fair.then(|| args.priority.unwrap_or(0)),
             set,
+            passed_key: args.api_key.clone().filter(|_| args.pass_api_key),
         })
     }
 
@@ -356,7 +359,13 @@ impl Runner {
             .args(args)
             .env("LOCKGATE_LOCK", self.label())
             .env("LOCKGATE_FENCE", grant.fence.to_string())
-            .env("LOCKGATE_TOKEN", &grant.token);
+            .env("LOCKGATE_TOKEN", &grant.token)
+            // The key can do whatever its scopes allow, on every name: the command gets it only
+            // when asked (`--pass-api-key`), even if it was in our environment.
+            .env_remove("LOCKGATE_API_KEY");
+        if let Some(key) = &self.passed_key {
+            spawn.env("LOCKGATE_API_KEY", key.expose());
+        }
         let mut child = match CommandProcess::spawn(spawn) {
             Ok(child) => child,
             Err(err) => {

@@ -51,9 +51,12 @@ use axum::response::{IntoResponse, Response};
 use tower::Service;
 
 mod answer;
+mod origin;
 mod request;
 
 pub use self::answer::{GateFuture, Succeeded};
+pub use self::origin::HostPolicy;
+
 use self::answer::{LogContext, State};
 use self::request::{head_bytes, in_scope, query_says};
 
@@ -77,6 +80,8 @@ const MAX_REQUEST_ID_LEN: usize = 128;
 pub struct Gate {
     pub metrics: Arc<Metrics>,
     keys: Option<ApiKeys>,
+    /// Without keys: the hosts and origins answered (see `origin`).
+    hosts: Option<HostPolicy>,
     metrics_auth: MetricsAuth,
     max_in_flight: usize,
     in_flight: AtomicUsize,
@@ -98,6 +103,8 @@ pub struct Gate {
 #[derive(Debug, Clone)]
 pub struct GateOptions {
     pub keys: Option<ApiKeys>,
+    /// Whom a gateway without keys answers (`--allowed-hosts`; see `origin`).
+    pub hosts: HostPolicy,
     pub metrics_auth: MetricsAuth,
     pub max_concurrent_requests: usize,
     pub request_timeout: Duration,
@@ -115,6 +122,7 @@ impl Gate {
         let _ = getrandom::fill(&mut seed);
         Self {
             metrics,
+            hosts: options.keys.is_none().then_some(options.hosts),
             keys: options.keys,
             metrics_auth: options.metrics_auth,
             max_in_flight: options.max_concurrent_requests,
@@ -264,6 +272,11 @@ where
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             return refused;
+        }
+        if let Some(hosts) = &gate.hosts
+            && let Some(why) = hosts.refusal(req.method(), req.headers())
+        {
+            return refuse(ApiError::UntrustedOrigin(why), &req, None, span.take());
         }
         let slot = if probe {
             None

@@ -112,6 +112,10 @@ problem_kinds! {
         "the gateway requires an API key and none, or an unknown one, was given";
     Forbidden: FORBIDDEN, "forbidden", "Forbidden",
         "the API key does not cover this operation on this name";
+    UntrustedOrigin: FORBIDDEN, "untrusted-origin", "Untrusted origin",
+        "a gateway without API keys answers only its own host names (an IP address, \
+        `localhost`, or `--allowed-hosts`), and refuses a web page's request from another \
+        origin that would change a lock (DNS rebinding, cross-site requests)";
     Overloaded: SERVICE_UNAVAILABLE, "overloaded", "Overloaded",
         "too many requests are in flight (`--max-concurrent-requests`)";
     Timeout: SERVICE_UNAVAILABLE, "timeout", "Request timed out",

@@ -136,6 +136,8 @@ pub enum ApiError {
     Unauthorized,
     /// A known key outside its scopes.
     Forbidden,
+    /// Without API keys: a `Host` not the gateway's, or a browser's cross-site change; why.
+    UntrustedOrigin(&'static str),
     /// The concurrency limit is reached.
     Overloaded,
     /// The request took longer than the request timeout.
@@ -241,6 +243,7 @@ impl ApiError {
                 ProblemKind::Forbidden,
                 "this API key may not do this operation on this lock name",
             )),
+            Self::UntrustedOrigin(why) => plain(Problem::new(ProblemKind::UntrustedOrigin, why)),
             Self::Overloaded => Rendered {
                 problem: Problem::new(
                     ProblemKind::Overloaded,

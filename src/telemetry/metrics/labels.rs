@@ -5,7 +5,7 @@ use super::{LeaseKind, Operation};
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 41] = [
+pub const OUTCOMES: [&str; 42] = [
     "acquired",
     "replayed",
     "reentered",
@@ -33,6 +33,7 @@ pub const OUTCOMES: [&str; 41] = [
     "headers-too-large",
     "unauthorized",
     "forbidden",
+    "untrusted-origin",
     "not-found",
     "method-not-allowed",
     "insufficient-replicas",

@@ -63,6 +63,7 @@ pub fn config(backend: BackendChoice) -> Config {
         clock_step_hold_back: true,
         data_loss_hold_back: true,
         console: true,
+        allowed_hosts: Vec::new(),
         worker_threads: None,
     }
 }
