@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::LockName;
 use super::attempt::{Attempt, RETRY_AFTER_UNKNOWN_EXPIRY};
+use super::budget::foreign_release_recheck;
 use super::error::LockError;
 use super::primitive::{Exclusive, Primitive};
 use super::request::LeaseRequest;
@@ -181,7 +182,9 @@ impl LockService {
         loop {
             if let Some(mut at) = wake_at {
                 if !self.backend.sees_every_release(leased) {
-                    at = at.min(Instant::now() + FOREIGN_RELEASE_RECHECK);
+                    let lines = self.waiters.lines();
+                    let every = foreign_release_recheck(FOREIGN_RELEASE_RECHECK, lines);
+                    at = at.min(Instant::now() + every);
                 }
                 tokio::select! {
                     () = next_release(&mut releases) => {}

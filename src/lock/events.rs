@@ -38,6 +38,8 @@ pub struct Watches {
     max: usize,
     watchers: Arc<AtomicUsize>,
     by_name: Arc<Mutex<HashMap<String, Weak<Watch>>>>,
+    /// Observers running: they share one budget of looks (see `observer`).
+    observers: Arc<AtomicUsize>,
 }
 
 /// The shared observer of one name.
@@ -84,6 +86,7 @@ impl Watches {
             max,
             watchers: Arc::new(AtomicUsize::new(0)),
             by_name: Arc::default(),
+            observers: Arc::default(),
         }
     }
 
@@ -141,7 +144,7 @@ impl Watches {
         backend: &Arc<Backend>,
         name: &LockName,
     ) -> Result<Arc<Watch>, LockError> {
-        let (shared, observer) = observe(backend, name).await?;
+        let (shared, observer) = observe(backend, name, &self.observers).await?;
         let watch = Arc::new(Watch {
             name: name.as_str().to_owned(),
             shared,

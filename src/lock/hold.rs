@@ -31,6 +31,21 @@ use crate::backend::sleep_until_some;
 /// short), for as long as the lease lasts.
 const RETRY_RENEWAL_EVERY: Duration = Duration::from_secs(1);
 
+/// Shortest lease a hold stream keeps: the gateway renews it at a third of its ttl for as
+/// long as the stream is open, at no cost to the client, so an idle stream costs Redis at most
+/// 5 renewals a second (a `ttl_ms` of 100 made it 30; issue 49). A shorter `ttl_ms` is raised
+/// to it (within `--max-ttl`), and the stream's events say the ttl kept.
+pub const MIN_HOLD_TTL: Duration = Duration::from_millis(600);
+
+/// `lease` as a hold stream keeps it: its ttl at least [`MIN_HOLD_TTL`] (or `max_ttl`).
+pub fn with_hold_floor(mut lease: super::RawLease, max_ttl: Duration) -> super::RawLease {
+    if let Some(ms) = lease.ttl_ms {
+        let floor = u64::try_from(MIN_HOLD_TTL.min(max_ttl).as_millis()).unwrap_or(u64::MAX);
+        lease.ttl_ms = Some(ms.max(floor));
+    }
+    lease
+}
+
 /// Renew at a third of the ttl: two renewals can fail before the lease runs out.
 pub fn renewal_interval(ttl: Duration) -> Duration {
     (ttl / 3).max(Duration::from_millis(1))

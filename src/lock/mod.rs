@@ -4,6 +4,7 @@
 
 pub mod acquire;
 mod attempt;
+mod budget;
 pub mod cursor;
 mod entropy;
 pub mod error;

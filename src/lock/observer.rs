@@ -3,6 +3,7 @@
 //! releases by other Redis clients are not announced) every [`FOREIGN_RELEASE_RECHECK`] while
 //! it is held, and turns what it sees into events for every watcher of the name.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -10,6 +11,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::LockName;
+use super::budget::foreign_release_recheck;
 use super::error::LockError;
 use crate::backend::fence::granted_at;
 use crate::backend::{AbortOnDrop, Backend, Holder, Inspection, LeaseStore, Leased};
@@ -17,6 +19,8 @@ use crate::backend::{AbortOnDrop, Backend, Holder, Inspection, LeaseStore, Lease
 /// Where releases by other clients are not announced, how often a held, watched lock is
 /// looked at.
 pub const FOREIGN_RELEASE_RECHECK: Duration = Duration::from_millis(250);
+/// (Those looks of all observers of a gateway share one budget, as the waiters' do: see
+/// [`super::budget::foreign_release_recheck`].)
 /// After a failed look, wait this long before the next.
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(500);
 /// A lease is looked at this long after it should have ended (Redis expires a key when it is
@@ -75,6 +79,7 @@ impl Shared {
 pub(super) async fn observe(
     backend: &Arc<Backend>,
     name: &LockName,
+    observers: &Arc<AtomicUsize>,
 ) -> Result<(Arc<Shared>, AbortOnDrop), LockError> {
     let grants = backend.watch_grants(name.as_str()).await;
     let releases = backend.watch_releases(Leased::Lock(name)).await;
@@ -86,11 +91,13 @@ pub(super) async fn observe(
         last: Mutex::new((0, first.clone())),
         events: broadcast::channel(BACKLOG).0,
     });
+    observers.fetch_add(1, Ordering::Relaxed);
     let observer = Observer {
         backend: backend.clone(),
         name: name.clone(),
         shared: shared.clone(),
         expires: expiry(looked, first.as_ref()),
+        running: Running(observers.clone()),
     };
     let task = tokio::spawn(observer.run(feeds, (grants, releases)));
     Ok((shared, AbortOnDrop(task)))
@@ -137,6 +144,17 @@ struct Observer {
     shared: Arc<Shared>,
     /// When the lease last seen ends.
     expires: Option<Instant>,
+    /// Counts this observer among the gateway's while it runs.
+    running: Running,
+}
+
+/// One observer counted among those running, until dropped (with its task, however it ends).
+struct Running(Arc<AtomicUsize>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 type Feeds = (
@@ -154,8 +172,10 @@ impl Observer {
         let sees_every_release = self.backend.sees_every_release(Leased::Lock(&self.name));
         loop {
             let is_held = self.shared.last().1.is_some();
-            let recheck =
-                (is_held && !sees_every_release).then(|| Instant::now() + FOREIGN_RELEASE_RECHECK);
+            let recheck = (is_held && !sees_every_release).then(|| {
+                let observers = self.running.0.load(Ordering::Relaxed);
+                Instant::now() + foreign_release_recheck(FOREIGN_RELEASE_RECHECK, observers)
+            });
             let wake = match (self.expires.map(|at| at + EXPIRY_MARGIN), recheck) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),

@@ -97,6 +97,11 @@ impl Waiters {
         }
     }
 
+    /// How many lines there are: names with requests waiting, all kinds together.
+    pub fn lines(&self) -> usize {
+        self.inner().lines.values().map(HashMap::len).sum()
+    }
+
     fn inner(&self) -> MutexGuard<'_, Inner> {
         // Every critical section leaves the state consistent before it can panic.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())

@@ -160,3 +160,27 @@ async fn holding_a_held_lock_is_a_409_after_the_wait() {
     assert_problem(status, &problem, 409, "lock-held");
     assert!(started.elapsed() >= 300 * MS);
 }
+
+/// Issue 49: a hold stream asking for `ttl_ms: 100` made the gateway renew 30 times a second
+/// for an idle client. Its lease is kept at least `MIN_HOLD_TTL` (600 ms), renewed at most 5
+/// times a second, and its events say the ttl kept.
+#[tokio::test]
+async fn a_hold_stream_keeps_at_least_its_floor() {
+    let redis = RedisServer::start();
+    let gw = gateway_for(&redis).await;
+    let floor = lockgate::lock::hold::MIN_HOLD_TTL;
+    let mut lines = hold(&gw, "floor", json!({"ttl_ms": 100})).await;
+    let acquired = lines.next().await.expect("first line");
+    assert_eq!(acquired["event"], "acquired", "{acquired}");
+    let ttl = acquired["ttl_ms"].as_u64().expect("ttl_ms");
+    assert!(ttl > 100 && ttl <= floor.as_millis() as u64, "{acquired}");
+    let started = Instant::now();
+    let mut renewals = 0;
+    while started.elapsed() < Duration::from_secs(2) {
+        let event = lines.next().await.expect("stream goes on");
+        assert_eq!(event["event"], "renewed", "{event}");
+        renewals += 1;
+    }
+    // 2 s at one renewal per third of 600 ms: 10 (and one at the edge).
+    assert!((8..=11).contains(&renewals), "{renewals} renewals in 2 s");
+}

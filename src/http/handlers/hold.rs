@@ -33,7 +33,7 @@ use crate::http::dto::{HoldBody, LockGrantBody, LockRenewalBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::http::problem::{ApiError, Problem};
 use crate::lock::error::LockError;
-use crate::lock::hold::Hold;
+use crate::lock::hold::{Hold, with_hold_floor};
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
     self, Exclusive, Grant, IdempotencyKey, LockName, LockService, Primitive, RenewRequest, Shared,
@@ -192,6 +192,7 @@ pub fn holding<P: Primitive>(
     lease: RawLease,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
     // Not an `async fn`: see `acquiring::acquiring`.
+    let lease = with_hold_floor(lease, app.service.limits().max_ttl);
     let acquiring = acquiring::acquiring(app, primitive.clone(), name, key, lease);
     let metrics = app.gate.metrics.clone();
     // A combinator, not an `async move` block: see `acquiring::checked`.
@@ -216,6 +217,7 @@ fn queueing(
     key: Option<IdempotencyKey>,
     lease: RawLease,
 ) -> Result<Response, ApiError> {
+    let lease = with_hold_floor(lease, app.service.limits().max_ttl);
     let request = app.service.limits().lease(lease)?;
     app.service.check_fair_offered(Exclusive.leased(&name))?;
     let (positions, seen) = watch::channel(0);
