@@ -11,14 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-2000}"
-BIN="${LOCKGATE_BIN:-}"
-if [ -z "$BIN" ]; then
-    cargo build --release --locked --quiet --bin lockgate
-    BIN=target/release/lockgate
-fi
 ulimit -n "$(ulimit -Hn)"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+lockgate_bin
 start_work
 start_redis
 GPORT=$(free_port)

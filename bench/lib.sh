@@ -46,3 +46,13 @@ start_redis() {
     PIDS+=($!)
     until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.05; done
 }
+
+# The gateway binary to measure ($BIN): $LOCKGATE_BIN when set (a build before a change, to
+# measure it next to the one after), else target/release/lockgate, built now.
+lockgate_bin() {
+    BIN="${LOCKGATE_BIN:-}"
+    if [ -z "$BIN" ]; then
+        cargo build --release --locked --quiet --bin lockgate
+        BIN=target/release/lockgate
+    fi
+}

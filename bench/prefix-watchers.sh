@@ -13,14 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNTS="${*:-0 100 10000}"
-BIN="${LOCKGATE_BIN:-}"
-if [ -z "$BIN" ]; then
-    cargo build --release --locked --quiet --bin lockgate
-    BIN=target/release/lockgate
-fi
 ulimit -n "$(ulimit -Hn)"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+lockgate_bin
 start_work
 for n in $COUNTS; do
     REDIS_PORT=$(free_port)

@@ -442,6 +442,31 @@ struct Believed {
     holds: u64,
 }
 
+/// An acquire at `path` (a set's at `/locks`) of `names`: the grant, or `None` when they are
+/// held (409).
+async fn believe(
+    gw: &Gateway,
+    path: &str,
+    body: Value,
+    names: Vec<String>,
+    holds: u64,
+    what: &str,
+) -> Option<Believed> {
+    let sent = gw.http.post(gw.url(path)).json(&body).send().await;
+    let (status, grant) = status_json(sent.expect("acquire")).await;
+    if status != 201 {
+        assert_eq!(status, 409, "{what}: {grant}");
+        return None;
+    }
+    Some(Believed {
+        set: path == "/locks",
+        names,
+        token: grant["token"].as_str().expect("token").to_owned(),
+        fence: grant["fence"].as_u64().expect("fence"),
+        holds,
+    })
+}
+
 /// What a property step sends: `method` on `path` with `token`.
 async fn send_with_token(
     gw: &Gateway,
@@ -497,25 +522,8 @@ async fn sets_stay_whole(gw: &Gateway) {
                 let names = pick(&mut rng, size);
                 what = format!("acquire set {names:?}");
                 let body = json!({"names": names, "ttl_ms": 60_000});
-                let (status, grant) = status_json(
-                    gw.http
-                        .post(gw.url("/locks"))
-                        .json(&body)
-                        .send()
-                        .await
-                        .expect("acquire"),
-                )
-                .await;
-                if status == 201 {
-                    held.push(Believed {
-                        names,
-                        token: grant["token"].as_str().expect("token").to_owned(),
-                        fence: grant["fence"].as_u64().expect("fence"),
-                        set: true,
-                        holds: 0,
-                    });
-                } else {
-                    assert_eq!(status, 409, "{what}: {grant}");
+                if let Some(grant) = believe(gw, "/locks", body, names, 0, &what).await {
+                    held.push(grant);
                 }
             }
             1 if rng.next(3) == 0 && held.iter().any(|b| b.holds > 0) => {
@@ -544,25 +552,10 @@ async fn sets_stay_whole(gw: &Gateway) {
                 let reentrant = rng.next(2) == 0;
                 what = format!("acquire {name} (reentrant: {reentrant})");
                 let body = json!({"reentrant": reentrant, "ttl_ms": 60_000});
-                let (status, grant) = status_json(
-                    gw.http
-                        .post(gw.url(&format!("/locks/{name}")))
-                        .json(&body)
-                        .send()
-                        .await
-                        .expect("acquire"),
-                )
-                .await;
-                if status == 201 {
-                    held.push(Believed {
-                        names: vec![name],
-                        token: grant["token"].as_str().expect("token").to_owned(),
-                        fence: grant["fence"].as_u64().expect("fence"),
-                        set: false,
-                        holds: u64::from(reentrant),
-                    });
-                } else {
-                    assert_eq!(status, 409, "{what}: {grant}");
+                let path = format!("/locks/{name}");
+                let holds = u64::from(reentrant);
+                if let Some(grant) = believe(gw, &path, body, vec![name], holds, &what).await {
+                    held.push(grant);
                 }
             }
             2 | 3 => {
