@@ -32,7 +32,7 @@ def rss():
 
 async def watch(name):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET /locks/{name}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    writer.write(f"GET /locks/{name}/events HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
     await writer.drain()
     head = await reader.readuntil(b"event: state")
     assert b" 200 " in head.split(b"\r\n")[0], head

@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 fn request(wait_ms: u64) -> Vec<u8> {
     let body = format!(r#"{{"wait_ms": {wait_ms}, "ttl_ms": 60000}}"#);
     format!(
-        "POST /locks/bench:waiters HTTP/1.1\r\nHost: lockgate\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /locks/bench:waiters HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()

@@ -26,8 +26,9 @@ async fn the_concurrency_limit_and_the_request_timeout_protect_the_gateway() {
         let mut stream = tokio::net::TcpStream::connect(&addr)
             .await
             .expect("connect");
-        let head =
-            format!("POST /locks/stall:{i} HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{{");
+        let head = format!(
+            "POST /locks/stall:{i} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 100\r\n\r\n{{"
+        );
         stream.write_all(head.as_bytes()).await.expect("write head");
         stalled.push(stream);
     }
@@ -73,11 +74,11 @@ async fn requests_larger_than_the_first_read_buffer_are_read_whole() {
     let addr = gw.url("").trim_start_matches("http://").to_owned();
     let body = format!(r#"{{"ttl_ms": 60000}}{}"#, " ".repeat(3000));
     let acquire = format!(
-        "POST /locks/large:head HTTP/1.1\r\nhost: x\r\nx-padding: {}\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST /locks/large:head HTTP/1.1\r\nhost: localhost\r\nx-padding: {}\r\ncontent-length: {}\r\n\r\n{body}",
         "p".repeat(6000),
         body.len()
     );
-    let inspect = "GET /locks/large:head HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    let inspect = "GET /locks/large:head HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n";
     let mut stream = tokio::net::TcpStream::connect(&addr)
         .await
         .expect("connect");
@@ -110,7 +111,7 @@ async fn oversized_headers_get_431_problem_json() {
             .await
             .expect("connect");
         let head = format!(
-            "GET /healthz HTTP/1.1\r\nhost: x\r\nx-padding: {}\r\nconnection: close\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-padding: {}\r\nconnection: close\r\n\r\n",
             "p".repeat(padding)
         );
         stream.write_all(head.as_bytes()).await.expect("write");
@@ -145,7 +146,7 @@ async fn unparseable_requests_get_problem_json() {
     let gw = Gateway::start(config(BackendChoice::Memory)).await;
     let addr = gw.url("").trim_start_matches("http://").to_owned();
     let huge = format!(
-        "GET /healthz HTTP/1.1\r\nhost: x\r\nx-padding: {}\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-padding: {}\r\n\r\n",
         "p".repeat(200_000)
     );
     for (request, status, kind) in [
@@ -156,7 +157,7 @@ async fn unparseable_requests_get_problem_json() {
             "invalid-request",
         ),
         (
-            "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\nGARBAGE\r\n\r\n".to_owned(),
+            "GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\nGARBAGE\r\n\r\n".to_owned(),
             "400",
             "invalid-request",
         ),
