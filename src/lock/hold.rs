@@ -37,11 +37,14 @@ const RETRY_RENEWAL_EVERY: Duration = Duration::from_secs(1);
 /// to it (within `--max-ttl`), and the stream's events say the ttl kept.
 pub const MIN_HOLD_TTL: Duration = Duration::from_millis(600);
 
-/// `lease` as a hold stream keeps it: its ttl at least [`MIN_HOLD_TTL`] (or `max_ttl`).
-pub fn with_hold_floor(mut lease: super::RawLease, max_ttl: Duration) -> super::RawLease {
-    if let Some(ms) = lease.ttl_ms {
-        let floor = u64::try_from(MIN_HOLD_TTL.min(max_ttl).as_millis()).unwrap_or(u64::MAX);
-        lease.ttl_ms = Some(ms.max(floor));
+/// `lease` as a hold stream keeps it: a valid ttl raised to at least [`MIN_HOLD_TTL`] (or
+/// `--max-ttl`). One under `--min-ttl` is left as it is, for the limits to refuse as anywhere.
+pub fn with_hold_floor(mut lease: super::RawLease, limits: &super::Limits) -> super::RawLease {
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if let Some(ms) = lease.ttl_ms
+        && ms >= millis(limits.min_ttl)
+    {
+        lease.ttl_ms = Some(ms.max(millis(MIN_HOLD_TTL.min(limits.max_ttl))));
     }
     lease
 }

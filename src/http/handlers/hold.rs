@@ -192,7 +192,7 @@ pub fn holding<P: Primitive>(
     lease: RawLease,
 ) -> impl Future<Output = Result<Response, ApiError>> + Send + use<P> {
     // Not an `async fn`: see `acquiring::acquiring`.
-    let lease = with_hold_floor(lease, app.service.limits().max_ttl);
+    let lease = with_hold_floor(lease, app.service.limits());
     let acquiring = acquiring::acquiring(app, primitive.clone(), name, key, lease);
     let metrics = app.gate.metrics.clone();
     // A combinator, not an `async move` block: see `acquiring::checked`.
@@ -217,7 +217,7 @@ fn queueing(
     key: Option<IdempotencyKey>,
     lease: RawLease,
 ) -> Result<Response, ApiError> {
-    let lease = with_hold_floor(lease, app.service.limits().max_ttl);
+    let lease = with_hold_floor(lease, app.service.limits());
     let request = app.service.limits().lease(lease)?;
     app.service.check_fair_offered(Exclusive.leased(&name))?;
     let (positions, seen) = watch::channel(0);

@@ -13,7 +13,7 @@ use axum::response::Response;
 use futures_util::future::Either;
 
 use super::hold;
-use super::params::{IdempotencyKeyParam, LeaseTokenParam};
+use super::params::{IdempotencyKeyParam, SetTokenParam};
 use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
@@ -23,6 +23,7 @@ use crate::http::extract::{
 };
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
+use crate::lock::error::LockError;
 use crate::lock::{LockName, LockToken, Multi};
 
 /// The set `names`, checked: valid names, 2 to 64 of them, allowed to the caller for
@@ -48,23 +49,23 @@ fn multi(
     Ok(multi)
 }
 
-/// A set is renewed and released whole: the token must be a multi-lock's, granted for exactly
-/// the names given (any order). Anything else changes nothing: a subset would leave the rest
-/// held, or expiring while its holder believes it holds the set; another kind's token would
-/// act on its own lock through a route that does not know its kind (a reentrant lock freed
-/// whatever its hold count, its hold count left behind).
+/// A set is renewed and released whole: the token must be a multi-lock's (else 400, as a
+/// set's token is on `/locks/{name}`), granted for exactly the names given, in any order (else
+/// 409 `not-owner`: this token does not hold that set). Either way nothing changes: a subset
+/// would leave the rest held, or expiring while its holder believes it holds the set; another
+/// kind's token would act on its own lock through a route that does not know its kind (a
+/// reentrant lock freed whatever its hold count, its hold count left behind).
 fn refuse_other_sets(token: &LockToken, multi: &Multi) -> Result<(), ApiError> {
-    if token.holds_set(multi.names().iter().map(LockName::as_str)) {
-        return Ok(());
+    if !token.is_multi() {
+        return Err(ApiError::header(
+            "Lock-Token",
+            "this token holds no multi-lock: renew or release one lock at /locks/{name}",
+        ));
     }
-    Err(ApiError::header(
-        "Lock-Token",
-        if token.is_multi() {
-            "this token holds another set: name every lock of the set it was granted for, and only those"
-        } else {
-            "this token holds no multi-lock: renew or release one lock at /locks/{name}"
-        },
-    ))
+    if !token.holds_set(multi.names().iter().map(LockName::as_str)) {
+        return Err(ApiError::Lock(LockError::NotOwner));
+    }
+    Ok(())
 }
 
 /// The `name` parameters of a query.
@@ -152,13 +153,14 @@ pub fn acquire_locks(
 ///
 /// Sets a new ttl on every lock of the set, if the `Lock-Token` header holds them all, and on
 /// none of them otherwise. The names must be exactly the set's, as granted (in any order): a
-/// subset, a superset or another kind's token is a 400 `invalid-request` and changes nothing.
+/// subset, a superset or another set is a 409 `not-owner`, another kind's token a 400
+/// `invalid-request`, and nothing changes.
 #[utoipa::path(
     patch,
     path = "/locks",
     params(
         SetParams,
-        LeaseTokenParam
+        SetTokenParam
     ),
     request_body(content = RenewBody, description = "Renewal settings; an empty body renews for the default ttl.",
         content_type = "application/json"),
@@ -187,8 +189,8 @@ pub async fn renew_locks(
 /// Release a multi-lock.
 ///
 /// Deletes every lock of the set the `Lock-Token` header holds. The names must be exactly the
-/// set's, as granted (in any order): a subset, a superset or another kind's token is a 400
-/// `invalid-request` and releases nothing. A set no longer held answers 404 `lock-not-held`
+/// set's, as granted (in any order): a subset, a superset or another set is a 409
+/// `not-owner`, another kind's token a 400 `invalid-request`, and nothing is released. A set no longer held answers 404 `lock-not-held`
 /// (whatever was left of it is released); one with a name held by another token answers 409
 /// `not-owner`, and nothing is released.
 #[utoipa::path(
@@ -196,7 +198,7 @@ pub async fn renew_locks(
     path = "/locks",
     params(
         SetParams,
-        LeaseTokenParam
+        SetTokenParam
     ),
     responses(
         (status = 204, description = "Every lock of the set was released."),

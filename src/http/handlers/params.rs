@@ -54,7 +54,21 @@ pub struct LockTokenParam {
     token: String,
 }
 
-/// The `Lock-Token` header of a set's or a permit's renewal and release.
+/// The `Lock-Token` header of a set's renewal and release.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct SetTokenParam {
+    /// The token the set's acquire returned: it carries the set (`m_` and a digest of its
+    /// names), and moves only that set, named whole. Another kind's token is a 400
+    /// `invalid-request`; a set's token with other names, 409 `not-owner`.
+    #[param(
+        rename = "Lock-Token",
+        pattern = r"^[A-Za-z0-9_-]{22}o?m_[A-Za-z0-9_-]{6}(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
+    )]
+    token: String,
+}
+
+/// The `Lock-Token` header of a permit's renewal and release.
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]
 pub struct LeaseTokenParam {
@@ -62,7 +76,7 @@ pub struct LeaseTokenParam {
     /// marker) is a 400 `invalid-request`: only a token lockgate issued moves a lock.
     #[param(
         rename = "Lock-Token",
-        pattern = r"^[A-Za-z0-9_-]{22}o?s?(m(_[A-Za-z0-9_-]{6})?)?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
+        pattern = r"^[A-Za-z0-9_-]{22}o?s?m?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
     )]
     token: String,
 }
