@@ -468,6 +468,16 @@ async fn believe(
     })
 }
 
+/// A renewal (for 60 s) or a release at `path` with `token`.
+async fn renew_or_release(gw: &Gateway, renew: bool, path: &str, token: &str) -> (u16, Value) {
+    let (method, body) = if renew {
+        (reqwest::Method::PATCH, Some(json!({"ttl_ms": 60_000})))
+    } else {
+        (reqwest::Method::DELETE, None)
+    };
+    send_with_token(gw, method, path, token, body).await
+}
+
 /// What a property step sends: `method` on `path` with `token`.
 async fn send_with_token(
     gw: &Gateway,
@@ -589,12 +599,7 @@ async fn sets_stay_whole(gw: &Gateway) {
                 let path = format!("/locks?{}", query.join("&"));
                 let renew = rng.next(2) == 0;
                 what = format!("{} {path}", if renew { "renew" } else { "release" });
-                let (method, body) = if renew {
-                    (reqwest::Method::PATCH, Some(json!({"ttl_ms": 60_000})))
-                } else {
-                    (reqwest::Method::DELETE, None)
-                };
-                let (status, answer) = send_with_token(gw, method, &path, &token, body).await;
+                let (status, answer) = renew_or_release(gw, renew, &path, &token).await;
                 let exact = held.iter().position(|b| {
                     b.set && b.token == token && {
                         let (mut a, mut b) = (b.names.clone(), names.clone());
@@ -622,12 +627,7 @@ async fn sets_stay_whole(gw: &Gateway) {
                 let path = format!("/locks/{name}");
                 let renew = rng.next(2) == 0;
                 what = format!("{} {path}", if renew { "renew" } else { "release" });
-                let (method, body) = if renew {
-                    (reqwest::Method::PATCH, Some(json!({"ttl_ms": 60_000})))
-                } else {
-                    (reqwest::Method::DELETE, None)
-                };
-                let (status, answer) = send_with_token(gw, method, &path, &token, body).await;
+                let (status, answer) = renew_or_release(gw, renew, &path, &token).await;
                 let own = held
                     .iter()
                     .position(|b| !b.set && b.token == token && b.names[0] == name);
