@@ -102,13 +102,19 @@ pub const SHARED_MARK: char = 's';
 pub const MULTI_MARK: char = 'm';
 /// Starts a set's digest after [`MULTI_MARK`] (a character no earlier token had there).
 pub const SET_DIGEST_MARK: char = '_';
-/// Characters of a set's digest: URL-safe base64 of its 32 bits.
-pub const SET_DIGEST_CHARS: usize = 6;
+/// Characters of a set's digest: its 30 bits, six to a character of URL-safe base64, so that
+/// every 5 such characters are a digest (the OpenAPI pattern says just that).
+pub const SET_DIGEST_CHARS: usize = 5;
+/// URL-safe base64's alphabet, a digit's value its position.
+const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+/// Set above a digest's 30 bits, so that it is never zero (it fits a `NonZeroU32`).
+const DIGEST_TAG: u32 = 1 << 31;
 
-/// Which set of names a multi-lock's token was granted for: 32 bits of SHA-256 over the names.
-/// It guards the set's meaning (renew and release name exactly the set), not a secret: only a
-/// holder of the token could try other sets against it, and it may release its whole set
-/// anyway. 32 bits keep [`Marks`] (carried in every request's future) at its size.
+/// Which set of names a multi-lock's token was granted for: 30 bits of SHA-256 over the names
+/// (with [`DIGEST_TAG`]). It guards the set's meaning (renew and release name exactly the
+/// set), not a secret: only a holder of the token could try other sets against it, and it may
+/// release its whole set anyway. 32 bits keep [`Marks`] (carried in every request's future)
+/// at its size.
 pub type SetDigest = std::num::NonZeroU32;
 
 /// The digest of the set `names` (in any order; a name given twice counts once).
@@ -125,8 +131,8 @@ pub fn set_digest<'a>(names: impl IntoIterator<Item = &'a str>) -> SetDigest {
         hash.update(name.as_bytes());
     }
     let hash = hash.finalize();
-    let bits = u32::from_be_bytes([hash[0], hash[1], hash[2], hash[3]]);
-    SetDigest::new(bits).unwrap_or(SetDigest::MIN)
+    let bits = u32::from_be_bytes([hash[0], hash[1], hash[2], hash[3]]) >> 2;
+    SetDigest::new(bits | DIGEST_TAG).unwrap_or(SetDigest::MIN)
 }
 /// Mark: a reentrant lock's grant: its holder may take it again with its token, and each
 /// release gives back one hold (see `LeaseStore::reenter`); its hold count is kept beside it.
@@ -199,10 +205,11 @@ impl Marks {
         if self.multi {
             stem.push(MULTI_MARK);
             if let Some(set) = self.set {
-                use base64::Engine as _;
                 stem.push(SET_DIGEST_MARK);
-                base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .encode_string(set.get().to_be_bytes(), &mut stem);
+                for digit in (0..SET_DIGEST_CHARS).rev() {
+                    let value = (set.get() >> (6 * digit)) & 63;
+                    stem.push(char::from(DIGITS[value as usize]));
+                }
             }
         }
         if self.reentrant {
@@ -220,19 +227,17 @@ impl Marks {
     }
 }
 
-/// A set's digest (`_` and [`SET_DIGEST_CHARS`] URL-safe base64 characters) at the start of
-/// `text`; `text` is left after it.
+/// A set's digest (`_` and [`SET_DIGEST_CHARS`] URL-safe base64 digits, any of them) at the
+/// start of `text`; `text` is left after it.
 fn digest(text: &mut &str) -> Option<SetDigest> {
-    use base64::Engine as _;
     let rest = text.strip_prefix(SET_DIGEST_MARK)?;
-    let mut bytes = [0u8; 4];
-    // Canonical only: the last character's spare bits must be zero, as the encoder writes.
-    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode_slice(rest.get(..SET_DIGEST_CHARS)?, &mut bytes)
-        .ok()?;
-    let digest = SetDigest::new(u32::from_be_bytes(bytes)).filter(|_| decoded == 4)?;
+    let mut bits: u32 = 0;
+    for &c in rest.as_bytes().get(..SET_DIGEST_CHARS)? {
+        let value = DIGITS.iter().position(|&d| d == c)?;
+        bits = bits << 6 | u32::try_from(value).ok()?;
+    }
     *text = &rest[SET_DIGEST_CHARS..];
-    Some(digest)
+    SetDigest::new(bits | DIGEST_TAG)
 }
 
 /// A bound mark (`<mark><ms>`) at the start of `text`, as `Marks::stem` writes it: digits, no
@@ -323,6 +328,34 @@ pub fn has_stem(token: &str, stem: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every five URL-safe characters after `m_` are a set's digest (the OpenAPI pattern of a
+    /// set's token says no more), and a digest reads back as written.
+    #[test]
+    fn every_digest_of_the_documented_shape_reads() {
+        for digits in ["AAAAA", "_____", "-Qg9w", "zzzzz"] {
+            let token = format!("AAAAAAAAAAAAAAAAAAAAAAm_{digits}.1");
+            let (marks, _) = issued(&token).unwrap_or_else(|| panic!("{token}"));
+            let set = marks.set.expect("a digest");
+            assert_eq!(
+                Marks {
+                    multi: true,
+                    set: Some(set),
+                    ..Marks::default()
+                }
+                .stem("AAAAAAAAAAAAAAAAAAAAAA"),
+                token.trim_end_matches(".1")
+            );
+        }
+        let set = set_digest(["b", "a", "a"]);
+        assert_eq!(set, set_digest(["a", "b"]));
+        assert_ne!(set, set_digest(["a", "b", "c"]));
+        assert!(
+            issued("AAAAAAAAAAAAAAAAAAAAAAm_AAAA.1").is_none(),
+            "four digits"
+        );
+        assert!(issued("AAAAAAAAAAAAAAAAAAAAAAm_AAAA=.1").is_none());
+    }
 
     #[test]
     fn only_the_issued_shape_is_a_token() {

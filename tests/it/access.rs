@@ -170,7 +170,7 @@ async fn each_route_needs_the_operations_of_what_it_does() {
 
     const LOCK: &str = "AAAAAAAAAAAAAAAAAAAAAA.1";
     const REENTRANT: &str = "AAAAAAAAAAAAAAAAAAAAAAr.1";
-    const SET: &str = "AAAAAAAAAAAAAAAAAAAAAAm_AAAAAQ.1";
+    const SET: &str = "AAAAAAAAAAAAAAAAAAAAAAm_AAAAA.1";
     const OPERATIONS: [&str; 6] = ["acquire", "renew", "release", "revoke", "inspect", "hold"];
     let set_body = r#"{"names": ["t:a", "t:b"]}"#;
     /// Method, path, `Lock-Token`, body, operations needed.

@@ -63,7 +63,7 @@ pub struct SetTokenParam {
     /// `invalid-request`; a set's token with other names, 409 `not-owner`.
     #[param(
         rename = "Lock-Token",
-        pattern = r"^[A-Za-z0-9_-]{22}o?m_[A-Za-z0-9_-]{6}(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
+        pattern = r"^[A-Za-z0-9_-]{22}o?m_[A-Za-z0-9_-]{5}(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
     )]
     token: String,
 }
