@@ -16,6 +16,7 @@ use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use serde::de::DeserializeOwned;
 
+use crate::config::secrets::without_userinfo;
 use crate::http::dto::{LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
 use crate::http::problem::Problem;
 
@@ -99,7 +100,7 @@ impl Client {
     pub fn new(base: &str, api_key: Option<&str>) -> Result<Self, ClientError> {
         let base = base.trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            let shown = without_userinfo(base.trim_start_matches('/')).into_owned();
+            let shown = without_userinfo(base.trim_start_matches('/'));
             return Err(ClientError::GatewayUrl(shown));
         }
         crate::tls::install_crypto_provider();
@@ -247,19 +248,6 @@ fn with_timeout(
     match timeout {
         Some(timeout) => request.timeout(timeout),
         None => request,
-    }
-}
-
-/// `url` as it may be shown: without its userinfo (`user:password@`), which a gateway URL may
-/// carry for a proxy in front of the gateway, and which nothing lockgate prints may repeat.
-pub fn without_userinfo(url: &str) -> std::borrow::Cow<'_, str> {
-    let start = url.find("://").map_or(0, |at| at + 3);
-    let end = url[start..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |at| start + at);
-    match url[start..end].rfind('@') {
-        Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]).into(),
-        None => url.into(),
     }
 }
 

@@ -111,7 +111,7 @@ const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 const DIGEST_TAG: u32 = 1 << 31;
 
 /// Which set of names a multi-lock's token was granted for: 30 bits of SHA-256 over the names
-/// (with [`DIGEST_TAG`]). It guards the set's meaning (renew and release name exactly the
+/// (with a tag bit, so never zero). It guards the set's meaning (renew and release name exactly the
 /// set), not a secret: only a holder of the token could try other sets against it, and it may
 /// release its whole set anyway. 32 bits keep [`Marks`] (carried in every request's future)
 /// at its size.

@@ -8,7 +8,7 @@ use crate::config::HealthcheckArgs;
 pub async fn run(args: HealthcheckArgs) -> u8 {
     let path = if args.ready { "/readyz" } else { "/healthz" };
     // A proxy's password in the URL is never repeated.
-    let shown = crate::client::without_userinfo(&args.gateway);
+    let shown = crate::config::secrets::without_userinfo(&args.gateway);
     let client = match Client::new(&args.gateway, None) {
         Ok(client) => client,
         Err(err) => {

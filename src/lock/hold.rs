@@ -40,7 +40,7 @@ pub const MIN_HOLD_TTL: Duration = Duration::from_millis(600);
 /// `lease` as a hold stream keeps it: a valid ttl raised to at least [`MIN_HOLD_TTL`] (or
 /// `--max-ttl`). One under `--min-ttl` is left as it is, for the limits to refuse as anywhere.
 pub fn with_hold_floor(mut lease: super::RawLease, limits: &super::Limits) -> super::RawLease {
-    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    use super::millis;
     if let Some(ms) = lease.ttl_ms
         && ms >= millis(limits.min_ttl)
     {

@@ -50,6 +50,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
 
 use super::throttle::{self, Throttle};
+use crate::config::secrets::without_userinfo;
 
 /// The exporter and what it needs, shared by every request.
 #[derive(Debug)]
@@ -190,25 +191,6 @@ impl SpanExporter for LoggedExporter {
     fn set_resource(&mut self, resource: &Resource) {
         self.inner.set_resource(resource);
     }
-}
-
-/// `text` with the credentials of any URL in it (`scheme://user:password@host`) cut out.
-fn without_userinfo(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (before, after) = rest.split_at(at + 3);
-        out.push_str(before);
-        let authority_end = after
-            .find(|c: char| c == '/' || c.is_whitespace() || c == ')')
-            .unwrap_or(after.len());
-        match after[..authority_end].rfind('@') {
-            Some(userinfo_end) => rest = &after[userinfo_end + 1..],
-            None => rest = after,
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 struct Headers<'a>(&'a http::HeaderMap);
@@ -359,21 +341,6 @@ impl RequestSpan {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn credentials_in_urls_are_cut_from_errors() {
-        assert_eq!(
-            without_userinfo(
-                "error sending request for url (https://u:secret@collector:4318/v1/traces)"
-            ),
-            "error sending request for url (https://collector:4318/v1/traces)"
-        );
-        assert_eq!(
-            without_userinfo("http://collector:4318/x"),
-            "http://collector:4318/x"
-        );
-        assert_eq!(without_userinfo("no url"), "no url");
-    }
 
     #[test]
     fn counts_go_to_the_entered_request_only() {

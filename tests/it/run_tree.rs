@@ -38,7 +38,9 @@ impl Traces {
     }
 
     /// A command that starts a worker (its own `sh`, ignoring SIGTERM, beating every 20 ms)
-    /// in the background; with `wait`, the command waits for it, without, it exits at once.
+    /// in the background; with `wait`, the command waits for it, without, it exits once the
+    /// worker has beaten twice (so that the worker is seen running however slowly a loaded
+    /// machine starts it: `--kill-after` may stop it before its first beat otherwise).
     fn command_with_worker(&self, wait: bool) -> String {
         let worker = self.beats.with_file_name("worker.sh");
         let script = format!(
@@ -47,7 +49,14 @@ impl Traces {
             beats = self.beats.display(),
         );
         std::fs::write(&worker, script).expect("write the worker's script");
-        let end = if wait { "wait" } else { "exit 0" };
+        let end = if wait {
+            "wait".to_owned()
+        } else {
+            format!(
+                "until [ -f {beats} ] && [ \"$(wc -l < {beats})\" -ge 2 ]; do sleep 0.01; done; exit 0",
+                beats = self.beats.display()
+            )
+        };
         format!("sh {} & {end}", worker.display())
     }
 

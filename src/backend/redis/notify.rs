@@ -79,7 +79,7 @@ const RELEASED: &str = ":released";
 /// whatever the mode. Lock keys cannot contain it.
 const RAW: char = '\0';
 /// Starts the feed key of a pattern, subscribed with PSUBSCRIBE (see
-/// [`Notifier::watch_pattern`]). Lock keys cannot contain it.
+/// [`Notifier::watch_prefix`]). Lock keys cannot contain it.
 const PATTERN: char = '\u{1}';
 
 #[derive(Debug)]

@@ -78,7 +78,7 @@ impl Runner {
                         EXIT_GATEWAY,
                         format!(
                             "cannot reach the gateway at {}: {err}",
-                            crate::client::without_userinfo(
+                            crate::config::secrets::without_userinfo(
                                 &self.client.lease_url(self.name.as_str())
                             )
                         ),
