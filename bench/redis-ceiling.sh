@@ -7,7 +7,15 @@
 # them (scripts, or native commands where the server has them; --lua forces scripts). Prints
 # ops/s and Redis CPU µs per operation for each, and their ratios to SET NX PX. Three rounds.
 #
-# Usage: bench/redis-ceiling.sh [--valkey] [--lua] [operations per phase, default 300000]
+# With --against BINARY (the examples/redis_ceiling of another build), each round runs that
+# build and this one on the same server, alternating which goes first: the side-by-side
+# figures of a script change. Build the other one with, e.g.:
+#   git worktree add /tmp/before 2e0d1bb
+#   (cd /tmp/before && cargo build --release --locked --example redis_ceiling)
+#   bench/redis-ceiling.sh --against /tmp/before/target/release/examples/redis_ceiling
+#
+# Usage: bench/redis-ceiling.sh [--valkey] [--lua] [--against BINARY] [operations per phase,
+#        default 300000]
 # Needs: redis-server (or valkey-server on PATH, e.g. from scripts/test.sh's target/tools/bin),
 # taskset (util-linux).
 set -euo pipefail
@@ -15,12 +23,15 @@ cd "$(dirname "$0")/.."
 server=redis-server
 native=auto
 count=300000
-for arg in "$@"; do
-    case "$arg" in
+against=
+while [ $# -gt 0 ]; do
+    case "$1" in
     --valkey) server=valkey-server ;;
     --lua) native=off ;;
-    *) count=$arg ;;
+    --against) against=$(realpath "$2"); shift ;;
+    *) count=$1 ;;
     esac
+    shift
 done
 [ -d target/tools/bin ] && PATH="$PWD/target/tools/bin:$PATH"
 command -v "$server" >/dev/null || { echo "error: $server is not installed (scripts/test.sh fetches valkey-server into target/tools/bin)" >&2; exit 1; }
@@ -39,8 +50,18 @@ pin_client=(taskset -c "$((cpus > 1 ? 1 : 0))")
 PIDS+=($!)
 until redis-cli -p "$PORT" ping >/dev/null 2>&1; do sleep 0.05; done
 
+this=./target/release/examples/redis_ceiling
+builds=("$this")
+[ -n "$against" ] && builds=("$against" "$this")
 for round in 1 2 3; do
-    redis-cli -p "$PORT" flushall >/dev/null
-    echo "== round $round"
-    "${pin_client[@]}" ./target/release/examples/redis_ceiling "redis://127.0.0.1:$PORT" "$count" --native "$native"
+    # Alternate which build goes first, so that neither always meets a warmer server.
+    [ $((round % 2)) = 0 ] && [ -n "$against" ] && builds=("$this" "$against")
+    [ $((round % 2)) = 1 ] && [ -n "$against" ] && builds=("$against" "$this")
+    for build in "${builds[@]}"; do
+        redis-cli -p "$PORT" flushall >/dev/null
+        label=this
+        [ "$build" = "$against" ] && label="against $against"
+        echo "== round $round: $label"
+        "${pin_client[@]}" "$build" "redis://127.0.0.1:$PORT" "$count" --native "$native"
+    done
 done

@@ -67,9 +67,11 @@ for file in .cargo/config.toml link/cc.sh link/hot-functions.txt build.rs; do
     { echo "error: the Dockerfile does not copy $file" >&2; exit 1; }
 done
 
-# The image's build command, here: the release link (link/cc.sh) works, packs the binary's
-# relocations, and still finds most of link/hot-functions.txt (a list gone stale is a third
-# more idle memory: regenerate it with scripts/hot-functions.py).
+# The image's build command, here: the release link (link/cc.sh) works and packs the binary's
+# relocations. How much of link/hot-functions.txt it still finds is reported, never failed on:
+# a refactor renames functions, and a stale list costs idle memory (bench/footprint.sh shows
+# it; scripts/hot-functions.py remakes the list), never correctness. No contributor's change
+# goes red for it.
 if [[ "$(uname -m)" == x86_64 ]]; then
   echo "the release build links as the image's does (link/cc.sh)"
   layout=target/release/deps/lockgate.layout
@@ -89,8 +91,7 @@ if [[ "$(uname -m)" == x86_64 ]]; then
   read -r found _ listed _ <"$layout"
   echo "  $found of $listed hot functions laid out first"
   if (( found * 10 < listed * 9 )); then
-    echo "error: link/hot-functions.txt is stale; run scripts/hot-functions.py and commit it" >&2
-    exit 1
+    echo "  note: link/hot-functions.txt is stale (idle RSS grows; scripts/hot-functions.py remakes it)"
   fi
 fi
 

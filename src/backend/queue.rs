@@ -3,7 +3,7 @@
 //! A fair waiter (`"fair": true`) takes a place in the name's queue with its first attempt
 //! and is granted only when it is the queue's live head and the lock is free. Places are
 //! ordered by priority (9 first), then by arrival at the store. On Redis the queue lives in
-//! the name's hash slot, beside the lock (`redis/scripts/fair.lua`):
+//! the name's hash slot, beside the lock (`scripts/fair_head.lua`, `scripts/fair.lua`):
 //!
 //! * a sorted set `<prefix>{name}:queue` of members `<gateway>:<waiter>`, scored
 //!   `(9 - priority) · 2^44 + arrival` (the arrival counter is a field of the next key);

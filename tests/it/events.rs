@@ -124,10 +124,11 @@ async fn events_come_in_order(gw: &Gateway) {
     both_see("expired", Some(b.fence), None).await;
     let at = Instant::now();
     assert!(at >= sent + Duration::from_millis(300), "expired early");
+    // Seen at the lease's end (the watcher wakes then), not at some later look.
     assert!(
-        at <= granted + Duration::from_millis(350),
+        at <= granted + Duration::from_millis(300 + 400),
         "expiry seen {:?} after the lease's end",
-        at - (granted + Duration::from_millis(300))
+        at.saturating_duration_since(granted + Duration::from_millis(300))
     );
 
     let c = locks.acquire("watched", json!({})).await.done(201);
@@ -168,8 +169,9 @@ async fn events_on_redis_with_keyspace_notifications() {
         summary(&seen),
         ("released".to_owned(), Some(grant.fence), None)
     );
+    // Announced by Redis: seen long before the lease's 30 s end, when a look would find it.
     assert!(
-        deleted_at.elapsed() < Duration::from_millis(100),
+        deleted_at.elapsed() < Duration::from_secs(2),
         "{:?}",
         deleted_at.elapsed()
     );
@@ -255,8 +257,9 @@ async fn a_watcher_sees_the_leader_hand_off() {
     } else {
         b_learned - watcher_learned
     };
+    // Both learn from the same grant, not the watcher at a later look.
     assert!(
-        gap < Duration::from_millis(100),
+        gap < Duration::from_millis(500),
         "the watcher learned {gap:?} apart from the new leader"
     );
 }

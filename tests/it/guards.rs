@@ -243,7 +243,8 @@ async fn a_full_redis_is_answered_as_such_and_recovered_from_at_once() {
         );
     }
     eprintln!("slowest backend-full answer: {slowest:?}");
-    assert!(slowest < Duration::from_millis(100), "{slowest:?}");
+    // Answered as refused, not after waiting out the 1 s Redis timeout.
+    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
     let logs = server.logs();
     let warned = logs
         .lines()

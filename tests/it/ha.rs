@@ -323,10 +323,11 @@ async fn redlock_survives_a_frozen_node_within_the_node_timeout() {
         answer.done(201);
     }
     signal(&redlock.nodes[1], "-CONT");
-    // The frozen node costs its timeout; the rest is two local round trips (acquire, then
-    // raising the fence), given generous room for a loaded CI machine.
+    // The frozen node costs its 50 ms node timeout, not the 1 s Redis timeout of a request;
+    // the rest is two local round trips (acquire, then raising the fence), with room for a
+    // loaded CI machine.
     assert!(
-        slowest < NODE_TIMEOUT + Duration::from_millis(100),
+        slowest < NODE_TIMEOUT + Duration::from_millis(450),
         "slowest acquire took {slowest:?}"
     );
 }

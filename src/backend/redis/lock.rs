@@ -9,8 +9,10 @@ use super::RedisBackend;
 use super::features::{Downgradable, ReleaseVia, RenewVia};
 use super::grants::{claim_and_holder, release_outcome};
 use super::keys::{Key, LockKeys};
-use super::replies::{protocol, pttl};
-use super::scripts::{ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, RENEW, WITHDRAW};
+use super::replies::{acquire_outcome, protocol, pttl};
+use super::scripts::{
+    ACQUIRE, FAIR_ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, RENEW, WITHDRAW,
+};
 use super::send::{Request, claim_arg, evalsha};
 use crate::backend::fence::{Marks, fence_of, held_until_ms};
 use crate::backend::{
@@ -180,34 +182,47 @@ impl RedisBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, _, claim, holder) = attempt.parts();
+        let (stem, ttl, ack, claim, holder) = attempt.parts();
         let keys = self.keys(name);
-        let (lock, counter, legacy) = (keys.lock(), keys.counter(), keys.legacy_counter());
-        let (queue, live) = (keys.queue(), keys.queue_live());
+        let (lock, counter, legacy, queue) = (
+            keys.lock(),
+            keys.counter(),
+            keys.legacy_counter(),
+            keys.queue(),
+        );
         // Without a claim or a holder the script needs neither their keys nor their arguments.
         let bare = claim.is_none() && holder.is_none();
-        let mut call = if bare {
-            evalsha(&ACQUIRE, &[lock, counter, legacy, queue, live])
-        } else {
-            evalsha(
-                &ACQUIRE,
-                &[
-                    lock,
-                    counter,
-                    legacy,
-                    queue,
-                    live,
-                    keys.claim(),
-                    keys.holder(),
-                ],
-            )
+        let (claim_key, holder_key) = (keys.claim(), keys.holder());
+        let Some(place) = attempt.queue else {
+            // A plain acquire runs a script without the fair queue's machinery, which every
+            // lock cycle of the fleet would otherwise pay Redis for (see `acquire.lua`).
+            let all = [lock, counter, legacy, queue, claim_key, holder_key];
+            let mut call = evalsha(&ACQUIRE, &all[..if bare { 4 } else { 6 }]);
+            call.arg(stem).arg(millis(ttl));
+            if !bare {
+                claim_and_holder(&mut call, claim, holder);
+            }
+            let (reply, acked) = self
+                .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
+                .await?;
+            if reply == Value::Array(vec![Value::Int(5)]) && self.clear_queue(name).await? {
+                // The queue in the way held only waiters of dead gateways, and is gone now.
+                let (reply, acked) = self
+                    .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
+                    .await?;
+                return acquire_outcome(ACQUIRE.name, reply, ttl, acked);
+            }
+            return acquire_outcome(ACQUIRE.name, reply, ttl, acked);
         };
+        let live = keys.queue_live();
+        let all = [lock, counter, legacy, queue, live, claim_key, holder_key];
+        let mut call = evalsha(&FAIR_ACQUIRE, &all[..if bare { 5 } else { 7 }]);
         call.arg(stem).arg(millis(ttl));
-        self.queue_args(&mut call, attempt.queue);
+        self.queue_args(&mut call, place);
         if !bare {
             claim_and_holder(&mut call, claim, holder);
         }
-        self.run_grant(name, &ACQUIRE, &call, attempt).await
+        self.run_grant(name, &FAIR_ACQUIRE, &call, attempt).await
     }
 
     /// Releases the lock `name` held by `token`.

@@ -4,7 +4,7 @@
 use redis::Cmd;
 
 use super::RedisBackend;
-use super::scripts::QUEUE_LEAVE;
+use super::scripts::{QUEUE_CLEAR, QUEUE_LEAVE};
 use super::send::evalsha;
 use crate::backend::queue::LIVENESS;
 use crate::backend::{BackendError, QueuePlace, ReleaseFeed, millis};
@@ -15,26 +15,29 @@ impl RedisBackend {
         format!("{}:{waiter}", self.gateway)
     }
 
-    /// The acquire script's arguments of a fair waiter's place (ARGV[3] to ARGV[6] of
-    /// `acquire.lua`), or of an acquire that is not fair.
-    pub(super) fn queue_args(&self, call: &mut Cmd, place: Option<QueuePlace>) {
-        match place {
-            Some(place) => {
-                call.arg(self.member(place.waiter))
-                    .arg(place.priority)
-                    .arg(place.score.map(|s| s.to_string()).unwrap_or_default())
-                    .arg(millis(LIVENESS));
-            }
-            None => {
-                call.arg("").arg("").arg("").arg("");
-            }
-        }
+    /// A fair waiter's place as the fair acquire's arguments (ARGV[3] to ARGV[6] of
+    /// `fair_acquire.lua`).
+    pub(super) fn queue_args(&self, call: &mut Cmd, place: QueuePlace) {
+        call.arg(self.member(place.waiter))
+            .arg(place.priority)
+            .arg(place.score.map(|s| s.to_string()).unwrap_or_default())
+            .arg(millis(LIVENESS));
     }
 
     /// Announcements that this gateway's waiter heads the queue of the lock `name`.
     pub(super) async fn watch_head(&self, name: &str) -> ReleaseFeed {
         let channel = self.keys(name).head_channel_string(&self.gateway);
         self.notifier.watch_channel(&channel).await
+    }
+
+    /// Takes the waiters of dead gateways out of the queue of the lock `name` (see
+    /// `queue_clear.lua`): true when no live waiter is left, and the queue is gone.
+    pub(super) async fn clear_queue(&self, name: &str) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        let call = evalsha(&QUEUE_CLEAR, &[keys.queue(), keys.queue_live()]);
+        self.script::<i64>(&QUEUE_CLEAR, &call)
+            .await
+            .map(|cleared| cleared == 1)
     }
 
     /// Takes this gateway's `waiter` out of the queue of the lock `name`.

@@ -51,8 +51,10 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ACQUIRE = ["grant.lua", "fair.lua", "acquire.lua"],
-    QUEUE_LEAVE = ["fair.lua", "queue_leave.lua"],
+    ACQUIRE = ["grant.lua", "acquire.lua"],
+    FAIR_ACQUIRE = ["grant.lua", "fair_head.lua", "fair.lua", "fair_acquire.lua"],
+    QUEUE_LEAVE = ["fair_head.lua", "fair.lua", "queue_leave.lua"],
+    QUEUE_CLEAR = ["fair_head.lua", "queue_clear.lua"],
     RELEASE = ["presented_token.lua", "release.lua"],
     WITHDRAW = ["grant.lua", "withdraw.lua"],
     RENEW = ["presented_token.lua", "renew.lua"],

@@ -1,21 +1,8 @@
--- Prelude: a lock's fair queue (see src/backend/queue.rs), for the scripts that take a place
--- in it, leave it, or must not overtake it. Only `local` names are defined here.
---
--- The queue is a sorted set of members `<gateway>:<waiter>` scored
--- (9 - priority) * 2^44 + arrival (exact in a double: at most 10 * 2^44 < 2^53), and beside
--- it a hash of each gateway's deadline (Redis TIME, ms) until which its waiters count as
--- alive, and the arrival counter, field `#seq` (gateway identities are hex: no clash).
+-- Prelude: taking a place in a lock's fair queue and leaving it (see src/backend/queue.rs), for
+-- the scripts of fair waiters. Builds on fair_head.lua (the queue's shape, its head), which
+-- comes before it. Only `local` names are defined here.
 
 local PRIORITY_STEP = 17592186044416 -- 2^44
-
--- Redis TIME (the reply of redis.call('TIME')) in milliseconds.
-local function time_ms(time)
-  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
-
-local function gateway_of(member)
-  return string.match(member, '^[^:]*')
-end
 
 -- Puts `member` in `queue` unless it is there (at `score` if given: a place it had before it
 -- was skipped), and marks its gateway alive for `window` ms from `now`; both keys then live
@@ -34,25 +21,6 @@ local function enqueue(queue, live, member, priority, score, now, window)
   redis.call('PEXPIRE', queue, 3 * window)
   redis.call('PEXPIRE', live, 3 * window)
   return score
-end
-
--- The queue's first member whose gateway is alive at `now`, and that gateway; the members
--- before it (of gateways taken for dead) are removed. nil when the queue is empty, whose two
--- keys are then deleted.
-local function queue_head(queue, live, now)
-  while true do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head then
-      redis.call('DEL', queue, live)
-      return nil
-    end
-    local gateway = gateway_of(head)
-    local deadline = tonumber(redis.call('HGET', live, gateway))
-    if deadline and deadline >= now then
-      return head, gateway
-    end
-    redis.call('ZREM', queue, head)
-  end
 end
 
 -- Tells `gateway` that its waiter heads the queue of the lock `lock`.

@@ -5,7 +5,7 @@
 -- KEYS[2]  the name's old per-name fence counter, for a grant of an older lockgate
 -- KEYS[3]  the holder key
 -- KEYS[4]  the holds hash of reentrant grants (see reenter.lua)
--- KEYS[5]  the lock's fair queue (see fair.lua)
+-- KEYS[5]  the lock's fair queue (see fair_head.lua)
 -- ARGV[1]  '1' to have the grant's digest (below) computed; absent otherwise
 --
 -- Returns {-2, -1, false} when not held; else {pttl_ms, fence, record, shared, holds, queued,

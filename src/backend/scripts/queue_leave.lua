@@ -1,7 +1,7 @@
 -- Queue leave: a fair waiter gives up its place (its wait ended, its client went away).
 --
 -- KEYS[1]  the lock key (its head channel is `<KEYS[1]>:head:<gateway>`)
--- KEYS[2]  the lock's queue (see fair.lua)
+-- KEYS[2]  the lock's queue (see fair_head.lua)
 -- KEYS[3]  the queue's liveness hash
 -- ARGV[1]  the member, `<gateway>:<waiter>`
 --
