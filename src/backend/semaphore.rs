@@ -7,8 +7,8 @@
 //! permits are reclaimed by the next operation on the name: no sweeper is needed for the count
 //! to be right. The limit belongs to the current holders: the first grant of a free semaphore
 //! sets it, and a request that names another while permits are held is refused
-//! ([`AcquireOutcome::LimitDiffers`]), so two deployments that disagree cannot both be right
-//! at once.
+//! ([`AcquireOutcome::LimitDiffers`](super::AcquireOutcome::LimitDiffers)), so two deployments
+//! that disagree cannot both be right at once.
 //!
 //! Fences come from the same counter as the lock's (per server, or per hash slot in a
 //! Cluster): strictly increasing per name in grant order, across every permit.

@@ -170,7 +170,7 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKGATE_METRICS_LISTEN", value_parser = listen_address)]
     pub metrics_listen: Option<SocketAddr>,
 
-    /// One Redis server: redis://[[user]:password@]host[:port][/db], or rediss://… for TLS.
+    /// One Redis server: `redis://[[user]:password@]host[:port][/db]`, or `rediss://…` for TLS.
     #[arg(
         long,
         env = "LOCKGATE_REDIS_URL",

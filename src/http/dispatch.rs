@@ -119,7 +119,7 @@ impl RouteTable {
     /// the order of its rows.
     ///
     /// # Panics
-    /// When a template has more than [`SEGMENTS`] segments or a method twice: a table no
+    /// When a template has more than `SEGMENTS` segments or a method twice: a table no
     /// request could be routed by as declared.
     pub fn new(rows: impl IntoIterator<Item = (String, Method, Operation, Handler)>) -> Self {
         let mut templates: Vec<Template> = Vec::new();

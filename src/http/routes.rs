@@ -1,4 +1,4 @@
-//! The route table. Its rows (the [`route_table!`] invocation in `http/mod.rs`) say what
+//! The route table. Its rows (the `route_table!` invocation in `http/mod.rs`) say what
 //! every operation the API serves is: its handler, whose name is the operationId; the
 //! operation (so the scope an API key needs, the metrics' label and the timeout class); the
 //! problems it answers beyond the gate's own; and the tag the document groups it under.

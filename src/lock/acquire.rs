@@ -57,7 +57,7 @@ impl LockService {
     /// Takes a lease of `primitive`, waiting up to `request.wait` for it. With an idempotency
     /// key the stem is derived from (name, key), so a retry of a request whose response was
     /// lost finds its own grant. A fair waiter's places in the queue go to `positions`, if
-    /// given (see [`LockService::wait_fair`]).
+    /// given (see `LockService::wait_fair`).
     pub async fn acquire_lease<P: Primitive>(
         &self,
         primitive: &P,

@@ -8,7 +8,7 @@
 //! nobody left to tell) so that a failed request never leaves a lock held by nobody.
 //!
 //! Every attempt at the backend has a token stem of its own (see [`super::token`]): a fresh
-//! random one, or, with an idempotency key, the key's stem and a fresh [`Claim`]. An attempt
+//! random one, or, with an idempotency key, the key's stem and a fresh [`Claim`](crate::backend::Claim). An attempt
 //! that failed after its script may have run withdraws its possible grant before it returns,
 //! and a withdrawal can only ever match its own attempt's grant, so a later attempt, or a later
 //! request with the same idempotency key, never meets a withdrawal meant for another.

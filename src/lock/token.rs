@@ -50,7 +50,7 @@ const DERIVATION_CONTEXT: &[u8] = b"lockgate/token/v1";
 pub struct TokenStem(String);
 
 impl TokenStem {
-    /// A new stem from the OS CSPRNG (see [`super::entropy`]).
+    /// A new stem from the OS CSPRNG (see `lock::entropy`).
     pub fn random() -> Result<Self, getrandom::Error> {
         let mut bytes = [0u8; TOKEN_BYTES];
         super::entropy::fill(&mut bytes)?;

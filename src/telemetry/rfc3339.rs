@@ -56,7 +56,7 @@ pub fn write(at: SystemTime, fraction: Fraction, out: &mut Vec<u8>) {
     padded(u64::from(value), &mut out[start..start + digits]);
 }
 
-/// `at` as [`write`] writes it, in a `String` of its own.
+/// `at` as [`write()`] writes it, in a `String` of its own.
 pub fn text(at: SystemTime, fraction: Fraction) -> String {
     let mut out = Vec::with_capacity(SECOND_TEXT + 7);
     write(at, fraction, &mut out);

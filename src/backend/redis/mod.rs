@@ -5,7 +5,7 @@
 //! over one multiplexed command connection, reloaded automatically when the server answers
 //! NOSCRIPT (its script cache is empty after a restart or failover), or, for release and renew
 //! where the server has them, a native compare-and-delete or compare-and-set command (see
-//! [`features`]). All user data travels in KEYS and ARGV; no script text is ever built from
+//! `features`). All user data travels in KEYS and ARGV; no script text is ever built from
 //! input.
 //!
 //! Key layout, for a name `orders:42` and the default prefix `lockgate:`:
@@ -23,7 +23,7 @@
 //! | `lockgate:{orders:42}:queue:live` | each gateway's liveness deadline for the queue, and its arrival counter | as the queue |
 //!
 //! and the pub/sub channels `lockgate:{orders:42}:released`, on which releases are announced to
-//! gateways with waiters for the name (see [`notify`]), and `lockgate:{orders:42}:head:<gateway>`,
+//! gateways with waiters for the name (see `notify`), and `lockgate:{orders:42}:head:<gateway>`,
 //! on which one gateway is told that its fair waiter heads the queue. So Redis holds O(live grants + hash
 //! slots) keys for lockgate, never one per name ever used (see `super::fence`). A lockgate
 //! older than this layout kept a counter per name, `lockgate:{orders:42}:fence`; the acquire
@@ -36,10 +36,10 @@
 //! round trip over a dedicated connection (to the master, or in a cluster to the master of the
 //! name's slot), because `WAIT` blocks the connection it is sent on.
 //!
-//! Deployments differ only in how connections are made ([`source`], [`connection`]): a fixed
-//! server; the master the Sentinels name ([`sentinel`]: every configured Sentinel is followed,
+//! Deployments differ only in how connections are made (`source`, `connection`): a fixed
+//! server; the master the Sentinels name (`sentinel`: every configured Sentinel is followed,
 //! and a switch, or a connection error or `READONLY` reply, replaces every connection); or
-//! redis-rs's cluster connection, with [`cluster`] for the slot owners `WAIT` needs.
+//! redis-rs's cluster connection, with `cluster` for the slot owners `WAIT` needs.
 
 mod batch;
 mod cluster;

@@ -228,7 +228,7 @@ impl LockGrantBody {
         Ok(out)
     }
 
-    /// Lists a multi-lock's names (`held`, from [`Primitive::held_names`]).
+    /// Lists a multi-lock's names (`held`, from [`Leased::held_names`](crate::backend::Leased::held_names)).
     pub fn holding(mut self, held: Option<&[LockName]>) -> Self {
         self.names = held.map(|names| names.iter().map(LockName::to_string).collect());
         self

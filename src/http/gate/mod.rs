@@ -34,9 +34,9 @@
 //! request can live for minutes, and with 10,000 of them those layers cost more memory than
 //! the waiting itself (see bench/README.md).
 //!
-//! Every step lives in [`GateService::call`] and the one future it returns ([`answer`], which
+//! Every step lives in [`GateService::call`] and the one future it returns (`answer`, which
 //! records the answer too); what the gate reads of a request (its id, its key, its size, its
-//! scope) is in [`request`]: plain functions, not layers.
+//! scope) is in `request`: plain functions, not layers.
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -8,8 +8,8 @@
 //! No problem document ever repeats a lock token, an idempotency key or an Authorization
 //! header.
 //!
-//! The kinds, with their `type`, title, status and meaning, are [`kind`]; how each lock-layer
-//! error renders, [`render`]; this file, the document, the handlers' errors and the answer.
+//! The kinds, with their `type`, title, status and meaning, are `kind`; how each lock-layer
+//! error renders, `render`; this file, the document, the handlers' errors and the answer.
 
 use std::time::Duration;
 

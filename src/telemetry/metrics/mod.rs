@@ -6,7 +6,7 @@
 //! of relaxed atomic additions: nothing on the request path allocates, hashes a label set or
 //! takes a lock (the reason for not using the `metrics` crate's registry here).
 //!
-//! The label values are in [`labels`], the histogram and the per-node gauges in [`parts`];
+//! The label values are in `labels`, the histogram and the per-node gauges in `parts`;
 //! this file holds the metrics and renders them.
 
 use std::fmt::Write as _;
