@@ -7,6 +7,7 @@
 //! limit, authentication, timeout, panic safety, metrics and the access log.
 
 pub mod acquiring;
+pub mod answer;
 pub mod body;
 pub mod delivery;
 pub mod dispatch;

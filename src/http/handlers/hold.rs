@@ -28,6 +28,7 @@ use utoipa::ToSchema;
 use super::params::{IdempotencyKeyParam, LockNameParam};
 use crate::http::AppState;
 use crate::http::acquiring::{self, Acquired};
+use crate::http::answer;
 use crate::http::dto::LockMode;
 use crate::http::dto::{HoldBody, LockGrantBody, LockRenewalBody};
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
@@ -40,7 +41,6 @@ use crate::lock::{
 };
 use crate::lock::{LeaseRequest, RawLease};
 use crate::telemetry::metrics::Metrics;
-use futures_util::future::{Either, ready};
 use tokio::sync::watch;
 
 pub const NDJSON: &str = "application/x-ndjson";
@@ -172,15 +172,15 @@ pub fn hold_lock(
     let fields = body.lock_fields(mode == Some(LockMode::Shared));
     let lease = match acquiring::lock_lease(body.lease(), fields) {
         Ok(lease) => lease,
-        Err(refused) => return Either::Left(ready(Err(refused))),
+        Err(refused) => return answer::refused(refused),
     };
     if lease.fair && lease.wait_ms.is_some_and(|ms| ms > 0) {
-        return Either::Left(ready(queueing(&app, name, key, lease)));
+        return answer::at_once(queueing(&app, name, key, lease));
     }
-    Either::Right(match mode {
-        Some(LockMode::Shared) => Either::Left(holding(&app, Shared, name, key, lease)),
-        _ => Either::Right(holding(&app, Exclusive, name, key, lease)),
-    })
+    match mode {
+        Some(LockMode::Shared) => answer::first(holding(&app, Shared, name, key, lease)),
+        _ => answer::second(holding(&app, Exclusive, name, key, lease)),
+    }
 }
 
 /// Acquires a lease of `primitive` and answers its hold stream: what every hold route does.

@@ -8,7 +8,6 @@ use axum::response::Response;
 
 use super::params::{IdempotencyKeyParam, LockNameParam, LockTokenParam};
 use crate::http::AppState;
-use crate::http::acquiring;
 use crate::http::dto::LockMode;
 use crate::http::dto::{
     AcquireBody, LockGrantBody, LockHeldOnBody, LockHoldsBody, LockInfoBody, LockReleaseBody,
@@ -20,9 +19,9 @@ use crate::http::extract::{
 };
 use crate::http::gate::Succeeded;
 use crate::http::problem::ApiError;
+use crate::http::{acquiring, answer};
 use crate::lock::{Exclusive, IdempotencyKey, LockName, LockToken, Released, Shared};
 use axum::response::IntoResponse;
-use futures_util::future::{Either, ready};
 
 /// Acquire a lock.
 ///
@@ -73,37 +72,35 @@ pub fn acquire_lock(
             Some("reentrant".to_owned()),
             "reentrant: a shared grant is not reentrant",
         );
-        return Either::Left(Either::Left(ready(Err(refused))));
+        return answer::refused(refused);
     }
     // A `Lock-Token` that lockgate could not have issued is bad input, whatever the body says:
     // 400, as on every route. (A well-formed one is ignored unless the body asks for a
     // re-entry.)
     let token = match token {
-        Some(Err(malformed)) => return Either::Left(Either::Left(ready(Err(malformed)))),
+        Some(Err(malformed)) => return answer::refused(malformed),
         Some(Ok(token)) => Some(token),
         None => None,
     };
     if reentrant && let Some(token) = token {
-        // Boxed: the waiting acquires beside it keep their futures small (a re-entry waits
-        // for nothing).
-        let reentering = Box::pin(reentering(app, name, key, token, body));
-        return Either::Left(Either::Right(reentering));
+        // A re-entry waits for nothing.
+        return answer::boxed(reentering(app, name, key, token, body));
     }
     let mode = body.mode;
     let fields = body.lock_fields(mode == Some(LockMode::Shared));
     let mut lease = match acquiring::lock_lease(body.lease(), fields) {
         Ok(lease) => lease,
-        Err(refused) => return Either::Left(Either::Left(ready(Err(refused)))),
+        Err(refused) => return answer::refused(refused),
     };
     lease.reentrant = reentrant;
-    Either::Right(match mode {
+    match mode {
         Some(LockMode::Shared) => {
-            Either::Left(acquiring::granting(&app, "locks", Shared, name, key, lease))
+            answer::first(acquiring::granting(&app, "locks", Shared, name, key, lease))
         }
-        _ => Either::Right(acquiring::granting(
+        _ => answer::second(acquiring::granting(
             &app, "locks", Exclusive, name, key, lease,
         )),
-    })
+    }
 }
 
 /// A reentrant lock's holder takes it once more (`reentrant: true` with its `Lock-Token`).
