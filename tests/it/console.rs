@@ -253,9 +253,8 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     let (row, _) = wait_for(&gw, &browser, "app:xss", ROW, json!(["app:xss"])).await;
     assert_eq!(row["owner"], owner);
     assert_eq!(row["meta"], json!({"note": script}).to_string());
-    // Time for an image's error handler to have run, were there an image.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(browser.open_dialog().await, None, "a dialog opened");
+    // No element was made of the markup (no image whose error handler could run, no script
+    // but the page's own), and nothing has opened a dialog.
     let page = browser
         .run(
             "return {images: document.images.length, scripts: document.scripts.length};",
@@ -263,6 +262,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
         )
         .await;
     assert_eq!(page, json!({"images": 0, "scripts": 1}));
+    assert_eq!(browser.open_dialog().await, None, "a dialog opened");
     release(&gw, "app:xss", &xss).await;
 
     // A key without `revoke`: no revoke button on any row.

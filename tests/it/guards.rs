@@ -152,8 +152,20 @@ async fn an_eviction_policy_set_at_runtime_is_reported() {
         "seen within the interval: {:?}",
         turned.elapsed()
     );
-    // Looked at again and again, it is logged once.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Looked at again and again (three more `INFO memory` looks, as Redis counts them; the
+    // test's own `INFO commandstats` taken out), it is logged once.
+    let mut polls = 0;
+    let mut looks = || {
+        let calls = redis.command_calls("info");
+        polls += 1;
+        calls - (polls - 1)
+    };
+    let first = looks();
+    eventually(Duration::from_secs(5), "three more looks", || {
+        let seen = looks();
+        async move { (seen >= first + 3).then_some(()) }
+    })
+    .await;
     assert_eq!(errors(), 1, "{}", server.logs());
     set_policy(&redis, "noeviction");
     eventually(Duration::from_secs(2), "the gauge back at 0", || async {
@@ -369,9 +381,19 @@ async fn a_clock_step_is_reported_and_grants_are_held_back() {
     // Holders keep their locks long enough to still be working when the step ends their leases.
     load.max_hold_ms = 2_500;
     let running = workload::start(&[server.url("")], &load);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(steps().await, Some(0), "{}", server.logs());
     let history = running.history.clone();
+    // Locks held by the workload when the clock steps: every name granted at least once.
+    let every_name = names.len();
+    eventually(
+        Duration::from_secs(10),
+        "the workload holding locks",
+        || {
+            let grants = history.check().grants();
+            async move { (grants >= every_name).then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(steps().await, Some(0), "{}", server.logs());
     let stepped = history.now_us();
     offset.set(10_000_000);
     let detected = eventually(Duration::from_secs(2), "the step counted", || async {
@@ -387,8 +409,20 @@ async fn a_clock_step_is_reported_and_grants_are_held_back() {
         "{}",
         server.logs()
     );
-    // The hold-back (10 s) and the grants after it.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // The hold-back (10 s), and the grants after it.
+    eventually(
+        Duration::from_secs(20),
+        "a grant after the hold-back",
+        || {
+            let granted = history.check().count_ops(|op| {
+                op.invoke_us > detected
+                    && op.complete_us > detected + 10_000_000
+                    && matches!(op.outcome, crate::support::history::Outcome::Granted { .. })
+            });
+            async move { (granted > 0).then_some(()) }
+        },
+    )
+    .await;
     let history = running.finish().await;
     let report = history.check();
     let after: Vec<_> = report

@@ -368,8 +368,18 @@ async fn an_exhausted_wait_pool_has_its_own_problem_type() {
     let locks = gw.locks();
     let slow = locks.acquire("slow", json!({"replicas": 1, "replica_timeout_ms": 3000}));
     let blocked = async {
-        // Let the slow request take the only connection first.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The slow request holds the only connection first: its WAIT is blocked in Redis.
+        eventually(
+            Duration::from_secs(5),
+            "the slow request's WAIT",
+            || async {
+                let clients: String = redis
+                    .query(redis::cmd("CLIENT").arg("LIST"))
+                    .expect("CLIENT LIST");
+                clients.contains("cmd=wait").then_some(())
+            },
+        )
+        .await;
         let started = Instant::now();
         let answer = locks
             .acquire("blocked", json!({"replicas": 1, "replica_timeout_ms": 100}))

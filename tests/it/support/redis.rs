@@ -303,6 +303,20 @@ impl RedisServer {
         cmd.query(&mut conn)
     }
 
+    /// How many times the server has run `command` (lower case, as `INFO commandstats` names
+    /// it: `info`, `config|get`), counting the `INFO` this asks with only from the next call.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let stats: String = self
+            .query(redis::cmd("INFO").arg("commandstats"))
+            .expect("INFO commandstats");
+        let field = format!("cmdstat_{command}:calls=");
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix(&field))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Creates (or changes) the ACL user `name`, switched on, with `password` and `rules`
     /// (`~lockgate:*`, `&lockgate:*`, `+@all`, ...), as an operator sets one up for lockgate.
     pub fn acl_user(&self, name: &str, password: &str, rules: &[&str]) {
