@@ -202,17 +202,22 @@ impl RedisBackend {
             if !bare {
                 claim_and_holder(&mut call, claim, holder);
             }
-            let (reply, acked) = self
-                .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
-                .await?;
-            if reply == Value::Array(vec![Value::Int(5)]) && self.clear_queue(name).await? {
-                // The queue in the way held only waiters of dead gateways, and is gone now.
+            let mut first = true;
+            loop {
                 let (reply, acked) = self
                     .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
                     .await?;
+                // A queue in the way: if it held only waiters of dead gateways, it is gone
+                // now, and the lock is looked at once more.
+                if first
+                    && reply == Value::Array(vec![Value::Int(5)])
+                    && self.clear_queue(name).await?
+                {
+                    first = false;
+                    continue;
+                }
                 return acquire_outcome(ACQUIRE.name, reply, ttl, acked);
             }
-            return acquire_outcome(ACQUIRE.name, reply, ttl, acked);
         };
         let live = keys.queue_live();
         let all = [lock, counter, legacy, queue, live, claim_key, holder_key];
