@@ -8,6 +8,7 @@
 //!
 //! The defaults suit a sidecar: listen on loopback only, 30 s leases.
 
+mod client_flags;
 mod env_names;
 mod flag_values;
 pub mod flags;

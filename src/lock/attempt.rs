@@ -11,8 +11,9 @@ use super::LockName;
 use super::error::LockError;
 use super::guard::GrantGuard;
 use super::primitive::Primitive;
+use super::promise::{check_replicas, validity};
 use super::request::LeaseRequest;
-use super::service::{Grant, LockService, check_replicas, validity};
+use super::service::{Grant, LockService};
 use super::token::{LockToken, TokenStem};
 use crate::backend::fence::Marks;
 use crate::backend::{

@@ -18,6 +18,7 @@ pub mod multi;
 mod observer;
 pub mod prefix_events;
 pub mod primitive;
+mod promise;
 pub mod reentrant;
 pub mod request;
 pub mod semaphore;

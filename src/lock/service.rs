@@ -8,8 +8,8 @@
 //! nobody left to tell) so that a failed request never leaves a lock held by nobody.
 //!
 //! Every attempt at the backend has a token stem of its own (see [`super::token`]): a fresh
-//! random one, or, with an idempotency key, the key's stem and a fresh [`Claim`](crate::backend::Claim). An attempt
-//! that failed after its script may have run withdraws its possible grant before it returns,
+//! random one, or, with an idempotency key, the key's stem and a fresh
+//! [`Claim`](crate::backend::Claim). An attempt that failed after its script may have run withdraws its possible grant before it returns,
 //! and a withdrawal can only ever match its own attempt's grant, so a later attempt, or a later
 //! request with the same idempotency key, never meets a withdrawal meant for another.
 //!
@@ -39,15 +39,14 @@ use super::fair_lines::FairLines;
 use super::guard::GrantGuard;
 use super::prefix_events::PrefixWatcher;
 use super::primitive::{Exclusive, Primitive};
-use super::request::{Limits, RenewRequest, ReplicaPolicy};
+use super::promise::{bounded_renewal, check_replicas, validity};
+use super::request::{Limits, RenewRequest};
 use super::token::{LockToken, TokenSecret};
 use super::validity::Validity;
 use super::wait::Waiters;
 use crate::backend::data_loss::LongestLease;
 use crate::backend::guards::HoldBack;
-use crate::backend::{
-    Backend, Lease, LeaseStore, Leased, ReleaseOutcome, RenewAttempt, RenewOutcome, Unoffered,
-};
+use crate::backend::{Backend, LeaseStore, Leased, ReleaseOutcome, RenewOutcome, Unoffered};
 
 /// A lease granted to the caller. Until its guard is disarmed (the client has the answer),
 /// dropping it withdraws the grant.
@@ -384,51 +383,4 @@ impl LockService {
         }
         Ok(self.backend.ping().await?)
     }
-}
-
-pub(super) fn check_replicas(policy: &ReplicaPolicy, lease: &Lease) -> Result<(), LockError> {
-    let acked = lease.replicas_acked.unwrap_or(0);
-    if policy.required && acked < policy.replicas {
-        return Err(LockError::InsufficientReplicas {
-            wanted: policy.replicas,
-            acked,
-        });
-    }
-    Ok(())
-}
-
-pub(super) fn validity(started: Instant, lease: &Lease) -> Result<Validity, LockError> {
-    Validity::of_lease(started, lease.ttl, Duration::ZERO, Instant::now())
-        .ok_or(LockError::LeaseExpired)
-}
-
-/// The renewal of `token`'s grant for `ttl`: a bounded hold (`max_hold_ms`, which the token
-/// carries) is renewed up to its deadline, never past it; `None` once the deadline is reached.
-pub(super) fn bounded_renewal(
-    token: &LockToken,
-    ttl: Duration,
-    replicas: ReplicaPolicy,
-) -> Option<RenewAttempt<'_>> {
-    let hold_left = token.hold_left();
-    if hold_left.is_some_and(|left| left.is_zero()) {
-        return None;
-    }
-    Some(RenewAttempt {
-        token: token.expose(),
-        ttl: within_hold(ttl, hold_left),
-        ack: replicas.ack(),
-    })
-}
-
-/// `ttl`, cut to what is left of a bounded hold (`hold_left`), rounded up to whole
-/// milliseconds as the store takes a ttl: truncated, the lease could end up to a millisecond
-/// before the bound, and a renewal in that gap would be told "not held" (404) instead of
-/// `max-hold-reached`. Past the bound, the caller's refusal ends it.
-fn within_hold(ttl: Duration, hold_left: Option<Duration>) -> Duration {
-    hold_left.map_or(ttl, |left| ttl.min(whole_millis_up(left)))
-}
-
-/// `d` rounded up to whole milliseconds.
-fn whole_millis_up(d: Duration) -> Duration {
-    Duration::from_millis(u64::try_from(d.as_micros().div_ceil(1000)).unwrap_or(u64::MAX))
 }
