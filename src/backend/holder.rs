@@ -5,7 +5,7 @@
 //! working); the holder goes in a key of its own, `<prefix>{<name>}:holder`, written by the
 //! acquire script in the same atomic step as the grant, with the same ttl, extended by every
 //! renewal and deleted by release and withdrawal. Only grants that name a holder write it, and
-//! their tokens say so (the `o` mark, see `fence::Marks`): release, renew, withdrawal and
+//! their tokens say so (the `o` mark, see `marks::Marks`): release, renew, withdrawal and
 //! inspect touch the second key only for those, so grants without a holder cost what they
 //! did before holders existed.
 //!

@@ -11,7 +11,7 @@
 //! What the engine needs to know of a kind (its label, whether a grant excludes every other,
 //! how its tokens are marked) is data of the variant, below, not code of the engine.
 
-use super::fence::Marks;
+use super::marks::Marks;
 use crate::name::LockName;
 
 /// What a lease operation acts on: the kind of lease and the name, or names, it holds.
@@ -104,7 +104,7 @@ impl<'a> Leased<'a> {
             multi: matches!(self, Self::Set(_)),
             set: match self {
                 Self::Set(names) => {
-                    Some(super::fence::set_digest(names.iter().map(LockName::as_str)))
+                    Some(super::marks::set_digest(names.iter().map(LockName::as_str)))
                 }
                 _ => None,
             },

@@ -31,6 +31,7 @@ pub mod guards;
 pub mod holder;
 mod lease;
 pub mod listing;
+pub mod marks;
 pub mod memory;
 pub mod multi;
 mod outcome;

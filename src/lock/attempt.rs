@@ -15,7 +15,7 @@ use super::promise::{check_replicas, validity};
 use super::request::LeaseRequest;
 use super::service::{Grant, LockService};
 use super::token::{LockToken, TokenStem};
-use crate::backend::fence::Marks;
+use crate::backend::marks::Marks;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, LeaseStore, QueuePlace, millis,
 };

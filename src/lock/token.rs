@@ -10,7 +10,7 @@
 //! stem tell themselves apart with a [`Claim`](crate::backend::Claim). The **fence** is the one
 //! the store issued for the grant, so the token alone says which grant it proves.
 //!
-//! After its 22 characters of entropy a stem carries marks (`backend::fence::Marks`): `o`
+//! After its 22 characters of entropy a stem carries marks (`backend::marks::Marks`): `o`
 //! when the grant has a holder record, and `h<milliseconds>` for a bounded hold (`max_hold_ms`,
 //! or the server's `--max-hold`). The token alone then says until when it may be renewed (its
 //! fence is the grant's time, see `backend::fence::granted_at`) and whether a second key must
@@ -31,7 +31,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::backend::fence;
+use crate::backend::{fence, marks};
 
 /// Bytes of entropy in a token (128 bits).
 const TOKEN_BYTES: usize = 16;
@@ -78,7 +78,7 @@ impl TokenStem {
     }
 
     /// This stem with `marks` (a holder record, a bounded hold) after its entropy.
-    pub fn marked(&self, marks: fence::Marks) -> Self {
+    pub fn marked(&self, marks: marks::Marks) -> Self {
         Self(marks.stem(&self.0))
     }
 
@@ -99,7 +99,7 @@ impl fmt::Debug for TokenStem {
 #[derive(Clone, PartialEq, Eq)]
 pub struct LockToken {
     text: String,
-    marks: fence::Marks,
+    marks: marks::Marks,
     fence: u64,
 }
 
@@ -108,7 +108,7 @@ impl LockToken {
     pub fn issued(stem: &TokenStem, fence: u64) -> Self {
         Self {
             text: fence::token(stem.expose(), fence),
-            marks: fence::Marks::of(stem.expose()),
+            marks: marks::Marks::of(stem.expose()),
             fence,
         }
     }
@@ -127,7 +127,7 @@ impl LockToken {
     pub fn holds_set<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> bool {
         self.marks
             .set
-            .is_some_and(|set| set == fence::set_digest(names))
+            .is_some_and(|set| set == marks::set_digest(names))
     }
 
     /// Whether this is the token of a reentrant lock's grant (see `super::reentrant`).
@@ -273,9 +273,9 @@ mod tests {
     fn a_bounded_stem_tells_until_when_its_grant_may_be_held() {
         let stem = TokenStem::random().expect("random");
         let fence = 1_763_712_000_123_456;
-        let marks = fence::Marks {
+        let marks = marks::Marks {
             max_hold_ms: Some(90_000),
-            ..fence::Marks::default()
+            ..marks::Marks::default()
         };
         let bounded = LockToken::issued(&stem.marked(marks), fence);
         let granted = fence::granted_at(fence).expect("a time");

@@ -24,7 +24,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::fence::{Marks, fence_of, next_fence};
+use super::fence::{fence_of, next_fence};
+use super::marks::Marks;
 use super::shared::SHARED_MARKER;
 use super::{
     AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListPage,

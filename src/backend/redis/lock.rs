@@ -14,7 +14,8 @@ use super::scripts::{
     ACQUIRE, FAIR_ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, RENEW, WITHDRAW,
 };
 use super::send::{Request, claim_arg, evalsha};
-use crate::backend::fence::{Marks, fence_of, held_until_ms};
+use crate::backend::fence::{fence_of, held_until_ms};
+use crate::backend::marks::Marks;
 use crate::backend::{
     AcquireOutcome, BackendError, Lease, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome,
     Withdrawal, millis,
