@@ -40,6 +40,10 @@
 //! The runner is one state machine (acquire, start the command, renew, watch the events, stop
 //! the command, release) over one child process and one lease: this file runs the command;
 //! `gateway.rs` holds the runner's calls to the gateway (acquire, renew, release).
+//!
+//! One piece, over 400 lines: every way the run can end (the command's exit, a lost lease, a
+//! revoke, the maximum hold, a signal to `lockgate run`) meets every state of the lease and of
+//! the child here, and the exit status each one gives is only checked by reading them together.
 
 use std::ffi::OsString;
 use std::time::Duration;
