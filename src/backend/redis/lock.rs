@@ -210,10 +210,9 @@ impl RedisBackend {
                     .await?;
                 // A queue in the way: if it held only waiters of dead gateways, it is gone
                 // now, and the lock is looked at once more.
-                if first
-                    && reply == Value::Array(vec![Value::Int(5)])
-                    && self.clear_queue(name).await?
-                {
+                let behind_a_queue =
+                    matches!(&reply, Value::Array(items) if matches!(items[..], [Value::Int(5)]));
+                if first && behind_a_queue && self.clear_queue(name).await? {
                     first = false;
                     continue;
                 }
