@@ -200,6 +200,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                                 token,
                                 ttl: TTL,
                                 ack: None,
+                                one_more_hold: false,
                             },
                         )
                         .await

@@ -161,4 +161,9 @@ pub struct RenewAttempt<'a> {
     pub ttl: Duration,
     /// Replicas to wait for after the write (`WAIT`), if asked.
     pub ack: Option<ReplicaAck>,
+    /// The holder takes the grant once more (a reentrant lock's, whose token carries the
+    /// reentrant mark): one more hold, to be given back by one more release, and the lease
+    /// made to last at least `ttl`, never shortened ([`RenewOutcome::Reentered`](super::RenewOutcome::Reentered)).
+    /// Only a lock's grant can be reentrant; the other kinds' renewals never ask.
+    pub one_more_hold: bool,
 }

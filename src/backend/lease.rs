@@ -113,6 +113,20 @@ impl<'a> Leased<'a> {
     }
 }
 
+/// What a feed of [`LeaseStore::watch`](super::LeaseStore::watch) announces.
+#[derive(Debug, Clone, Copy)]
+pub enum Watched<'a> {
+    /// The releases that may let a waiter of the lease in: a lock's release (and its
+    /// readers'), a permit given back; for a set, the release of any of its names.
+    Releases(Leased<'a>),
+    /// This gateway's waiters of the lease coming to the head of the line the store keeps for
+    /// them, for a kind whose waiters of every gateway wait in one line (a fair lock, see
+    /// [`queue`](super::queue)); never, for any other.
+    Turn(Leased<'a>),
+    /// The grants of the lock of a name, by any gateway.
+    Grants(&'a LockName),
+}
+
 /// How a store keeps a lease once granted, which is all its renewal, release and
 /// withdrawal depend on: the lock of a name, one of a name's grants (shared grants and
 /// permits are kept alike), or a set of locks.
@@ -136,23 +150,17 @@ impl<'a> Leased<'a> {
 }
 
 /// The lease operations of [`LeaseStore`](super::LeaseStore) (acquire, renew, release,
-/// withdraw, and a reentrant lock's re-entry) for a store that keeps each kind of lease in a
+/// withdraw; a writer's hold-off of readers and leaving a fair queue, which only a lock has)
+/// for a store that keeps each kind of lease in a
 /// module of its own, with functions named by kind: `acquire_lock`, `acquire_shared`,
 /// `acquire_permit` and `acquire_all`; then, by how the lease is kept ([`Kept`]), `…_lock`,
-/// `…_grant` (with its [`GrantsOf`]) and `…_all` for `renew`, `release` and `withdraw`;
-/// re-entry is `reenter_lock`. Names are taken as `&str`, a set's names as `&[LockName]`.
+/// `…_grant` (with its [`GrantsOf`]) and `…_all` for `renew`, `release` and `withdraw` (a
+/// reentrant lock's re-entry is a renewal of the lock, `renew_lock`); `hold_off_readers` and
+/// `leave_queue`. Names are taken as `&str`, a set's names as `&[LockName]`.
 /// The dispatch from a [`Leased`] to its kind's function, written once for the memory and
 /// the Redis stores.
 macro_rules! lease_operations_by_kind {
     () => {
-        async fn reenter(
-            &self,
-            name: &str,
-            renewal: RenewAttempt<'_>,
-        ) -> Result<ReenterOutcome, BackendError> {
-            self.reenter_lock(name, renewal).await
-        }
-
         async fn acquire(
             &self,
             leased: Leased<'_>,
@@ -165,6 +173,27 @@ macro_rules! lease_operations_by_kind {
                     self.acquire_permit(name.as_str(), limit, attempt).await
                 }
                 Leased::Set(names) => self.acquire_all(names, attempt).await,
+            }
+        }
+
+        /// A writer keeps new readers out (`hold_off_readers`); nothing overtakes any other
+        /// kind.
+        async fn hold_off(
+            &self,
+            leased: Leased<'_>,
+            wait: Option<std::time::Duration>,
+        ) -> Result<(), BackendError> {
+            match leased {
+                Leased::Lock(name) => self.hold_off_readers(name.as_str(), wait).await,
+                _ => Ok(()),
+            }
+        }
+
+        /// Only a fair lock's waiters wait in a line the store keeps (`leave_queue`).
+        async fn leave(&self, leased: Leased<'_>, waiter: u64) -> Result<(), BackendError> {
+            match leased {
+                Leased::Lock(name) => self.leave_queue(name.as_str(), waiter).await,
+                _ => Ok(()),
             }
         }
 

@@ -19,12 +19,13 @@
 //! step, plus one inspect per lock listed. At most MAX_SCANS_PER_PAGE steps per page bound
 //! the time of one request whatever the keyspace holds.
 //!
-//! Semaphores are listed the same way, by their permits' keys (`<prefix>{<name>}:permits`),
-//! each looked at as `GET /semaphores/{name}` looks.
+//! Names with grants held at once (a semaphore's permits, a read/write lock's readers) are
+//! listed the same way, by the keys of their grants (`<prefix>{<name>}:permits`, `…:readers`),
+//! each looked at as inspect looks at them (`GET /semaphores/{name}`).
 
 use std::future::Future;
 
-use super::{BackendError, Inspection, Permits};
+use super::{BackendError, Grants, GrantsOf, Inspection};
 
 /// Keys SCAN looks at per step (its `COUNT`).
 pub const SCAN_COUNT: usize = 1000;
@@ -72,8 +73,9 @@ impl<T> Default for Page<T> {
 
 /// One page of held locks.
 pub type ListPage = Page<Inspection>;
-/// One page of semaphores with permits held.
-pub type SemaphorePage = Page<Permits>;
+/// One page of names with grants held at once (semaphores with permits, read/write locks
+/// with readers).
+pub type GrantPage = Page<Grants>;
 
 /// Separates the parts of a cursor's text. Not in the name alphabet.
 const CURSOR_SEPARATOR: char = '~';
@@ -114,7 +116,7 @@ pub(crate) type Looked<T> = Result<Vec<(String, T)>, BackendError>;
 
 /// What a store needs to offer for [`page`] to list it.
 pub(crate) trait Walk {
-    /// What a look finds of a name: a lock's [`Inspection`], a semaphore's [`Permits`].
+    /// What a look finds of a name: a lock's [`Inspection`], a semaphore's [`Grants`].
     type Found: Send;
 
     /// One SCAN step on `node`: the next cursor (0 when the node is done) and the lock names
@@ -215,12 +217,19 @@ pub fn match_pattern(key_prefix: &str, prefix: &str) -> String {
     pattern
 }
 
-/// What a semaphore's permits key adds to `<key prefix>{<name>}`.
-pub const PERMITS_SUFFIX: &str = ":permits";
+/// What the key of a name's set of grants adds to `<key prefix>{<name>}`: a semaphore's
+/// permits, a read/write lock's readers (the Redis store's keys of the same name).
+pub fn grants_key_suffix(of: GrantsOf) -> &'static str {
+    match of {
+        GrantsOf::Permits => ":permits",
+        GrantsOf::Shared => ":readers",
+    }
+}
 
-/// The semaphore name in a permits key `<key prefix>{<name>}:permits`; `None` for any other.
-pub fn semaphore_of_key<'a>(key_prefix: &str, key: &'a [u8]) -> Option<&'a str> {
-    let key = key.strip_suffix(PERMITS_SUFFIX.as_bytes())?;
+/// The name in the key `<key prefix>{<name>}<suffix>` of a set of grants (see
+/// [`grants_key_suffix`]); `None` for any other key.
+pub fn name_of_grants_key<'a>(key_prefix: &str, key: &'a [u8], of: GrantsOf) -> Option<&'a str> {
+    let key = key.strip_suffix(grants_key_suffix(of).as_bytes())?;
     name_of_key(key_prefix, key)
 }
 
@@ -277,10 +286,17 @@ mod tests {
             Some("orders:42")
         );
         assert_eq!(
-            semaphore_of_key("lockgate:", b"lockgate:{pool:1}:permits"),
+            name_of_grants_key("lockgate:", b"lockgate:{pool:1}:permits", GrantsOf::Permits),
             Some("pool:1")
         );
-        assert_eq!(semaphore_of_key("lockgate:", b"lockgate:{pool:1}"), None);
+        assert_eq!(
+            name_of_grants_key("lockgate:", b"lockgate:{doc:1}:readers", GrantsOf::Shared),
+            Some("doc:1")
+        );
+        assert_eq!(
+            name_of_grants_key("lockgate:", b"lockgate:{pool:1}", GrantsOf::Permits),
+            None
+        );
         for other in [
             &b"lockgate:{orders:42}:holder"[..],
             b"lockgate:fences",

@@ -61,7 +61,7 @@ pub fn set_digest<'a>(names: impl IntoIterator<Item = &'a str>) -> SetDigest {
     SetDigest::new(bits | DIGEST_TAG).unwrap_or(SetDigest::MIN)
 }
 /// Mark: a reentrant lock's grant: its holder may take it again with its token, and each
-/// release gives back one hold (see `LeaseStore::reenter`); its hold count is kept beside it.
+/// release gives back one hold (see `RenewAttempt::one_more_hold`); its hold count is kept beside it.
 pub const REENTRANT_MARK: char = 'r';
 /// Mark: a release before the grant's time plus this many milliseconds leaves the lock held
 /// until then, `a<ms>` ("at least"; `min_hold_ms`, see `LeaseStore::release`).

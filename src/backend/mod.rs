@@ -53,14 +53,13 @@ pub use self::feed::{ReleaseFeed, sleep_until_some};
 pub use self::granted::{Announcements, Announcer, GrantNews, GrantedNames};
 pub use self::holder::Holder;
 pub(crate) use self::lease::lease_operations_by_kind;
-pub use self::lease::{GrantsOf, Kept, Leased, kinds};
-pub use self::listing::{ListCursor, ListPage, PageRequest, SemaphorePage};
+pub use self::lease::{GrantsOf, Kept, Leased, Watched, kinds};
+pub use self::listing::{GrantPage, ListCursor, ListPage, PageRequest};
 pub use self::outcome::{
-    AcquireOutcome, Claim, Inspection, Lease, ReenterOutcome, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, Claim, GrantView, Grants, Inspection, Lease, ReleaseOutcome, RenewOutcome,
     ReplicaAck,
 };
 pub use self::queue::QueuePlace;
-pub use self::semaphore::{PermitView, Permits};
 use crate::telemetry::BackendErrorKind;
 
 /// The store could not answer. Every variant but `Config` is transient from the caller's
@@ -157,31 +156,18 @@ pub trait LeaseStore: Send + Sync {
         withdrawal: Withdrawal<'_>,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
-    /// Subscribes to the releases that may let a waiter of `leased` in (a lock's release, a
-    /// permit given back; for a set, the release of any of its names: see
-    /// [`Backend::watch_releases`]). Returns once the subscription is in place, so that a
-    /// release after this returns is seen; if the store cannot confirm it (unreachable), the
-    /// feed still works once the store is back, and waiters fall back to the holder's ttl.
-    fn watch_releases(&self, leased: Leased<'_>) -> impl Future<Output = ReleaseFeed> + Send;
+    /// Subscribes to what `what` names (see [`Watched`]). Returns once the subscription is
+    /// in place, so that what happens after this returns is seen; if the store cannot confirm
+    /// it (unreachable), the feed still works once the store is back, and waiters fall back to
+    /// the holder's ttl.
+    fn watch(&self, what: Watched<'_>) -> impl Future<Output = ReleaseFeed> + Send;
 
-    /// The holder of `renewal.token`, a reentrant grant of the lock `name` (its token carries
-    /// the reentrant mark), takes it once more: one more hold, to be given back by one more
-    /// release; the lease is made to last at least `renewal.ttl` (never shortened).
-    fn reenter(
+    /// This gateway's `waiter` of `leased` leaves the line the store keeps for it (see
+    /// [`Watched::Turn`]): it gave up, or its client went away; the next waiter's gateway is
+    /// told if it was first. Nothing to do for a kind whose waiters wait in the gateway alone.
+    fn leave(
         &self,
-        name: &str,
-        renewal: RenewAttempt<'_>,
-    ) -> impl Future<Output = Result<ReenterOutcome, BackendError>> + Send;
-
-    /// Announcements to this gateway that one of its fair waiters of the lock `name` has come
-    /// to the head of the queue (see [`queue`]), returned once the subscription is in place.
-    fn watch_queue_head(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
-
-    /// Takes the fair waiter `waiter` of this gateway out of the queue of the lock `name`
-    /// (it gave up, or its client went away), telling the next head's gateway if it was first.
-    fn leave_queue(
-        &self,
-        name: &str,
+        leased: Leased<'_>,
         waiter: u64,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
@@ -218,13 +204,15 @@ pub trait LeaseStore: Send + Sync {
         &self,
         of: GrantsOf,
         name: &str,
-    ) -> impl Future<Output = Result<Permits, BackendError>> + Send;
+    ) -> impl Future<Output = Result<Grants, BackendError>> + Send;
 
-    /// No new shared grant of `name` for `wait` (a writer waits), or again from now on
-    /// (`None`: the writer got the lock or gave up).
-    fn hold_off_shared(
+    /// A waiter of `leased` keeps out, for `wait`, the grants that would otherwise come in
+    /// before it and keep it waiting: new shared grants (readers) of a lock while a writer
+    /// waits. `None` lets them in again (the waiter got its grant or gave up). A kind that
+    /// nothing overtakes has nothing to keep out.
+    fn hold_off(
         &self,
-        name: &str,
+        leased: Leased<'_>,
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
@@ -234,19 +222,16 @@ pub trait LeaseStore: Send + Sync {
         request: PageRequest<'_>,
     ) -> impl Future<Output = Result<ListPage, BackendError>> + Send;
 
-    /// One page of semaphores with permits held (see [`listing`]).
-    fn list_semaphores(
+    /// One page of the names with grants of the set `of` held (see [`listing`]), each with
+    /// what [`LeaseStore::inspect_grants`] sees of it.
+    fn list_grants(
         &self,
+        of: GrantsOf,
         request: PageRequest<'_>,
-    ) -> impl Future<Output = Result<SemaphorePage, BackendError>> + Send;
+    ) -> impl Future<Output = Result<GrantPage, BackendError>> + Send;
 
     /// Answers when the store can serve requests.
     fn ping(&self) -> impl Future<Output = Result<(), BackendError>> + Send;
-
-    /// Announcements of grants of the lock `name` (a feed that changes on every grant, by any
-    /// gateway), returned once the subscription is in place, as
-    /// [`LeaseStore::watch_releases`].
-    fn watch_grants(&self, name: &str) -> impl Future<Output = ReleaseFeed> + Send;
 
     /// Announcements of the grants of every lock whose name starts with `prefix` (see
     /// [`granted`]), returned once the subscription is in place; `Refused` when the store will
@@ -360,20 +345,17 @@ impl LeaseStore for Backend {
         async fn renew(&self, leased: Leased<'_>, renewal: RenewAttempt<'_>) -> Result<RenewOutcome, BackendError>;
         async fn release(&self, leased: Leased<'_>, token: &str) -> Result<ReleaseOutcome, BackendError>;
         async fn withdraw(&self, leased: Leased<'_>, withdrawal: Withdrawal<'_>) -> Result<bool, BackendError>;
-        async fn reenter(&self, name: &str, renewal: RenewAttempt<'_>) -> Result<ReenterOutcome, BackendError>;
-        async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed;
-        async fn watch_queue_head(&self, name: &str) -> ReleaseFeed;
-        async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError>;
+        async fn watch(&self, what: Watched<'_>) -> ReleaseFeed;
+        async fn leave(&self, leased: Leased<'_>, waiter: u64) -> Result<(), BackendError>;
         async fn revoke(&self, name: &str) -> Result<bool, BackendError>;
         async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError>;
         async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError>;
         async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError>;
-        async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError>;
-        async fn hold_off_shared(&self, name: &str, wait: Option<Duration>) -> Result<(), BackendError>;
+        async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Grants, BackendError>;
+        async fn hold_off(&self, leased: Leased<'_>, wait: Option<Duration>) -> Result<(), BackendError>;
         async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError>;
-        async fn list_semaphores(&self, request: PageRequest<'_>) -> Result<SemaphorePage, BackendError>;
+        async fn list_grants(&self, of: GrantsOf, request: PageRequest<'_>) -> Result<GrantPage, BackendError>;
         async fn ping(&self) -> Result<(), BackendError>;
-        async fn watch_grants(&self, name: &str) -> ReleaseFeed;
         async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError>;
     }
 

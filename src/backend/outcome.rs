@@ -75,21 +75,16 @@ pub enum ReleaseOutcome {
     NotOwner,
 }
 
-/// What a reentrant lock's holder taking it again gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReenterOutcome {
-    /// Held once more: `holds` times now, with the lease (at least the ttl asked).
+pub enum RenewOutcome {
+    Renewed(Lease),
+    /// A reentrant lock's holder took it once more (see
+    /// [`RenewAttempt::one_more_hold`](super::RenewAttempt::one_more_hold)): held `holds`
+    /// times now, with the lease (at least the ttl asked).
     Reentered {
         lease: Lease,
         holds: u32,
     },
-    NotHeld,
-    NotOwner,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RenewOutcome {
-    Renewed(Lease),
     NotHeld,
     NotOwner,
 }
@@ -110,4 +105,37 @@ pub struct Inspection {
     pub holds: Option<u32>,
     /// Fair waiters in the name's queue, every gateway's (see [`queue`](super::queue)).
     pub queued: u32,
+}
+
+/// One of the grants held at once of a name (a semaphore's permit, a read/write lock's reader)
+/// as anyone may see it. Never the token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantView {
+    pub fence: Option<u64>,
+    pub ttl: Duration,
+    pub holder: Option<Holder>,
+}
+
+impl GrantView {
+    /// This grant as the engine's one-lease view of its name: `shared` for a read/write lock's
+    /// readers.
+    pub fn into_inspection(self, shared: bool) -> Inspection {
+        Inspection {
+            ttl: Some(self.ttl),
+            fence: self.fence,
+            holder: self.holder,
+            shared,
+            holds: None,
+            queued: 0,
+        }
+    }
+}
+
+/// What inspect sees of a name's grants held at once (see
+/// [`GrantsOf`](super::GrantsOf)): the limit they were granted under while any is held (a
+/// semaphore's; readers have none), and the live grants in order of expiry.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Grants {
+    pub limit: Option<u32>,
+    pub grants: Vec<GrantView>,
 }

@@ -45,12 +45,12 @@ use futures_util::future::join_all;
 use super::listing::{self, Looked, Scanned, Walk};
 use super::redis::RedisBackend;
 use super::{
-    AcquireOutcome, BackendError, Inspection, Lease, LeaseStore, Leased, ListPage, PageRequest,
-    Permits, ReleaseFeed, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, BackendError, Grants, Inspection, Lease, LeaseStore, Leased, ListPage,
+    PageRequest, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
+use crate::backend::Watched;
 use crate::backend::{
-    GrantAttempt, GrantedNames, GrantsOf, ReenterOutcome, RenewAttempt, SemaphorePage, Withdrawal,
-    kinds,
+    GrantAttempt, GrantPage, GrantedNames, GrantsOf, RenewAttempt, Withdrawal, kinds,
 };
 
 #[derive(Debug)]
@@ -478,7 +478,11 @@ impl RedlockBackend {
         name: &str,
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack: _ } = renewal;
+        if renewal.one_more_hold {
+            // No quorum rule for a hold count kept per node (see `Backend::offers_reentrant`).
+            return Err(not_offered_here("reentrant lock"));
+        }
+        let RenewAttempt { token, ttl, .. } = renewal;
         let renewals = self.nodes.iter().map(|n| n.renew_lock(name, renewal));
         let outcomes = join_all(renewals).await;
         let mut renewed = Vec::new();
@@ -488,7 +492,8 @@ impl RedlockBackend {
                 Ok(RenewOutcome::Renewed(lease)) => renewed.push((index, lease)),
                 Ok(RenewOutcome::NotOwner) => not_owner += 1,
                 Ok(RenewOutcome::NotHeld) => not_held += 1,
-                Err(_) => {}
+                // Never asked of a node (above).
+                Ok(RenewOutcome::Reentered { .. }) | Err(_) => {}
             }
         }
         if renewed.len() >= self.quorum() {
@@ -583,17 +588,15 @@ impl LeaseStore for RedlockBackend {
         self.withdraw_lock(lock_name(leased)?, withdrawal).await
     }
 
-    async fn reenter(&self, _: &str, _: RenewAttempt<'_>) -> Result<ReenterOutcome, BackendError> {
-        Err(not_offered_here("reentrant lock"))
-    }
-
-    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
-        match leased {
-            // A release on any node may have freed a majority: wake the waiter.
-            Leased::Lock(_) => ReleaseFeed::merged(
-                join_all(self.nodes.iter().map(|n| n.watch_releases(leased))).await,
-            ),
-            // Nobody waits for what is never granted.
+    async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
+        match what {
+            // A release on any node may have freed a majority, a grant on any node may
+            // complete one: wake the waiter, look again.
+            Watched::Releases(Leased::Lock(_)) | Watched::Grants(_) => {
+                ReleaseFeed::merged(join_all(self.nodes.iter().map(|n| n.watch(what))).await)
+            }
+            // Nobody waits for what is never granted, nor in a line never kept (see
+            // `Backend::offers_fair`).
             _ => ReleaseFeed::silent(),
         }
     }
@@ -602,24 +605,21 @@ impl LeaseStore for RedlockBackend {
         self.nodes.iter().all(|n| n.sees_every_release(leased))
     }
 
-    /// No fair queue (see `Backend::offers_fair`): nothing is ever announced.
-    async fn watch_queue_head(&self, _: &str) -> ReleaseFeed {
-        ReleaseFeed::silent()
-    }
-
-    async fn leave_queue(&self, _: &str, _: u64) -> Result<(), BackendError> {
+    /// No fair queue (see `Backend::offers_fair`): no line to leave.
+    async fn leave(&self, _: Leased<'_>, _: u64) -> Result<(), BackendError> {
         Ok(())
     }
 
-    async fn inspect_grants(&self, of: GrantsOf, _: &str) -> Result<Permits, BackendError> {
+    async fn inspect_grants(&self, of: GrantsOf, _: &str) -> Result<Grants, BackendError> {
         Err(not_offered_here(match of {
             GrantsOf::Shared => kinds::SHARED,
             GrantsOf::Permits => kinds::PERMIT,
         }))
     }
 
-    async fn hold_off_shared(&self, _: &str, _: Option<Duration>) -> Result<(), BackendError> {
-        Err(not_offered_here(kinds::SHARED))
+    /// No shared grants on Redlock (see `Backend::offers`): nothing to keep out.
+    async fn hold_off(&self, _: Leased<'_>, _: Option<Duration>) -> Result<(), BackendError> {
+        Ok(())
     }
 
     async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
@@ -655,9 +655,14 @@ impl LeaseStore for RedlockBackend {
         listing::page(self, request).await
     }
 
-    /// Semaphores are not offered on Redlock (see `lock::semaphore`): nothing to list.
-    async fn list_semaphores(&self, _: PageRequest<'_>) -> Result<SemaphorePage, BackendError> {
-        Ok(SemaphorePage::default())
+    /// Grants held at once are not offered on Redlock (see `Backend::offers`): nothing to
+    /// list.
+    async fn list_grants(
+        &self,
+        _: GrantsOf,
+        _: PageRequest<'_>,
+    ) -> Result<GrantPage, BackendError> {
+        Ok(GrantPage::default())
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
@@ -671,11 +676,6 @@ impl LeaseStore for RedlockBackend {
         } else {
             Err(self.unavailable("ping", answered))
         }
-    }
-
-    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
-        // A grant on any node may complete a majority: look again.
-        ReleaseFeed::merged(join_all(self.nodes.iter().map(|n| n.watch_grants(name))).await)
     }
 
     async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError> {

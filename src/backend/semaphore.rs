@@ -16,38 +16,3 @@
 //! How each store keeps a semaphore: [`super::redis`] in a sorted set of tokens scored by
 //! expiry and a hash beside it (see `docs/api.md`, "Semaphores"); [`super::memory`] in a map.
 //! Redlock does not offer semaphores (see [`Backend::offers`](super::Backend::offers)).
-
-use std::time::Duration;
-
-use super::{Holder, Inspection};
-
-/// One permit as anyone may see it. Never the token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PermitView {
-    pub fence: Option<u64>,
-    pub ttl: Duration,
-    pub holder: Option<Holder>,
-}
-
-impl PermitView {
-    /// This permit (or reader) as the engine's one-lease view of its name: `shared` for a
-    /// read/write lock's readers.
-    pub fn into_inspection(self, shared: bool) -> Inspection {
-        Inspection {
-            ttl: Some(self.ttl),
-            fence: self.fence,
-            holder: self.holder,
-            shared,
-            holds: None,
-            queued: 0,
-        }
-    }
-}
-
-/// What inspect sees of a semaphore: its limit while permits are held, and the live permits
-/// in order of expiry.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Permits {
-    pub limit: Option<u32>,
-    pub permits: Vec<PermitView>,
-}

@@ -8,7 +8,7 @@
 //! as an exclusive holder's release does, which wakes waiting writers.
 //!
 //! No writer starvation: a waiting writer that finds readers asks that no new reader be let
-//! in for as long as it waits ([`LeaseStore::hold_off_shared`](super::LeaseStore::hold_off_shared)); the readers already in
+//! in for as long as it waits ([`LeaseStore::hold_off`](super::LeaseStore::hold_off)); the readers already in
 //! finish, the writer gets the lock, and lifts the hold-off. New readers wait meanwhile.
 //!
 //! Fences come from the name's counter, as every grant's: a reader's fence is greater than

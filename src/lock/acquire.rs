@@ -19,7 +19,7 @@ use super::service::{Grant, LockService};
 use super::token::{IdempotencyKey, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
 use crate::backend::queue::QUEUED_RETRY;
-use crate::backend::{Backend, LeaseStore};
+use crate::backend::{Backend, LeaseStore, Leased, Watched};
 
 /// A waiter never sleeps less than this before looking again: a lock with under a millisecond
 /// left reports a ttl of 0.
@@ -125,7 +125,7 @@ impl LockService {
         // waiting request keeps (the attempts are boxed for the same reason).
         let held_off = self
             .backend
-            .hold_off_shared(name.as_str(), Some(request.wait));
+            .hold_off(Leased::Lock(name), Some(request.wait));
         if let Err(err) = Box::pin(held_off).await {
             tracing::debug!(lock = %name, error = %err, "could not hold off new readers");
         }
@@ -168,7 +168,8 @@ impl LockService {
         }
         // Boxed: subscribing happens once per wait, and inline it would be the largest part
         // of the future every waiting request keeps.
-        let mut releases = Box::pin(ticket.releases(|| self.backend.watch_releases(leased))).await;
+        let mut releases =
+            Box::pin(ticket.releases(|| self.backend.watch(Watched::Releases(leased)))).await;
         let mut wake_at = None;
         let mut backend_retry = MIN_BACKEND_RETRY;
         if let Some(handoff) = ticket.take_handoff() {
@@ -252,7 +253,7 @@ impl Drop for LiftHoldOff {
         {
             runtime.spawn(async move {
                 let (name, backend) = *armed;
-                if let Err(err) = backend.hold_off_shared(name.as_str(), None).await {
+                if let Err(err) = backend.hold_off(Leased::Lock(&name), None).await {
                     tracing::debug!(lock = %name, error = %err, "could not lift a hold-off of readers; it ends with the writer's wait");
                 }
             });

@@ -17,7 +17,7 @@ use tokio::sync::{Notify, OnceCell, watch};
 use super::LockName;
 use super::token::TokenStem;
 use super::wait::Admission;
-use crate::backend::{Backend, LeaseStore, Leased, ReleaseFeed};
+use crate::backend::{Backend, LeaseStore, Leased, ReleaseFeed, Watched};
 
 /// How long the place of a fair waiter with an idempotency key outlives its request: a
 /// request with the same key (to this gateway) within it takes the place again. Meanwhile the
@@ -136,8 +136,11 @@ impl FairTicket<'_> {
             .get_or_init(|| async {
                 let name = self.name;
                 Feeds {
-                    heads: self.backend.watch_queue_head(name.as_str()).await,
-                    releases: self.backend.watch_releases(Leased::Lock(name)).await,
+                    heads: self.backend.watch(Watched::Turn(Leased::Lock(name))).await,
+                    releases: self
+                        .backend
+                        .watch(Watched::Releases(Leased::Lock(name)))
+                        .await,
                 }
             })
             .await;
@@ -229,7 +232,7 @@ impl Drop for FairTicket<'_> {
                         return;
                     }
                 }
-                if let Err(err) = backend.leave_queue(name.as_str(), waiter).await {
+                if let Err(err) = backend.leave(Leased::Lock(&name), waiter).await {
                     tracing::debug!(lock = %name, error = %err, "could not leave a fair queue; the place is skipped once this gateway's liveness lapses");
                 }
             });

@@ -10,7 +10,7 @@ use super::error::LockError;
 use super::service::LockService;
 use crate::backend::fence::granted_at;
 use crate::backend::{
-    GrantsOf, Holder, Inspection, LeaseStore, ListCursor, PageRequest, PermitView, kinds,
+    GrantView, GrantsOf, Holder, Inspection, LeaseStore, ListCursor, PageRequest, kinds,
 };
 
 /// What anyone may learn about a held lock. Never the token.
@@ -34,7 +34,7 @@ pub struct LockState {
     pub queued: u32,
     /// Held by readers (a read/write lock's shared grants): each of them, the first to end
     /// first. Empty while a writer (or nobody) holds it.
-    pub shared: Vec<PermitView>,
+    pub shared: Vec<GrantView>,
     /// The store says readers hold it (even if they all ended a moment later).
     pub(super) shared_marker: bool,
 }
@@ -68,7 +68,7 @@ impl LockService {
     ) -> Result<(), LockError> {
         if state.is_shared() {
             let readers = self.backend.inspect_grants(GrantsOf::Shared, name.as_str());
-            state.shared = readers.await?.permits;
+            state.shared = readers.await?.grants;
         }
         state.waiting += self.waiters.waiting_for(kinds::SHARED, name.as_str())
             + self.waiters.waiting_for(kinds::SET, name.as_str());

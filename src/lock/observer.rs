@@ -14,7 +14,7 @@ use super::LockName;
 use super::budget::foreign_release_recheck;
 use super::error::LockError;
 use crate::backend::fence::granted_at;
-use crate::backend::{AbortOnDrop, Backend, Holder, Inspection, LeaseStore, Leased};
+use crate::backend::{AbortOnDrop, Backend, Holder, Inspection, LeaseStore, Leased, Watched};
 
 /// Where releases by other clients are not announced, how often a held, watched lock is
 /// looked at.
@@ -81,8 +81,8 @@ pub(super) async fn observe(
     name: &LockName,
     observers: &Arc<AtomicUsize>,
 ) -> Result<(Arc<Shared>, AbortOnDrop), LockError> {
-    let grants = backend.watch_grants(name.as_str()).await;
-    let releases = backend.watch_releases(Leased::Lock(name)).await;
+    let grants = backend.watch(Watched::Grants(name)).await;
+    let releases = backend.watch(Watched::Releases(Leased::Lock(name))).await;
     let mut feeds = (grants.receiver(), releases.receiver());
     feeds.0.borrow_and_update();
     feeds.1.borrow_and_update();

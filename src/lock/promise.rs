@@ -48,6 +48,7 @@ pub(super) fn bounded_renewal(
         token: token.expose(),
         ttl: within_hold(ttl, hold_left),
         ack: replicas.ack(),
+        one_more_hold: false,
     })
 }
 

@@ -3,7 +3,7 @@
 //! `ReentrantLock` and Redisson's `RLock` are: each re-entry counts one more hold, each release
 //! gives one back, and the lock is free when the last is given back. A renewal extends the
 //! lease, never the count. The store keeps the count beside the lock, for as long as the lease
-//! (`backend::LeaseStore::reenter`); Redlock does not keep reentrant locks.
+//! (`backend::RenewAttempt::one_more_hold`); Redlock does not keep reentrant locks.
 //!
 //! A re-entry is not idempotent: one whose answer was lost (503 `outcome-unknown`) may have
 //! counted, and a release that is repeated gives back two holds. Inspect shows the count
@@ -19,7 +19,7 @@ use super::request::LeaseRequest;
 use super::service::LockService;
 use super::token::LockToken;
 use super::validity::Validity;
-use crate::backend::{LeaseStore, ReenterOutcome};
+use crate::backend::{BackendError, LeaseStore, Leased, RenewAttempt, RenewOutcome};
 
 /// A reentrant lock taken once more.
 #[derive(Debug)]
@@ -60,19 +60,27 @@ impl LockService {
         let Some(renewal) = bounded_renewal(token, request.ttl, request.replicas) else {
             return Err(LockError::MaxHoldReached);
         };
+        let renewal = RenewAttempt {
+            one_more_hold: true,
+            ..renewal
+        };
         let started = Instant::now();
         let reentered = self
             .backend
-            .reenter(name.as_str(), renewal)
+            .renew(Leased::Lock(name), renewal)
             .await
             .map_err(LockError::of_write)?;
         let (lease, holds) = match reentered {
-            ReenterOutcome::Reentered { lease, holds } => (lease, holds),
-            ReenterOutcome::NotHeld => {
+            RenewOutcome::Reentered { lease, holds } => (lease, holds),
+            RenewOutcome::Renewed(_) => {
+                let answer = BackendError::Protocol("a re-entry answered as a renewal".into());
+                return Err(LockError::of_write(answer));
+            }
+            RenewOutcome::NotHeld => {
                 let refused = LockError::NotHeld;
                 return Err(self.refusal(&Exclusive, name, token, refused).await);
             }
-            ReenterOutcome::NotOwner => {
+            RenewOutcome::NotOwner => {
                 let refused = LockError::NotOwner;
                 return Err(self.refusal(&Exclusive, name, token, refused).await);
             }

@@ -13,7 +13,7 @@ use std::num::NonZeroU32;
 
 use super::primitive::Primitive;
 use super::{LockError, LockName, LockService};
-use crate::backend::{GrantsOf, LeaseStore, Leased, ListCursor, PageRequest, PermitView, Permits};
+use crate::backend::{GrantView, Grants, GrantsOf, LeaseStore, Leased, ListCursor, PageRequest};
 
 /// Most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 10_000;
@@ -44,7 +44,7 @@ pub struct SemaphoreState {
     /// The limit the current permits were granted under; `None` when none is held.
     pub limit: Option<u32>,
     /// The live permits, in order of expiry.
-    pub permits: Vec<PermitView>,
+    pub permits: Vec<GrantView>,
     /// Requests waiting for a permit in this gateway.
     pub waiting: usize,
 }
@@ -54,7 +54,10 @@ impl LockService {
     pub async fn inspect_semaphore(&self, name: &LockName) -> Result<SemaphoreState, LockError> {
         let leased = Semaphore::ANY.leased(name);
         self.check_offered(leased)?;
-        let Permits { limit, permits } = self
+        let Grants {
+            limit,
+            grants: permits,
+        } = self
             .backend
             .inspect_grants(GrantsOf::Permits, name.as_str())
             .await?;
@@ -72,25 +75,33 @@ impl LockService {
         &self,
         request: PageRequest<'_>,
     ) -> Result<(Vec<(LockName, SemaphoreState)>, Option<ListCursor>), LockError> {
-        let page = self.backend.list_semaphores(request).await?;
+        let page = self.backend.list_grants(GrantsOf::Permits, request).await?;
         let semaphores = page
             .found
             .into_iter()
             // A key of another program can look like a permits key; its name may not be one.
-            .filter_map(|(name, Permits { limit, permits })| {
-                let name = LockName::from_string(name).ok()?;
-                let waiting = self
-                    .waiters
-                    .waiting_for(Semaphore::ANY.leased(&name).kind(), name.as_str());
-                Some((
+            .filter_map(
+                |(
                     name,
-                    SemaphoreState {
+                    Grants {
                         limit,
-                        permits,
-                        waiting,
+                        grants: permits,
                     },
-                ))
-            })
+                )| {
+                    let name = LockName::from_string(name).ok()?;
+                    let waiting = self
+                        .waiters
+                        .waiting_for(Semaphore::ANY.leased(&name).kind(), name.as_str());
+                    Some((
+                        name,
+                        SemaphoreState {
+                            limit,
+                            permits,
+                            waiting,
+                        },
+                    ))
+                },
+            )
             .collect();
         Ok((semaphores, page.next))
     }

@@ -242,7 +242,8 @@ impl LockService {
             .await
             .map_err(LockError::of_write)?;
         let lease = match outcome {
-            RenewOutcome::Renewed(lease) => {
+            // A renewal never asks for one more hold, so never gets `Reentered`.
+            RenewOutcome::Renewed(lease) | RenewOutcome::Reentered { lease, .. } => {
                 self.longest.saw(renewal.ttl);
                 lease
             }

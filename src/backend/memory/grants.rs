@@ -10,15 +10,15 @@ use tokio::time::Instant;
 
 use super::{MemoryBackend, State, announce, issued_fence, lease};
 use crate::backend::fence::{fence_of, has_stem};
-use crate::backend::semaphore::{PermitView, Permits};
 use crate::backend::{
     BackendError, Claim, GrantsOf, Holder, Lease, ReleaseOutcome, RenewAttempt, RenewOutcome,
     Withdrawal,
 };
+use crate::backend::{GrantView, Grants};
 
 /// The grants of one name: a semaphore's permits (with its limit), or a lock's readers.
 #[derive(Debug)]
-pub(super) struct Grants {
+pub(super) struct GrantSet {
     pub(super) limit: u32,
     held: Vec<Grant>,
 }
@@ -32,7 +32,7 @@ struct Grant {
     holder: Option<Arc<Holder>>,
 }
 
-impl Grants {
+impl GrantSet {
     pub(super) fn new(limit: u32) -> Self {
         Self {
             limit,
@@ -109,11 +109,11 @@ impl Grants {
     }
 
     /// What anyone may see of the grants, the first to end first.
-    pub(super) fn views(&self, now: Instant) -> Vec<PermitView> {
+    pub(super) fn views(&self, now: Instant) -> Vec<GrantView> {
         let mut held: Vec<&Grant> = self.held.iter().collect();
         held.sort_by_key(|grant| grant.expires);
         held.into_iter()
-            .map(|grant| PermitView {
+            .map(|grant| GrantView {
                 fence: fence_of(&grant.token),
                 ttl: grant.expires - now,
                 holder: grant.holder.as_deref().cloned(),
@@ -129,7 +129,7 @@ impl State {
         of: GrantsOf,
         name: &str,
         now: Instant,
-    ) -> Option<&mut Grants> {
+    ) -> Option<&mut GrantSet> {
         if of == GrantsOf::Shared && !self.readers_hold(name, now) {
             self.readers.remove(name);
             return None;
@@ -145,7 +145,10 @@ impl State {
     }
 
     /// The sets of grants of kind `of`, by name.
-    fn sets(&mut self, of: GrantsOf) -> &mut std::collections::HashMap<String, Grants> {
+    pub(super) fn sets(
+        &mut self,
+        of: GrantsOf,
+    ) -> &mut std::collections::HashMap<String, GrantSet> {
         match of {
             GrantsOf::Shared => &mut self.readers,
             GrantsOf::Permits => &mut self.semaphores,
@@ -175,7 +178,9 @@ impl MemoryBackend {
         name: &str,
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
+        let RenewAttempt {
+            token, ttl, ack, ..
+        } = renewal;
         let (mut state, now) = self.state_now();
         let Some(grant) = state
             .live_grants(of, name, now)
@@ -236,14 +241,14 @@ impl MemoryBackend {
     }
 
     /// The live grants of `name`: what anyone may see of each, and a semaphore's limit.
-    pub(super) fn grant_views(&self, of: GrantsOf, name: &str) -> Permits {
+    pub(super) fn grant_views(&self, of: GrantsOf, name: &str) -> Grants {
         let (mut state, now) = self.state_now();
         let Some(grants) = state.live_grants(of, name, now) else {
-            return Permits::default();
+            return Grants::default();
         };
-        Permits {
+        Grants {
             limit: (of == GrantsOf::Permits).then_some(grants.limit),
-            permits: grants.views(now),
+            grants: grants.views(now),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! `backend::listing` for what a listing promises).
 
 use super::MemoryBackend;
-use crate::backend::{GrantsOf, Inspection, ListCursor, ListPage, PageRequest, SemaphorePage};
+use crate::backend::{GrantPage, GrantsOf, Inspection, ListCursor, ListPage, PageRequest};
 
 impl MemoryBackend {
     /// A page of held locks in name order; the cursor is the last name listed.
@@ -34,14 +34,14 @@ impl MemoryBackend {
         }
     }
 
-    /// A page of semaphores with permits held, in name order; the cursor is the last name
-    /// listed.
-    pub(super) fn list_permits(&self, request: PageRequest<'_>) -> SemaphorePage {
+    /// A page of the names with grants of the set `of` held, in name order; the cursor is the
+    /// last name listed.
+    pub(super) fn list_grant_sets(&self, of: GrantsOf, request: PageRequest<'_>) -> GrantPage {
         let (prefix, limit) = (request.prefix, request.limit);
         let after = request.cursor.after.as_deref().unwrap_or("");
         let mut names: Vec<String> = self
             .state()
-            .semaphores
+            .sets(of)
             .keys()
             .filter(|name| name.starts_with(prefix) && name.as_str() > after)
             .cloned()
@@ -50,17 +50,17 @@ impl MemoryBackend {
         let mut found = Vec::new();
         let mut more = false;
         for name in names {
-            let permits = self.grant_views(GrantsOf::Permits, &name);
-            if permits.permits.is_empty() {
+            let seen = self.grant_views(of, &name);
+            if seen.grants.is_empty() {
                 continue;
             }
             if found.len() == limit {
                 more = true;
                 break;
             }
-            found.push((name, permits));
+            found.push((name, seen));
         }
-        SemaphorePage {
+        GrantPage {
             next: after_the_last(more, &found),
             found,
         }

@@ -7,8 +7,8 @@ use crate::backend::fence::{has_stem, min_hold_left, token};
 use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
-    AcquireOutcome, BackendError, GrantAttempt, ReenterOutcome, ReleaseOutcome, RenewAttempt,
-    RenewOutcome, Withdrawal,
+    AcquireOutcome, BackendError, GrantAttempt, ReleaseOutcome, RenewAttempt, RenewOutcome,
+    Withdrawal,
 };
 
 impl MemoryBackend {
@@ -147,7 +147,12 @@ impl MemoryBackend {
         name: &str,
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
+        if renewal.one_more_hold {
+            return self.reenter_lock(name, renewal).await;
+        }
+        let RenewAttempt {
+            token, ttl, ack, ..
+        } = renewal;
         let (mut state, now) = self.state_now();
         match state.live_lock(name, now) {
             None => Ok(RenewOutcome::NotHeld),
@@ -159,20 +164,23 @@ impl MemoryBackend {
         }
     }
 
-    pub(super) async fn reenter_lock(
+    /// Takes the reentrant lock `name` once more for the holder of `renewal.token`.
+    async fn reenter_lock(
         &self,
         name: &str,
         renewal: RenewAttempt<'_>,
-    ) -> Result<ReenterOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
+    ) -> Result<RenewOutcome, BackendError> {
+        let RenewAttempt {
+            token, ttl, ack, ..
+        } = renewal;
         let (mut state, now) = self.state_now();
         match state.live_lock(name, now) {
-            None => Ok(ReenterOutcome::NotHeld),
-            Some(held) if held.token != token => Ok(ReenterOutcome::NotOwner),
+            None => Ok(RenewOutcome::NotHeld),
+            Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
             Some(held) => {
                 held.holds += 1;
                 held.expires = held.expires.max(now + ttl);
-                Ok(ReenterOutcome::Reentered {
+                Ok(RenewOutcome::Reentered {
                     lease: lease(issued_fence(token), held.expires - now, ack),
                     holds: held.holds,
                 })

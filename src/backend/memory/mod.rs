@@ -28,13 +28,11 @@ use super::fence::{fence_of, next_fence};
 use super::marks::Marks;
 use super::shared::SHARED_MARKER;
 use super::{
-    AcquireOutcome, BackendError, Claim, Holder, Inspection, LeaseStore, Leased, ListPage,
-    PageRequest, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
+    AcquireOutcome, BackendError, Claim, Grants, Holder, Inspection, LeaseStore, Leased, ListPage,
+    PageRequest, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
 };
-use super::{GrantsOf, lease_operations_by_kind};
-use crate::backend::{
-    Announcements, GrantAttempt, GrantedNames, Lease, RenewAttempt, SemaphorePage,
-};
+use super::{GrantsOf, Watched, lease_operations_by_kind};
+use crate::backend::{Announcements, GrantAttempt, GrantPage, GrantedNames, Lease, RenewAttempt};
 use crate::name::LockName;
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
@@ -96,9 +94,9 @@ impl Drop for Watching {
 #[derive(Debug, Default)]
 struct State {
     locks: HashMap<String, Held>,
-    semaphores: HashMap<String, grants::Grants>,
+    semaphores: HashMap<String, grants::GrantSet>,
     /// Readers of read/write locks, by name; the lock entry holds [`SHARED_MARKER`] meanwhile.
-    readers: HashMap<String, grants::Grants>,
+    readers: HashMap<String, grants::GrantSet>,
     /// Until when new readers of a name are held off (a writer waits).
     hold_offs: HashMap<String, Instant>,
     /// Revoked tokens by name, until their leases would have ended.
@@ -258,26 +256,23 @@ impl LeaseStore for MemoryBackend {
     lease_operations_by_kind!();
 
     /// A lock's (and its readers') releases; a semaphore's permits given back; any release of
-    /// a set's names.
-    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
-        match leased {
-            Leased::Lock(name) | Leased::Shared(name) => feed(&self.watched, name.as_str()),
-            Leased::Permit(name, _) => feed(&self.permits_freed, name.as_str()),
-            Leased::Set(names) => ReleaseFeed::merged(
+    /// a set's names; a fair lock's head.
+    async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
+        match what {
+            Watched::Releases(Leased::Lock(name) | Leased::Shared(name)) => {
+                feed(&self.watched, name.as_str())
+            }
+            Watched::Releases(Leased::Permit(name, _)) => feed(&self.permits_freed, name.as_str()),
+            Watched::Releases(Leased::Set(names)) => ReleaseFeed::merged(
                 names
                     .iter()
                     .map(|name| feed(&self.watched, name.as_str()))
                     .collect(),
             ),
+            Watched::Turn(Leased::Lock(name)) => self.watch_head(name.as_str()).await,
+            Watched::Turn(_) => ReleaseFeed::silent(),
+            Watched::Grants(name) => feed(&self.granted, name.as_str()),
         }
-    }
-
-    async fn watch_queue_head(&self, name: &str) -> ReleaseFeed {
-        self.watch_head(name).await
-    }
-
-    async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
-        self.leave(name, waiter).await
     }
 
     fn sees_every_release(&self, _: Leased<'_>) -> bool {
@@ -335,19 +330,16 @@ impl LeaseStore for MemoryBackend {
         Ok(self.list_locks(request))
     }
 
-    async fn list_semaphores(
+    async fn list_grants(
         &self,
+        of: GrantsOf,
         request: PageRequest<'_>,
-    ) -> Result<SemaphorePage, BackendError> {
-        Ok(self.list_permits(request))
+    ) -> Result<GrantPage, BackendError> {
+        Ok(self.list_grant_sets(of, request))
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
         Ok(())
-    }
-
-    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
-        feed(&self.granted, name)
     }
 
     async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError> {
@@ -360,16 +352,8 @@ impl LeaseStore for MemoryBackend {
         ))
     }
 
-    async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {
+    async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Grants, BackendError> {
         Ok(self.grant_views(of, name))
-    }
-
-    async fn hold_off_shared(
-        &self,
-        name: &str,
-        wait: Option<Duration>,
-    ) -> Result<(), BackendError> {
-        shared::hold_off(self, name, wait).await
     }
 }
 

@@ -76,7 +76,9 @@ impl MemoryBackend {
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
         let names: &[&str] = &super::strs(names);
-        let RenewAttempt { token, ttl, ack } = renewal;
+        let RenewAttempt {
+            token, ttl, ack, ..
+        } = renewal;
         let (mut state, now) = self.state_now();
         for name in names {
             match state.live_lock(name, now) {

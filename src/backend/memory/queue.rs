@@ -81,7 +81,7 @@ impl MemoryBackend {
         feed(&self.heads, name)
     }
 
-    pub(super) async fn leave(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
+    pub(super) async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
         let next = self.state().leave_queue(name, waiter);
         if next.is_some() {
             self.announce_head(name);

@@ -1,7 +1,7 @@
 //! Semaphores in memory: per name, the limit and the live permits, under the store's one
 //! mutex (each operation is one critical section, as a script is on Redis).
 
-use super::grants::Grants;
+use super::grants::GrantSet;
 use super::{MemoryBackend, acked, lease};
 use crate::backend::GrantsOf;
 use crate::backend::fence::token;
@@ -35,7 +35,7 @@ impl MemoryBackend {
         state
             .semaphores
             .entry(name.to_owned())
-            .or_insert_with(|| Grants::new(limit))
+            .or_insert_with(|| GrantSet::new(limit))
             .add(token(stem, fence), now + ttl, claim, holder);
         state.note_write(now);
         Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
@@ -47,7 +47,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::backend::{LeaseRequest, Permits, ReleaseOutcome, RenewAttempt, RenewOutcome};
+    use crate::backend::{Grants, LeaseRequest, ReleaseOutcome, RenewAttempt, RenewOutcome};
 
     const TTL: Duration = Duration::from_secs(10);
 
@@ -92,7 +92,7 @@ mod tests {
         ));
         let seen = backend.grant_views(GrantsOf::Permits, "s");
         assert_eq!(seen.limit, Some(2));
-        assert_eq!(seen.permits.len(), 2);
+        assert_eq!(seen.grants.len(), 2);
         // Once every permit is gone, the next grant sets a new limit.
         tokio::time::advance(TTL).await;
         assert!(matches!(
@@ -116,7 +116,8 @@ mod tests {
                     RenewAttempt {
                         token: "a.1",
                         ttl: TTL,
-                        ack: None
+                        ack: None,
+                        one_more_hold: false,
                     }
                 )
                 .await,
@@ -130,7 +131,8 @@ mod tests {
                     RenewAttempt {
                         token: &mine,
                         ttl: TTL,
-                        ack: None
+                        ack: None,
+                        one_more_hold: false,
                     }
                 )
                 .await,
@@ -146,7 +148,7 @@ mod tests {
         );
         assert_eq!(
             backend.grant_views(GrantsOf::Permits, "s"),
-            Permits::default()
+            Grants::default()
         );
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::grants::Grants;
+use super::grants::GrantSet;
 use super::{Held, MemoryBackend, State, acked, lease};
 use crate::backend::GrantsOf;
 use crate::backend::fence::token;
@@ -21,7 +21,7 @@ impl State {
 
     /// The marker lives as long as the longest reader; with no reader left it goes.
     pub(super) fn fit_marker(&mut self, name: &str) -> bool {
-        match self.readers.get(name).and_then(Grants::last_end) {
+        match self.readers.get(name).and_then(GrantSet::last_end) {
             Some(end) => {
                 if let Some(held) = self.locks.get_mut(name) {
                     held.expires = end;
@@ -66,7 +66,7 @@ impl MemoryBackend {
         state
             .readers
             .entry(name.to_owned())
-            .or_insert_with(|| Grants::new(0))
+            .or_insert_with(|| GrantSet::new(0))
             .add(token(stem, fence), now + ttl, claim, holder);
         state.locks.entry(name.to_owned()).or_insert_with(|| Held {
             token: SHARED_MARKER.to_owned(),
@@ -81,21 +81,23 @@ impl MemoryBackend {
     }
 }
 
-/// No new shared grant of `name` for `wait`, or again from now on (`None`): see
-/// [`crate::backend::LeaseStore::hold_off_shared`].
-pub(super) async fn hold_off(
-    backend: &MemoryBackend,
-    name: &str,
-    wait: Option<Duration>,
-) -> Result<(), BackendError> {
-    let (mut state, now) = backend.state_now();
-    match wait {
-        Some(wait) => {
-            state.hold_offs.insert(name.to_owned(), now + wait);
+impl MemoryBackend {
+    /// No new shared grant of `name` for `wait`, or again from now on (`None`): see
+    /// [`crate::backend::LeaseStore::hold_off`].
+    pub(super) async fn hold_off_readers(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        let (mut state, now) = self.state_now();
+        match wait {
+            Some(wait) => {
+                state.hold_offs.insert(name.to_owned(), now + wait);
+            }
+            None => {
+                state.hold_offs.remove(name);
+            }
         }
-        None => {
-            state.hold_offs.remove(name);
-        }
+        Ok(())
     }
-    Ok(())
 }

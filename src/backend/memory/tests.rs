@@ -14,6 +14,7 @@ fn renewal(token: &str) -> RenewAttempt<'_> {
         token,
         ttl: TTL,
         ack: None,
+        one_more_hold: false,
     }
 }
 
@@ -172,7 +173,7 @@ async fn withdrawals_respect_stems_and_claims() {
 async fn releases_are_announced_to_watchers() {
     let b = MemoryBackend::new();
     let a = LockName::parse("a").expect("a name");
-    let feed = b.watch_releases(Leased::Lock(&a)).await;
+    let feed = b.watch(Watched::Releases(Leased::Lock(&a))).await;
     let mut rx = feed.receiver();
     rx.borrow_and_update();
     let ta = grant(&b, "a", "s1").await;
@@ -216,4 +217,40 @@ async fn expired_entries_are_swept() {
     let state = b.state();
     assert!(state.locks.len() < 2100, "{} locks left", state.locks.len());
     assert!(state.locks.keys().all(|k| k.starts_with('m')));
+}
+
+/// Listing grants held at once finds the names of the set asked for only: a read/write lock's
+/// readers, a semaphore's permits.
+#[tokio::test(start_paused = true)]
+async fn grant_listings_find_the_names_of_their_own_set() {
+    let b = MemoryBackend::new();
+    b.acquire_shared("doc:1", GrantAttempt::new("r1", &TTL_ONLY))
+        .await
+        .expect("a reader");
+    b.acquire_permit("pool:1", 2, GrantAttempt::new("p1", &TTL_ONLY))
+        .await
+        .expect("a permit");
+    let listed = |of| {
+        let b = &b;
+        async move {
+            let request = PageRequest {
+                prefix: "",
+                limit: 10,
+                ..PageRequest::default()
+            };
+            let page = b.list_grants(of, request).await.expect("a page");
+            page.found
+                .into_iter()
+                .map(|(name, seen)| (name, seen.grants.len(), seen.limit))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed(GrantsOf::Shared).await,
+        [("doc:1".to_owned(), 1, None)]
+    );
+    assert_eq!(
+        listed(GrantsOf::Permits).await,
+        [("pool:1".to_owned(), 1, Some(2))]
+    );
 }

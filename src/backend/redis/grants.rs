@@ -14,7 +14,7 @@ use super::scripts::{
     Lua, PERMIT_INSPECT, PERMIT_RELEASE, PERMIT_RENEW, SHARED_INSPECT, SHARED_RELEASE, SHARED_RENEW,
 };
 use super::send::{claim_arg, evalsha};
-use crate::backend::semaphore::Permits;
+use crate::backend::Grants;
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, GrantsOf, Holder, ReleaseOutcome,
     RenewAttempt, RenewOutcome, Withdrawal, millis,
@@ -89,7 +89,9 @@ impl RedisBackend {
         keys: &[Key<'_>],
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
+        let RenewAttempt {
+            token, ttl, ack, ..
+        } = renewal;
         let mut call = evalsha(script, keys);
         call.arg(token).arg(millis(ttl));
         let (reply, acked) = self
@@ -186,11 +188,7 @@ impl RedisBackend {
     }
 
     /// The live grants of `name`, the first to end first, and a semaphore's limit.
-    pub(super) async fn grants_of(
-        &self,
-        of: GrantsOf,
-        name: &str,
-    ) -> Result<Permits, BackendError> {
+    pub(super) async fn grants_of(&self, of: GrantsOf, name: &str) -> Result<Grants, BackendError> {
         let keys = self.keys(name);
         let (script, call) = match of {
             GrantsOf::Shared => {
@@ -212,9 +210,9 @@ impl RedisBackend {
             },
         };
         let permits = permit_views(script.name, listed)?;
-        Ok(Permits {
+        Ok(Grants {
             limit: limit.filter(|_| !permits.is_empty()),
-            permits,
+            grants: permits,
         })
     }
 }

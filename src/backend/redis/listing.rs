@@ -10,10 +10,10 @@ use super::errors::classify;
 use super::send::Request;
 use super::{Commands, RedisBackend, Waits};
 use crate::backend::listing::{
-    Looked, PERMITS_SUFFIX, SCAN_COUNT, Scanned, Walk, kept, match_pattern, name_of_key,
-    semaphore_of_key,
+    Looked, SCAN_COUNT, Scanned, Walk, grants_key_suffix, kept, match_pattern, name_of_grants_key,
+    name_of_key,
 };
-use crate::backend::{BackendError, GrantsOf, Inspection, LeaseStore, Permits};
+use crate::backend::{BackendError, Grants, GrantsOf, Inspection, LeaseStore};
 use crate::telemetry::metrics::RedisCall;
 
 /// A `SCAN` reply: the next cursor and the keys of this step.
@@ -81,7 +81,7 @@ impl RedisBackend {
         node: usize,
         cursor: u64,
         pattern: &str,
-        name_of: for<'k> fn(&str, &'k [u8]) -> Option<&'k str>,
+        name_of: impl for<'k> Fn(&str, &'k [u8]) -> Option<&'k str>,
     ) -> Scanned {
         let Some((next, keys)) = self.scan_step(node, cursor, pattern).await? else {
             return Ok(None);
@@ -110,32 +110,31 @@ impl Walk for RedisBackend {
     }
 }
 
-/// The semaphores of a Redis backend, walked by their permits' keys.
-pub(super) struct SemaphoreWalk<'a>(pub(super) &'a RedisBackend);
+/// The names with grants of one set held (a semaphore's permits, a read/write lock's readers)
+/// on a Redis backend, walked by the keys of their grants.
+pub(super) struct GrantWalk<'a>(pub(super) &'a RedisBackend, pub(super) GrantsOf);
 
-impl Walk for SemaphoreWalk<'_> {
-    type Found = Permits;
+impl Walk for GrantWalk<'_> {
+    type Found = Grants;
 
     async fn scan(&self, node: usize, cursor: u64, prefix: &str) -> Scanned {
-        let backend = self.0;
+        let (backend, of) = (self.0, self.1);
         let pattern = format!(
-            "{}{PERMITS_SUFFIX}",
-            match_pattern(&backend.key_prefix, prefix)
+            "{}{}",
+            match_pattern(&backend.key_prefix, prefix),
+            grants_key_suffix(of)
         );
         backend
-            .scan_names(node, cursor, &pattern, semaphore_of_key)
+            .scan_names(node, cursor, &pattern, |key_prefix, key| {
+                name_of_grants_key(key_prefix, key, of)
+            })
             .await
     }
 
-    async fn look(&self, _node: usize, names: Vec<String>) -> Looked<Permits> {
-        let looks = join_all(
-            names
-                .iter()
-                .map(|name| self.0.inspect_grants(GrantsOf::Permits, name)),
-        )
-        .await;
-        kept(names, looks, |permits| {
-            (!permits.permits.is_empty()).then_some(permits)
+    async fn look(&self, _node: usize, names: Vec<String>) -> Looked<Grants> {
+        let looks = join_all(names.iter().map(|name| self.0.inspect_grants(self.1, name))).await;
+        kept(names, looks, |seen| {
+            (!seen.grants.is_empty()).then_some(seen)
         })
     }
 }

@@ -17,8 +17,8 @@ use super::send::{Request, claim_arg, evalsha};
 use crate::backend::fence::{fence_of, held_until_ms};
 use crate::backend::marks::Marks;
 use crate::backend::{
-    AcquireOutcome, BackendError, Lease, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewOutcome,
-    Withdrawal, millis,
+    AcquireOutcome, BackendError, Lease, ReleaseFeed, ReleaseOutcome, RenewOutcome, Withdrawal,
+    millis,
 };
 use crate::backend::{GrantAttempt, RenewAttempt};
 
@@ -293,7 +293,12 @@ impl RedisBackend {
         name: &str,
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
+        if renewal.one_more_hold {
+            return self.reenter_lock(name, renewal).await;
+        }
+        let RenewAttempt {
+            token, ttl, ack, ..
+        } = renewal;
         let keys = self.keys(name);
         let Some(carried) = fence_of(token) else {
             // Tokens are checked to be of the issued shape where they enter (`LockToken`): one
@@ -311,21 +316,21 @@ impl RedisBackend {
     }
 
     /// Takes the reentrant lock `name` once more for the holder of `renewal.token`.
-    pub(crate) async fn reenter_lock(
+    async fn reenter_lock(
         &self,
         name: &str,
         renewal: RenewAttempt<'_>,
-    ) -> Result<ReenterOutcome, BackendError> {
-        let RenewAttempt { token, ttl, ack } = renewal;
+    ) -> Result<RenewOutcome, BackendError> {
+        let (token, ttl) = (renewal.token, renewal.ttl);
         let keys = self.keys(name);
         let (grant_keys, n) = grant_keys(&keys, Marks::of(token));
         let mut call = evalsha(&REENTER, &grant_keys[..n]);
         call.arg(token).arg(millis(ttl));
         let (reply, acked) = self
-            .run_lease_script::<Vec<i64>>(name, &REENTER, &call, ack)
+            .run_lease_script::<Vec<i64>>(name, &REENTER, &call, renewal.ack)
             .await?;
         match *reply {
-            [1, holds, left] => Ok(ReenterOutcome::Reentered {
+            [1, holds, left] => Ok(RenewOutcome::Reentered {
                 lease: Lease {
                     fence: fence_of(token).unwrap_or(0),
                     ttl: pttl(left).unwrap_or(ttl),
@@ -333,8 +338,8 @@ impl RedisBackend {
                 },
                 holds: u32::try_from(holds).map_err(|_| protocol(REENTER.name, holds))?,
             }),
-            [0] => Ok(ReenterOutcome::NotHeld),
-            [-1] => Ok(ReenterOutcome::NotOwner),
+            [0] => Ok(RenewOutcome::NotHeld),
+            [-1] => Ok(RenewOutcome::NotOwner),
             _ => Err(protocol(REENTER.name, format!("{reply:?}"))),
         }
     }

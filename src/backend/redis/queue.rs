@@ -41,7 +41,7 @@ impl RedisBackend {
     }
 
     /// Takes this gateway's `waiter` out of the queue of the lock `name`.
-    pub(super) async fn leave(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
+    pub(super) async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
         let keys = self.keys(name);
         let mut call = evalsha(
             &QUEUE_LEAVE,

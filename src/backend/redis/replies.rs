@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, Value};
 
+use crate::backend::GrantView;
 use crate::backend::fence::fence_of;
 use crate::backend::queue::QUEUED_RETRY;
-use crate::backend::semaphore::PermitView;
 use crate::backend::{AcquireOutcome, BackendError, Holder, Lease, RenewOutcome};
 
 /// A PTTL reply: `None` for "no expiry" (-1); negative values other than -1 count as zero.
@@ -91,7 +91,7 @@ pub(super) fn renew_outcome(
 pub(super) fn permit_views(
     script: &str,
     listed: &[String],
-) -> Result<Vec<PermitView>, BackendError> {
+) -> Result<Vec<GrantView>, BackendError> {
     let mut views = Vec::with_capacity(listed.len() / 3);
     for lease in listed.chunks(3) {
         let [token, left, record] = lease else {
@@ -99,7 +99,7 @@ pub(super) fn permit_views(
         };
         let fence = fence_of(token);
         let left: i64 = left.parse().map_err(|e| protocol(script, e))?;
-        views.push(PermitView {
+        views.push(GrantView {
             fence,
             ttl: Duration::from_millis(u64::try_from(left).unwrap_or(0)),
             holder: Holder::of_record(record.as_bytes(), fence),

@@ -34,24 +34,26 @@ impl RedisBackend {
     }
 }
 
-/// No new shared grant of `name` for `wait`, or again from now on (`None`): see
-/// [`crate::backend::LeaseStore::hold_off_shared`].
-pub(super) async fn hold_off(
-    backend: &RedisBackend,
-    name: &str,
-    wait: Option<Duration>,
-) -> Result<(), BackendError> {
-    let keys = backend.keys(name);
-    let mut pipe = redis::pipe();
-    match wait {
-        Some(wait) => pipe
-            .cmd("SET")
-            .arg(keys.hold_off())
-            .arg(1)
-            .arg("PX")
-            .arg(millis(wait).max(1))
-            .ignore(),
-        None => pipe.cmd("DEL").arg(keys.hold_off()).ignore(),
-    };
-    backend.run::<()>(Request::Native(&pipe)).await
+impl RedisBackend {
+    /// No new shared grant of `name` for `wait`, or again from now on (`None`): see
+    /// [`crate::backend::LeaseStore::hold_off`].
+    pub(super) async fn hold_off_readers(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        let keys = self.keys(name);
+        let mut pipe = redis::pipe();
+        match wait {
+            Some(wait) => pipe
+                .cmd("SET")
+                .arg(keys.hold_off())
+                .arg(1)
+                .arg("PX")
+                .arg(millis(wait).max(1))
+                .ignore(),
+            None => pipe.cmd("DEL").arg(keys.hold_off()).ignore(),
+        };
+        self.run::<()>(Request::Native(&pipe)).await
+    }
 }

@@ -2,55 +2,53 @@
 //! `shared`, `semaphore`, `multi`), and the operations on a lock by name (revoke, inspect,
 //! listing, the grants' feed) and on the server (ping).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use redis::Value;
 
 use super::RedisBackend;
 use super::keys::ACQUIRED;
-use super::listing::SemaphoreWalk;
+use super::listing::GrantWalk;
 use super::replies::pttl;
 use super::scripts::{INSPECT, REVOKE};
 use super::send::evalsha;
 use crate::backend::fence::fence_of;
 use crate::backend::listing::{self, match_pattern, name_of_key};
 use crate::backend::{
-    AcquireOutcome, BackendError, GrantAttempt, Holder, Inspection, LeaseStore, Leased, ListPage,
-    PageRequest, Permits, ReenterOutcome, ReleaseFeed, ReleaseOutcome, RenewAttempt, RenewOutcome,
+    AcquireOutcome, BackendError, GrantAttempt, Grants, Holder, Inspection, LeaseStore, Leased,
+    ListPage, PageRequest, ReleaseFeed, ReleaseOutcome, RenewAttempt, RenewOutcome,
 };
-use crate::backend::{GrantedNames, GrantsOf, SemaphorePage, lease_operations_by_kind};
+use crate::backend::{GrantPage, GrantedNames, GrantsOf, Watched, lease_operations_by_kind};
 use crate::telemetry::metrics::RedisCall;
 
 impl LeaseStore for RedisBackend {
     lease_operations_by_kind!();
 
     /// A lock's (and its readers') releases; a semaphore's permits given back; any release of
-    /// a set's names.
-    async fn watch_releases(&self, leased: Leased<'_>) -> ReleaseFeed {
-        match leased {
-            Leased::Lock(name) | Leased::Shared(name) => {
+    /// a set's names. A fair lock's head, on this gateway's channel of the name.
+    async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
+        match what {
+            Watched::Releases(Leased::Lock(name) | Leased::Shared(name)) => {
                 self.watch_lock_releases(name.as_str()).await
             }
-            Leased::Permit(name, _) => {
+            Watched::Releases(Leased::Permit(name, _)) => {
                 let channel = self.keys(name.as_str()).permits_channel().to_string();
                 self.notifier.watch_channel(&channel).await
             }
-            Leased::Set(names) => {
+            Watched::Releases(Leased::Set(names)) => {
                 let mut feeds = Vec::with_capacity(names.len());
                 for name in names {
                     feeds.push(self.watch_lock_releases(name.as_str()).await);
                 }
                 ReleaseFeed::merged(feeds)
             }
+            Watched::Turn(Leased::Lock(name)) => self.watch_head(name.as_str()).await,
+            Watched::Turn(_) => ReleaseFeed::silent(),
+            Watched::Grants(name) => {
+                let channel = self.keys(name.as_str()).acquired_channel().to_string();
+                self.notifier.watch_channel(&channel).await
+            }
         }
-    }
-
-    async fn watch_queue_head(&self, name: &str) -> ReleaseFeed {
-        self.watch_head(name).await
-    }
-
-    async fn leave_queue(&self, name: &str, waiter: u64) -> Result<(), BackendError> {
-        self.leave(name, waiter).await
     }
 
     /// Only lockgate writes semaphores, and each of its releases is announced; a lock can be
@@ -88,12 +86,6 @@ impl LeaseStore for RedisBackend {
         Ok(revoked.and_then(|token| fence_of(std::str::from_utf8(&token).ok()?)))
     }
 
-    async fn watch_grants(&self, name: &str) -> ReleaseFeed {
-        self.notifier
-            .watch_channel(&self.keys(name).acquired_channel().to_string())
-            .await
-    }
-
     /// The grants of the prefix's names, routed from the one pattern subscription over every
     /// name's grant channel that all prefix watches of this gateway share.
     async fn watch_grants_under(&self, prefix: &str) -> Result<GrantedNames, BackendError> {
@@ -113,27 +105,20 @@ impl LeaseStore for RedisBackend {
         Ok(self.look(name, false).await?.map(|(seen, _)| seen))
     }
 
-    async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Permits, BackendError> {
+    async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Grants, BackendError> {
         self.grants_of(of, name).await
-    }
-
-    async fn hold_off_shared(
-        &self,
-        name: &str,
-        wait: Option<Duration>,
-    ) -> Result<(), BackendError> {
-        super::shared::hold_off(self, name, wait).await
     }
 
     async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError> {
         listing::page(self, request).await
     }
 
-    async fn list_semaphores(
+    async fn list_grants(
         &self,
+        of: GrantsOf,
         request: PageRequest<'_>,
-    ) -> Result<SemaphorePage, BackendError> {
-        listing::page(&SemaphoreWalk(self), request).await
+    ) -> Result<GrantPage, BackendError> {
+        listing::page(&GrantWalk(self, of), request).await
     }
 
     async fn ping(&self) -> Result<(), BackendError> {

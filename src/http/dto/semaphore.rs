@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::{RawReplicas, expires_at, object, whole_number};
+use crate::backend::GrantView;
 use crate::backend::fence::granted_at;
-use crate::backend::semaphore::PermitView;
 use crate::lock::{LockName, SemaphoreState, millis};
 
 super::acquire_body! {
@@ -80,7 +80,7 @@ pub struct SemaphoreInfoBody {
 }
 
 impl PermitBody {
-    pub(super) fn new(permit: PermitView) -> Self {
+    pub(super) fn new(permit: GrantView) -> Self {
         let (owner, metadata) = permit
             .holder
             .map_or((None, None), |holder| (holder.owner, holder.metadata));
