@@ -1,7 +1,7 @@
 #!/bin/sh
 # The linker of x86_64 Linux builds (.cargo/config.toml): `cc` with the same arguments, and
 # for a release build of the lockgate binary two changes of layout that take a third off the
-# idle gateway's resident memory (bench/README.md, "Hot functions first"):
+# idle gateway's resident memory (bench/README.md, "What the speed work buys"):
 #
 # * The functions of link/hot-functions.txt first, in that order (lld's
 #   --symbol-ordering-file). The kernel maps a binary's code 64 KiB at a time around every

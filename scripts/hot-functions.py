@@ -2,7 +2,7 @@
 """Writes link/hot-functions.txt: the functions a release build of lockgate runs to start,
 serve a lock cycle, a blocking wait, an inspect, the probes and a metrics scrape, in the
 order it first runs them, named as they demangle without hashes. link/cc.sh lays them out
-first in the release binary (why: there, and bench/README.md, "Hot functions first").
+first in the release binary (why: there, and bench/README.md, "What the speed work buys").
 
 Run it again when a change moves what the gateway runs at start or per request (a new
 dependency, a reworked request path); a stale list costs idle RSS, never correctness.

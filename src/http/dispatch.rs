@@ -7,9 +7,9 @@
 //! every path parameter and the matched path, each in the request's extensions; a boxed
 //! service per route, cloned per request, whose future it boxed), and the gate then looked the
 //! matched path up again to classify the request. Routing by the table instead took a lock
-//! cycle's requests from 44,688 to 40,256 instructions each (bench/README.md, "Routing by the
-//! table"). The answers are axum's, which is what clients and the committed tests saw before
-//! (`tests::it_answers_as_axum_did` holds the two together):
+//! cycle's requests from 44,688 to 40,256 instructions each (bench/README.md, "What the speed
+//! work buys"). The answers are axum's, which is what clients and the committed tests saw
+//! before (`tests::it_answers_as_axum_did` holds the two together):
 //!
 //! * a path matches a template when it has as many `/`-separated segments, every literal
 //!   segment is equal byte for byte (so `/locks/%65vents` is the lock `events`, not the prefix

@@ -154,7 +154,7 @@ fn bearer_keys_are_read_case_insensitively() {
 }
 
 /// What each of tower-http's layers adds to a request's future, which a waiting request keeps
-/// for its whole wait (bench/README.md, "tower-http"): the sensitive-headers layer adds
+/// for its whole wait (bench/README.md, "What the speed work buys"): the sensitive-headers layer adds
 /// nothing (it wraps the gate); a propagated request id, a timeout, catch-panic and a trace
 /// span each add state of their own around the future, where the gate's one future already
 /// holds the same things (its id, its deadline, its panic answer, its span).

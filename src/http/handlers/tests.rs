@@ -1,6 +1,6 @@
 //! The handlers' tests: how big the futures of the acquire routes are. A waiting request keeps its handler's
 //! future for the whole wait, so with 10,000 waiters every kilobyte here is 10 MB of
-//! memory (bench/README.md, "Waiting"). Two regressions of this kind went unnoticed until a
+//! memory (bench/README.md, "Memory"). Two regressions of this kind went unnoticed until a
 //! benchmark: a backend round trip inlined into the wait (the writers' hold-off), and
 //! `async move { checked?.await }` wrappers that kept the wait's future twice. The budget is
 //! the allocator's 1,280-byte size class, which today's sizes fit (1,184–1,240 bytes), with
