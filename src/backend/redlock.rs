@@ -48,9 +48,8 @@ use super::{
     AcquireOutcome, BackendError, Grants, Inspection, Lease, LeaseStore, Leased, ListPage,
     PageRequest, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
-use crate::backend::Watched;
 use crate::backend::{
-    GrantAttempt, GrantPage, GrantedNames, GrantsOf, RenewAttempt, Withdrawal, kinds,
+    GrantAttempt, GrantPage, GrantedNames, GrantsOf, RenewAttempt, Watched, Withdrawal, kinds,
 };
 
 #[derive(Debug)]
