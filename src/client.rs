@@ -3,17 +3,17 @@
 //! The bodies it sends and reads are the server's own ([`crate::http::dto`],
 //! [`crate::http::problem::Problem`]), so there is one definition of the wire format, which
 //! the OpenAPI document describes. Used by `lockgate run` and `lockgate healthcheck`
-//! ([`crate::cli`]), and by the end-to-end tests that have moved onto it (`tests/it/support/
-//! answers.rs`; the others, and the benchmark clients, still speak HTTP with reqwest and wrk
-//! directly).
+//! ([`crate::cli`]), and by the end-to-end tests (`tests/it/support/answers.rs`), which speak
+//! raw HTTP only where the wire itself is what they test. The benchmark clients speak HTTP
+//! with reqwest and wrk directly.
 //!
 //! Every call answers either the success body or the problem document the gateway sent (with
 //! its `Retry-After`), or a [`ClientError`] when no answer could be read.
 
 use std::time::Duration;
 
-use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, StatusCode};
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use serde::de::DeserializeOwned;
 
 use crate::config::secrets::without_userinfo;
@@ -92,6 +92,8 @@ pub struct Client {
     collection: &'static str,
     /// A multi-lock's names, in the query of every lease request (see [`Client::set`]).
     set: Option<String>,
+    /// Headers sent with every request (see [`Client::header`]).
+    headers: HeaderMap,
 }
 
 impl Client {
@@ -126,7 +128,22 @@ impl Client {
             base: base.trim_end_matches('/').to_owned(),
             collection: "locks",
             set: None,
+            headers: HeaderMap::new(),
         }
+    }
+
+    /// This client sending the header `name: value` with every request (a `traceparent`, an
+    /// `X-Request-Id`). A value that is no header value is refused.
+    pub fn header(mut self, name: &'static str, value: &str) -> Result<Self, ClientError> {
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| ClientError::Setup(format!("not a valid value of {name}")))?;
+        self.headers.insert(name, value);
+        Ok(self)
+    }
+
+    /// A request with this client's headers.
+    fn request(&self, method: Method, url: impl reqwest::IntoUrl) -> reqwest::RequestBuilder {
+        self.http.request(method, url).headers(self.headers.clone())
     }
 
     /// This client for permits of semaphores (`/semaphores/{name}`) instead of locks: acquire,
@@ -166,7 +183,7 @@ impl Client {
         idempotency_key: Option<&str>,
         timeout: Option<Duration>,
     ) -> Result<Answer<LockGrantBody>, ClientError> {
-        let mut request = self.http.post(self.lease_url(name)).json(body);
+        let mut request = self.request(Method::POST, self.lease_url(name)).json(body);
         if let Some(key) = idempotency_key {
             request = request.header("Idempotency-Key", key);
         }
@@ -210,22 +227,91 @@ impl Client {
         if self.collection != "locks" || self.set.is_some() {
             return None;
         }
-        let response = self
-            .http
-            .get(format!("{}/events", self.lease_url(name)))
-            .header(reqwest::header::ACCEPT, "application/x-ndjson")
-            .send()
-            .await
-            .ok()?;
-        response.status().is_success().then(|| EventLines {
-            response,
-            buffer: Vec::new(),
-        })
+        match self.events(name).await.ok()? {
+            Answer::Done { body, .. } => Some(body),
+            Answer::Refused { .. } => None,
+        }
+    }
+
+    /// `GET /locks/{name}/events`: the stream of the lock's events, or the refusal.
+    pub async fn events(&self, name: &str) -> Result<Answer<EventLines>, ClientError> {
+        let url = format!("{}/{}/{name}/events", self.base, self.collection);
+        stream(self.request(Method::GET, url).header(ACCEPT, NDJSON).send().await).await
+    }
+
+    /// `GET /locks/events?…` (`[("prefix", "jobs:")]`): the stream of the events of every
+    /// lock whose name starts with the prefix, or the refusal.
+    pub async fn prefix_events(
+        &self,
+        query: &[(&str, &str)],
+    ) -> Result<Answer<EventLines>, ClientError> {
+        let url = format!("{}/{}/events", self.base, self.collection);
+        let request = self.request(Method::GET, with_query(url, query)).header(ACCEPT, NDJSON);
+        stream(request.send().await).await
+    }
+
+    /// `POST /locks/{name}/hold` (a semaphore's, or with [`Client::set`] the set's
+    /// `/locks?hold=true`): the hold's event stream (its first event says whether it was
+    /// acquired), or the refusal. The hold lasts while the stream is read or kept.
+    pub async fn hold(
+        &self,
+        name: &str,
+        body: &impl serde::Serialize,
+    ) -> Result<Answer<EventLines>, ClientError> {
+        let url = match &self.set {
+            Some(query) => format!("{}/locks?hold=true&{query}", self.base),
+            None => format!("{}/{}/{name}/hold", self.base, self.collection),
+        };
+        stream(self.request(Method::POST, url).json(body).send().await).await
+    }
+
+    /// `DELETE /locks/{name}?force=true`: an operator's release without the token (204).
+    pub async fn force_release(
+        &self,
+        name: &str,
+    ) -> Result<Answer<Option<serde_json::Value>>, ClientError> {
+        let url = format!("{}/{}/{name}", self.base, self.collection);
+        let url = with_query(url, &[("force", "true")]);
+        answer(self.request(Method::DELETE, url).send().await).await
     }
 
     /// `GET /locks/{name}`: 200 with what anyone may see of a held lock.
     pub async fn inspect(&self, name: &str) -> Result<Answer<LockInfoBody>, ClientError> {
-        answer(self.http.get(self.lease_url(name)).send().await).await
+        self.inspect_as(name).await
+    }
+
+    /// [`Client::inspect`], read as `T` (a semaphore's `SemaphoreInfoBody`, or JSON).
+    pub async fn inspect_as<T: DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Answer<T>, ClientError> {
+        answer(self.request(Method::GET, self.lease_url(name)).send().await).await
+    }
+
+    /// `GET /locks?…` (or `/semaphores?…`): a page of the held leases, read as `T`.
+    pub async fn list<T: DeserializeOwned>(
+        &self,
+        query: &[(&str, &str)],
+    ) -> Result<Answer<T>, ClientError> {
+        let url = format!("{}/{}", self.base, self.collection);
+        answer(self.request(Method::GET, with_query(url, query)).send().await).await
+    }
+
+    /// `GET /metrics`: the exposition text.
+    pub async fn metrics(&self) -> Result<Answer<String>, ClientError> {
+        let sent = self.request(Method::GET, format!("{}/metrics", self.base)).send().await;
+        let response = sent.map_err(transport)?;
+        let status = response.status();
+        if !status.is_success() {
+            return refusal(response).await;
+        }
+        let body = response.text().await.map_err(transport)?;
+        Ok(Answer::Done { status, body })
+    }
+
+    /// `GET /readyz`: 200 with the readiness report, or 503 with what is not ready.
+    pub async fn readiness(&self) -> Result<Answer<serde_json::Value>, ClientError> {
+        answer(self.request(Method::GET, format!("{}/readyz", self.base)).send().await).await
     }
 
     /// `GET /healthz` (or `/readyz` when `ready`): the status.
@@ -286,11 +372,43 @@ fn with_causes(err: &reqwest::Error) -> String {
     }
 }
 
+/// The media type of event streams.
+const NDJSON: &str = "application/x-ndjson";
+
+/// A stream of events on success, or the problem document.
+async fn stream(
+    sent: reqwest::Result<reqwest::Response>,
+) -> Result<Answer<EventLines>, ClientError> {
+    let response = sent.map_err(transport)?;
+    let status = response.status();
+    if !status.is_success() {
+        return refusal(response).await;
+    }
+    let body = EventLines {
+        response,
+        buffer: Vec::new(),
+    };
+    Ok(Answer::Done { status, body })
+}
+
 /// Reads a success body of type `T` (an empty body for `()`), or the problem document.
 async fn answer<T: DeserializeOwned>(
     sent: reqwest::Result<reqwest::Response>,
 ) -> Result<Answer<T>, ClientError> {
     let response = sent.map_err(transport)?;
+    let status = response.status();
+    if !status.is_success() {
+        return refusal(response).await;
+    }
+    let bytes = response.bytes().await.map_err(transport)?;
+    let text: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+    let body = serde_json::from_slice(text)
+        .map_err(|e| ClientError::Unexpected(format!("{status}: {e}")))?;
+    Ok(Answer::Done { status, body })
+}
+
+/// Reads the problem document of a refusal, with its `Retry-After`.
+async fn refusal<T>(response: reqwest::Response) -> Result<Answer<T>, ClientError> {
     let status = response.status();
     let retry_after = response
         .headers()
@@ -299,12 +417,6 @@ async fn answer<T: DeserializeOwned>(
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_secs);
     let bytes = response.bytes().await.map_err(transport)?;
-    if status.is_success() {
-        let text: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
-        let body = serde_json::from_slice(text)
-            .map_err(|e| ClientError::Unexpected(format!("{status}: {e}")))?;
-        return Ok(Answer::Done { status, body });
-    }
     let problem = serde_json::from_slice::<Problem>(&bytes).map_err(|e| {
         ClientError::Unexpected(format!("{status} without a problem document: {e}"))
     })?;
@@ -313,4 +425,15 @@ async fn answer<T: DeserializeOwned>(
         problem: Box::new(problem),
         retry_after,
     })
+}
+
+/// `url` with `pairs` as its query, encoded.
+fn with_query(url: String, pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return url;
+    }
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish();
+    format!("{url}?{query}")
 }

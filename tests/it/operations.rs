@@ -7,12 +7,15 @@ use axum::http::Method;
 use lockgate::config::BackendChoice;
 use serde_json::{Value, json};
 
-use crate::support::answers::Answered;
+use lockgate::client::Client;
+use lockgate::http::dto::RenewBody;
+
+use crate::support::answers::{Answered, json_of};
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::keys::{DEPLOYER_KEY, KEYS, READER_KEY, SCRAPER_KEY, call};
 use crate::support::process::ServerProcess;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, eventually, key_exists, status_json, token, waiters_in};
+use crate::support::{eventually, key_exists, token, waiters_in};
 
 /// Every answer carries a request id: the client's when it sent a sensible one, else a new one.
 #[tokio::test]
@@ -44,129 +47,79 @@ async fn logs_never_contain_tokens_or_keys() {
         &[("RUST_LOG", "debug"), ("LOCKGATE_API_KEYS", KEYS)],
     )
     .await;
-    let http = crate::support::http_client();
-    let auth = format!("Bearer {DEPLOYER_KEY}");
+    let deployer = server.client(Some(DEPLOYER_KEY));
     let mut secrets = vec![
         DEPLOYER_KEY.to_owned(),
         READER_KEY.to_owned(),
         SCRAPER_KEY.to_owned(),
     ];
     let mut requests = 0;
-    let url = |path: &str| server.url(path);
 
     let idempotency_key = "idem-0123456789abcdef-key";
     secrets.push(idempotency_key.to_owned());
-    let mut grant = Value::Null;
+    let ttl = |ms: u64| json!({ "ttl_ms": ms });
+    let mut held = String::new();
     for _ in 0..2 {
-        let response = http
-            .post(url("/locks/deploy:a"))
-            .header("authorization", &auth)
-            .header("idempotency-key", idempotency_key)
-            .json(&json!({"ttl_ms": 10000}))
-            .send()
-            .await
-            .unwrap();
+        let grant = deployer
+            .acquire("deploy:a", &ttl(10000), Some(idempotency_key), None)
+            .await;
         requests += 1;
-        assert!([200, 201].contains(&response.status().as_u16()));
-        grant = response.json().await.unwrap();
+        let status = grant.status();
+        assert!([200, 201].contains(&status));
+        held = grant.done(status).token;
     }
-    let held = token(&grant);
     secrets.push(held.clone());
-    let renewed = http
-        .patch(url("/locks/deploy:a"))
-        .header("authorization", &auth)
-        .header("lock-token", &held)
-        .json(&json!({"ttl_ms": 20000}))
-        .send()
-        .await
-        .unwrap();
+    let renewal = RenewBody {
+        ttl_ms: Some(20000),
+        ..RenewBody::default()
+    };
+    let renewed = deployer
+        .renew("deploy:a", &held, &renewal, None)
+        .await;
     requests += 1;
-    assert_eq!(renewed.status(), 200);
+    renewed.done(200);
     // A wrong token (a real one, of another lock) and a bad key.
-    let (_, other) = status_json(
-        http.post(url("/locks/deploy:b"))
-            .header("authorization", &auth)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let other = deployer.acquire("deploy:b", &json!({}), None, None).await;
     requests += 1;
-    secrets.push(token(&other));
-    let refused = http
-        .delete(url("/locks/deploy:a"))
-        .header("authorization", &auth)
-        .header("lock-token", token(&other))
-        .send()
-        .await
-        .unwrap();
+    secrets.push(other.done(201).token);
+    let refused = deployer
+        .release("deploy:a", secrets.last().unwrap(), None)
+        .await;
     requests += 1;
-    assert_eq!(refused.status(), 409);
+    refused.refused(409, "not-owner");
     let bad_key = "bad-key-that-must-not-be-logged";
     secrets.push(bad_key.to_owned());
-    let unauthorized = http
-        .get(url("/locks/deploy:a"))
-        .header("authorization", format!("Bearer {bad_key}"))
-        .send()
-        .await
-        .unwrap();
+    let unauthorized = server.client(Some(bad_key)).inspect("deploy:a").await;
     requests += 1;
-    assert_eq!(unauthorized.status(), 401);
-    let forbidden = http
-        .get(url("/locks/jobs:1"))
-        .header("authorization", &auth)
-        .send()
-        .await
-        .unwrap();
+    unauthorized.refused(401, "unauthorized");
+    let forbidden = deployer.inspect("jobs:1").await;
     requests += 1;
-    assert_eq!(forbidden.status(), 403);
+    forbidden.refused(403, "forbidden");
     // A hold stream, and a waiter that gets a lock on release.
-    let stream = http
-        .post(url("/locks/deploy:c/hold"))
-        .header("authorization", &auth)
-        .json(&json!({"ttl_ms": 1000}))
-        .send()
-        .await
-        .unwrap();
+    let mut lines = deployer.hold("deploy:c", &ttl(1000)).await.done(200);
     requests += 1;
-    let mut lines = Lines::new(stream);
     let acquired = lines.next().await.expect("acquired");
     secrets.push(token(&acquired));
     assert_eq!(lines.next().await.expect("renewed")["event"], "renewed");
     drop(lines);
     let waiter = tokio::spawn({
-        let (http, url, auth) = (http.clone(), url("/locks/deploy:a"), auth.clone());
+        let deployer = deployer.clone();
         async move {
-            http.post(url)
-                .header("authorization", auth)
-                .json(&json!({"wait_ms": 5000}))
-                .send()
+            deployer
+                .acquire("deploy:a", &json!({"wait_ms": 5000}), None, None)
                 .await
         }
     });
     requests += 1;
     eventually(Duration::from_secs(5), "the waiter is in line", || async {
-        let metrics = http
-            .get(url("/metrics"))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
+        let metrics = deployer.metrics().await.done(200);
         (waiters_in(&metrics) == Some(1)).then_some(())
     })
     .await;
-    let released = http
-        .delete(url("/locks/deploy:a"))
-        .header("authorization", &auth)
-        .header("lock-token", &held)
-        .send()
-        .await
-        .unwrap();
+    let released = deployer.release("deploy:a", &held, None).await;
     requests += 1;
-    assert_eq!(released.status(), 204);
-    let (status, next) = status_json(waiter.await.unwrap().unwrap()).await;
+    released.done(204);
+    let (status, next) = json_of(waiter.await.unwrap());
     assert_eq!(status, 201, "{next}");
     secrets.push(token(&next));
 
@@ -275,37 +228,22 @@ async fn a_metrics_listener_serves_metrics_alone() {
         &[("LOCKGATE_API_KEYS", KEYS)],
     )
     .await;
-    let http = crate::support::http_client();
-    let auth = format!("Bearer {DEPLOYER_KEY}");
+    let deployer = server.client(Some(DEPLOYER_KEY));
     let idempotency_key = "idem-metrics-0123456789";
-    let grant: Value = http
-        .post(server.url("/locks/deploy:m"))
-        .header("authorization", &auth)
-        .header("idempotency-key", idempotency_key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let held = token(&grant);
-    let main = http.get(server.url("/metrics")).send().await.unwrap();
-    assert_eq!(
-        main.status(),
-        401,
-        "the main listener's /metrics wants a key"
-    );
-    let scrape = http
-        .get(format!("http://{metrics_addr}/metrics"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(scrape.status(), 200);
-    let exposition = scrape.text().await.unwrap();
+    let grant = deployer
+        .acquire("deploy:m", &json!({}), Some(idempotency_key), None)
+        .await;
+    let held = grant.done(201).token;
+    // The main listener's /metrics wants a key.
+    server.client(None).metrics().await.refused(401, "unauthorized");
+    let metrics_base = format!("http://{metrics_addr}");
+    let scrape = Client::new(&metrics_base, None).expect("a client");
+    let exposition = scrape.metrics().await.done(200);
     assert!(
         exposition.contains("lockgate_requests_total"),
         "{exposition}"
     );
+    let auth = format!("Bearer {DEPLOYER_KEY}");
     for secret in [
         held.as_str(),
         DEPLOYER_KEY,
@@ -319,14 +257,16 @@ async fn a_metrics_listener_serves_metrics_alone() {
             "the exposition holds {secret}"
         );
     }
+    let http = crate::support::http_client();
     for (method, path) in [
         (reqwest::Method::POST, "/locks/deploy:m"),
         (reqwest::Method::GET, "/locks/deploy:m"),
         (reqwest::Method::GET, "/locks"),
         (reqwest::Method::GET, "/healthz"),
     ] {
+        // Raw HTTP: the metrics listener's 404s are axum's own, not the API's problem documents.
         let answer = http
-            .request(method.clone(), format!("http://{metrics_addr}{path}"))
+            .request(method.clone(), format!("{metrics_base}{path}"))
             .header("authorization", &auth)
             .send()
             .await

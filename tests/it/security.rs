@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
-use crate::support::answers::Answered;
+use crate::support::answers::{Answered, acquire_at, json_of, renew_or_release};
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::redis::RedisServer;
@@ -217,7 +217,9 @@ async fn scopes_are_decided_on_the_decoded_name_however_it_is_spelled() {
     assert!(checked > 1500, "{checked} requests checked");
 }
 
-/// A request over a socket with an API key; status and JSON body.
+/// A request over a socket with an API key; status and JSON body. Raw HTTP: the paths are
+/// spelled as an attacker spells them (percent-encoded names, absolute-form targets), which a
+/// client of the API would normalise.
 async fn send(
     gw: &Gateway,
     method: Method,
@@ -342,14 +344,7 @@ fn forged_tokens(rng: &mut Rng, holder: &str, others: &[String], random: usize) 
 async fn forged_tokens_move_nothing(gw: &Gateway, path: &str, forged: &[String]) {
     for bad in forged {
         for method in [Method::PATCH, Method::DELETE] {
-            let mut req = gw
-                .http
-                .request(method.clone(), gw.url(path))
-                .header("lock-token", bad.as_str());
-            if method == Method::PATCH {
-                req = req.json(&json!({"ttl_ms": 100}));
-            }
-            let (status, body) = status_json(req.send().await.expect("request")).await;
+            let (status, body) = renew_or_release(gw.client(), path, &method, bad, 100).await;
             assert!(
                 [400, 404, 409, 410].contains(&status),
                 "{method} {path} with a forged token {bad:?}: {status} {body}"
@@ -367,40 +362,15 @@ async fn still_held(
     fence: &Value,
     (acquire_path, contender): (&str, Value),
 ) {
-    let (status, body) = status_json(
-        gw.http
-            .patch(gw.url(path))
-            .header("lock-token", holder)
-            .json(&json!({"ttl_ms": 30_000}))
-            .send()
-            .await
-            .expect("renew"),
-    )
-    .await;
+    let (status, body) = renew_or_release(gw.client(), path, &Method::PATCH, holder, 30_000).await;
     assert_eq!(status, 200, "the holder's own renewal: {body}");
     assert_eq!(&body["fence"], fence, "{body}");
-    let (status, body) = status_json(
-        gw.http
-            .post(gw.url(acquire_path))
-            .json(&contender)
-            .send()
-            .await
-            .expect("contend"),
-    )
-    .await;
+    let (status, body) = json_of(acquire_at(gw.client(), acquire_path, &contender).await);
     assert_eq!(status, 409, "a contender while it is held: {body}");
 }
 
 async fn post(gw: &Gateway, path: &str, body: Value) -> Value {
-    let (status, granted) = status_json(
-        gw.http
-            .post(gw.url(path))
-            .json(&body)
-            .send()
-            .await
-            .expect("post"),
-    )
-    .await;
+    let (status, granted) = json_of(acquire_at(gw.client(), path, &body).await);
     assert_eq!(status, 201, "{path}: {granted}");
     granted
 }
@@ -529,16 +499,10 @@ async fn only_issued_tokens_move_grants(gw: &Gateway) {
     )
     .await;
     let reentrant_token = token(&reentrant);
-    let (status, again) = status_json(
-        gw.http
-            .post(gw.url("/locks/tok:rc"))
-            .header("lock-token", &reentrant_token)
-            .json(&json!({"reentrant": true, "ttl_ms": 30_000}))
-            .send()
-            .await
-            .expect("re-enter"),
-    )
-    .await;
+    let holder_again = gw.client().header("lock-token", &reentrant_token);
+    let holder_again = holder_again.expect("a token header");
+    let body = json!({"reentrant": true, "ttl_ms": 30_000});
+    let (status, again) = json_of(holder_again.acquire("tok:rc", &body, None, None).await);
     assert_eq!((status, &again["hold_count"]), (200, &json!(2)), "{again}");
     for (path, other) in [
         ("/locks?name=tok:rc&name=tok:x", &reentrant_token),
@@ -547,15 +511,8 @@ async fn only_issued_tokens_move_grants(gw: &Gateway) {
     ] {
         set_route_refuses(gw, path, other, (400, "invalid-request")).await;
     }
-    let (status, body) = status_json(
-        gw.http
-            .delete(gw.url("/locks/tok:rc"))
-            .header("lock-token", &reentrant_token)
-            .send()
-            .await
-            .expect("give back one hold"),
-    )
-    .await;
+    let given_back = gw.client().release("tok:rc", &reentrant_token, None).await;
+    let (status, body) = json_of(given_back);
     assert_eq!((status, &body["hold_count"]), (200, &json!(1)), "{body}");
     let writer = ("/locks/tok:x", json!({}));
     still_held(gw, "/locks/tok:x", &holder, &grant["fence"], writer).await;
@@ -566,14 +523,7 @@ async fn only_issued_tokens_move_grants(gw: &Gateway) {
 /// no set's. (What it left held, the caller checks.)
 async fn set_route_refuses(gw: &Gateway, path: &str, token: &str, problem: (u16, &str)) {
     for method in [Method::PATCH, Method::DELETE] {
-        let mut req = gw
-            .http
-            .request(method.clone(), gw.url(path))
-            .header("lock-token", token);
-        if method == Method::PATCH {
-            req = req.json(&json!({"ttl_ms": 100}));
-        }
-        let (status, body) = status_json(req.send().await.expect("request")).await;
+        let (status, body) = renew_or_release(gw.client(), path, &method, token, 100).await;
         crate::support::assert_problem(status, &body, problem.0, problem.1);
         if problem.0 == 400 {
             assert_eq!(body["header"], "Lock-Token", "{method} {path}: {body}");
@@ -592,17 +542,12 @@ async fn the_readers_marker_is_no_token(gw: &Gateway) {
         post(gw, "/locks/sh", json!({"mode": "shared", "ttl_ms": 60_000})).await,
         post(gw, "/locks/sh", json!({"mode": "shared", "ttl_ms": 60_000})).await,
     ];
-    let marker = [("lock-token", "~shared")];
     for (method, path) in [
         (Method::DELETE, "/locks/sh"),
         (Method::PATCH, "/locks/sh"),
         (Method::DELETE, "/locks?name=sh&name=sh2"),
     ] {
-        let mut req = gw.http.request(method.clone(), gw.url(path));
-        for (name, value) in marker {
-            req = req.header(name, value);
-        }
-        let (status, body) = status_json(req.send().await.expect("request")).await;
+        let (status, body) = renew_or_release(gw.client(), path, &method, "~shared", 100).await;
         crate::support::assert_problem(status, &body, 400, "invalid-request");
         assert_eq!(body["header"], "Lock-Token", "{method} {path}: {body}");
     }
@@ -718,15 +663,9 @@ async fn forged_tokens_among_honest_clients_break_nothing() {
                     }
                 };
                 for method in [Method::DELETE, Method::PATCH] {
-                    let response = gw
-                        .http
-                        .request(method.clone(), gw.url(&format!("/locks/{name}")))
-                        .header("lock-token", &bad)
-                        .json(&json!({"ttl_ms": 100}))
-                        .send()
-                        .await
-                        .expect("forged request");
-                    let status = response.status().as_u16();
+                    let path = format!("/locks/{name}");
+                    let (status, _) =
+                        renew_or_release(gw.client(), &path, &method, &bad, 100).await;
                     assert!(
                         [400, 404, 409, 410].contains(&status),
                         "{method} {name} with {bad:?} answered {status}"
@@ -1063,6 +1002,7 @@ async fn no_answer_repeats_the_request(gw: &Gateway) {
                 .body(body);
         }
         let what = format!("{method} {path} {headers:?}");
+        // Raw HTTP: the headers are what is tested, each spelled as an attacker spells it.
         let response = tokio::time::timeout(Duration::from_secs(5), request.send())
             .await
             .unwrap_or_else(|_| panic!("{what}: no answer"))
@@ -1122,7 +1062,8 @@ on_backends!(no_answer_repeats_the_request: dev, redis);
 
 // DNS rebinding and cross-site requests on a gateway without keys.
 
-/// A request for `path` with `headers` (a `Host` among them overrides the URL's).
+/// A request for `path` with `headers` (a `Host` among them overrides the URL's). Raw HTTP:
+/// the `Host` and `Origin` a rebinding page sends are what is tested.
 async fn with_headers(
     gw: &Gateway,
     method: reqwest::Method,
@@ -1212,14 +1153,8 @@ async fn a_keyless_gateway_answers_only_its_own_hosts() {
 
     // With API keys a page cannot send a key: the Host is not looked at.
     let keyed = Gateway::start(with_keys(config(BackendChoice::Memory))).await;
-    let status = keyed
-        .http
-        .get(keyed.url("/locks?prefix=a:"))
-        .header("host", "rebind.attacker.example")
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .expect("request")
-        .status();
-    assert_eq!(status, 200);
+    let bearer = format!("Bearer {ADMIN}");
+    let headers = [("host", "rebind.attacker.example"), ("authorization", &bearer)];
+    let (status, page) = with_headers(&keyed, reqwest::Method::GET, "/locks?prefix=a:", &headers).await;
+    assert_eq!(status, 200, "{page}");
 }

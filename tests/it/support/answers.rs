@@ -49,6 +49,76 @@ impl Locks {
     }
 }
 
+/// An answer as its status and JSON (the body, or the problem document), for a test that
+/// reads fields of either by name.
+pub fn json_of<T: serde::Serialize>(reply: Reply<T>) -> (u16, Value) {
+    match reply {
+        Ok(Answer::Done { status, body }) => (
+            status.as_u16(),
+            serde_json::to_value(body).expect("a body as JSON"),
+        ),
+        Ok(Answer::Refused {
+            status, problem, ..
+        }) => (
+            status.as_u16(),
+            serde_json::to_value(*problem).expect("a problem as JSON"),
+        ),
+        Err(err) => panic!("no answer: {err}"),
+    }
+}
+
+/// The client of a lease route as a test writes it, and the lease's name: `/locks/{name}`,
+/// `/semaphores/{name}`, or a set's `/locks?name=…&name=…` (whose name is only a label).
+pub fn lease_route(client: Client, path: &str) -> (Client, String) {
+    if let Some(query) = path.strip_prefix("/locks?") {
+        let names: Vec<String> = form_urlencoded::parse(query.as_bytes())
+            .filter(|(key, _)| key == "name")
+            .map(|(_, name)| name.into_owned())
+            .collect();
+        return (client.set(&names), String::new());
+    }
+    if let Some(name) = path.strip_prefix("/semaphores/") {
+        return (client.semaphores(), name.to_owned());
+    }
+    let name = path
+        .strip_prefix("/locks/")
+        .unwrap_or_else(|| panic!("not a lease route: {path}"));
+    (client, name.to_owned())
+}
+
+/// `POST` at a lease route (see [`lease_route`]); `/locks` acquires the set its body names.
+pub async fn acquire_at(client: Client, path: &str, body: &Value) -> Reply<LockGrantBody> {
+    let (client, name) = if path == "/locks" {
+        let names: Vec<String> = serde_json::from_value(body["names"].clone()).expect("names");
+        (client.set(&names), String::new())
+    } else {
+        lease_route(client, path)
+    };
+    client.acquire(&name, body, None, None).await
+}
+
+/// `PATCH` (a renewal for `ttl_ms`) or `DELETE` at a lease route (see [`lease_route`]) with
+/// `token`: the status and the JSON answered.
+pub async fn renew_or_release(
+    client: Client,
+    path: &str,
+    method: &reqwest::Method,
+    token: &str,
+    ttl_ms: u64,
+) -> (u16, Value) {
+    let (client, name) = lease_route(client, path);
+    if *method == reqwest::Method::PATCH {
+        let body = RenewBody {
+            ttl_ms: Some(ttl_ms),
+            ..RenewBody::default()
+        };
+        json_of(client.renew(&name, token, &body, None).await)
+    } else {
+        assert_eq!(*method, reqwest::Method::DELETE, "renew or release");
+        json_of(client.release(&name, token, None).await)
+    }
+}
+
 /// What a test expects of an answer.
 pub trait Answered<T> {
     /// The body of a success with `status`.

@@ -130,6 +130,11 @@ impl Gateway {
         lockgate::client::Client::with_http(self.http.clone(), &self.base)
     }
 
+    /// [`Gateway::client`] sending `api_key` as a bearer key.
+    pub fn client_as(&self, api_key: &str) -> lockgate::client::Client {
+        lockgate::client::Client::new(&self.base, Some(api_key)).expect("a client")
+    }
+
     /// The lock calls through the project's own client, answers checked with
     /// [`super::answers::Answered`].
     pub fn locks(&self) -> super::answers::Locks {

@@ -79,6 +79,11 @@ impl ServerProcess {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// The project's client of this server, sending `api_key` when given.
+    pub fn client(&self, api_key: Option<&str>) -> lockgate::client::Client {
+        lockgate::client::Client::new(&self.url(""), api_key).expect("a client")
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("stderr.log")
     }
