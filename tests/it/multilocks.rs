@@ -9,14 +9,14 @@ use lockgate::client::{Answer, Client, ClientError};
 use lockgate::http::dto::{LockGrantBody, LockRenewalBody, RenewBody};
 use serde_json::{Value, json};
 
-use crate::support::answers::Answered;
+use crate::support::answers::{self, Answered, acquire_at, json_of};
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
 use crate::support::history::{Call, History, Outcome};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::rng::Rng;
-use crate::support::workload::{Expect, read_outcome};
-use crate::support::{Lines, eventually, status_json, test_name};
+use crate::support::workload::{Expect, outcome_of};
+use crate::support::{eventually, status_json, test_name};
 
 /// The project's client for the set of `names` (`/locks?name=…&name=…`).
 fn set_of(gw: &Gateway, names: &[&str]) -> Client {
@@ -27,11 +27,6 @@ fn set_of(gw: &Gateway, names: &[&str]) -> Client {
 /// `POST /locks` with `body`, which names the set (or fails to).
 async fn acquire_set(gw: &Gateway, body: Value) -> Result<Answer<LockGrantBody>, ClientError> {
     set_of(gw, &[]).acquire("", &body, None, None).await
-}
-
-fn set_url(gw: &Gateway, names: &[&str]) -> String {
-    let query: Vec<String> = names.iter().map(|n| format!("name={n}")).collect();
-    gw.url(&format!("/locks?{}", query.join("&")))
 }
 
 async fn release_set(
@@ -161,15 +156,8 @@ fn names_in_one_slot() -> [String; 3] {
 /// A set held by a hold stream (`POST /locks?hold=true`) is renewed, and released as soon as
 /// the stream is closed.
 async fn hold_stream_holds_a_set(gw: &Gateway, [a, b]: [&str; 2]) {
-    let response = gw
-        .http
-        .post(gw.url("/locks?hold=true"))
-        .json(&json!({"names": [a, b], "ttl_ms": 600}))
-        .send()
-        .await
-        .expect("hold request");
-    assert_eq!(response.status(), 200);
-    let mut lines = Lines::new(response);
+    let body = json!({"names": [a, b], "ttl_ms": 600});
+    let mut lines = set_of(gw, &[a, b]).hold("", &body).await.done(200);
     let acquired = lines.next().await.expect("acquired");
     assert_eq!(acquired["event"], "acquired", "{acquired}");
     let mut names = [a, b];
@@ -190,6 +178,7 @@ async fn hold_stream_holds_a_set(gw: &Gateway, [a, b]: [&str; 2]) {
 /// A new set's `Location` is where its renew and release go, and reading it shows the set:
 /// `GET /locks?name=…&name=…` lists those of the names that are held.
 async fn a_set_is_found_at_its_location(gw: &Gateway, [a, b, c]: [&str; 3]) {
+    // Raw HTTP: the `Location` header is what is tested.
     let response = gw
         .http
         .post(gw.url("/locks"))
@@ -221,8 +210,12 @@ async fn a_set_is_found_at_its_location(gw: &Gateway, [a, b, c]: [&str; 3]) {
 
 /// The names `GET path` lists, each checked to carry `fence` and no token.
 async fn listed(gw: &Gateway, path: &str, fence: &Value, token: &str) -> Vec<String> {
-    let response = gw.http.get(gw.url(path)).send().await.expect("GET");
-    let (status, body) = status_json(response).await;
+    let query = path.strip_prefix("/locks?").expect("a listing's query");
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (status, body) = json_of(gw.client().list::<Value>(&pairs).await);
     assert_eq!(status, 200, "{path}: {body}");
     assert!(!body.to_string().contains(token), "{body}");
     body["locks"]
@@ -351,8 +344,8 @@ async fn never_half_held_and_never_overlapping() {
                         .collect();
                     let invoke = history.now_us();
                     let body = json!({"names": names, "ttl_ms": 10_000, "wait_ms": 30_000});
-                    let sent = gw.http.post(gw.url("/locks")).json(&body).send().await;
-                    let outcome = read_outcome(sent, Expect::Grant).await;
+                    let sent = acquire_set(&gw, body).await;
+                    let outcome = outcome_of(sent, Expect::Grant);
                     let call = Call::Acquire {
                         ttl_ms: 10_000,
                         wait_ms: 30_000,
@@ -366,21 +359,16 @@ async fn never_half_held_and_never_overlapping() {
                     };
                     for name in &names {
                         let invoke = history.now_us();
-                        let sent = gw.http.get(gw.url(&format!("/locks/{name}"))).send().await;
-                        let seen = read_outcome(sent, Expect::Inspection).await;
+                        let sent = gw.client().inspect(name).await;
+                        let seen = outcome_of(sent, Expect::Inspection);
                         let call = Call::Inspect {
                             token: token.clone(),
                         };
                         history.record(client, name, call, invoke, seen);
                     }
                     let invoke = history.now_us();
-                    let sent = gw
-                        .http
-                        .delete(set_url(&gw, &names))
-                        .header("Lock-Token", &token)
-                        .send()
-                        .await;
-                    let outcome = read_outcome(sent, Expect::Release).await;
+                    let sent = release_set(&gw, &names, &token).await;
+                    let outcome = outcome_of(sent, Expect::Release);
                     for name in &names {
                         let call = Call::Release {
                             token: token.clone(),
@@ -453,8 +441,7 @@ async fn believe(
     holds: u64,
     what: &str,
 ) -> Option<Believed> {
-    let sent = gw.http.post(gw.url(path)).json(&body).send().await;
-    let (status, grant) = status_json(sent.expect("acquire")).await;
+    let (status, grant) = json_of(acquire_at(gw.client(), path, &body).await);
     if status != 201 {
         assert_eq!(status, 409, "{what}: {grant}");
         return None;
@@ -470,30 +457,12 @@ async fn believe(
 
 /// A renewal (for 60 s) or a release at `path` with `token`.
 async fn renew_or_release(gw: &Gateway, renew: bool, path: &str, token: &str) -> (u16, Value) {
-    let (method, body) = if renew {
-        (reqwest::Method::PATCH, Some(json!({"ttl_ms": 60_000})))
+    let method = if renew {
+        reqwest::Method::PATCH
     } else {
-        (reqwest::Method::DELETE, None)
+        reqwest::Method::DELETE
     };
-    send_with_token(gw, method, path, token, body).await
-}
-
-/// What a property step sends: `method` on `path` with `token`.
-async fn send_with_token(
-    gw: &Gateway,
-    method: reqwest::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = gw
-        .http
-        .request(method, gw.url(path))
-        .header("Lock-Token", token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    status_json(request.send().await.expect("request")).await
+    answers::renew_or_release(gw.client(), path, &method, token, 60_000).await
 }
 
 /// Random sequences of acquire, renew and release over sets, their subsets, supersets and
@@ -544,16 +513,11 @@ async fn sets_stay_whole(gw: &Gateway) {
                     .expect("a reentrant lock");
                 let believed = &mut held[at];
                 what = format!("re-enter {}", believed.names[0]);
-                let (status, again) = status_json(
-                    gw.http
-                        .post(gw.url(&format!("/locks/{}", believed.names[0])))
-                        .header("Lock-Token", &believed.token)
-                        .json(&json!({"reentrant": true, "ttl_ms": 60_000}))
-                        .send()
-                        .await
-                        .expect("re-enter"),
-                )
-                .await;
+                let holder = gw.client().header("lock-token", &believed.token);
+                let holder = holder.expect("a token header");
+                let body = json!({"reentrant": true, "ttl_ms": 60_000});
+                let again = holder.acquire(&believed.names[0], &body, None, None).await;
+                let (status, again) = json_of(again);
                 assert_eq!(status, 200, "{what}: {again}");
                 believed.holds += 1;
                 assert_eq!(again["hold_count"], believed.holds, "{what}: {again}");
@@ -653,8 +617,7 @@ async fn sets_stay_whole(gw: &Gateway) {
             format!("/locks/{}", believed.names[0])
         };
         for left in (0..believed.holds.max(1)).rev() {
-            let (status, answer) =
-                send_with_token(gw, reqwest::Method::DELETE, &path, &believed.token, None).await;
+            let (status, answer) = renew_or_release(gw, false, &path, &believed.token).await;
             let expected = if left == 0 { 204 } else { 200 };
             assert_eq!(status, expected, "{believed:?}: {answer}");
         }

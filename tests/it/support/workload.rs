@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::answers::{Reply, json_of};
 use super::history::{Call, History, Outcome};
 
 /// How many times a release without a verdict is sent.
@@ -389,6 +390,24 @@ pub async fn read_outcome(sent: reqwest::Result<reqwest::Response>, expect: Expe
             };
         }
     };
+    judge(status, &body, expect)
+}
+
+/// [`read_outcome`] of an answer read by the project's client.
+pub fn outcome_of<T: serde::Serialize>(reply: Reply<T>, expect: Expect) -> Outcome {
+    match reply {
+        Err(err) => Outcome::NoAnswer {
+            error: err.to_string(),
+        },
+        answered => {
+            let (status, body) = json_of(answered);
+            judge(status, &body, expect)
+        }
+    }
+}
+
+/// What `status` and `body` say happened, for an answer of the kind `expect`.
+fn judge(status: u16, body: &Value, expect: Expect) -> Outcome {
     let kind = body["type"]
         .as_str()
         .and_then(|t| t.rsplit('/').next())
