@@ -70,6 +70,12 @@ pub struct EventLines {
 }
 
 impl EventLines {
+    /// The stream's media type, as the gateway said it.
+    pub fn content_type(&self) -> Option<&str> {
+        let value = self.response.headers().get(reqwest::header::CONTENT_TYPE)?;
+        value.to_str().ok()
+    }
+
     /// The next event; `None` when the stream ends or breaks.
     pub async fn next(&mut self) -> Option<serde_json::Value> {
         loop {

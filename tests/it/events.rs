@@ -12,7 +12,7 @@ use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, status_json};
+use lockgate::client::EventLines;
 
 /// Reads Server-Sent Events the way a browser's `EventSource` does: `event:` and `data:` lines
 /// up to a blank line; comments (`:`) skipped.
@@ -23,6 +23,7 @@ struct Sse {
 
 impl Sse {
     async fn open(gw: &Gateway, name: &str) -> Self {
+        // Raw HTTP: the Server-Sent Events framing a browser reads is what is tested.
         let response = gw
             .http
             .get(gw.url(&format!("/locks/{name}/events")))
@@ -65,17 +66,10 @@ impl Sse {
     }
 }
 
-async fn ndjson(gw: &Gateway, name: &str) -> Lines {
-    let response = gw
-        .http
-        .get(gw.url(&format!("/locks/{name}/events")))
-        .header("accept", "application/x-ndjson")
-        .send()
-        .await
-        .expect("events");
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
-    Lines::new(response)
+async fn ndjson(gw: &Gateway, name: &str) -> EventLines {
+    let lines = gw.client().events(name).await.done(200);
+    assert_eq!(lines.content_type(), Some("application/x-ndjson"));
+    lines
 }
 
 /// (event, fence) of an event, with its owner when it has one.
@@ -133,13 +127,7 @@ async fn events_come_in_order(gw: &Gateway) {
 
     let c = locks.acquire("watched", json!({})).await.done(201);
     both_see("acquired", Some(c.fence), None).await;
-    let revoke = gw
-        .http
-        .delete(gw.url("/locks/watched?force=true"))
-        .send()
-        .await
-        .expect("revoke");
-    assert_eq!(revoke.status(), 204);
+    gw.client().force_release("watched").await.done(204);
     both_see("revoked", Some(c.fence), None).await;
 }
 
@@ -221,12 +209,11 @@ async fn a_watcher_sees_the_leader_hand_off() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let campaign = |owner: &str| {
-        gw.http
-            .post(gw.url("/locks/leader/hold"))
-            .json(&json!({"ttl_ms": 5000, "wait_ms": 10_000, "owner": owner, "metadata": {"addr": format!("{owner}:8080")}}))
-            .send()
+        let body = json!({"ttl_ms": 5000, "wait_ms": 10_000, "owner": owner, "metadata": {"addr": format!("{owner}:8080")}});
+        let client = gw.client();
+        async move { client.hold("leader", &body).await }
     };
-    let mut a = Lines::new(campaign("a").await.expect("campaign a"));
+    let mut a = campaign("a").await.done(200);
     assert_eq!(a.next().await.expect("a leads")["event"], "acquired");
     let mut watcher = Sse::open(&gw, "leader").await;
     let state = watcher.next().await;
@@ -248,7 +235,7 @@ async fn a_watcher_sees_the_leader_hand_off() {
     let watcher_learned = Instant::now();
     assert_eq!(summary(&acquired).0, "acquired", "{acquired}");
     assert_eq!(acquired["owner"], "b");
-    let mut b = Lines::new(b_campaign.await.expect("task").expect("campaign b"));
+    let mut b = b_campaign.await.expect("task").done(200);
     let b_leads = b.next().await.expect("b leads");
     let b_learned = Instant::now();
     assert_eq!(b_leads["fence"], acquired["fence"]);
@@ -321,18 +308,12 @@ async fn watchers_are_bounded() {
     let gw = Gateway::start(cfg).await;
     let _a = ndjson(&gw, "x").await;
     let _b = ndjson(&gw, "y").await;
-    let refused = gw
-        .http
-        .get(gw.url("/locks/x/events"))
-        .send()
-        .await
-        .expect("events");
-    let (status, problem) = status_json(refused).await;
-    assert_problem(status, &problem, 503, "too-many-watchers");
+    let refused = gw.client().events("x").await;
+    refused.refused(503, "too-many-watchers");
     drop(_a);
     crate::support::eventually(Duration::from_secs(5), "a slot frees up", || async {
-        let response = gw.http.get(gw.url("/locks/x/events")).send().await.ok()?;
-        (response.status() == 200).then_some(())
+        let answer = gw.client().events("x").await.ok()?;
+        (answer.status() == 200).then_some(())
     })
     .await;
 }
@@ -347,25 +328,19 @@ async fn watching_needs_inspect() {
     let mut cfg = config(BackendChoice::Memory);
     cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
     let gw = Gateway::start(cfg).await;
-    let watch = |path: &str, key: &'static str| gw.http.get(gw.url(path)).bearer_auth(key).send();
-    let allowed = watch("/locks/jobs:1/events", "auditor-key-0123456789")
-        .await
-        .expect("watch");
-    assert_eq!(allowed.status(), 200);
-    for (path, key) in [
-        ("/locks/jobs:1/events", "worker-key-0123456789"),
-        ("/locks/other:1/events", "auditor-key-0123456789"),
+    let auditor = gw.client_as("auditor-key-0123456789");
+    auditor.events("jobs:1").await.done(200);
+    for (name, key) in [
+        ("jobs:1", "worker-key-0123456789"),
+        ("other:1", "auditor-key-0123456789"),
     ] {
-        let (status, problem) = status_json(watch(path, key).await.expect("watch")).await;
-        assert_problem(status, &problem, 403, "forbidden");
+        gw.client_as(key)
+            .events(name)
+            .await
+            .refused(403, "forbidden");
     }
-    let anonymous = gw
-        .http
-        .get(gw.url("/locks/jobs:1/events"))
-        .send()
-        .await
-        .expect("watch");
-    assert_eq!(anonymous.status(), 401);
+    let anonymous = gw.client().events("jobs:1").await;
+    anonymous.refused(401, "unauthorized");
 }
 
 /// A watcher that goes away takes its name's subscriptions with it, while the pub/sub
