@@ -13,7 +13,10 @@ use serde_json::{Value, json};
 use crate::support::browser::Browser;
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::redis::RedisServer;
-use crate::support::{status_json, token};
+use lockgate::http::dto::RenewBody;
+
+use crate::support::answers::{Answered, json_of};
+use crate::support::token;
 
 const KEYS: &str = r#"[
     {"name": "viewer", "key": "viewer-key-0123456789", "prefixes": ["app:"], "operations": ["inspect"]},
@@ -26,29 +29,21 @@ const WORKER: &str = "worker-key-0123456789";
 const SHOWN_WITHIN: Duration = Duration::from_secs(1);
 
 async fn acquire(gw: &Gateway, name: &str, body: Value) -> Value {
-    let response = gw
-        .http
-        .post(gw.url(&format!("/locks/{name}")))
-        .bearer_auth(WORKER)
-        .json(&body)
-        .send()
-        .await
-        .expect("acquire");
-    let (status, grant) = status_json(response).await;
+    let grant = gw.client_as(WORKER).acquire(name, &body, None, None).await;
+    let (status, grant) = json_of(grant);
     assert_eq!(status, 201, "{grant}");
     grant
 }
 
 async fn release(gw: &Gateway, name: &str, grant: &Value) {
-    let response = gw
-        .http
-        .delete(gw.url(&format!("/locks/{name}")))
-        .bearer_auth(WORKER)
-        .header("Lock-Token", token(grant))
-        .send()
-        .await
-        .expect("release");
-    assert_eq!(response.status(), 204);
+    let worker = gw.client_as(WORKER);
+    worker.release(name, &token(grant), None).await.done(204);
+}
+
+/// `GET path` of the console's files. Raw HTTP: the files and their security headers are
+/// what is tested (a browser, not the API's client, reads them).
+async fn console_file(gw: &Gateway, path: &str) -> reqwest::Response {
+    gw.http.get(gw.url(path)).send().await.expect("console")
 }
 
 /// Runs `script` every 25 ms until it returns something other than `null`; that, and how
@@ -190,17 +185,10 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     // A lock with a waiter, one more held, and a semaphore with two of three permits.
     let busy = acquire(&gw, "app:busy", json!({"owner": "bob", "ttl_ms": 30_000})).await;
     let waiter = {
-        let http = gw.http.clone();
-        let url = gw.url("/locks/app:busy");
+        let worker = gw.client_as(WORKER);
         tokio::spawn(async move {
-            let response = http
-                .post(url)
-                .bearer_auth(WORKER)
-                .json(&json!({"owner": "carol", "wait_ms": 20_000}))
-                .send()
-                .await
-                .expect("waiting acquire");
-            status_json(response).await
+            let body = json!({"owner": "carol", "wait_ms": 20_000});
+            json_of(worker.acquire("app:busy", &body, None, None).await)
         })
     };
     let (row, _) = wait_for(
@@ -219,15 +207,9 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     )
     .await;
     for owner in ["pool-a", "pool-b"] {
-        let response = gw
-            .http
-            .post(gw.url("/semaphores/app:pool"))
-            .bearer_auth(WORKER)
-            .json(&json!({"permits": 3, "owner": owner, "ttl_ms": 30_000}))
-            .send()
-            .await
-            .expect("permit");
-        assert_eq!(response.status(), 201);
+        let body = json!({"permits": 3, "owner": owner, "ttl_ms": 30_000});
+        let permits = gw.client_as(WORKER).semaphores();
+        permits.acquire("app:pool", &body, None, None).await.done(201);
     }
     let (permits, _) = wait_for(
         &gw,
@@ -335,16 +317,13 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
         .run("document.getElementById('confirm-yes').click();", json!([]))
         .await;
     wait_for(&gw, &browser, "app:held gone", NO_ROW, json!(["app:held"])).await;
-    let renew = gw
-        .http
-        .patch(gw.url("/locks/app:held"))
-        .bearer_auth(WORKER)
-        .header("Lock-Token", token(&held))
-        .json(&json!({"ttl_ms": 30_000}))
-        .send()
-        .await
-        .expect("renew");
-    let (status, problem) = status_json(renew).await;
+    let body = RenewBody {
+        ttl_ms: Some(30_000),
+        ..RenewBody::default()
+    };
+    let worker = gw.client_as(WORKER);
+    let renew = worker.renew("app:held", &token(&held), &body, None).await;
+    let (status, problem) = json_of(renew);
     assert_eq!(status, 410, "{problem}");
     assert_eq!(
         problem["type"],
@@ -369,7 +348,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
 async fn the_console_is_served_with_a_strict_policy_and_can_be_turned_off() {
     let gw = Gateway::dev().await;
     for path in ["/ui", "/ui/console.js", "/ui/console.css"] {
-        let response = gw.http.get(gw.url(path)).send().await.expect("console");
+        let response = console_file(&gw, path).await;
         assert_eq!(response.status(), 200, "{path}");
         let csp = response.headers()["content-security-policy"]
             .to_str()
@@ -385,15 +364,7 @@ async fn the_console_is_served_with_a_strict_policy_and_can_be_turned_off() {
         assert!(!csp.contains("unsafe"), "{path}: {csp}");
         assert_eq!(response.headers()["x-frame-options"], "DENY");
     }
-    let page = gw
-        .http
-        .get(gw.url("/ui"))
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("text");
+    let page = console_file(&gw, "/ui").await.text().await.expect("text");
     // The Watch button waits for the script that handles it: no native submission before.
     assert!(page.contains(r#"id="connect" disabled"#), "{page}");
     // No inline script or style, nothing from elsewhere.
@@ -410,7 +381,7 @@ async fn the_console_is_served_with_a_strict_policy_and_can_be_turned_off() {
     cfg.console = false;
     let off = Gateway::start(cfg).await;
     for path in ["/ui", "/ui/console.js", "/ui/console.css"] {
-        let response = off.http.get(off.url(path)).send().await.expect("console");
+        let response = console_file(&off, path).await;
         assert_eq!(response.status(), 404, "{path}");
     }
 }
