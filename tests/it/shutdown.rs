@@ -8,7 +8,8 @@ use serde_json::json;
 use crate::support::process::ServerProcess;
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, eventually, key_exists, status_json};
+use crate::support::answers::{Answered, json_of};
+use crate::support::{assert_problem, eventually, key_exists};
 
 /// SIGTERM while a request is in flight (Redis answers slowly): the request completes, then
 /// the process exits 0.
@@ -18,27 +19,20 @@ async fn sigterm_lets_an_in_flight_request_finish() {
     let proxy = LatencyProxy::start(redis.port(), Duration::ZERO).await;
     let mut server =
         ServerProcess::start(&["--redis-url", &proxy.url(), "--redis-timeout", "5s"], &[]).await;
-    let http = crate::support::http_client();
+    let client = server.client(None);
     // Connected and scripts loaded before Redis slows down.
-    let warm = http.post(server.url("/locks/warm")).send().await.unwrap();
-    assert_eq!(warm.status(), 201);
+    let warm = client.acquire("warm", &json!({}), None, None).await;
+    warm.done(201);
     proxy.set_delay(Duration::from_millis(1500));
     let slow = tokio::spawn({
-        let (http, url) = (http.clone(), server.url("/locks/slow"));
-        async move { http.post(url).send().await }
+        let client = client.clone();
+        async move { client.acquire("slow", &json!({}), None, None).await }
     });
     eventually(
         Duration::from_secs(2),
         "the slow request is in flight",
         || async {
-            let metrics = http
-                .get(server.url("/metrics"))
-                .send()
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
+            let metrics = client.metrics().await.done(200);
             metrics
                 .contains("lockgate_in_flight_requests 1\n")
                 .then_some(())
@@ -46,11 +40,7 @@ async fn sigterm_lets_an_in_flight_request_finish() {
     )
     .await;
     server.signal("TERM");
-    let response = slow
-        .await
-        .expect("join")
-        .expect("the slow request is answered");
-    assert_eq!(response.status(), 201);
+    slow.await.expect("join").done(201);
     let status = server.exit_within(Duration::from_secs(10)).await;
     assert_eq!(status.code(), Some(0), "{}", server.logs());
 }
@@ -60,23 +50,16 @@ async fn sigterm_lets_an_in_flight_request_finish() {
 #[tokio::test]
 async fn readiness_fails_first_on_sigterm() {
     let mut server = ServerProcess::start(&["--dev", "--shutdown-delay", "1500ms"], &[]).await;
-    let http = crate::support::http_client();
-    assert_eq!(
-        http.get(server.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    let client = server.client(None);
+    client.readiness().await.done(200);
     server.signal("TERM");
     let (status, body) = eventually(Duration::from_secs(1), "readiness fails", || async {
-        let (status, body) = status_json(http.get(server.url("/readyz")).send().await.ok()?).await;
+        let (status, body) = json_of(client.readiness().await);
         (status == 503).then_some((status, body))
     })
     .await;
     assert_problem(status, &body, 503, "shutting-down");
-    let acquired = http.post(server.url("/locks/late")).send().await.unwrap();
+    let acquired = client.acquire("late", &json!({}), None, None).await;
     assert_eq!(acquired.status(), 201, "still serving during the delay");
     let status = server.exit_within(Duration::from_secs(10)).await;
     assert_eq!(status.code(), Some(0), "{}", server.logs());
@@ -89,15 +72,8 @@ async fn sigterm_releases_hold_streams() {
     let redis = RedisServer::start();
     let conn = redis.conn().await;
     let mut server = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
-    let http = crate::support::http_client();
-    let response = http
-        .post(server.url("/locks/held:1/hold"))
-        .json(&json!({"ttl_ms": 60000}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let mut lines = Lines::new(response);
+    let client = server.client(None);
+    let mut lines = client.hold("held:1", &json!({"ttl_ms": 60000})).await.done(200);
     assert_eq!(lines.next().await.expect("acquired")["event"], "acquired");
     assert!(key_exists(&conn, "lockgate:{held:1}").await);
     server.signal("TERM");
