@@ -11,48 +11,34 @@ use crate::support::answers::Answered;
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, redis_config, redlock_config};
 use crate::support::redis::RedisServer;
+use lockgate::client::Client;
+
+use crate::support::answers::json_of;
 use crate::support::{assert_problem, eventually, status_json, token};
 
-// The calls are made here on raw HTTP, not through the project's client: a re-entry's
-// `Lock-Token` on POST and a release's 200 with a body are this file's subject, and what it
-// checks includes fields that must be absent (a plain lock's `hold_count`).
+// The answers are read as JSON (`json_of`): what this file checks includes fields that must
+// be absent (a plain lock's `hold_count`), and a release's 200 with a body.
 
 /// `POST /locks/{name}` with `body`.
 async fn acquire(gw: &Gateway, name: &str, body: Value) -> (u16, Value) {
-    let request = gw.http.post(gw.url(&format!("/locks/{name}"))).json(&body);
-    status_json(request.send().await.expect("acquire request")).await
+    json_of(gw.client().acquire(name, &body, None, None).await)
+}
+
+/// The client of the holder of `token`: its acquires are re-entries (`Lock-Token` on POST).
+fn holder(gw: &Gateway, token: &str) -> Client {
+    gw.client()
+        .header("Lock-Token", token)
+        .expect("a token header")
 }
 
 /// `POST /locks/{name}` with `body` and the holder's `Lock-Token`.
 async fn reenter(gw: &Gateway, name: &str, token: &str, body: Value) -> (u16, Value) {
-    let response = gw
-        .http
-        .post(gw.url(&format!("/locks/{name}")))
-        .header("Lock-Token", token)
-        .json(&body)
-        .send()
-        .await
-        .expect("re-entry request");
-    status_json(response).await
+    json_of(holder(gw, token).acquire(name, &body, None, None).await)
 }
 
 /// `DELETE /locks/{name}`: the status and the body, if any.
 async fn release(gw: &Gateway, name: &str, token: &str) -> (u16, Value) {
-    let response = gw
-        .http
-        .delete(gw.url(&format!("/locks/{name}")))
-        .header("Lock-Token", token)
-        .send()
-        .await
-        .expect("release request");
-    let status = response.status().as_u16();
-    let text = response.text().await.expect("release body");
-    let body = if text.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).expect("a JSON body")
-    };
-    (status, body)
+    json_of(gw.client().release(name, token, None).await)
 }
 
 /// Acquire ×3 with the token, release ×3: held until the third release; a waiter is granted
@@ -80,17 +66,10 @@ async fn held_as_often_as_taken(gw: &Gateway) {
 
     // Another client waits for it.
     let waiter = {
-        let http = gw.http.clone();
-        let url = gw.url(&format!("/locks/{name}"));
+        let client = gw.client();
         tokio::spawn(async move {
-            let response = http
-                .post(url)
-                .json(&json!({"wait_ms": 20_000}))
-                .send()
-                .await
-                .expect("waiting acquire");
-            let status = response.status().as_u16();
-            (status, response.json::<Value>().await.expect("grant"))
+            let body = json!({"wait_ms": 20_000});
+            json_of(client.acquire(name, &body, None, None).await)
         })
     };
 
@@ -174,29 +153,20 @@ async fn refusals(gw: &Gateway) {
     )
     .await;
     assert_problem(status, &problem, 400, "invalid-request");
-    let hold = gw
-        .http
-        .post(gw.url("/locks/reentrant:hold/hold"))
-        .json(&json!({"reentrant": true}))
-        .send()
-        .await
-        .expect("hold request");
-    let (status, problem) = status_json(hold).await;
-    assert_problem(status, &problem, 400, "invalid-request");
+    let hold = gw.client().hold("reentrant:hold", &json!({"reentrant": true})).await;
+    hold.refused(400, "invalid-request");
 
     let (status, grant) = acquire(gw, "reentrant:keyed", json!({"reentrant": true})).await;
     assert_eq!(status, 201, "{grant}");
-    let keyed = gw
-        .http
-        .post(gw.url("/locks/reentrant:keyed"))
-        .header("Lock-Token", token(&grant))
-        .header("Idempotency-Key", "a-key-of-sixteen-chars")
-        .json(&json!({"reentrant": true}))
-        .send()
-        .await
-        .expect("keyed re-entry");
-    let (status, problem) = status_json(keyed).await;
-    assert_problem(status, &problem, 400, "invalid-request");
+    let keyed = holder(gw, &token(&grant))
+        .acquire(
+            "reentrant:keyed",
+            &json!({"reentrant": true}),
+            Some("a-key-of-sixteen-chars"),
+            None,
+        )
+        .await;
+    keyed.refused(400, "invalid-request");
 
     // Revoked while held twice: the holder's next re-entry and release are told so, and a
     // new reentrant grant of the name starts from one.
@@ -208,13 +178,8 @@ async fn refusals(gw: &Gateway) {
     )
     .await;
     assert_eq!(status, 200, "{again}");
-    let revoke = gw
-        .http
-        .delete(gw.url("/locks/reentrant:keyed?force=true"))
-        .send()
-        .await
-        .expect("revoke");
-    assert_eq!(revoke.status(), 204);
+    let revoke = gw.client().force_release("reentrant:keyed").await;
+    revoke.done(204);
     let (status, problem) = reenter(
         gw,
         "reentrant:keyed",
