@@ -13,13 +13,14 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message as _;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::support::keys::{DEPLOYER_KEY, KEYS};
 use crate::support::process::{ServerProcess, lockgate};
 use crate::support::redis::RedisServer;
-use crate::support::{eventually, token, waiters_in};
+use crate::support::answers::Answered;
+use crate::support::{eventually, waiters_in};
 
 /// An OTLP/HTTP receiver: keeps every body posted to `/v1/traces`, answers 200.
 struct Collector {
@@ -133,30 +134,17 @@ async fn a_waiting_acquire_continues_the_callers_trace() {
         ],
     )
     .await;
-    let http = crate::support::http_client();
-    let auth = format!("Bearer {DEPLOYER_KEY}");
-    let url = server.url("/locks/deploy:traced");
-    let held: Value = http
-        .post(&url)
-        .header("authorization", &auth)
-        .json(&json!({"ttl_ms": 30000}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let first = token(&held);
+    let deployer = server.client(Some(DEPLOYER_KEY));
+    let name = "deploy:traced";
+    let held = deployer.acquire(name, &json!({"ttl_ms": 30000}), None, None).await;
+    let first = held.done(201).token;
     let waiter = tokio::spawn({
-        let (http, url, auth) = (http.clone(), url.clone(), auth.clone());
+        let traceparent = format!("00-{TRACE_ID}-{PARENT}-01");
+        let traced = deployer.clone().header("traceparent", &traceparent);
+        let traced = traced.expect("a traceparent header");
         async move {
-            http.post(&url)
-                .header("authorization", &auth)
-                .header("traceparent", format!("00-{TRACE_ID}-{PARENT}-01"))
-                .json(&json!({"wait_ms": 10000}))
-                .send()
-                .await
-                .unwrap()
+            let body = json!({"wait_ms": 10000});
+            traced.acquire(name, &body, None, None).await
         }
     });
     eventually(Duration::from_secs(5), "the waiter is in line", || async {
@@ -166,25 +154,9 @@ async fn a_waiting_acquire_continues_the_callers_trace() {
     // The wait the span must report: the lock stays held this long after the waiter queued.
     let held_for = Duration::from_millis(300);
     tokio::time::sleep(held_for).await;
-    let released = http
-        .delete(&url)
-        .header("authorization", &auth)
-        .header("lock-token", &first)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(released.status(), 204);
-    let granted = waiter.await.unwrap();
-    assert_eq!(granted.status(), 201);
-    let second = token(&granted.json().await.unwrap());
-    let released = http
-        .delete(&url)
-        .header("authorization", &auth)
-        .header("lock-token", &second)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(released.status(), 204);
+    deployer.release(name, &first, None).await.done(204);
+    let second = waiter.await.unwrap().done(201).token;
+    deployer.release(name, &second, None).await.done(204);
 
     // Four requests, four spans: two acquires and two releases (the probes and scrapes of
     // the harness and of this test make none).
@@ -276,18 +248,12 @@ async fn an_absent_collector_is_logged_once_and_slows_nothing() {
         ],
     )
     .await;
-    let http = crate::support::http_client();
+    let client = server.client(None);
     for i in 0..50 {
-        let url = server.url(&format!("/locks/absent-{i}"));
+        let name = format!("absent-{i}");
         let started = std::time::Instant::now();
-        let grant: Value = http.post(&url).send().await.unwrap().json().await.unwrap();
-        let released = http
-            .delete(&url)
-            .header("lock-token", token(&grant))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(released.status(), 204);
+        let grant = client.acquire(&name, &json!({}), None, None).await.done(201);
+        client.release(&name, &grant.token, None).await.done(204);
         assert!(started.elapsed() < Duration::from_millis(500));
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
