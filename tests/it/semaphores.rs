@@ -13,12 +13,12 @@ use lockgate::http::dto::{
 };
 use serde_json::{Value, json};
 
-use crate::support::answers::Answered;
+use crate::support::answers::{Answered, json_of};
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::{
-    Lines, assert_problem, eventually, key_exists, status_json, status_json_without,
+    assert_problem, eventually, key_exists, status_json,
 };
 
 /// The project's client, for the permits of semaphores.
@@ -54,14 +54,12 @@ async fn renew(
 /// `GET /semaphores/{name}` as JSON, checking on the way that no token is in its text (for
 /// what the typed body cannot tell: a field absent rather than null).
 async fn inspect_json(gw: &Gateway, name: &str, tokens: &[&str]) -> Value {
-    let response = gw
-        .http
-        .get(gw.url(&format!("/semaphores/{name}")))
-        .send()
-        .await
-        .expect("inspect request");
-    let (status, seen) = status_json_without(response, tokens).await;
+    let seen = semaphores(gw).inspect_as::<Value>(name).await;
+    let (status, seen) = json_of(seen);
     assert_eq!(status, 200, "{seen}");
+    for token in tokens {
+        assert!(!seen.to_string().contains(token), "a token leaked: {seen}");
+    }
     seen
 }
 
@@ -184,15 +182,8 @@ async fn waiter_gets_the_released_permit(gw: &Gateway) {
 
 /// A hold stream holds a permit, renews it, and gives it back as soon as it is closed.
 async fn hold_stream_holds_a_permit(gw: &Gateway) {
-    let response = gw
-        .http
-        .post(gw.url("/semaphores/held/hold"))
-        .json(&json!({"permits": 1, "ttl_ms": 600}))
-        .send()
-        .await
-        .expect("hold request");
-    assert_eq!(response.status(), 200);
-    let mut lines = Lines::new(response);
+    let body = json!({"permits": 1, "ttl_ms": 600});
+    let mut lines = semaphores(gw).hold("held", &body).await.done(200);
     let acquired = lines.next().await.expect("acquired");
     assert_eq!(acquired["event"], "acquired", "{acquired}");
     let renewed = lines.next().await.expect("renewed");
@@ -225,17 +216,10 @@ async fn listed_by_prefix(gw: &Gateway) {
         let grant = acquire(gw, name, body).await.done(201);
         tokens.push((name, grant.token));
     }
-    let list = async |query: &str| -> SemaphoreListBody {
-        let response = gw
-            .http
-            .get(gw.url(&format!("/semaphores?{query}")))
-            .send()
-            .await
-            .expect("list");
-        assert_eq!(response.status(), 200);
-        response.json().await.expect("a page of semaphores")
+    let list = async |query: &[(&str, &str)]| -> SemaphoreListBody {
+        semaphores(gw).list(query).await.done(200)
     };
-    let page = list("prefix=listed:").await;
+    let page = list(&[("prefix", "listed:")]).await;
     let seen: Vec<(String, u64, u32, Vec<String>)> = page
         .semaphores
         .iter()
@@ -270,12 +254,14 @@ async fn listed_by_prefix(gw: &Gateway) {
     );
     // A page at a time: every one once.
     let mut names = Vec::new();
-    let mut query = "prefix=listed:&limit=1".to_owned();
+    let mut cursor = None;
     for _ in 0..100 {
+        let mut query = vec![("prefix", "listed:"), ("limit", "1")];
+        query.extend(cursor.as_deref().map(|cursor| ("cursor", cursor)));
         let page = list(&query).await;
         names.extend(page.semaphores.into_iter().map(|s| s.name));
         match page.next_cursor {
-            Some(cursor) => query = format!("prefix=listed:&limit=1&cursor={cursor}"),
+            Some(next) => cursor = Some(next),
             None => break,
         }
     }
@@ -284,7 +270,7 @@ async fn listed_by_prefix(gw: &Gateway) {
     for (name, token) in tokens {
         assert_eq!(release(gw, name, &token).await, 204);
     }
-    assert!(list("prefix=listed:").await.semaphores.is_empty());
+    assert!(list(&[("prefix", "listed:")]).await.semaphores.is_empty());
 }
 
 async fn every_walk(gw: &Gateway) {
@@ -354,13 +340,11 @@ async fn redlock_does_not_offer_semaphores() {
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
     (acquire(&gw, "payments", json!({"permits": 2})).await).refused(501, "not-offered");
-    let response = gw.http.get(gw.url("/semaphores/payments")).send().await;
-    let (status, body) = status_json(response.expect("inspect")).await;
-    assert_problem(status, &body, 501, "not-offered");
+    let seen = semaphores(&gw).inspect_as::<Value>("payments").await;
+    seen.refused(501, "not-offered");
     // Nothing to list: none can be held.
-    let response = gw.http.get(gw.url("/semaphores")).send().await;
-    let (status, body) = status_json(response.expect("list")).await;
-    assert_eq!((status, body), (200, json!({"semaphores": []})));
+    let listed = semaphores(&gw).list::<Value>(&[]).await;
+    assert_eq!(json_of(listed), (200, json!({"semaphores": []})));
 }
 
 /// Expired permits are reclaimed by the next acquire, with nothing else running.
@@ -420,6 +404,7 @@ async fn bad_semaphore_requests_name_the_field() {
         let problem = problem.refused(400, "invalid-request");
         assert_eq!(problem.field.as_deref(), field, "{body}: {problem:?}");
     }
+    // Raw HTTP: a request with no body at all, which the client never sends.
     let empty = gw.http.post(gw.url("/semaphores/bad")).send().await;
     let (status, problem) = status_json(empty.expect("acquire")).await;
     assert_problem(status, &problem, 400, "invalid-request");
