@@ -15,26 +15,22 @@ use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::ServerProcess;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, eventually, status_json};
+use lockgate::client::EventLines;
+
+use crate::support::eventually;
 
 /// Human pace: one transition every this long.
 const PACE: Duration = Duration::from_millis(50);
 
-async fn watch_prefix(gw: &Gateway, prefix: &str) -> Lines {
-    let response = gw
-        .http
-        .get(gw.url(&format!("/locks/events?prefix={prefix}")))
-        .header("accept", "application/x-ndjson")
-        .send()
-        .await
-        .expect("prefix events");
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
-    Lines::new(response)
+async fn watch_prefix(gw: &Gateway, prefix: &str) -> EventLines {
+    let lines = gw.client().prefix_events(&[("prefix", prefix)]).await;
+    let lines = lines.done(200);
+    assert_eq!(lines.content_type(), Some("application/x-ndjson"));
+    lines
 }
 
 /// The next event that is not a keep-alive, within 5 s.
-async fn next_event(lines: &mut Lines) -> Value {
+async fn next_event(lines: &mut EventLines) -> Value {
     tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             let event = lines.next().await.expect("the stream goes on");
@@ -120,13 +116,7 @@ async fn a_prefix_sees_every_transition_in_order(gw: &Gateway) {
                 "expired"
             } else if name == "jobs:c" && round == 2 {
                 step.tick().await;
-                let revoke = gw
-                    .http
-                    .delete(gw.url(&format!("/locks/{name}?force=true")))
-                    .send()
-                    .await
-                    .expect("revoke");
-                assert_eq!(revoke.status(), 204);
+                gw.client().force_release(name).await.done(204);
                 "revoked"
             } else {
                 step.tick().await;
@@ -177,37 +167,28 @@ async fn a_prefix_needs_inspect_over_all_of_it() {
     let mut cfg = config(BackendChoice::Memory);
     cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
     let gw = Gateway::start(cfg).await;
-    let watch = |query: &str, key: &'static str| {
-        gw.http
-            .get(gw.url(&format!("/locks/events{query}")))
-            .bearer_auth(key)
-            .send()
+    let watch = |query: &'static [(&'static str, &'static str)], key: &'static str| {
+        let client = gw.client_as(key);
+        async move { client.prefix_events(query).await }
     };
-    for query in ["?prefix=jobs:", "?prefix=jobs:eu:"] {
-        let allowed = watch(query, "auditor-key-0123456789").await.expect("watch");
-        assert_eq!(allowed.status(), 200, "{query}");
+    for query in [&[("prefix", "jobs:")], &[("prefix", "jobs:eu:")]] {
+        let allowed = watch(query, "auditor-key-0123456789").await;
+        assert_eq!(allowed.status(), 200, "{query:?}");
     }
     for (query, key) in [
-        ("?prefix=jobs:", "worker-key-0123456789"),
-        ("?prefix=job", "auditor-key-0123456789"),
-        ("?prefix=", "auditor-key-0123456789"),
-        ("", "auditor-key-0123456789"),
-        ("?prefix=other:", "auditor-key-0123456789"),
+        (&[("prefix", "jobs:")][..], "worker-key-0123456789"),
+        (&[("prefix", "job")], "auditor-key-0123456789"),
+        (&[("prefix", "")], "auditor-key-0123456789"),
+        (&[], "auditor-key-0123456789"),
+        (&[("prefix", "other:")], "auditor-key-0123456789"),
     ] {
-        let (status, problem) = status_json(watch(query, key).await.expect("watch")).await;
-        assert_problem(status, &problem, 403, "forbidden");
+        watch(query, key).await.refused(403, "forbidden");
     }
-    let anonymous = gw
-        .http
-        .get(gw.url("/locks/events?prefix=jobs:"))
-        .send()
-        .await
-        .expect("watch");
-    assert_eq!(anonymous.status(), 401);
-    for query in ["?prefix=jobs*", "?prefix=%7Bjobs", "?name=jobs:1"] {
-        let (status, problem) =
-            status_json(watch(query, "auditor-key-0123456789").await.expect("watch")).await;
-        assert_problem(status, &problem, 400, "invalid-request");
+    let anonymous = gw.client().prefix_events(&[("prefix", "jobs:")]).await;
+    anonymous.refused(401, "unauthorized");
+    for query in [&[("prefix", "jobs*")], &[("prefix", "{jobs")], &[("name", "jobs:1")]] {
+        let refused = watch(query, "auditor-key-0123456789").await;
+        refused.refused(400, "invalid-request");
     }
 }
 
@@ -227,14 +208,8 @@ async fn prefix_streams_are_bounded() {
         ("acquired".to_owned(), Some(one.fence))
     );
     let _other = watch_prefix(&gw, "q:").await;
-    let refused = gw
-        .http
-        .get(gw.url("/locks/events?prefix=r:"))
-        .send()
-        .await
-        .expect("events");
-    let (status, problem) = status_json(refused).await;
-    assert_problem(status, &problem, 503, "too-many-watchers");
+    let refused = gw.client().prefix_events(&[("prefix", "r:")]).await;
+    refused.refused(503, "too-many-watchers");
     locks.acquire("p:2", json!({})).await.done(201);
     let last = next_event(&mut lines).await;
     assert_eq!(
@@ -356,13 +331,8 @@ async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_els
     redis.acl_user("lockgate", "secret", &rules);
     let url = format!("redis://lockgate:secret@127.0.0.1:{}", redis.port());
     let server = ServerProcess::start(&["--redis-url", &url], &[]).await;
-    let http = crate::support::http_client();
-    let ndjson = |path: &str| {
-        http.get(server.url(path))
-            .header("accept", "application/x-ndjson")
-            .send()
-    };
-    let mut watched = Lines::new(ndjson("/locks/acl:1/events").await.expect("events"));
+    let client = server.client(None);
+    let mut watched = client.events("acl:1").await.done(200);
     assert_eq!(next_event(&mut watched).await["event"], "state");
     // Counted on one connection of the test's own, opened before the first count.
     let mut counter = redis::Client::open(redis.url())
@@ -381,11 +351,8 @@ async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_els
     let before = connections();
 
     let started = Instant::now();
-    let refused = ndjson("/locks/events?prefix=acl:")
-        .await
-        .expect("prefix events");
-    let (status, body) = status_json(refused).await;
-    assert_problem(status, &body, 503, "backend-unavailable");
+    let refused = client.prefix_events(&[("prefix", "acl:")]).await;
+    refused.refused(503, "backend-unavailable");
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
@@ -419,10 +386,7 @@ async fn a_prefix_the_redis_user_may_not_watch_is_refused_and_breaks_nothing_els
     redis.acl_user("lockgate", "secret", &["&lockgate:{*}:acquired"]);
     let mut streams = Vec::new();
     for prefix in ["acl:", "acl:2"] {
-        let path = format!("/locks/events?prefix={prefix}");
-        let response = ndjson(&path).await.expect("prefix events");
-        assert_eq!(response.status(), 200, "{prefix}");
-        let mut lines = Lines::new(response);
+        let mut lines = client.prefix_events(&[("prefix", prefix)]).await.done(200);
         if prefix == "acl:" {
             assert_eq!(next_event(&mut lines).await["name"], "acl:1", "held before");
         }
