@@ -9,11 +9,11 @@ use lockgate::config::BackendChoice;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 
-use crate::support::answers::Answered;
+use crate::support::answers::{Answered, json_of};
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, cluster_config, config, redis_config, redlock_config};
 use crate::support::redis::{RedisCluster, RedisServer};
-use crate::support::{assert_problem, eventually, status_json, status_json_without, token};
+use crate::support::{assert_problem, eventually, status_json_without, token};
 
 fn holder_body(ttl_ms: u64) -> Value {
     json!({
@@ -254,15 +254,8 @@ async fn bad_owners_and_metadata_are_refused() {
 #[tokio::test]
 async fn a_hold_stream_names_its_holder() {
     let gw = Gateway::dev().await;
-    let response = gw
-        .http
-        .post(gw.url("/locks/leader/hold"))
-        .json(&holder_body(3_000))
-        .send()
-        .await
-        .expect("hold");
-    assert_eq!(response.status(), 200);
-    let mut events = crate::support::Lines::new(response);
+    let held = gw.client().hold("leader", &holder_body(3_000)).await;
+    let mut events = held.done(200);
     let acquired = events.next().await.expect("an acquired event");
     assert_eq!(acquired["event"], "acquired", "{acquired}");
     let (_, seen) = inspect(&gw, "leader", &token(&acquired)).await;
@@ -276,11 +269,10 @@ async fn list_all(gw: &Gateway, prefix: &str, limit: usize) -> Vec<Value> {
     let mut listed = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..1000 {
-        let mut url = format!("{}?prefix={prefix}&limit={limit}", gw.url("/locks"));
-        if let Some(cursor) = &cursor {
-            url.push_str(&format!("&cursor={cursor}"));
-        }
-        let (status, page) = status_json(gw.http.get(url).send().await.expect("list")).await;
+        let limit_text = limit.to_string();
+        let mut query = vec![("prefix", prefix), ("limit", &limit_text)];
+        query.extend(cursor.as_deref().map(|cursor| ("cursor", cursor)));
+        let (status, page) = json_of(gw.client().list::<Value>(&query).await);
         assert_eq!(status, 200, "{page}");
         let locks = page["locks"].as_array().expect("locks").clone();
         assert!(locks.len() <= limit, "a page over its limit: {page}");
@@ -429,19 +421,13 @@ async fn a_listing_shows_only_what_the_key_may_inspect() {
         ("team-a-key-0123456789", "a:2"),
         ("team-b-key-0123456789", "b:1"),
     ] {
-        let response = gw
-            .http
-            .post(gw.url(&format!("/locks/{name}")))
-            .bearer_auth(key)
-            .send()
-            .await
-            .expect("acquire");
-        assert_eq!(response.status(), 201);
+        let client = gw.client_as(key);
+        client.acquire(name, &json!({}), None, None).await.done(201);
     }
     let listed = |key: &'static str| {
-        let request = gw.http.get(gw.url("/locks")).bearer_auth(key);
+        let client = gw.client_as(key);
         async move {
-            let (status, page) = status_json(request.send().await.expect("list")).await;
+            let (status, page) = json_of(client.list::<Value>(&[]).await);
             assert_eq!(status, 200, "{page}");
             let mut names: Vec<String> = page["locks"]
                 .as_array()
@@ -463,8 +449,8 @@ async fn a_listing_shows_only_what_the_key_may_inspect() {
         listed("scraper-key-0123456789").await.is_empty(),
         "a metrics-only key sees no lock"
     );
-    let anonymous = gw.http.get(gw.url("/locks")).send().await.expect("list");
-    assert_eq!(anonymous.status(), 401);
+    let anonymous = gw.client().list::<Value>(&[]).await;
+    anonymous.refused(401, "unauthorized");
 }
 
 /// Bad listing queries are refused with the parameter named.
@@ -472,15 +458,14 @@ async fn a_listing_shows_only_what_the_key_may_inspect() {
 async fn bad_listing_queries_are_refused() {
     let gw = Gateway::dev().await;
     for (query, field) in [
-        ("prefix=a*", Some("prefix")),
-        ("limit=0", Some("limit")),
-        ("limit=1001", Some("limit")),
-        ("cursor=nope", Some("cursor")),
-        ("colour=red", None),
+        (("prefix", "a*"), Some("prefix")),
+        (("limit", "0"), Some("limit")),
+        (("limit", "1001"), Some("limit")),
+        (("cursor", "nope"), Some("cursor")),
+        (("colour", "red"), None),
     ] {
-        let url = format!("{}?{query}", gw.url("/locks"));
-        let (status, problem) = status_json(gw.http.get(url).send().await.expect("list")).await;
+        let (status, problem) = json_of(gw.client().list::<Value>(&[query]).await);
         assert_problem(status, &problem, 400, "invalid-request");
-        assert_eq!(problem["field"].as_str(), field, "{query}: {problem}");
+        assert_eq!(problem["field"].as_str(), field, "{query:?}: {problem}");
     }
 }
