@@ -13,7 +13,7 @@ use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_con
 use crate::support::process::{ServerProcess, lockgate};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::workload::{self, Workload};
-use crate::support::{Lines, eventually};
+use crate::support::eventually;
 
 /// Makes `redis` a server that evicts keys when full (as managed services often default to).
 fn evicting(redis: &RedisServer) {
@@ -235,24 +235,19 @@ async fn each_cluster_master_and_redlock_node_is_watched() {
 async fn a_full_redis_is_answered_as_such_and_recovered_from_at_once() {
     let redis = RedisServer::start();
     let server = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
-    let http = crate::support::http_client();
-    let acquire = |name: &str| http.post(server.url(&format!("/locks/{name}"))).send();
-    assert_eq!(acquire("warm").await.expect("acquire").status(), 201);
+    let client = server.client(None);
+    let acquire = async |name: &str| client.acquire(name, &json!({}), None, None).await;
+    acquire("warm").await.done(201);
     let _: () = redis
         .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(1))
         .expect("CONFIG SET maxmemory");
     let mut slowest = Duration::ZERO;
     for i in 0..50 {
         let started = std::time::Instant::now();
-        let answer = acquire(&format!("full:{i}")).await.expect("acquire");
+        let answer = acquire(&format!("full:{i}")).await;
         slowest = slowest.max(started.elapsed());
-        assert_eq!(answer.status(), 503);
-        assert!(answer.headers().contains_key("retry-after"));
-        let body: serde_json::Value = answer.json().await.expect("problem");
-        assert_eq!(
-            body["type"], "https://lockgate.dev/problems/backend-full",
-            "{body}"
-        );
+        assert!(answer.retry_after().is_some(), "{answer:?}");
+        answer.refused(503, "backend-full");
     }
     eprintln!("slowest backend-full answer: {slowest:?}");
     // Answered as refused, not after waiting out the 1 s Redis timeout.
@@ -272,7 +267,7 @@ async fn a_full_redis_is_answered_as_such_and_recovered_from_at_once() {
     let _: () = redis
         .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(0))
         .expect("CONFIG SET maxmemory");
-    assert_eq!(acquire("full:after").await.expect("acquire").status(), 201);
+    acquire("full:after").await.done(201);
 }
 
 /// A full Redis refuses new grants, but what it granted goes on: renewing adds nothing, so a
@@ -295,14 +290,9 @@ async fn a_full_redis_still_renews_and_releases_what_it_granted() {
         let grant = client.acquire(name, &body, None, None).await.done(201);
         leases.push((client, name, grant.token));
     }
-    let response = gw
-        .http
-        .post(gw.url("/semaphores/full:held/hold"))
-        .json(&json!({"permits": 1, "ttl_ms": 600}))
-        .send()
-        .await
-        .expect("hold request");
-    let mut held = Lines::new(response);
+    let body = json!({"permits": 1, "ttl_ms": 600});
+    let hold = gw.client().semaphores().hold("full:held", &body).await;
+    let mut held = hold.done(200);
     let acquired = held.next().await.expect("acquired");
     assert_eq!(acquired["event"], "acquired", "{acquired}");
 
@@ -310,14 +300,10 @@ async fn a_full_redis_still_renews_and_releases_what_it_granted() {
         .query(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(1))
         .expect("CONFIG SET maxmemory");
     (locks.acquire("full:new", &json!({}), None, None).await).refused(503, "backend-full");
-    let reentry = gw
-        .http
-        .post(gw.url("/locks/full:again"))
-        .header("Lock-Token", &leases[2].2)
-        .json(&json!({"reentrant": true}))
-        .send()
-        .await
-        .expect("re-entry");
+    let holder = gw.client().header("Lock-Token", &leases[2].2);
+    let holder = holder.expect("a token header");
+    let body = json!({"reentrant": true});
+    let reentry = holder.acquire("full:again", &body, None, None).await;
     assert_eq!(reentry.status(), 503, "a re-entry is a new hold");
     let renewal: RenewBody = serde_json::from_value(json!({"ttl_ms": 60_000})).expect("a body");
     for (client, name, token) in &leases {

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::answers::Answered;
 use crate::support::process::ServerProcess;
 use crate::support::redis::RedisServer;
 
@@ -22,31 +23,22 @@ fn loud(lines: &[&str]) -> Vec<String> {
 async fn redis_down_for_10s_is_a_few_lines() {
     let mut redis = RedisServer::start();
     let server = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
-    let http = crate::support::http_client();
-    let held = http
-        .post(server.url("/locks/quiet"))
-        .json(&serde_json::json!({"ttl_ms": 60_000}))
-        .send()
-        .await
-        .expect("acquire");
-    assert_eq!(held.status(), 201);
+    let client = server.client(None);
+    let body = serde_json::json!({"ttl_ms": 60_000});
+    client.acquire("quiet", &body, None, None).await.done(201);
     let before = server.logs().lines().count();
     redis.stop();
     let until = Instant::now() + Duration::from_secs(10);
     let clients: Vec<_> = (0..20)
         .map(|_| {
-            let http = http.clone();
-            let url = server.url("/locks/quiet");
+            let client = client.clone();
             tokio::spawn(async move {
                 let mut answers = 0;
                 while Instant::now() < until {
                     let left = until.saturating_duration_since(Instant::now());
                     let wait_ms = left.as_millis().min(2_000) as u64;
-                    let sent = http
-                        .post(&url)
-                        .json(&serde_json::json!({"ttl_ms": 5_000, "wait_ms": wait_ms}))
-                        .send()
-                        .await;
+                    let body = serde_json::json!({"ttl_ms": 5_000, "wait_ms": wait_ms});
+                    let sent = client.acquire("quiet", &body, None, None).await;
                     if let Ok(response) = sent {
                         answers += 1;
                         // A client that was told 503 retries after a short pause.
@@ -96,13 +88,9 @@ async fn a_wrong_password_names_the_setting_to_fix() {
         .expect("CONFIG SET requirepass");
     let url = format!("redis://:wrong-password@127.0.0.1:{}", redis.port());
     let server = ServerProcess::start(&[], &[("LOCKGATE_REDIS_URL", &url)]).await;
-    let http = crate::support::http_client();
+    let client = server.client(None);
     for _ in 0..20 {
-        let answer = http
-            .post(server.url("/locks/auth"))
-            .send()
-            .await
-            .expect("acquire");
+        let answer = client.acquire("auth", &serde_json::json!({}), None, None).await;
         assert_eq!(answer.status(), 503);
     }
     let logs = server.logs();

@@ -252,11 +252,10 @@ async fn wait_connections_the_server_closed_for_idling_are_replaced_unseen() {
         .query(redis::cmd("CONFIG").arg("SET").arg("timeout").arg(1))
         .expect("CONFIG SET timeout");
     let server = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
-    let http = crate::support::http_client();
-    let acquire = |name: &str| {
-        http.post(server.url(&format!("/locks/{name}")))
-            .json(&json!({"replicas": 1, "replica_timeout_ms": 10}))
-            .send()
+    let client = server.client(None);
+    let acquire = async |name: &str| {
+        let body = json!({"replicas": 1, "replica_timeout_ms": 10});
+        client.acquire(name, &body, None, None).await
     };
     // Each count is made on a connection of its own, counted too: the same in every count.
     let clients = || {
@@ -268,8 +267,7 @@ async fn wait_connections_the_server_closed_for_idling_are_replaced_unseen() {
             .and_then(|n| n.trim().parse::<u64>().ok())
             .expect("connected_clients")
     };
-    let answer = acquire("idle:1").await.expect("acquire");
-    assert_eq!(answer.status(), 201);
+    acquire("idle:1").await.done(201);
     let with_it = clients();
     eventually(
         Duration::from_secs(5),
@@ -277,8 +275,7 @@ async fn wait_connections_the_server_closed_for_idling_are_replaced_unseen() {
         || async { (clients() < with_it).then_some(()) },
     )
     .await;
-    let answer = acquire("idle:2").await.expect("acquire");
-    assert_eq!(answer.status(), 201, "{:?}", answer.text().await);
+    acquire("idle:2").await.done(201);
     let logs = server.logs();
     assert!(!logs.contains("redis connection dropped"), "{logs}");
 }
@@ -430,8 +427,7 @@ async fn redis_down_is_a_prompt_503_and_the_gateway_recovers() {
         let problem = answer.refused(503, "backend-unavailable");
         assert!(!problem.detail.contains("127.0.0.1"), "{problem:?}");
     }
-    let ready = gw.http.get(gw.url("/readyz")).send().await.expect("readyz");
-    assert_eq!(ready.status(), 503);
+    gw.client().readiness().await.refused(503, "backend-unavailable");
 
     redis.restart();
     eventually(
@@ -440,8 +436,7 @@ async fn redis_down_is_a_prompt_503_and_the_gateway_recovers() {
         || async { (locks.acquire("after", json!({})).await.status() == 201).then_some(()) },
     )
     .await;
-    let ready = gw.http.get(gw.url("/readyz")).send().await.expect("readyz");
-    assert_eq!(ready.status(), 200);
+    gw.client().readiness().await.done(200);
 }
 
 /// A frozen Redis (SIGSTOP) costs at most the backend timeout, never a hang; it serves

@@ -6,21 +6,22 @@
 use std::time::{Duration, Instant};
 
 use lockgate::config::BackendChoice;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::support::answers::Answered;
+use crate::support::answers::{Answered, Reply};
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, eventually, status_json};
+use crate::support::eventually;
 
-async fn revoke(gw: &Gateway, name: &str, key: Option<&str>) -> reqwest::Response {
-    let mut request = gw.http.delete(gw.url(&format!("/locks/{name}?force=true")));
-    if let Some(key) = key {
-        request = request.bearer_auth(key);
-    }
-    request.send().await.expect("revoke")
+/// `DELETE /locks/{name}?force=true`, with `key` if given.
+async fn revoke(gw: &Gateway, name: &str, key: Option<&str>) -> Reply<Option<Value>> {
+    let client = match key {
+        Some(key) => gw.client_as(key),
+        None => gw.client(),
+    };
+    client.force_release(name).await
 }
 
 /// What every backend must do: revoke deletes the lock whoever holds it, with no token; the
@@ -52,8 +53,7 @@ async fn revoke_takes_the_lock_from_its_holder(gw: &Gateway) {
     locks.renew("stuck", &next.token, json!({})).await.done(200);
     locks.release("stuck", &next.token).await.done(204);
 
-    let (status, problem) = status_json(revoke(gw, "stuck", None).await).await;
-    assert_problem(status, &problem, 404, "lock-not-held");
+    revoke(gw, "stuck", None).await.refused(404, "lock-not-held");
 }
 
 on_backends!(revoke_takes_the_lock_from_its_holder: dev);
@@ -109,19 +109,12 @@ async fn revoking_needs_the_revoke_operation() {
     let mut cfg = config(BackendChoice::Memory);
     cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
     let gw = Gateway::start(cfg).await;
-    let response = gw
-        .http
-        .post(gw.url("/locks/jobs:1"))
-        .bearer_auth("app-key-0123456789ab")
-        .send()
-        .await
-        .expect("acquire");
-    assert_eq!(response.status(), 201);
-    let (status, problem) =
-        status_json(revoke(&gw, "jobs:1", Some("app-key-0123456789ab")).await).await;
-    assert_problem(status, &problem, 403, "forbidden");
-    let (status, problem) = status_json(revoke(&gw, "jobs:1", None).await).await;
-    assert_problem(status, &problem, 401, "unauthorized");
+    let app = gw.client_as("app-key-0123456789ab");
+    app.acquire("jobs:1", &json!({}), None, None).await.done(201);
+    let refused = revoke(&gw, "jobs:1", Some("app-key-0123456789ab")).await;
+    refused.refused(403, "forbidden");
+    let refused = revoke(&gw, "jobs:1", None).await;
+    refused.refused(401, "unauthorized");
     assert_eq!(
         revoke(&gw, "jobs:1", Some("operator-key-0123456789"))
             .await
@@ -135,14 +128,8 @@ async fn revoking_needs_the_revoke_operation() {
 async fn a_revoked_hold_stream_ends_with_a_revoked_event() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    let response = gw
-        .http
-        .post(gw.url("/locks/held/hold"))
-        .json(&json!({"ttl_ms": 900}))
-        .send()
-        .await
-        .expect("hold");
-    let mut events = Lines::new(response);
+    let held = gw.client().hold("held", &json!({"ttl_ms": 900})).await;
+    let mut events = held.done(200);
     let acquired = events.next().await.expect("acquired");
     assert_eq!(acquired["event"], "acquired");
     assert_eq!(revoke(&gw, "held", None).await.status(), 204);
