@@ -5,6 +5,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use lockgate::client::Client;
+
+use crate::support::answers::Answered;
 use crate::support::eventually;
 use crate::support::process::lockgate;
 use crate::support::redis::free_port;
@@ -167,23 +170,18 @@ async fn dev_mode_serves_without_redis_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn lockgate");
-    let http = crate::support::http_client();
-    let base = format!("http://127.0.0.1:{port}");
+    let client = Client::new(&format!("http://127.0.0.1:{port}"), None).expect("a client");
     eventually(
         Duration::from_secs(10),
         "lockgate --dev answers /healthz",
         || async {
-            let response = http.get(format!("{base}/healthz")).send().await.ok()?;
-            response.status().is_success().then_some(())
+            let status = client.health(false, Duration::from_secs(1)).await.ok()?;
+            status.is_success().then_some(())
         },
     )
     .await;
-    let grant = http
-        .post(format!("{base}/locks/dev:1"))
-        .send()
-        .await
-        .expect("acquire");
-    assert_eq!(grant.status(), 201);
+    let grant = client.acquire("dev:1", &serde_json::json!({}), None, None).await;
+    grant.done(201);
 
     let pid = child.id().expect("running").to_string();
     let killed = std::process::Command::new("kill")
@@ -211,17 +209,13 @@ async fn worker_threads_sets_the_runtime_workers() {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn lockgate");
-    let http = crate::support::http_client();
+    let client = Client::new(&format!("http://127.0.0.1:{port}"), None).expect("a client");
     eventually(
         Duration::from_secs(10),
         "lockgate answers /healthz",
         || async {
-            let response = http
-                .get(format!("http://127.0.0.1:{port}/healthz"))
-                .send()
-                .await
-                .ok()?;
-            response.status().is_success().then_some(())
+            let status = client.health(false, Duration::from_secs(1)).await.ok()?;
+            status.is_success().then_some(())
         },
     )
     .await;

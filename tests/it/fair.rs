@@ -16,7 +16,7 @@ use crate::support::gateway::{
 use crate::support::process::ServerProcess;
 use crate::support::proxy::{LatencyProxy, Partition};
 use crate::support::redis::{MASTER, RedisCluster, RedisServer, SentinelGroup};
-use crate::support::{Lines, assert_problem, eventually, status_json};
+use crate::support::{assert_problem, eventually, status_json};
 
 /// How long after a gateway was last heard from its waiters stop holding a queue up:
 /// `backend::queue::{LIVENESS, RECHECK}` (2 s + 0.5 s), as docs/api.md states it, plus what a
@@ -300,16 +300,12 @@ async fn a_killed_gateways_waiters_are_skipped_within_the_bound() {
     let mut doomed = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
     let name = "fair:killed";
     let holder = hold(&survivor, name).await;
-    let http = crate::support::http_client();
     let mut doomed_waiters = Vec::new();
     for i in 0..10 {
-        let url = doomed.url(&format!("/locks/{name}"));
-        let http = http.clone();
+        let client = doomed.client(None);
         doomed_waiters.push(tokio::spawn(async move {
-            http.post(url)
-                .json(&json!({"fair": true, "wait_ms": 60_000}))
-                .send()
-                .await
+            let body = json!({"fair": true, "wait_ms": 60_000});
+            client.acquire(name, &body, None, None).await
         }));
         until_queued(&survivor, name, i + 1).await;
     }
@@ -453,15 +449,10 @@ async fn a_fair_hold_stream_is_told_its_place() {
         ahead.push(waiter(&other, name, 0, 60_000));
         until_queued(&gw, name, i + 1).await;
     }
-    let stream = gw
-        .http
-        .post(gw.url(&format!("/locks/{name}/hold")))
-        .json(&json!({"fair": true, "wait_ms": 60_000, "ttl_ms": 10_000}))
-        .send()
-        .await
-        .expect("hold request");
+    let body = json!({"fair": true, "wait_ms": 60_000, "ttl_ms": 10_000});
+    let stream = gw.client().hold(name, &body).await;
     assert_eq!(stream.status(), 200, "a fair hold stream answers at once");
-    let mut lines = Lines::new(stream);
+    let mut lines = stream.done(200);
     let first = lines.next().await.expect("a line");
     assert_eq!(
         first,
@@ -502,14 +493,8 @@ async fn a_fair_hold_stream_is_told_its_place() {
         },
     )
     .await;
-    let stream = gw
-        .http
-        .post(gw.url(&format!("/locks/{name}/hold")))
-        .json(&json!({"fair": true, "wait_ms": 300}))
-        .send()
-        .await
-        .expect("hold request");
-    let mut lines = Lines::new(stream);
+    let stream = gw.client().hold(name, &json!({"fair": true, "wait_ms": 300})).await;
+    let mut lines = stream.done(200);
     assert_eq!(
         lines.next().await,
         Some(json!({"event": "queued", "name": name, "position": 1}))

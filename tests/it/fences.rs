@@ -5,7 +5,10 @@
 
 use std::process::{Command, Stdio};
 
+use axum::body::{Body, to_bytes};
+use axum::http::{Method, Request};
 use serde_json::json;
+use tower::ServiceExt;
 
 use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, redis_config};
@@ -118,44 +121,35 @@ async fn postgres_refuses_the_stale_holders_transaction() {
 /// the current holder's.
 #[tokio::test]
 async fn an_http_resource_refuses_the_stale_holders_write() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let resource = format!(
-        "http://{}/documents/report",
-        listener.local_addr().expect("address")
-    );
-    tokio::spawn(async move { axum::serve(listener, fenced_resource::app()).await });
+    // The example's router, called in process: the resource is what is tested, not a socket.
+    let resource = fenced_resource::app();
+    let call = async |method: Method, fence: Option<u64>, body: String| {
+        let mut request = Request::builder().method(method).uri("/documents/report");
+        if let Some(fence) = fence {
+            request = request.header("Lock-Fence", fence.to_string());
+        }
+        let request = request.body(Body::from(body)).expect("a request");
+        let response = resource.clone().oneshot(request).await.expect("infallible");
+        let status = response.status().as_u16();
+        let bytes = to_bytes(response.into_body(), usize::MAX).await;
+        (status, String::from_utf8(bytes.expect("a body").to_vec()).expect("UTF-8"))
+    };
+    let put = |fence: u64| call(Method::PUT, Some(fence), format!("written under fence {fence}"));
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let (stale, current) = stale_and_current(&gw, "report").await;
 
-    let http = crate::support::http_client();
-    let put = |fence: u64| {
-        http.put(&resource)
-            .header("Lock-Fence", fence.to_string())
-            .body(format!("written under fence {fence}"))
-            .send()
-    };
     for _ in 0..2 {
-        assert_eq!(put(current).await.expect("PUT").status(), 204);
+        assert_eq!(put(current).await.0, 204);
     }
-    let late = put(stale).await.expect("PUT");
-    assert_eq!(late.status(), 409);
-    let problem: serde_json::Value = late.json().await.expect("a problem document");
+    let (status, late) = put(stale).await;
+    assert_eq!(status, 409);
+    let problem: serde_json::Value = serde_json::from_str(&late).expect("a problem document");
     assert_eq!(problem["type"], "https://lockgate.dev/problems/stale-fence");
-    let missing = http
-        .put(&resource)
-        .body("no fence")
-        .send()
-        .await
-        .expect("PUT");
-    assert_eq!(missing.status(), 400);
-    let document = http.get(&resource).send().await.expect("GET");
-    assert_eq!(
-        document.text().await.expect("body"),
-        format!("written under fence {current}")
-    );
+    let (status, _) = call(Method::PUT, None, "no fence".to_owned()).await;
+    assert_eq!(status, 400);
+    let (_, document) = call(Method::GET, None, String::new()).await;
+    assert_eq!(document, format!("written under fence {current}"));
 }
 
 /// Redis itself: the doc's fenced-set script, run with EVAL: the current holder's write is OK,

@@ -12,20 +12,15 @@ use tokio::process::Command;
 use crate::support::answers::Answered;
 use crate::support::gateway::Gateway;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, eventually, key_exists, status_json};
+use lockgate::client::EventLines;
+
+use crate::support::{eventually, key_exists, status_json};
 use crate::waiting::{MS, gateway_for};
 
-async fn hold(gw: &Gateway, name: &str, body: Value) -> Lines {
-    let response = gw
-        .http
-        .post(gw.url(&format!("/locks/{name}/hold")))
-        .json(&body)
-        .send()
-        .await
-        .expect("hold");
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
-    Lines::new(response)
+async fn hold(gw: &Gateway, name: &str, body: Value) -> EventLines {
+    let lines = gw.client().hold(name, &body).await.done(200);
+    assert_eq!(lines.content_type(), Some("application/x-ndjson"));
+    lines
 }
 
 /// A hold stream says `acquired`, then `renewed` every third of the ttl; the watchdog keeps a
@@ -149,15 +144,8 @@ async fn holding_a_held_lock_is_a_409_after_the_wait() {
     let gw = gateway_for(&redis).await;
     gw.locks().acquire("busy", json!({})).await.done(201);
     let started = Instant::now();
-    let response = gw
-        .http
-        .post(gw.url("/locks/busy/hold"))
-        .json(&json!({"wait_ms": 300}))
-        .send()
-        .await
-        .expect("hold");
-    let (status, problem) = status_json(response).await;
-    assert_problem(status, &problem, 409, "lock-held");
+    let refused = gw.client().hold("busy", &json!({"wait_ms": 300})).await;
+    refused.refused(409, "lock-held");
     assert!(started.elapsed() >= 300 * MS);
 }
 

@@ -5,12 +5,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::answers::Answered;
+use crate::support::answers::{Answered, acquire_at, json_of, lease_route};
 use crate::support::backends::on_backends;
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::process::lockgate;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, assert_problem, eventually, status_json};
+use crate::support::{assert_problem, eventually};
 
 /// The minimum of these tests.
 const MIN_HOLD: Duration = Duration::from_millis(1500);
@@ -93,14 +93,8 @@ async fn a_hold_stream_that_ends_early_keeps_the_lock_for_its_minimum() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let asked = Instant::now();
-    let response = gw
-        .http
-        .post(gw.url("/locks/cron:held/hold"))
-        .json(&json!({"ttl_ms": 10_000, "min_hold_ms": MIN_HOLD.as_millis()}))
-        .send()
-        .await
-        .expect("hold");
-    let mut lines = Lines::new(response);
+    let body = json!({"ttl_ms": 10_000, "min_hold_ms": MIN_HOLD.as_millis()});
+    let mut lines = gw.client().hold("cron:held", &body).await.done(200);
     let acquired = lines.next().await.expect("acquired");
     assert_eq!(acquired["event"], "acquired", "{acquired}");
     drop(lines);
@@ -148,15 +142,15 @@ async fn a_minimum_hold_where_it_makes_no_sense_is_refused() {
         ("/semaphores/s", json!({"permits": 2, "min_hold_ms": 1000})),
         ("/locks", json!({"names": ["a", "b"], "min_hold_ms": 1000})),
     ] {
-        let (status, problem) = status_json(
-            gw.http
-                .post(gw.url(path))
-                .json(&body)
-                .send()
-                .await
-                .expect("send"),
-        )
-        .await;
+        let (status, problem) = match path.strip_suffix("/hold") {
+            Some(held) => {
+                let (client, name) = lease_route(gw.client(), held);
+                let refused = client.hold(&name, &body).await;
+                let problem = refused.refused(400, "invalid-request");
+                (400, serde_json::to_value(problem).expect("JSON"))
+            }
+            None => json_of(acquire_at(gw.client(), path, &body).await),
+        };
         assert_eq!(status, 400, "{path} {body}: {problem}");
         assert!(
             problem.to_string().contains("min_hold_ms"),

@@ -183,15 +183,8 @@ async fn runs_under_a_semaphore_never_exceed_its_permits() {
     fences.sort_unstable();
     fences.dedup();
     assert_eq!(fences.len(), 8, "a fence per permit: {text}");
-    let seen: serde_json::Value = gw
-        .http
-        .get(gw.url("/semaphores/pool"))
-        .send()
-        .await
-        .expect("inspect")
-        .json()
-        .await
-        .expect("JSON");
+    let permits = gw.client().semaphores();
+    let seen = permits.inspect_as::<serde_json::Value>("pool").await.done(200);
     assert_eq!(seen["in_use"], 0, "every permit given back: {seen}");
 }
 
@@ -497,14 +490,9 @@ async fn the_lock_names_who_runs_the_command() {
 async fn a_permits_mismatch_ends_the_run_at_once() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    let taken = gw
-        .http
-        .post(gw.url("/semaphores/pm"))
-        .json(&serde_json::json!({"permits": 5, "ttl_ms": 60_000}))
-        .send()
-        .await
-        .expect("take a permit");
-    assert_eq!(taken.status(), 201);
+    let body = serde_json::json!({"permits": 5, "ttl_ms": 60_000});
+    let taken = gw.client().semaphores().acquire("pm", &body, None, None).await;
+    taken.done(201);
     for wait in [None, Some("1s")] {
         let mut args = vec!["--permits", "3"];
         if let Some(wait) = wait {
