@@ -704,6 +704,7 @@ async fn bad_bodies_are_explained_in_plain_words() {
 async fn flags_and_tokens_sent_with_a_revoke_are_checked() {
     let gw = Gateway::dev().await;
     let body = serde_json::json!({"names": ["flag:a", "flag:b"]});
+    // Raw HTTP: the flag's spellings are what is tested, which the client never sends.
     let held = gw
         .http
         .post(gw.url("/locks?hold=null"))
@@ -723,6 +724,7 @@ async fn flags_and_tokens_sent_with_a_revoke_are_checked() {
         ("force=true&force=false", None),
         ("force=true", Some("not-a-token")),
     ] {
+        // Raw HTTP: as above.
         let mut request = gw.http.delete(gw.url(&format!("/locks/flag:c?{query}")));
         if let Some(value) = header {
             request = request.header("Lock-Token", value);

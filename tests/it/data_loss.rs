@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use lockgate::client::Answer;
 use serde_json::json;
 
 use crate::support::answers::Answered;
@@ -56,7 +57,7 @@ struct Contention {
 /// Contenders try every held name through every gateway, without waiting, every 20 ms, until
 /// each name was granted or 30 s passed.
 async fn contend(gateways: &[&Gateway], held: &[Held]) -> Contention {
-    let http = crate::support::http_client();
+    let body = json!({"ttl_ms": 30_000});
     let mut seen = Contention {
         granted: HashMap::new(),
         held_back: 0,
@@ -69,25 +70,19 @@ async fn contend(gateways: &[&Gateway], held: &[Held]) -> Contention {
                     break;
                 }
                 let sent = Instant::now();
-                let Ok(answer) = http
-                    .post(gw.url(&format!("/locks/{}", lock.name)))
-                    .json(&json!({"ttl_ms": 30_000}))
-                    .send()
-                    .await
-                else {
-                    continue;
-                };
-                let status = answer.status().as_u16();
-                let retry_after = answer.headers().contains_key("retry-after");
-                let body: serde_json::Value = answer.json().await.unwrap_or_default();
-                if status == 201 {
-                    seen.granted.insert(lock.name.clone(), sent);
-                }
-                if status == 503
-                    && body["type"] == "https://lockgate.dev/problems/grants-held-back"
-                    && retry_after
-                {
-                    seen.held_back += 1;
+                let answer = gw.client().acquire(&lock.name, &body, None, None).await;
+                match answer {
+                    Ok(Answer::Done { status, .. }) if status == 201 => {
+                        seen.granted.insert(lock.name.clone(), sent);
+                    }
+                    Ok(Answer::Refused {
+                        status,
+                        problem,
+                        retry_after: Some(_),
+                    }) if status == 503 && problem.slug() == "grants-held-back" => {
+                        seen.held_back += 1;
+                    }
+                    _ => {}
                 }
             }
         }

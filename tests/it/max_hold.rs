@@ -13,7 +13,7 @@ use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, eventually};
+use crate::support::eventually;
 
 /// Renewals extend a bounded lease up to its bound and no further; past it they answer 409
 /// `max-hold-reached`, and the lock is gone.
@@ -121,14 +121,8 @@ async fn the_server_bound_applies_to_every_grant() {
 async fn a_hold_stream_ends_at_max_hold() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
-    let response = gw
-        .http
-        .post(gw.url("/locks/leader/hold"))
-        .json(&json!({"ttl_ms": 600, "max_hold_ms": 1000}))
-        .send()
-        .await
-        .expect("hold");
-    let mut events = Lines::new(response);
+    let body = json!({"ttl_ms": 600, "max_hold_ms": 1000});
+    let mut events = gw.client().hold("leader", &body).await.done(200);
     let acquired = events.next().await.expect("acquired");
     let started = Instant::now();
     assert_eq!(acquired["event"], "acquired", "{acquired}");

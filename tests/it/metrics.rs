@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::support::answers::Answered;
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::redis::RedisServer;
-use crate::support::{Lines, eventually};
+use crate::support::eventually;
 
 /// The metrics as a map from series (name and labels) to value.
 async fn scrape(gw: &Gateway) -> HashMap<String, f64> {
@@ -100,13 +100,8 @@ async fn metrics_change_as_operations_happen() {
         let locks = gw.locks();
         tokio::spawn(async move { locks.acquire("metered:2b", json!({"wait_ms": 10000})).await })
     };
-    let stream = gw
-        .http
-        .post(gw.url("/locks/metered:3/hold"))
-        .send()
-        .await
-        .expect("hold");
-    let mut lines = Lines::new(stream);
+    let stream = gw.client().hold("metered:3", &json!({})).await;
+    let mut lines = stream.done(200);
     assert_eq!(lines.next().await.expect("acquired")["event"], "acquired");
     eventually(
         Duration::from_secs(5),

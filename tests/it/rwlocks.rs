@@ -55,14 +55,8 @@ async fn readers_and_writers(gw: &Gateway) {
     );
     assert_eq!(holders[1].owner.as_deref(), Some("reader-1"), "{seen:?}");
     // A listing shows the name as inspect does, readers included.
-    let listed = gw
-        .http
-        .get(gw.url(&format!("/locks?prefix={name}")))
-        .send()
-        .await
-        .expect("list");
-    assert_eq!(listed.status(), 200);
-    let page: LockListBody = listed.json().await.expect("a listing");
+    let listed = gw.client().list::<LockListBody>(&[("prefix", name)]).await;
+    let page = listed.done(200);
     let entry = page
         .locks
         .iter()

@@ -109,13 +109,7 @@ async fn the_pubsub_connection_lives_only_while_something_waits_or_watches() {
         locks.release("p", &grant.token).await.done(204);
         connections(&redis, 1, "back to one connection once nothing waits").await;
     }
-    let watcher = gw
-        .http
-        .get(gw.url("/locks/p/events"))
-        .send()
-        .await
-        .expect("watch");
-    assert_eq!(watcher.status(), 200);
+    let watcher = gw.client().events("p").await.done(200);
     connections(
         &redis,
         2,

@@ -151,30 +151,3 @@ pub fn test_name() -> String {
         .unwrap_or("unnamed")
         .replace("::", "-")
 }
-
-/// Reads NDJSON lines from a streaming response (a hold stream) as they come.
-pub struct Lines {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl Lines {
-    pub fn new(response: reqwest::Response) -> Self {
-        Self {
-            response,
-            buffer: Vec::new(),
-        }
-    }
-
-    /// The next line as JSON; `None` at the end of the stream.
-    pub async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
-                return Some(serde_json::from_slice(&line).expect("an NDJSON line"));
-            }
-            let chunk = self.response.chunk().await.expect("stream")?;
-            self.buffer.extend_from_slice(&chunk);
-        }
-    }
-}
