@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode};
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::config::secrets::without_userinfo;
@@ -242,7 +242,13 @@ impl Client {
     /// `GET /locks/{name}/events`: the stream of the lock's events, or the refusal.
     pub async fn events(&self, name: &str) -> Result<Answer<EventLines>, ClientError> {
         let url = format!("{}/{}/{name}/events", self.base, self.collection);
-        stream(self.request(Method::GET, url).header(ACCEPT, NDJSON).send().await).await
+        stream(
+            self.request(Method::GET, url)
+                .header(ACCEPT, NDJSON)
+                .send()
+                .await,
+        )
+        .await
     }
 
     /// `GET /locks/events?…` (`[("prefix", "jobs:")]`): the stream of the events of every
@@ -252,7 +258,9 @@ impl Client {
         query: &[(&str, &str)],
     ) -> Result<Answer<EventLines>, ClientError> {
         let url = format!("{}/{}/events", self.base, self.collection);
-        let request = self.request(Method::GET, with_query(url, query)).header(ACCEPT, NDJSON);
+        let request = self
+            .request(Method::GET, with_query(url, query))
+            .header(ACCEPT, NDJSON);
         stream(request.send().await).await
     }
 
@@ -300,12 +308,20 @@ impl Client {
         query: &[(&str, &str)],
     ) -> Result<Answer<T>, ClientError> {
         let url = format!("{}/{}", self.base, self.collection);
-        answer(self.request(Method::GET, with_query(url, query)).send().await).await
+        answer(
+            self.request(Method::GET, with_query(url, query))
+                .send()
+                .await,
+        )
+        .await
     }
 
     /// `GET /metrics`: the exposition text.
     pub async fn metrics(&self) -> Result<Answer<String>, ClientError> {
-        let sent = self.request(Method::GET, format!("{}/metrics", self.base)).send().await;
+        let sent = self
+            .request(Method::GET, format!("{}/metrics", self.base))
+            .send()
+            .await;
         let response = sent.map_err(transport)?;
         let status = response.status();
         if !status.is_success() {
@@ -317,7 +333,12 @@ impl Client {
 
     /// `GET /readyz`: 200 with the readiness report, or 503 with what is not ready.
     pub async fn readiness(&self) -> Result<Answer<serde_json::Value>, ClientError> {
-        answer(self.request(Method::GET, format!("{}/readyz", self.base)).send().await).await
+        answer(
+            self.request(Method::GET, format!("{}/readyz", self.base))
+                .send()
+                .await,
+        )
+        .await
     }
 
     /// `GET /healthz` (or `/readyz` when `ready`): the status.

@@ -180,7 +180,9 @@ async fn dev_mode_serves_without_redis_and_stops_on_sigterm() {
         },
     )
     .await;
-    let grant = client.acquire("dev:1", &serde_json::json!({}), None, None).await;
+    let grant = client
+        .acquire("dev:1", &serde_json::json!({}), None, None)
+        .await;
     grant.done(201);
 
     let pid = child.id().expect("running").to_string();

@@ -209,7 +209,10 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     for owner in ["pool-a", "pool-b"] {
         let body = json!({"permits": 3, "owner": owner, "ttl_ms": 30_000});
         let permits = gw.client_as(WORKER).semaphores();
-        permits.acquire("app:pool", &body, None, None).await.done(201);
+        permits
+            .acquire("app:pool", &body, None, None)
+            .await
+            .done(201);
     }
     let (permits, _) = wait_for(
         &gw,

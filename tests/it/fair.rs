@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::support::answers::Answered;
 use crate::support::gateway::{
-    Gateway, cluster_config, redis_config, redlock_config, sentinel_config,
+    Gateway, cluster_config, redis_config, redlock_trio, sentinel_config,
 };
 use crate::support::process::ServerProcess;
 use crate::support::proxy::{LatencyProxy, Partition};
@@ -390,13 +390,7 @@ async fn fair_refusals() {
             .await
             .refused(400, "invalid-request");
     }
-    let nodes = [
-        RedisServer::start(),
-        RedisServer::start(),
-        RedisServer::start(),
-    ];
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let redlock = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (redlock, _nodes) = redlock_trio().await;
     for body in [
         json!({"fair": true}),
         json!({"fair": true, "wait_ms": 1000}),
@@ -493,7 +487,10 @@ async fn a_fair_hold_stream_is_told_its_place() {
         },
     )
     .await;
-    let stream = gw.client().hold(name, &json!({"fair": true, "wait_ms": 300})).await;
+    let stream = gw
+        .client()
+        .hold(name, &json!({"fair": true, "wait_ms": 300}))
+        .await;
     let mut lines = stream.done(200);
     assert_eq!(
         lines.next().await,

@@ -132,9 +132,18 @@ async fn an_http_resource_refuses_the_stale_holders_write() {
         let response = resource.clone().oneshot(request).await.expect("infallible");
         let status = response.status().as_u16();
         let bytes = to_bytes(response.into_body(), usize::MAX).await;
-        (status, String::from_utf8(bytes.expect("a body").to_vec()).expect("UTF-8"))
+        (
+            status,
+            String::from_utf8(bytes.expect("a body").to_vec()).expect("UTF-8"),
+        )
     };
-    let put = |fence: u64| call(Method::PUT, Some(fence), format!("written under fence {fence}"));
+    let put = |fence: u64| {
+        call(
+            Method::PUT,
+            Some(fence),
+            format!("written under fence {fence}"),
+        )
+    };
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let (stale, current) = stale_and_current(&gw, "report").await;

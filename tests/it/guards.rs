@@ -9,11 +9,11 @@ use lockgate::http::dto::RenewBody;
 use serde_json::json;
 
 use crate::support::answers::Answered;
-use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
+use crate::support::eventually;
+use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_trio};
 use crate::support::process::{ServerProcess, lockgate};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::workload::{self, Workload};
-use crate::support::eventually;
 
 /// Makes `redis` a server that evicts keys when full (as managed services often default to).
 fn evicting(redis: &RedisServer) {
@@ -200,13 +200,7 @@ async fn each_cluster_master_and_redlock_node_is_watched() {
     })
     .await;
 
-    let nodes = [
-        RedisServer::start(),
-        RedisServer::start(),
-        RedisServer::start(),
-    ];
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (gw, nodes) = redlock_trio().await;
     let ports: Vec<u16> = nodes.iter().map(RedisServer::port).collect();
     eventually(Duration::from_secs(5), "every node at 0", || async {
         (gauges(&gw, ports.clone()).await == Some(vec![0, 0, 0])).then_some(())

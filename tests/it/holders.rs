@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::answers::{Answered, json_of};
 use crate::support::backends::on_backends;
-use crate::support::gateway::{Gateway, cluster_config, config, redis_config, redlock_config};
+use crate::support::gateway::{Gateway, cluster_config, config, redis_config, redlock_trio};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::{assert_problem, eventually, status_json_without, token};
 
@@ -84,9 +84,7 @@ on_backends!(holders_round_trip: dev, redis, cluster);
 
 #[tokio::test]
 async fn holders_round_trip_on_redlock() {
-    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (gw, nodes) = redlock_trio().await;
     holders_round_trip(&gw).await;
     // Every node keeps the record under the fence the gateway chose, not its own.
     let grant = gw
@@ -369,9 +367,7 @@ async fn listing_across_cluster_masters() {
 /// In Redlock a lock is listed once, by the majority view.
 #[tokio::test]
 async fn listing_on_redlock() {
-    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (gw, nodes) = redlock_trio().await;
     listing_pages_through_held_locks(&gw, 20).await;
     // A key on one node only is no lock.
     let mut conn = nodes[2].conn().await;

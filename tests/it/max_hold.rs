@@ -9,11 +9,11 @@ use serde_json::json;
 
 use crate::support::answers::Answered;
 use crate::support::backends::on_backends;
+use crate::support::eventually;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::eventually;
 
 /// Renewals extend a bounded lease up to its bound and no further; past it they answer 409
 /// `max-hold-reached`, and the lock is gone.

@@ -6,9 +6,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::answers::Answered;
+use crate::support::eventually;
 use crate::support::gateway::{Gateway, redis_config};
 use crate::support::redis::RedisServer;
-use crate::support::eventually;
 
 /// The metrics as a map from series (name and labels) to value.
 async fn scrape(gw: &Gateway) -> HashMap<String, f64> {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::answers::{self, Answered, acquire_at, json_of};
 use crate::support::backends::on_backends;
-use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
+use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_trio};
 use crate::support::history::{Call, History, Outcome};
 use crate::support::redis::{RedisCluster, RedisServer};
 use crate::support::rng::Rng;
@@ -214,7 +214,10 @@ async fn listed(gw: &Gateway, path: &str, fence: &Value, token: &str) -> Vec<Str
     let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
         .into_owned()
         .collect();
-    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let (status, body) = json_of(gw.client().list::<Value>(&pairs).await);
     assert_eq!(status, 200, "{path}: {body}");
     assert!(!body.to_string().contains(token), "{body}");
@@ -296,13 +299,7 @@ async fn multilocks_on_a_cluster_need_one_slot() {
 
 #[tokio::test]
 async fn redlock_does_not_offer_multilocks() {
-    let nodes = [
-        RedisServer::start(),
-        RedisServer::start(),
-        RedisServer::start(),
-    ];
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (gw, _nodes) = redlock_trio().await;
     (acquire_set(&gw, json!({"names": ["a", "b"]})).await).refused(501, "not-offered");
 }
 

@@ -73,9 +73,7 @@ async fn logs_never_contain_tokens_or_keys() {
         ttl_ms: Some(20000),
         ..RenewBody::default()
     };
-    let renewed = deployer
-        .renew("deploy:a", &held, &renewal, None)
-        .await;
+    let renewed = deployer.renew("deploy:a", &held, &renewal, None).await;
     requests += 1;
     renewed.done(200);
     // A wrong token (a real one, of another lock) and a bad key.
@@ -235,7 +233,11 @@ async fn a_metrics_listener_serves_metrics_alone() {
         .await;
     let held = grant.done(201).token;
     // The main listener's /metrics wants a key.
-    server.client(None).metrics().await.refused(401, "unauthorized");
+    server
+        .client(None)
+        .metrics()
+        .await
+        .refused(401, "unauthorized");
     let metrics_base = format!("http://{metrics_addr}");
     let scrape = Client::new(&metrics_base, None).expect("a client");
     let exposition = scrape.metrics().await.done(200);

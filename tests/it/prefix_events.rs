@@ -186,7 +186,11 @@ async fn a_prefix_needs_inspect_over_all_of_it() {
     }
     let anonymous = gw.client().prefix_events(&[("prefix", "jobs:")]).await;
     anonymous.refused(401, "unauthorized");
-    for query in [&[("prefix", "jobs*")], &[("prefix", "{jobs")], &[("name", "jobs:1")]] {
+    for query in [
+        &[("prefix", "jobs*")],
+        &[("prefix", "{jobs")],
+        &[("name", "jobs:1")],
+    ] {
         let refused = watch(query, "auditor-key-0123456789").await;
         refused.refused(400, "invalid-request");
     }

@@ -90,7 +90,9 @@ async fn a_wrong_password_names_the_setting_to_fix() {
     let server = ServerProcess::start(&[], &[("LOCKGATE_REDIS_URL", &url)]).await;
     let client = server.client(None);
     for _ in 0..20 {
-        let answer = client.acquire("auth", &serde_json::json!({}), None, None).await;
+        let answer = client
+            .acquire("auth", &serde_json::json!({}), None, None)
+            .await;
         assert_eq!(answer.status(), 503);
     }
     let logs = server.logs();

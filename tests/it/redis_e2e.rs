@@ -427,7 +427,10 @@ async fn redis_down_is_a_prompt_503_and_the_gateway_recovers() {
         let problem = answer.refused(503, "backend-unavailable");
         assert!(!problem.detail.contains("127.0.0.1"), "{problem:?}");
     }
-    gw.client().readiness().await.refused(503, "backend-unavailable");
+    gw.client()
+        .readiness()
+        .await
+        .refused(503, "backend-unavailable");
 
     redis.restart();
     eventually(

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
 use crate::support::backends::on_backends;
-use crate::support::gateway::{Gateway, redis_config, redlock_config};
+use crate::support::gateway::{Gateway, redis_config, redlock_trio};
 use crate::support::redis::RedisServer;
 use lockgate::client::Client;
 
@@ -153,7 +153,10 @@ async fn refusals(gw: &Gateway) {
     )
     .await;
     assert_problem(status, &problem, 400, "invalid-request");
-    let hold = gw.client().hold("reentrant:hold", &json!({"reentrant": true})).await;
+    let hold = gw
+        .client()
+        .hold("reentrant:hold", &json!({"reentrant": true}))
+        .await;
     hold.refused(400, "invalid-request");
 
     let (status, grant) = acquire(gw, "reentrant:keyed", json!({"reentrant": true})).await;
@@ -235,13 +238,7 @@ async fn reentrant_locks_on_redis() {
 
 #[tokio::test]
 async fn redlock_does_not_offer_reentrant_locks() {
-    let nodes = [
-        RedisServer::start(),
-        RedisServer::start(),
-        RedisServer::start(),
-    ];
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (gw, _nodes) = redlock_trio().await;
     let (status, grant) = acquire(&gw, "doc", json!({})).await;
     assert_eq!(status, 201, "{grant}");
     let (status, problem) = reenter(&gw, "doc", &token(&grant), json!({"reentrant": true})).await;

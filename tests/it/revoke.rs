@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 
 use crate::support::answers::{Answered, Reply};
 use crate::support::backends::on_backends;
+use crate::support::eventually;
 use crate::support::gateway::{Gateway, config, redis_config};
 use crate::support::process::lockgate;
 use crate::support::redis::RedisServer;
-use crate::support::eventually;
 
 /// `DELETE /locks/{name}?force=true`, with `key` if given.
 async fn revoke(gw: &Gateway, name: &str, key: Option<&str>) -> Reply<Option<Value>> {
@@ -53,7 +53,9 @@ async fn revoke_takes_the_lock_from_its_holder(gw: &Gateway) {
     locks.renew("stuck", &next.token, json!({})).await.done(200);
     locks.release("stuck", &next.token).await.done(204);
 
-    revoke(gw, "stuck", None).await.refused(404, "lock-not-held");
+    revoke(gw, "stuck", None)
+        .await
+        .refused(404, "lock-not-held");
 }
 
 on_backends!(revoke_takes_the_lock_from_its_holder: dev);
@@ -110,7 +112,9 @@ async fn revoking_needs_the_revoke_operation() {
     cfg.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
     let gw = Gateway::start(cfg).await;
     let app = gw.client_as("app-key-0123456789ab");
-    app.acquire("jobs:1", &json!({}), None, None).await.done(201);
+    app.acquire("jobs:1", &json!({}), None, None)
+        .await
+        .done(201);
     let refused = revoke(&gw, "jobs:1", Some("app-key-0123456789ab")).await;
     refused.refused(403, "forbidden");
     let refused = revoke(&gw, "jobs:1", None).await;

@@ -184,7 +184,10 @@ async fn runs_under_a_semaphore_never_exceed_its_permits() {
     fences.dedup();
     assert_eq!(fences.len(), 8, "a fence per permit: {text}");
     let permits = gw.client().semaphores();
-    let seen = permits.inspect_as::<serde_json::Value>("pool").await.done(200);
+    let seen = permits
+        .inspect_as::<serde_json::Value>("pool")
+        .await
+        .done(200);
     assert_eq!(seen["in_use"], 0, "every permit given back: {seen}");
 }
 
@@ -491,7 +494,11 @@ async fn a_permits_mismatch_ends_the_run_at_once() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let body = serde_json::json!({"permits": 5, "ttl_ms": 60_000});
-    let taken = gw.client().semaphores().acquire("pm", &body, None, None).await;
+    let taken = gw
+        .client()
+        .semaphores()
+        .acquire("pm", &body, None, None)
+        .await;
     taken.done(201);
     for wait in [None, Some("1s")] {
         let mut args = vec!["--permits", "3"];

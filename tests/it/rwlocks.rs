@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::answers::Answered;
 use crate::support::backends::on_backends;
-use crate::support::gateway::{Gateway, redis_config, redlock_config};
+use crate::support::gateway::{Gateway, redis_config, redlock_trio};
 use crate::support::redis::RedisServer;
 use crate::support::workload::{self, Workload};
 use crate::support::{eventually, key_exists, status_json_without, test_name};
@@ -233,13 +233,7 @@ async fn readers_hold_the_lock_key_against_other_clients() {
 
 #[tokio::test]
 async fn redlock_does_not_offer_shared_locks() {
-    let nodes = [
-        RedisServer::start(),
-        RedisServer::start(),
-        RedisServer::start(),
-    ];
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (gw, _nodes) = redlock_trio().await;
     let locks = gw.locks();
     locks
         .acquire("doc", shared(10_000))

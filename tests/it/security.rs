@@ -1154,7 +1154,11 @@ async fn a_keyless_gateway_answers_only_its_own_hosts() {
     // With API keys a page cannot send a key: the Host is not looked at.
     let keyed = Gateway::start(with_keys(config(BackendChoice::Memory))).await;
     let bearer = format!("Bearer {ADMIN}");
-    let headers = [("host", "rebind.attacker.example"), ("authorization", &bearer)];
-    let (status, page) = with_headers(&keyed, reqwest::Method::GET, "/locks?prefix=a:", &headers).await;
+    let headers = [
+        ("host", "rebind.attacker.example"),
+        ("authorization", &bearer),
+    ];
+    let (status, page) =
+        with_headers(&keyed, reqwest::Method::GET, "/locks?prefix=a:", &headers).await;
     assert_eq!(status, 200, "{page}");
 }

@@ -15,11 +15,9 @@ use serde_json::{Value, json};
 
 use crate::support::answers::{Answered, json_of};
 use crate::support::backends::on_backends;
-use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_config};
+use crate::support::gateway::{Gateway, cluster_config, redis_config, redlock_trio};
 use crate::support::redis::{RedisCluster, RedisServer};
-use crate::support::{
-    assert_problem, eventually, key_exists, status_json,
-};
+use crate::support::{assert_problem, eventually, key_exists, status_json};
 
 /// The project's client, for the permits of semaphores.
 fn semaphores(gw: &Gateway) -> Client {
@@ -332,13 +330,7 @@ async fn semaphores_on_a_cluster() {
 
 #[tokio::test]
 async fn redlock_does_not_offer_semaphores() {
-    let nodes = [
-        RedisServer::start(),
-        RedisServer::start(),
-        RedisServer::start(),
-    ];
-    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    let (gw, _nodes) = redlock_trio().await;
     (acquire(&gw, "payments", json!({"permits": 2})).await).refused(501, "not-offered");
     let seen = semaphores(&gw).inspect_as::<Value>("payments").await;
     seen.refused(501, "not-offered");

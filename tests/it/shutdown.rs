@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::support::answers::{Answered, json_of};
 use crate::support::process::ServerProcess;
 use crate::support::proxy::LatencyProxy;
 use crate::support::redis::RedisServer;
-use crate::support::answers::{Answered, json_of};
 use crate::support::{assert_problem, eventually, key_exists};
 
 /// SIGTERM while a request is in flight (Redis answers slowly): the request completes, then
@@ -73,7 +73,10 @@ async fn sigterm_releases_hold_streams() {
     let conn = redis.conn().await;
     let mut server = ServerProcess::start(&["--redis-url", &redis.url()], &[]).await;
     let client = server.client(None);
-    let mut lines = client.hold("held:1", &json!({"ttl_ms": 60000})).await.done(200);
+    let mut lines = client
+        .hold("held:1", &json!({"ttl_ms": 60000}))
+        .await
+        .done(200);
     assert_eq!(lines.next().await.expect("acquired")["event"], "acquired");
     assert!(key_exists(&conn, "lockgate:{held:1}").await);
     server.signal("TERM");

@@ -16,10 +16,10 @@ use prost::Message as _;
 use serde_json::json;
 use tokio::net::TcpListener;
 
+use crate::support::answers::Answered;
 use crate::support::keys::{DEPLOYER_KEY, KEYS};
 use crate::support::process::{ServerProcess, lockgate};
 use crate::support::redis::RedisServer;
-use crate::support::answers::Answered;
 use crate::support::{eventually, waiters_in};
 
 /// An OTLP/HTTP receiver: keeps every body posted to `/v1/traces`, answers 200.
@@ -136,7 +136,9 @@ async fn a_waiting_acquire_continues_the_callers_trace() {
     .await;
     let deployer = server.client(Some(DEPLOYER_KEY));
     let name = "deploy:traced";
-    let held = deployer.acquire(name, &json!({"ttl_ms": 30000}), None, None).await;
+    let held = deployer
+        .acquire(name, &json!({"ttl_ms": 30000}), None, None)
+        .await;
     let first = held.done(201).token;
     let waiter = tokio::spawn({
         let traceparent = format!("00-{TRACE_ID}-{PARENT}-01");
@@ -252,7 +254,10 @@ async fn an_absent_collector_is_logged_once_and_slows_nothing() {
     for i in 0..50 {
         let name = format!("absent-{i}");
         let started = std::time::Instant::now();
-        let grant = client.acquire(&name, &json!({}), None, None).await.done(201);
+        let grant = client
+            .acquire(&name, &json!({}), None, None)
+            .await
+            .done(201);
         client.release(&name, &grant.token, None).await.done(204);
         assert!(started.elapsed() < Duration::from_millis(500));
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -210,6 +210,20 @@ pub fn cluster_config(seeds: &[String]) -> Config {
     })
 }
 
+/// Three Redis nodes and a gateway keeping Redlock over them (200 ms per node). The nodes
+/// are returned with it: they live as long as the test keeps them.
+pub async fn redlock_trio() -> (Gateway, [super::redis::RedisServer; 3]) {
+    use super::redis::RedisServer;
+    let nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let gw = Gateway::start(redlock_config(&urls, Duration::from_millis(200))).await;
+    (gw, nodes)
+}
+
 /// Defaults with Redlock over `nodes`.
 pub fn redlock_config(nodes: &[String], node_timeout: Duration) -> Config {
     config(BackendChoice::Redlock {
