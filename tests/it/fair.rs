@@ -529,7 +529,9 @@ async fn a_keyed_waiter_keeps_its_place_across_requests() {
             locks.acquire_once(name, key, body).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Both wait in the gateway: the retry has arrived. (Its place is proved by the order the
+    // two are granted in, below; the count says no third place was made.)
+    crate::waiting::until_waiting(&gw, 2).await;
     assert_eq!(
         queued(&gw, name).await,
         2,
