@@ -322,13 +322,10 @@ impl Client {
             .request(Method::GET, format!("{}/metrics", self.base))
             .send()
             .await;
-        let response = sent.map_err(transport)?;
-        let status = response.status();
-        if !status.is_success() {
-            return refusal(response).await;
-        }
-        let body = response.text().await.map_err(transport)?;
-        Ok(Answer::Done { status, body })
+        read(sent, async |response| {
+            response.text().await.map_err(transport)
+        })
+        .await
     }
 
     /// `GET /readyz`: 200 with the readiness report, or 503 with what is not ready.
@@ -406,31 +403,37 @@ const NDJSON: &str = "application/x-ndjson";
 async fn stream(
     sent: reqwest::Result<reqwest::Response>,
 ) -> Result<Answer<EventLines>, ClientError> {
-    let response = sent.map_err(transport)?;
-    let status = response.status();
-    if !status.is_success() {
-        return refusal(response).await;
-    }
-    let body = EventLines {
-        response,
-        buffer: Vec::new(),
-    };
-    Ok(Answer::Done { status, body })
+    read(sent, async |response| {
+        let buffer = Vec::new();
+        Ok(EventLines { response, buffer })
+    })
+    .await
 }
 
 /// Reads a success body of type `T` (an empty body for `()`), or the problem document.
 async fn answer<T: DeserializeOwned>(
     sent: reqwest::Result<reqwest::Response>,
 ) -> Result<Answer<T>, ClientError> {
+    read(sent, async |response| {
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(transport)?;
+        let text: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+        serde_json::from_slice(text).map_err(|e| ClientError::Unexpected(format!("{status}: {e}")))
+    })
+    .await
+}
+
+/// A success's body as `body` reads it, or the refusal's problem document.
+async fn read<T>(
+    sent: reqwest::Result<reqwest::Response>,
+    body: impl AsyncFnOnce(reqwest::Response) -> Result<T, ClientError>,
+) -> Result<Answer<T>, ClientError> {
     let response = sent.map_err(transport)?;
     let status = response.status();
     if !status.is_success() {
         return refusal(response).await;
     }
-    let bytes = response.bytes().await.map_err(transport)?;
-    let text: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
-    let body = serde_json::from_slice(text)
-        .map_err(|e| ClientError::Unexpected(format!("{status}: {e}")))?;
+    let body = body(response).await?;
     Ok(Answer::Done { status, body })
 }
 
