@@ -10,84 +10,19 @@
 //! Every call answers either the success body or the problem document the gateway sent (with
 //! its `Retry-After`), or a [`ClientError`] when no answer could be read.
 
+mod answer;
+
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
+pub use answer::{Answer, ClientError, EventLines};
+use answer::{NDJSON, answer, read, stream, transport};
+
 use crate::config::secrets::without_userinfo;
 use crate::http::dto::{LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
-use crate::http::problem::Problem;
-
-/// No answer could be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The gateway could not be reached.
-    #[error("cannot reach the gateway: {0}")]
-    Connect(String),
-    /// The request was sent and no (complete) answer came back.
-    #[error("no answer from the gateway: {0}")]
-    NoAnswer(String),
-    /// The answer was not what the API describes.
-    #[error("unexpected answer from the gateway: {0}")]
-    Unexpected(String),
-    /// The gateway's address is not an `http://` or `https://` URL.
-    #[error("the gateway must be an http:// or https:// URL, such as http://{0}")]
-    GatewayUrl(String),
-    /// The client could not be set up (a bad API key).
-    #[error("{0}")]
-    Setup(String),
-}
-
-/// What the gateway answered.
-#[derive(Debug)]
-pub enum Answer<T> {
-    /// 2xx, with its status and body.
-    Done { status: StatusCode, body: T },
-    /// A problem document.
-    Refused {
-        status: StatusCode,
-        problem: Box<Problem>,
-        retry_after: Option<Duration>,
-    },
-}
-
-impl<T> Answer<T> {
-    /// The status the gateway answered with.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Self::Done { status, .. } | Self::Refused { status, .. } => *status,
-        }
-    }
-}
-
-/// The events of one lock, as NDJSON lines.
-#[derive(Debug)]
-pub struct EventLines {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl EventLines {
-    /// The stream's media type, as the gateway said it.
-    pub fn content_type(&self) -> Option<&str> {
-        let value = self.response.headers().get(reqwest::header::CONTENT_TYPE)?;
-        value.to_str().ok()
-    }
-
-    /// The next event; `None` when the stream ends or breaks.
-    pub async fn next(&mut self) -> Option<serde_json::Value> {
-        loop {
-            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
-                return serde_json::from_slice(&line).ok();
-            }
-            let chunk = self.response.chunk().await.ok()??;
-            self.buffer.extend_from_slice(&chunk);
-        }
-    }
-}
 
 /// A client of one gateway.
 #[derive(Debug, Clone)]
@@ -205,8 +140,7 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<Answer<LockRenewalBody>, ClientError> {
         let request = self
-            .http
-            .patch(self.lease_url(name))
+            .request(Method::PATCH, self.lease_url(name))
             .header("Lock-Token", token)
             .json(body);
         answer(with_timeout(request, timeout).send().await).await
@@ -221,8 +155,7 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<Answer<Option<serde_json::Value>>, ClientError> {
         let request = self
-            .http
-            .delete(self.lease_url(name))
+            .request(Method::DELETE, self.lease_url(name))
             .header("Lock-Token", token);
         answer(with_timeout(request, timeout).send().await).await
     }
@@ -342,8 +275,7 @@ impl Client {
     pub async fn health(&self, ready: bool, timeout: Duration) -> Result<StatusCode, ClientError> {
         let path = if ready { "/readyz" } else { "/healthz" };
         let sent = self
-            .http
-            .get(format!("{}{path}", self.base))
+            .request(Method::GET, format!("{}{path}", self.base))
             .timeout(timeout)
             .send()
             .await;
@@ -359,102 +291,6 @@ fn with_timeout(
         Some(timeout) => request.timeout(timeout),
         None => request,
     }
-}
-
-fn transport(err: reqwest::Error) -> ClientError {
-    if err.is_connect() {
-        ClientError::Connect(with_causes(&err))
-    } else {
-        ClientError::NoAnswer(with_causes(&err))
-    }
-}
-
-/// What went wrong, from the causes beneath reqwest's error (`tcp connect error: Connection
-/// refused`, a DNS failure, `operation timed out`), which reqwest's own message leaves out.
-/// Its own message (`error sending request for url (…)`) and hyper's wrapper (`client error
-/// (Connect)`) are left out: they say nothing more, and the callers name the URL themselves.
-fn with_causes(err: &reqwest::Error) -> String {
-    let mut causes: Vec<String> = Vec::new();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        let wrapper = text.starts_with("client error (");
-        if !wrapper && !causes.iter().any(|said| said.contains(&text)) {
-            causes.push(text);
-        }
-        source = cause.source();
-    }
-    if causes.is_empty() {
-        // reqwest's message alone, without the URL.
-        let text = err.to_string();
-        match err.url() {
-            Some(url) => text.replace(&format!(" for url ({url})"), ""),
-            None => text,
-        }
-    } else {
-        causes.join(": ")
-    }
-}
-
-/// The media type of event streams.
-const NDJSON: &str = "application/x-ndjson";
-
-/// A stream of events on success, or the problem document.
-async fn stream(
-    sent: reqwest::Result<reqwest::Response>,
-) -> Result<Answer<EventLines>, ClientError> {
-    read(sent, async |response| {
-        let buffer = Vec::new();
-        Ok(EventLines { response, buffer })
-    })
-    .await
-}
-
-/// Reads a success body of type `T` (an empty body for `()`), or the problem document.
-async fn answer<T: DeserializeOwned>(
-    sent: reqwest::Result<reqwest::Response>,
-) -> Result<Answer<T>, ClientError> {
-    read(sent, async |response| {
-        let status = response.status();
-        let bytes = response.bytes().await.map_err(transport)?;
-        let text: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
-        serde_json::from_slice(text).map_err(|e| ClientError::Unexpected(format!("{status}: {e}")))
-    })
-    .await
-}
-
-/// A success's body as `body` reads it, or the refusal's problem document.
-async fn read<T>(
-    sent: reqwest::Result<reqwest::Response>,
-    body: impl AsyncFnOnce(reqwest::Response) -> Result<T, ClientError>,
-) -> Result<Answer<T>, ClientError> {
-    let response = sent.map_err(transport)?;
-    let status = response.status();
-    if !status.is_success() {
-        return refusal(response).await;
-    }
-    let body = body(response).await?;
-    Ok(Answer::Done { status, body })
-}
-
-/// Reads the problem document of a refusal, with its `Retry-After`.
-async fn refusal<T>(response: reqwest::Response) -> Result<Answer<T>, ClientError> {
-    let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_secs);
-    let bytes = response.bytes().await.map_err(transport)?;
-    let problem = serde_json::from_slice::<Problem>(&bytes).map_err(|e| {
-        ClientError::Unexpected(format!("{status} without a problem document: {e}"))
-    })?;
-    Ok(Answer::Refused {
-        status,
-        problem: Box::new(problem),
-        retry_after,
-    })
 }
 
 /// `url` with `pairs` as its query, encoded.
