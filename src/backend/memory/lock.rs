@@ -142,48 +142,34 @@ impl MemoryBackend {
         Ok(ours)
     }
 
+    /// Renews the lock `name` held by `renewal.token`, or (`one_more_hold`) takes the
+    /// reentrant lock once more: its lease is then never shortened.
     pub(super) async fn renew_lock(
         &self,
         name: &str,
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
-        if renewal.one_more_hold {
-            return self.reenter_lock(name, renewal).await;
-        }
         let RenewAttempt {
-            token, ttl, ack, ..
+            token,
+            ttl,
+            ack,
+            one_more_hold,
         } = renewal;
         let (mut state, now) = self.state_now();
         match state.live_lock(name, now) {
             None => Ok(RenewOutcome::NotHeld),
             Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
-            Some(held) => {
-                held.expires = now + ttl;
-                Ok(RenewOutcome::Renewed(lease(issued_fence(token), ttl, ack)))
-            }
-        }
-    }
-
-    /// Takes the reentrant lock `name` once more for the holder of `renewal.token`.
-    async fn reenter_lock(
-        &self,
-        name: &str,
-        renewal: RenewAttempt<'_>,
-    ) -> Result<RenewOutcome, BackendError> {
-        let RenewAttempt {
-            token, ttl, ack, ..
-        } = renewal;
-        let (mut state, now) = self.state_now();
-        match state.live_lock(name, now) {
-            None => Ok(RenewOutcome::NotHeld),
-            Some(held) if held.token != token => Ok(RenewOutcome::NotOwner),
-            Some(held) => {
+            Some(held) if one_more_hold => {
                 held.holds += 1;
                 held.expires = held.expires.max(now + ttl);
                 Ok(RenewOutcome::Reentered {
                     lease: lease(issued_fence(token), held.expires - now, ack),
                     holds: held.holds,
                 })
+            }
+            Some(held) => {
+                held.expires = now + ttl;
+                Ok(RenewOutcome::Renewed(lease(issued_fence(token), ttl, ack)))
             }
         }
     }

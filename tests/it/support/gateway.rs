@@ -132,7 +132,10 @@ impl Gateway {
 
     /// [`Gateway::client`] sending `api_key` as a bearer key.
     pub fn client_as(&self, api_key: &str) -> lockgate::client::Client {
-        lockgate::client::Client::new(&self.base, Some(api_key)).expect("a client")
+        let bearer = format!("Bearer {api_key}");
+        self.client()
+            .header("authorization", &bearer)
+            .expect("a key that is a header value")
     }
 
     /// The lock calls through the project's own client, answers checked with

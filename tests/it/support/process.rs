@@ -79,9 +79,16 @@ impl ServerProcess {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    /// The project's client of this server, sending `api_key` when given.
+    /// The project's client of this server (over the tests' HTTP client, with its
+    /// timeout), sending `api_key` when given.
     pub fn client(&self, api_key: Option<&str>) -> lockgate::client::Client {
-        lockgate::client::Client::new(&self.url(""), api_key).expect("a client")
+        let client = lockgate::client::Client::with_http(super::http_client(), &self.url(""));
+        match api_key {
+            Some(key) => client
+                .header("authorization", &format!("Bearer {key}"))
+                .expect("a key that is a header value"),
+            None => client,
+        }
     }
 
     pub fn log_path(&self) -> PathBuf {
