@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use lockgate::client::ClientError;
+
 use super::answers::{Reply, json_of};
 use super::history::{Call, History, Outcome};
 
@@ -393,9 +395,19 @@ pub async fn read_outcome(sent: reqwest::Result<reqwest::Response>, expect: Expe
     judge(status, &body, expect)
 }
 
-/// [`read_outcome`] of an answer read by the project's client.
+/// [`read_outcome`] of an answer read by the project's client. An answer the client could
+/// not read (no problem document, say) is still an answer: refused with its status, as
+/// [`read_outcome`] records it, so that a 500 of any shape counts as a server error.
 pub fn outcome_of<T: serde::Serialize>(reply: Reply<T>, expect: Expect) -> Outcome {
     match reply {
+        Err(ClientError::Unexpected(what)) => Outcome::Refused {
+            // The client's message starts with the status (`500 Internal Server Error: …`).
+            status: what
+                .get(..3)
+                .and_then(|code| code.parse().ok())
+                .unwrap_or(0),
+            kind: String::new(),
+        },
         Err(err) => Outcome::NoAnswer {
             error: err.to_string(),
         },
