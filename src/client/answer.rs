@@ -19,9 +19,10 @@ pub enum ClientError {
     /// The request was sent and no (complete) answer came back.
     #[error("no answer from the gateway: {0}")]
     NoAnswer(String),
-    /// The answer was not what the API describes.
-    #[error("unexpected answer from the gateway: {0}")]
-    Unexpected(String),
+    /// The answer, of `status`, was not what the API describes (`what` says how, starting
+    /// with its own separator).
+    #[error("unexpected answer from the gateway: {status}{what}")]
+    Unexpected { status: StatusCode, what: String },
     /// The gateway's address is not an `http://` or `https://` URL.
     #[error("the gateway must be an http:// or https:// URL, such as http://{0}")]
     GatewayUrl(String),
@@ -136,7 +137,10 @@ pub(super) async fn answer<T: DeserializeOwned>(
         let status = response.status();
         let bytes = response.bytes().await.map_err(transport)?;
         let text: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
-        serde_json::from_slice(text).map_err(|e| ClientError::Unexpected(format!("{status}: {e}")))
+        serde_json::from_slice(text).map_err(|e| ClientError::Unexpected {
+            status,
+            what: format!(": {e}"),
+        })
     })
     .await
 }
@@ -165,9 +169,11 @@ async fn refusal<T>(response: reqwest::Response) -> Result<Answer<T>, ClientErro
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_secs);
     let bytes = response.bytes().await.map_err(transport)?;
-    let problem = serde_json::from_slice::<Problem>(&bytes).map_err(|e| {
-        ClientError::Unexpected(format!("{status} without a problem document: {e}"))
-    })?;
+    let problem =
+        serde_json::from_slice::<Problem>(&bytes).map_err(|e| ClientError::Unexpected {
+            status,
+            what: format!(" without a problem document: {e}"),
+        })?;
     Ok(Answer::Refused {
         status,
         problem: Box::new(problem),

@@ -400,12 +400,8 @@ pub async fn read_outcome(sent: reqwest::Result<reqwest::Response>, expect: Expe
 /// [`read_outcome`] records it, so that a 500 of any shape counts as a server error.
 pub fn outcome_of<T: serde::Serialize>(reply: Reply<T>, expect: Expect) -> Outcome {
     match reply {
-        Err(ClientError::Unexpected(what)) => Outcome::Refused {
-            // The client's message starts with the status (`500 Internal Server Error: …`).
-            status: what
-                .get(..3)
-                .and_then(|code| code.parse().ok())
-                .unwrap_or(0),
+        Err(ClientError::Unexpected { status, .. }) => Outcome::Refused {
+            status: status.as_u16(),
             kind: String::new(),
         },
         Err(err) => Outcome::NoAnswer {
@@ -457,4 +453,19 @@ fn judge(status: u16, body: &Value, expect: Expect) -> Outcome {
         (409, _) if kind == "lock-held" => Outcome::Busy,
         _ => Outcome::Refused { status, kind },
     }
+}
+
+/// An answer the client could not read is recorded with its status, so the history's
+/// server-error rule sees a 500 however it is written (it was once recorded as no answer).
+#[test]
+fn an_unreadable_answer_is_refused_with_its_status() {
+    let unreadable: Reply<Option<Value>> = Err(ClientError::Unexpected {
+        status: reqwest::StatusCode::INTERNAL_SERVER_ERROR,
+        what: " without a problem document: EOF".into(),
+    });
+    let outcome = outcome_of(unreadable, Expect::Release);
+    assert!(
+        matches!(outcome, Outcome::Refused { status: 500, .. }),
+        "{outcome:?}"
+    );
 }
