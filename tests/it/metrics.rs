@@ -167,3 +167,32 @@ async fn build_and_process_metrics_are_exported() {
         assert!(value.is_some_and(|v| v >= at_least), "{name}: {value:?}");
     }
 }
+
+/// The guards' background calls (memory policy, clock, data-loss marker) are counted as
+/// `call="guard"`, apart from the calls requests make: an idle gateway's request calls stay
+/// still while its guard calls grow, so a cost per request read from the metrics is not
+/// inflated by the time a test or a benchmark took.
+#[tokio::test]
+async fn guard_calls_are_counted_apart_from_request_calls() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let calls = |metrics: &HashMap<String, f64>, call: &str| {
+        metrics
+            .get(&format!(
+                "lockgate_redis_roundtrip_seconds_count{{call=\"{call}\"}}"
+            ))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let before = scrape(&gw).await;
+    let guard_before = calls(&before, "guard");
+    // Guards read each node's clock every 500 ms: a few of their rounds, with no request.
+    let after = eventually(Duration::from_secs(10), "guard calls counted", || async {
+        let now = scrape(&gw).await;
+        (calls(&now, "guard") >= guard_before + 6.0).then_some(now)
+    })
+    .await;
+    for call in ["script", "script_wait", "command"] {
+        assert_eq!(calls(&after, call), calls(&before, call), "{call} calls");
+    }
+}

@@ -60,7 +60,7 @@ impl RedisBackend {
                 pipe.add_command(marker_eval(&format!("{}marker", self.key_prefix), guard));
                 // An unreachable node is looked at again when it answers (at its reconnect
                 // first).
-                if let Ok((reply,)) = self.run(Request::Native(&pipe)).await {
+                if let Ok((reply,)) = self.run(Request::Guard(&pipe)).await {
                     guard.observe(&pool.address().await, Marker::from_reply(reply));
                 }
             }
@@ -84,8 +84,15 @@ impl RedisBackend {
                         format!("{}{{{tag}}}:marker", self.key_prefix)
                     });
                     let eval = marker_eval(&key, &guard);
+                    let started = Instant::now();
                     let read = eval.query_async(&mut conn);
-                    if let Ok(Ok(reply)) = tokio::time::timeout(self.timeout, read).await {
+                    let answer: Result<(String, u64, u8), BackendError> =
+                        tokio::time::timeout(self.timeout, read)
+                            .await
+                            .map_err(|_| BackendError::Timeout(self.timeout))
+                            .and_then(|reply| reply.map_err(|e| classify(&e)));
+                    self.record(RedisCall::Guard, started, &answer);
+                    if let Ok(reply) = answer {
                         guard.observe(&node, Marker::from_reply(reply));
                     }
                 }
@@ -123,7 +130,7 @@ impl RedisBackend {
                 let mut pipe = redis::pipe();
                 pipe.add_command(cmd);
                 let answer = self
-                    .run::<(redis::Value,)>(Request::Native(&pipe))
+                    .run::<(redis::Value,)>(Request::Guard(&pipe))
                     .await
                     .and_then(|(reply,)| read(reply));
                 vec![NodeLook { node, answer }]
@@ -136,7 +143,7 @@ impl RedisBackend {
                     Ok::<_, BackendError>((conn, addresses))
                 }
                 .await;
-                self.record(RedisCall::Command, started, &addresses);
+                self.record(RedisCall::Guard, started, &addresses);
                 let (mut conn, addresses) = match addresses {
                     Ok(found) => found,
                     Err(error) => {
@@ -160,7 +167,7 @@ impl RedisBackend {
                     .await
                     .map_err(|_| BackendError::Timeout(self.timeout))
                     .and_then(|reply| reply.map_err(|e| classify(&e)));
-                    self.record(RedisCall::Command, started, &answer);
+                    self.record(RedisCall::Guard, started, &answer);
                     looks.push(NodeLook {
                         node: format!("{host}:{port}"),
                         answer: answer.and_then(&read),

@@ -30,6 +30,8 @@ pub(super) enum Request<'a> {
     Script(&'a scripts::Lua, &'a Cmd),
     /// Plain commands, pipelined.
     Native(&'a redis::Pipeline),
+    /// Plain commands of the guards (counted apart: no request sent them).
+    Guard(&'a redis::Pipeline),
 }
 
 impl Request<'_> {
@@ -37,6 +39,7 @@ impl Request<'_> {
         match self {
             Self::Script(..) => RedisCall::Script,
             Self::Native(_) => RedisCall::Command,
+            Self::Guard(_) => RedisCall::Guard,
         }
     }
 }
@@ -239,7 +242,7 @@ async fn send<T: FromRedisValue>(
 ) -> RedisResult<T> {
     match request {
         Request::Script(script, call) => eval(conn, script, call).await,
-        Request::Native(pipe) => pipe.query_async(conn).await,
+        Request::Native(pipe) | Request::Guard(pipe) => pipe.query_async(conn).await,
     }
 }
 

@@ -83,11 +83,15 @@ pub enum RedisCall {
     ScriptWait,
     /// PING (readiness).
     Ping,
-    /// Native commands (`DELIFEQ`, `SET … IFEQ`) instead of a script.
+    /// Plain commands a request sends: native compare-and-delete (`DELIFEQ`, `SET … IFEQ`)
+    /// instead of a script, a listing's `SCAN`, a revoke.
     Command,
+    /// The guards' look at a node, in the background and not for any request: its memory
+    /// policy, its clock, its data-loss marker (see `backend::guards`).
+    Guard,
 }
 
-pub(super) const REDIS_CALLS: [&str; 4] = ["script", "script_wait", "ping", "command"];
+pub(super) const REDIS_CALLS: [&str; 5] = ["script", "script_wait", "ping", "command", "guard"];
 
 /// Kinds of backend errors: the `kind` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -144,8 +144,9 @@ impl Gateway {
         super::answers::Locks(self.client())
     }
 
-    /// Round trips to Redis this gateway has made so far, scripts and native commands (from
-    /// its metrics).
+    /// Round trips to Redis this gateway's requests have made so far, scripts and native
+    /// commands (from its metrics); the guards' background calls (`call="guard"`) are not
+    /// counted: they grow with time, not with requests.
     pub async fn redis_round_trips(&self) -> f64 {
         let text = self.metrics_text().await;
         ["script", "command"]
