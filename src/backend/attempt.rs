@@ -91,16 +91,6 @@ pub struct GrantAttempt<'a> {
     pub queue: Option<QueuePlace>,
 }
 
-/// What a store's acquire reads of a [`GrantAttempt`]: stem, ttl, the `WAIT` to send, claim,
-/// holder (if it names anything: an empty record is not kept).
-pub type GrantParts<'a> = (
-    &'a str,
-    Duration,
-    Option<ReplicaAck>,
-    Option<Claim>,
-    Option<&'a Holder>,
-);
-
 impl<'a> GrantAttempt<'a> {
     /// An attempt with a stem of its own and no claim.
     pub fn new(stem: &'a str, request: &'a LeaseRequest) -> Self {
@@ -120,16 +110,20 @@ impl<'a> GrantAttempt<'a> {
         }
     }
 
-    /// Its parts, for a store that hands them on one by one: `let (stem, ttl, ack, claim,
-    /// holder) = attempt.parts();` (the five types differ: a wrong order does not compile).
-    pub fn parts(self) -> GrantParts<'a> {
-        (
-            self.stem,
-            self.request.ttl,
-            self.request.replicas.ack(),
-            self.claim,
-            self.request.holder.as_deref().filter(|h| !h.is_empty()),
-        )
+    /// The lease asked for.
+    pub fn ttl(&self) -> Duration {
+        self.request.ttl
+    }
+
+    /// The `WAIT` to send after the grant, if any.
+    pub fn ack(&self) -> Option<ReplicaAck> {
+        self.request.replicas.ack()
+    }
+
+    /// The holder to keep beside a new grant, if it names anything (an empty record is not
+    /// kept).
+    pub fn holder(&self) -> Option<&'a Holder> {
+        self.request.holder.as_deref().filter(|h| !h.is_empty())
     }
 }
 

@@ -45,8 +45,7 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use self::attempt::{
-    DEFAULT_REPLICA_TIMEOUT, GrantAttempt, GrantParts, LeaseRequest, RenewAttempt, ReplicaPolicy,
-    Withdrawal,
+    DEFAULT_REPLICA_TIMEOUT, GrantAttempt, LeaseRequest, RenewAttempt, ReplicaPolicy, Withdrawal,
 };
 pub(crate) use self::feed::AbortOnDrop;
 pub use self::feed::{ReleaseFeed, sleep_until_some};

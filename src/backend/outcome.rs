@@ -46,8 +46,11 @@ pub enum AcquireOutcome {
     /// A semaphore's permits are held under another limit than the one asked for (see
     /// [`semaphore`](super::semaphore)).
     LimitDiffers { limit: u32 },
-    /// The name is held by shared grants (readers, see [`shared`](super::shared)); the longest ends in `ttl`.
-    HeldShared { ttl: Option<Duration> },
+    /// Another lease holds the name, and newcomers may still join it and come in before this
+    /// waiter (a read/write lock's readers, see [`shared`](super::shared)), unless the waiter
+    /// holds them off (see [`LeaseStore::hold_off`](super::LeaseStore::hold_off)). The
+    /// longest of the leases in the way ends in `ttl`.
+    Overtakable { ttl: Option<Duration> },
     /// A fair waiter is in the name's queue (see [`queue`](super::queue)), `position` from
     /// its head (1: next), with the place `score` (to take again if it is ever skipped);
     /// `ttl`: what is left of the lease that holds the lock, `None` when it is free (the head

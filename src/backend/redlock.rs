@@ -334,7 +334,7 @@ impl RedlockBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, _, _, _) = attempt.parts();
+        let (stem, ttl) = (attempt.stem, attempt.ttl());
         // A node that forgot its data is kept out of new grants for the longest lease it may
         // have forgotten (see `backend::data_loss`): it would grant again the locks it forgot,
         // and with another node failing that could make a second majority. Without it, every
@@ -354,7 +354,7 @@ impl RedlockBackend {
                 Some(Ok(AcquireOutcome::AlreadyHeld(lease))) => Answer::Replayed(lease),
                 Some(Ok(AcquireOutcome::Held { ttl })) => Answer::Held(ttl),
                 // A lock's acquire never answers this.
-                Some(Ok(AcquireOutcome::HeldShared { ttl })) => Answer::Held(ttl),
+                Some(Ok(AcquireOutcome::Overtakable { ttl })) => Answer::Held(ttl),
                 // Nor this: no attempt of a Redlock takes a place in a queue.
                 Some(Ok(AcquireOutcome::LimitDiffers { .. } | AcquireOutcome::Queued { .. }))
                 | Some(Err(_)) => Answer::Failed,

@@ -19,7 +19,7 @@ use super::service::{Grant, LockService};
 use super::token::{IdempotencyKey, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
 use crate::backend::queue::QUEUED_RETRY;
-use crate::backend::{Backend, LeaseStore, Leased, Watched};
+use crate::backend::{Backend, LeaseStore, Watched};
 
 /// A waiter never sleeps less than this before looking again: a lock with under a millisecond
 /// left reports a ttl of 0.
@@ -105,40 +105,42 @@ impl LockService {
                 }
                 Err(err) if request.wait.is_zero() || !err.is_transient() => return Err(err),
                 // Held, or the backend stumbled: wait in line.
-                Ok(Attempt::Held { by_readers, .. }) => by_readers,
+                Ok(Attempt::Held { overtakable, .. }) => overtakable,
                 Ok(Attempt::Queued { .. }) => false,
                 Err(_) => false,
             };
             if held_off {
-                self.hold_off(name, request).await;
+                self.hold_off(primitive, name, request).await;
             }
         }
         self.wait_for(primitive, name, derived.as_ref(), request, held_off)
             .await
     }
 
-    /// A waiting writer found readers: no new reader until it has had its turn, for at most
-    /// its wait (no writer starvation). Once per waiting request (the caller lifts it when the
-    /// writer is granted). Best effort: without it, readers may keep the writer out longer.
-    async fn hold_off(&self, name: &LockName, request: &LeaseRequest) {
+    /// A waiter that newcomers would overtake (a writer finding readers) keeps them out until
+    /// it has had its turn, for at most its wait (no writer starvation). Once per waiting
+    /// request (the caller lifts it when the waiter is granted). Best effort: without it,
+    /// newcomers may keep the waiter out longer.
+    async fn hold_off<P: Primitive>(&self, primitive: &P, name: &LockName, request: &LeaseRequest) {
         // Boxed: a round trip, and inline it would be the largest part of the future every
         // waiting request keeps (the attempts are boxed for the same reason).
         let held_off = self
             .backend
-            .hold_off(Leased::Lock(name), Some(request.wait));
+            .hold_off(primitive.leased(name), Some(request.wait));
         if let Err(err) = Box::pin(held_off).await {
-            tracing::debug!(lock = %name, error = %err, "could not hold off new readers");
+            tracing::debug!(lock = %name, error = %err, "could not hold off newcomers");
         }
     }
 
-    /// What lifts the hold-off of `name` when dropped: when the writer that asked for it is
+    /// What lifts the hold-off of `name` when dropped: when the waiter that asked for it is
     /// granted, gives up, or goes away.
-    fn lift_on_drop(&self, name: &LockName) -> LiftHoldOff {
-        LiftHoldOff(Some(Box::new((name.clone(), self.backend.clone()))))
+    fn lift_on_drop<P: Primitive>(&self, primitive: &P, name: &LockName) -> LiftHoldOff<P> {
+        let armed = (primitive.clone(), name.clone(), self.backend.clone());
+        LiftHoldOff(Some(Box::new(armed)))
     }
 
     /// Waits in line for `name` until the lock is granted or `request.wait` has passed.
-    /// `held_off`: an attempt of this request already held off new readers.
+    /// `held_off`: an attempt of this request already held off newcomers.
     async fn wait_for<P: Primitive>(
         &self,
         primitive: &P,
@@ -147,10 +149,10 @@ impl LockService {
         request: &LeaseRequest,
         held_off: bool,
     ) -> Result<Grant<P>, LockError> {
-        // Built only for a writer that held readers off (no allocation for other waiters).
+        // Built only for a waiter that held newcomers off (no allocation for other waiters).
         let mut lift = LiftHoldOff(None);
         if held_off {
-            lift = self.lift_on_drop(name);
+            lift = self.lift_on_drop(primitive, name);
         }
         let leased = primitive.leased(name);
         let deadline = Instant::now() + request.wait;
@@ -208,11 +210,11 @@ impl LockService {
                 }
                 Ok(Attempt::Held {
                     retry_after,
-                    by_readers,
+                    overtakable,
                 }) => {
-                    if by_readers && lift.0.is_none() {
-                        self.hold_off(name, request).await;
-                        lift = self.lift_on_drop(name);
+                    if overtakable && lift.0.is_none() {
+                        self.hold_off(primitive, name, request).await;
+                        lift = self.lift_on_drop(primitive, name);
                     }
                     if Instant::now() >= deadline {
                         record_wait(deadline, request.wait);
@@ -242,19 +244,19 @@ impl LockService {
     }
 }
 
-/// A writer's hold-off of new readers, lifted when dropped if armed (in the background: the
-/// client need not wait for it, and it also ends by itself when the writer's wait would have).
-struct LiftHoldOff(Option<Box<(LockName, Arc<Backend>)>>);
+/// A waiter's hold-off of newcomers, lifted when dropped if armed (in the background: the
+/// client need not wait for it, and it also ends by itself when the waiter's wait would have).
+struct LiftHoldOff<P: Primitive>(Option<Box<(P, LockName, Arc<Backend>)>>);
 
-impl Drop for LiftHoldOff {
+impl<P: Primitive> Drop for LiftHoldOff<P> {
     fn drop(&mut self) {
         if let Some(armed) = self.0.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn(async move {
-                let (name, backend) = *armed;
-                if let Err(err) = backend.hold_off(Leased::Lock(&name), None).await {
-                    tracing::debug!(lock = %name, error = %err, "could not lift a hold-off of readers; it ends with the writer's wait");
+                let (primitive, name, backend) = *armed;
+                if let Err(err) = backend.hold_off(primitive.leased(&name), None).await {
+                    tracing::debug!(lock = %name, error = %err, "could not lift a hold-off of newcomers; it ends with the waiter's wait");
                 }
             });
         }

@@ -27,10 +27,11 @@ pub(super) const RETRY_AFTER_UNKNOWN_EXPIRY: Duration = Duration::from_secs(1);
 /// One try at the backend.
 pub(super) enum Attempt<P: Primitive> {
     Granted(Grant<P>),
-    /// Held; `by_readers`: by a read/write lock's shared grants.
+    /// Held; `overtakable`: newcomers may still come in before this waiter unless it holds
+    /// them off (see `backend::AcquireOutcome::Overtakable`).
     Held {
         retry_after: Duration,
-        by_readers: bool,
+        overtakable: bool,
     },
     /// A fair waiter's place in the queue (see `backend::queue`): `position` 1 is next;
     /// `ttl`, the holder's lease left, if the lock is held and will expire.
@@ -133,14 +134,14 @@ impl LockService {
                 guard.disarm();
                 return Ok(Attempt::Held {
                     retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
-                    by_readers: false,
+                    overtakable: false,
                 });
             }
-            AcquireOutcome::HeldShared { ttl } => {
+            AcquireOutcome::Overtakable { ttl } => {
                 guard.disarm();
                 return Ok(Attempt::Held {
                     retry_after: ttl.unwrap_or(RETRY_AFTER_UNKNOWN_EXPIRY),
-                    by_readers: true,
+                    overtakable: true,
                 });
             }
             AcquireOutcome::Queued {

@@ -17,7 +17,8 @@ impl MemoryBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, ack, claim, holder) = attempt.parts();
+        let GrantAttempt { stem, claim, .. } = attempt;
+        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let place = attempt.queue;
         let (mut state, now) = self.state_now();
         if let Some(held) = state.live_lock(name, now) {
@@ -42,7 +43,7 @@ impl MemoryBackend {
                 });
             }
             return Ok(if shared {
-                AcquireOutcome::HeldShared {
+                AcquireOutcome::Overtakable {
                     ttl: Some(remaining),
                 }
             } else {

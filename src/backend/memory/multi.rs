@@ -16,7 +16,8 @@ impl MemoryBackend {
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let names: &[&str] = &super::strs(names);
-        let (stem, ttl, ack, claim, holder) = attempt.parts();
+        let GrantAttempt { stem, claim, .. } = attempt;
+        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let (mut state, now) = self.state_now();
         let mut mine = Vec::new();
         for name in names {

@@ -14,7 +14,8 @@ impl MemoryBackend {
         limit: u32,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, ack, claim, holder) = attempt.parts();
+        let GrantAttempt { stem, claim, .. } = attempt;
+        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let (mut state, now) = self.state_now();
         if let Some(permits) = state.live_grants(GrantsOf::Permits, name, now) {
             if let Some(lease) = permits.find_again(stem, claim, now, acked(ack)) {

@@ -43,7 +43,8 @@ impl MemoryBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, ack, claim, holder) = attempt.parts();
+        let GrantAttempt { stem, claim, .. } = attempt;
+        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let (mut state, now) = self.state_now();
         if let Some(held) = state.live_lock(name, now)
             && held.token != SHARED_MARKER

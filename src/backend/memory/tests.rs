@@ -22,7 +22,7 @@ fn lease(outcome: AcquireOutcome) -> Lease {
     match outcome {
         AcquireOutcome::Granted(lease) | AcquireOutcome::AlreadyHeld(lease) => lease,
         AcquireOutcome::Held { .. }
-        | AcquireOutcome::HeldShared { .. }
+        | AcquireOutcome::Overtakable { .. }
         | AcquireOutcome::LimitDiffers { .. }
         | AcquireOutcome::Queued { .. } => panic!("expected a grant, got {outcome:?}"),
     }

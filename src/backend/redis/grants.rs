@@ -56,7 +56,8 @@ impl RedisBackend {
         limit: Option<u32>,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, _, claim, holder) = attempt.parts();
+        let GrantAttempt { stem, claim, .. } = attempt;
+        let (ttl, holder) = (attempt.ttl(), attempt.holder());
         let mut call = evalsha(script, keys);
         call.arg(stem).arg(millis(ttl));
         if let Some(limit) = limit {
@@ -74,7 +75,7 @@ impl RedisBackend {
         call: &Cmd,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (_, ttl, ack, _, _) = attempt.parts();
+        let (ttl, ack) = (attempt.ttl(), attempt.ack());
         let (reply, acked) = self
             .run_lease_script::<Value>(slot_of, script, call, ack)
             .await?;

@@ -183,7 +183,8 @@ impl RedisBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let (stem, ttl, ack, claim, holder) = attempt.parts();
+        let GrantAttempt { stem, claim, .. } = attempt;
+        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let keys = self.keys(name);
         let (lock, counter, legacy, queue) = (
             keys.lock(),

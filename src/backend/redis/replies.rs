@@ -47,7 +47,7 @@ pub(super) fn acquire_outcome(
             pttl(left).unwrap_or(Duration::ZERO),
         )?)),
         [0, left] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
-        [0, left, 1] => Ok(AcquireOutcome::HeldShared { ttl: pttl(left) }),
+        [0, left, 1] => Ok(AcquireOutcome::Overtakable { ttl: pttl(left) }),
         [4, left, position, score] => Ok(AcquireOutcome::Queued {
             position: u32::try_from(position).map_err(|_| protocol(script, position))?,
             score: u64::try_from(score).map_err(|_| protocol(script, score))?,
@@ -130,7 +130,7 @@ mod tests {
         ));
         assert_eq!(
             acquire_outcome("t", array(&[0, 250, 1]), ttl, None),
-            Ok(AcquireOutcome::HeldShared {
+            Ok(AcquireOutcome::Overtakable {
                 ttl: Some(Duration::from_millis(250))
             })
         );
