@@ -8,6 +8,8 @@
 //! `config` is read by `app` and `cli` only; `telemetry`, `access`, `name`, `operation` and
 //! `tls` are leaves that the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
 //! `lock` none of `http`, `config`, `access`. `client` uses `http`'s bodies, nothing above.
+//! `primitive` uses `http`, `lock` and `backend`; of them, only `http`'s route table names
+//! it (one line per kind that has routes).
 //!
 //! * [`app`]: the composition root: configuration → backend → lock service → router → server.
 //! * [`config`]: every flag and environment variable, validated once.
@@ -16,6 +18,8 @@
 //! * [`lock`]: the lease engine (acquire with idempotency and validity, renew, release,
 //!   inspect, blocking waits, hold streams' watchdog) and the primitives built on it. No
 //!   HTTP, no Redis.
+//! * [`primitive`]: a kind of lease's own code, one folder each (today the semaphore's: its
+//!   primitive, bodies, routes and handlers).
 //! * [`backend`]: where locks are kept: Redis (standalone, Sentinel, Cluster), Redlock over
 //!   several Redis, or in memory for `--dev`.
 //! * [`access`]: API keys and their scopes.
@@ -36,5 +40,6 @@ pub mod http;
 pub mod lock;
 pub mod name;
 pub mod operation;
+pub mod primitive;
 pub mod telemetry;
 pub mod tls;

@@ -29,13 +29,13 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::http::header::AUTHORIZATION;
 use tower_http::sensitive_headers::SetSensitiveRequestHeaders;
-use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
 
 use self::dispatch::RouteTable;
 use self::gate::{Gate, GateOptions, GateService};
-use self::handlers::{console, events, health, hold, listing, locks, metrics, multi, semaphores};
+use self::handlers::{console, events, health, hold, listing, locks, metrics, multi};
 use self::problem::ApiError;
-use self::routes::route_table;
+use self::routes::{RouteGroup, route_group};
 use crate::lock::{Limits, LockService};
 use crate::telemetry::metrics::Metrics;
 
@@ -80,8 +80,8 @@ pub struct HttpOptions {
     pub gate: GateOptions,
 }
 
-// The route table (see `routes`): one row per route, in the order the document lists paths.
-route_table! {
+/// The lock's routes (see `routes`): one row per route, in the order the document lists paths.
+const LOCK_ROUTES: RouteGroup = route_group! {
     // /locks/{name}
     locks::acquire_lock => "locks", Acquire, &[ACQUIRE, REENTER];
     locks::renew_lock => "locks", Renew, &[RENEW, HELD_BY_ONE];
@@ -97,15 +97,10 @@ route_table! {
     hold::hold_lock => "locks", Hold, &[ACQUIRE];
     events::watch_lock => "locks", Watch, &[&[InvalidName], WATCHING];
     events::watch_prefix => "locks", Watch, &[&[InvalidRequest, Forbidden], WATCHING];
-    // /semaphores/{name}, /semaphores/{name}/hold, /semaphores
-    semaphores::acquire_permit => "semaphores", Acquire, &[ACQUIRE, OF_A_SEMAPHORE];
-    semaphores::renew_permit => "semaphores", Renew, &[RENEW];
-    semaphores::release_permit => "semaphores", Release, &[RELEASE];
-    semaphores::inspect_semaphore => "semaphores", Inspect,
-        &[&[InvalidName, NotOffered, BackendUnavailable]];
-    semaphores::hold_permit => "semaphores", Hold, &[ACQUIRE, OF_A_SEMAPHORE];
-    listing::list_semaphores => "semaphores", List, &[&[InvalidRequest, BackendUnavailable]];
-    // The probes, the documents, the console
+};
+
+/// The service's own routes: the probes, the documents, the console.
+const SERVICE_ROUTES: RouteGroup = route_group! {
     health::healthz => "health", Healthz, &[];
     health::readyz => "health", Readyz, &[&[BackendUnavailable, ShuttingDown]];
     health::openapi => "health", Openapi, &[];
@@ -114,12 +109,33 @@ route_table! {
     console::console_page => "console", Console, &[&[NotFound]];
     console::console_file => "console", Console, &[&[NotFound]];
     console::access => "health", Access, &[];
+};
+
+/// The route table: every group of routes, in the order the document lists their paths. A
+/// primitive with routes of its own registers its group here, one line (see
+/// [`crate::primitive`]).
+pub const ROUTE_GROUPS: &[RouteGroup] = &[
+    LOCK_ROUTES,
+    crate::primitive::semaphore::ROUTES,
+    SERVICE_ROUTES,
+];
+
+/// The document of every handler of the route table, in its order, over the document's head
+/// (`openapi::ApiDoc`). (utoipa-axum builds an axum router of them on the way, which is
+/// dropped: the gate routes by the table.)
+pub(crate) fn documented() -> utoipa::openapi::OpenApi {
+    use utoipa::OpenApi as _;
+    let head = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi());
+    ROUTE_GROUPS
+        .iter()
+        .fold(head, |router, group| (group.document)(router))
+        .into_openapi()
 }
 
 /// The OpenAPI description of the routes and the route table read from it (see [`routes`]).
 pub(crate) fn api() -> (utoipa::openapi::OpenApi, RouteTable) {
     let mut doc = documented();
-    let table = routes::table_from(&mut doc, ROUTES);
+    let table = routes::table_from(&mut doc, &routes::rows(ROUTE_GROUPS));
     openapi::make_request_bodies_optional(&mut doc);
     openapi::describe_keys(&mut doc);
     openapi::describe_exactly(&mut doc);

@@ -34,21 +34,40 @@ use crate::lock::request::MAX_HOLD_CEILING;
 #[derive(Debug)]
 pub struct ApiDoc;
 
-/// Every request body of this API but those naming what to acquire (a semaphore's `permits`,
-/// a multi-lock's `names`: `POST /semaphores/…` and `POST /locks`) may be omitted (an empty
-/// body means defaults). utoipa can only say so by making the schema nullable (`Option<T>`),
-/// which client generators turn into a body of `null`; the accurate description is
-/// `required: false` with the plain schema.
+/// Every request body of this API whose schema has no required field may be omitted (an
+/// empty body means defaults); those with one (a semaphore's `permits`, a multi-lock's
+/// `names`) are required. utoipa can only say "optional" by making the schema nullable
+/// (`Option<T>`), which client generators turn into a body of `null`; the accurate
+/// description is `required: false` with the plain schema.
 pub fn make_request_bodies_optional(doc: &mut utoipa::openapi::OpenApi) {
-    for (path, item) in doc.paths.paths.iter_mut() {
-        let names_what = path.starts_with("/semaphores/") || path == "/locks";
-        let post = if names_what { None } else { item.post.as_mut() };
-        for operation in [post, item.patch.as_mut(), item.put.as_mut()]
+    use utoipa::openapi::Required;
+
+    let schemas = doc.components.as_ref().map(|c| &c.schemas);
+    let has_required_field = |schema: Option<&RefOr<Schema>>| {
+        let name = match schema {
+            Some(RefOr::Ref(reference)) => reference.ref_location.rsplit('/').next(),
+            _ => None,
+        };
+        match name.and_then(|name| schemas?.get(name)) {
+            Some(RefOr::T(Schema::Object(object))) => !object.required.is_empty(),
+            _ => false,
+        }
+    };
+    for item in doc.paths.paths.values_mut() {
+        for operation in [item.post.as_mut(), item.patch.as_mut(), item.put.as_mut()]
             .into_iter()
             .flatten()
         {
-            if let Some(utoipa::openapi::RefOr::T(body)) = operation.request_body.as_mut() {
-                body.required = Some(utoipa::openapi::Required::False);
+            if let Some(RefOr::T(body)) = operation.request_body.as_mut() {
+                let schema = match body.content.values().next() {
+                    Some(RefOr::T(content)) => content.schema.as_ref(),
+                    _ => None,
+                };
+                body.required = Some(if has_required_field(schema) {
+                    Required::True
+                } else {
+                    Required::False
+                });
             }
         }
     }
@@ -66,28 +85,27 @@ pub fn apply_limits(doc: &mut utoipa::openapi::OpenApi, limits: &Limits) {
         ("wait_ms", 0, max_wait),
         ("max_hold_ms", min_ttl, max_hold),
     ];
-    let bounds = [
-        "AcquireBody",
-        "HoldBody",
-        "MultiAcquireBody",
-        "SemaphoreAcquireBody",
-    ]
-    .into_iter()
-    .flat_map(|schema| {
-        acquire_bounds
-            .into_iter()
-            .map(move |(field, min, max)| (schema, field, min, max))
-    })
-    .chain([("RenewBody", "ttl_ms", min_ttl, max_ttl)]);
     let Some(components) = doc.components.as_mut() else {
         return;
     };
-    for (schema, field, min, max) in bounds {
-        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(schema)
-            && let Some(RefOr::T(Schema::Object(property))) = object.properties.get_mut(field)
-        {
-            property.minimum = Some(Number::UInt(min));
-            property.maximum = Some(Number::UInt(max));
+    for (name, schema) in &mut components.schemas {
+        let RefOr::T(Schema::Object(object)) = schema else {
+            continue;
+        };
+        // The bodies of acquires, whatever the primitive (`dto::acquire_body!`), are the ones
+        // with a `wait_ms`; a renewal's body has a ttl alone.
+        let bounds: &[(&str, usize, usize)] = if object.properties.contains_key("wait_ms") {
+            &acquire_bounds
+        } else if name == "RenewBody" {
+            &acquire_bounds[..1]
+        } else {
+            continue;
+        };
+        for (field, min, max) in bounds {
+            if let Some(RefOr::T(Schema::Object(property))) = object.properties.get_mut(*field) {
+                property.minimum = Some(Number::UInt(*min));
+                property.maximum = Some(Number::UInt(*max));
+            }
         }
     }
 }
@@ -139,12 +157,10 @@ const NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$";
 const CURSOR_PATTERN: &str = "^[A-Za-z0-9_-]{54,1024}$";
 
 /// Says what the server enforces where the derived schemas say less: the alphabet and
-/// distinctness of the names of a set and of `?name=`, a semaphore's required `permits`, the
-/// shape of a cursor, and the SSE framing of event streams.
+/// distinctness of the names of a set and of `?name=`, the shape of a cursor, and the SSE
+/// framing of event streams.
 pub fn describe_exactly(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::schema::ArrayItems;
-
-    use utoipa::openapi::schema::{SchemaType, Type};
 
     let components = doc.components.get_or_insert_with(Default::default);
     if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut("MultiAcquireBody")
@@ -154,13 +170,6 @@ pub fn describe_exactly(doc: &mut utoipa::openapi::OpenApi) {
     {
         item.pattern = Some(NAME_PATTERN.into());
         names.unique_items = true;
-    }
-    // Required, so never `null` (the Rust field is an `Option` only to say "missing" well).
-    if let Some(RefOr::T(Schema::Object(object))) =
-        components.schemas.get_mut("SemaphoreAcquireBody")
-        && let Some(RefOr::T(Schema::Object(permits))) = object.properties.get_mut("permits")
-    {
-        permits.schema_type = SchemaType::Type(Type::Integer);
     }
     for item in doc.paths.paths.values_mut() {
         // A set's names (renew, release) must be distinct; a listing's may repeat.

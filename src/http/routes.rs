@@ -1,10 +1,10 @@
-//! The route table. Its rows (the `route_table!` invocation in `http/mod.rs`) say what
-//! every operation the API serves is: its handler, whose name is the operationId; the
+//! The route table. Its rows (the `route_group!` invocations, listed by `ROUTE_GROUPS` in
+//! `http/mod.rs`) say what every operation the API serves is: its handler, whose name is the operationId; the
 //! operation (so the scope an API key needs, the metrics' label and the timeout class); the
 //! problems it answers beyond the gate's own; and the tag the document groups it under.
 //! From the rows come both the document (utoipa-axum reads each row's handler, whose
 //! `#[utoipa::path]` attribute gives the route its method, path, parameters and successful
-//! answers) and [`ROUTES`](crate::http::ROUTES), whose handlers the gate calls. [`table_from`]
+//! answers) and the rows' handlers, which the gate calls. [`table_from`]
 //! joins the two by operationId into the [`RouteTable`] the gate routes by (`dispatch`), and
 //! stops the gateway from being built if an attribute's `operation_id` names no row (every
 //! test builds it). So a route cannot be served without being classified, or classified
@@ -19,11 +19,14 @@ use utoipa::openapi::path::{HttpMethod, Operation as DocOperation};
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder};
 
+use utoipa_axum::router::OpenApiRouter;
+
+use super::AppState;
 use super::dispatch::{Handler, RouteTable};
 use super::problem::{PROBLEM_JSON, ProblemKind};
 use crate::operation::Operation;
 
-/// What a route is, beyond its path and method: its row of [`ROUTES`](crate::http::ROUTES).
+/// What a route is, beyond its path and method: its row of the route table.
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
     /// The handler's name, which is the operation's `operationId` in the document.
@@ -47,8 +50,8 @@ pub mod groups {
     use super::ProblemKind::{
         BackendFull, BackendUnavailable, CrossSlot, Forbidden, GrantsHeldBack,
         InsufficientReplicas, InvalidName, InvalidRequest, LockHeld, LockNotHeld, LockRevoked,
-        MaxHoldReached, NotOffered, NotOwner, OutcomeUnknown, PayloadTooLarge, PermitsMismatch,
-        ShuttingDown, TooManyWaiters, TooManyWatchers, WaitPoolExhausted,
+        MaxHoldReached, NotOffered, NotOwner, OutcomeUnknown, PayloadTooLarge, ShuttingDown,
+        TooManyWaiters, TooManyWatchers, WaitPoolExhausted,
     };
 
     /// What every acquire can answer (a lock, a shared grant, a permit, a set; and their hold
@@ -107,60 +110,75 @@ pub mod groups {
     /// What a set adds: its names across Cluster slots, and names a key may not use (the gate
     /// cannot see them: they are in the body or the query).
     pub const OF_A_SET: &[ProblemKind] = &[CrossSlot, Forbidden];
-    /// What a semaphore's acquire adds: another limit than the current holders'.
-    pub const OF_A_SEMAPHORE: &[ProblemKind] = &[PermitsMismatch];
 
     /// What every event stream can answer.
     pub const WATCHING: &[ProblemKind] = &[TooManyWatchers, BackendUnavailable, ShuttingDown];
 }
 
-/// The route table: one row per route, `module::handler => tag, operation, problems;`, from
-/// which both [`ROUTES`](crate::http::ROUTES) and the document come. The handler's
-/// `#[utoipa::path]` attribute gives the route its method, path, parameters and successful
-/// answers; its name is the operationId. The rows are in the order the document lists the
-/// paths, which is also the order a 405's `Allow` names a path's methods in. Written where the handlers are composed (`http/mod.rs`): the handlers use what this
-/// file defines.
-macro_rules! route_table {
-    ($($module:ident::$handler:ident => $tag:literal, $operation:ident, $problems:expr;)*) => {
-        /// Every operation the API serves: its operationId, the tag the document groups it
-        /// under, the operation it is, the problems it answers.
-        pub const ROUTES: &[$crate::http::routes::Route] = {
-            use $crate::http::problem::ProblemKind::*;
-            use $crate::http::routes::groups::*;
-            &[$($crate::http::routes::Route {
-                operation_id: stringify!($handler),
-                tag: $tag,
-                operation: $crate::operation::Operation::$operation,
-                problems: $problems,
-                handler: |request, state| {
-                    $crate::http::invoke::LeanHandler::call($module::$handler, request, state)
-                },
-            }),*]
-        };
+/// A group of rows of the route table, written together: the lock's routes, the service's
+/// (probes, documents, console), or a primitive's own (see [`crate::primitive`]).
+/// [`ROUTE_GROUPS`](crate::http::ROUTE_GROUPS) lists every group.
+#[derive(Clone, Copy)]
+pub struct RouteGroup {
+    /// The rows, in the order the document lists their paths.
+    pub rows: &'static [Route],
+    /// Adds the group's handlers to the document (their `#[utoipa::path]` attributes).
+    pub document: fn(OpenApiRouter<AppState>) -> OpenApiRouter<AppState>,
+}
 
-        /// The document of every row's handler's attribute. (utoipa-axum builds an axum
-        /// router of them on the way, which is dropped: the gate routes by the table.)
-        fn documented() -> utoipa::openapi::OpenApi {
-            utoipa_axum::router::OpenApiRouter::<AppState>::with_openapi(
-                openapi::ApiDoc::openapi(),
-            )
-            $(.routes(utoipa_axum::routes!($module::$handler)))*
-            .into_openapi()
+impl std::fmt::Debug for RouteGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.rows).finish()
+    }
+}
+
+/// Every row of `groups`, in order.
+pub fn rows(groups: &[RouteGroup]) -> Vec<Route> {
+    groups
+        .iter()
+        .flat_map(|group| group.rows)
+        .copied()
+        .collect()
+}
+
+/// A group of the route table ([`RouteGroup`]): one row per route,
+/// `module::handler => tag, operation, problems;`, from which both the rows the gate calls
+/// and the document come. The handler's `#[utoipa::path]` attribute gives the route its
+/// method, path, parameters and successful answers; its name is the operationId. The rows
+/// are in the order the document lists the paths, which is also the order a 405's `Allow`
+/// names a path's methods in. `problems` are groups of [`groups`] or of the primitive's own.
+macro_rules! route_group {
+    ($($module:ident::$handler:ident => $tag:literal, $operation:ident, $problems:expr;)*) => {
+        $crate::http::routes::RouteGroup {
+            rows: {
+                #[allow(unused_imports)]
+                use $crate::http::problem::ProblemKind::*;
+                #[allow(unused_imports)]
+                use $crate::http::routes::groups::*;
+                &[$($crate::http::routes::Route {
+                    operation_id: stringify!($handler),
+                    tag: $tag,
+                    operation: $crate::operation::Operation::$operation,
+                    problems: $problems,
+                    handler: |request, state| {
+                        $crate::http::invoke::LeanHandler::call($module::$handler, request, state)
+                    },
+                }),*]
+            },
+            document: |router| router $(.routes(utoipa_axum::routes!($module::$handler)))*,
         }
     };
 }
-pub(crate) use route_table;
+pub(crate) use route_group;
 
 /// The table the gate routes by: every operation of `doc` (generated from the handlers) with
-/// its row of [`ROUTES`], in the rows' order (so a template's `Allow` names its methods in
+/// its row of `routes`, in the rows' order (so a template's `Allow` names its methods in
 /// that order, as axum's router did). Writes each operation's tag and problem responses.
 ///
 /// # Panics
 /// When an operation of the document has no row (a route that would be served unclassified,
 /// and so without its scope checked), or a row no operation of the document (a route declared
 /// but not served). Every test that builds the gateway meets it.
-///
-/// [`ROUTES`]: crate::http::ROUTES
 pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
     let mut served = Vec::new();
     for (path, item) in &mut doc.paths.paths {
@@ -169,7 +187,7 @@ pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
             let row = routes
                 .iter()
                 .position(|route| route.operation_id == id)
-                .unwrap_or_else(|| panic!("{method} {path} ({id}) has no row in ROUTES"));
+                .unwrap_or_else(|| panic!("{method} {path} ({id}) has no row in the route table"));
             let route = &routes[row];
             operation.tags = Some(vec![route.tag.to_owned()]);
             let mut problems: Vec<ProblemKind> =
@@ -194,7 +212,7 @@ pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
         .collect();
     assert!(
         unserved.is_empty(),
-        "rows of ROUTES no handler serves: {unserved:?}"
+        "rows of the route table no handler serves: {unserved:?}"
     );
     served.sort_by_key(|(row, ..)| *row);
     RouteTable::new(

@@ -1,16 +1,18 @@
 //! What anyone may see of locks: one lock ([`LockService::inspect`]), or a page of held locks
-//! under a prefix ([`LockService::list`]), with opaque cursors bound to the caller. Never a
-//! token.
+//! under a prefix ([`LockService::list`]), with opaque cursors bound to the caller; and the
+//! same of a kind whose grants are many at once on a name ([`LockService::inspect_grants`],
+//! [`LockService::list_grants`]). Never a token.
 
 use std::time::{Duration, SystemTime};
 
 use super::LockName;
 use super::cursor::{CursorScope, ListPosition};
 use super::error::LockError;
+use super::primitive::Primitive;
 use super::service::LockService;
 use crate::backend::fence::granted_at;
 use crate::backend::{
-    GrantView, GrantsOf, Holder, Inspection, LeaseStore, ListCursor, PageRequest, kinds,
+    GrantView, Grants, GrantsOf, Holder, Inspection, LeaseStore, ListCursor, PageRequest, kinds,
 };
 
 /// What anyone may learn about a held lock. Never the token.
@@ -101,6 +103,48 @@ impl LockService {
         .await;
         completed.into_iter().collect::<Result<(), _>>()?;
         Ok((locks, page.next))
+    }
+
+    /// The live grants of `primitive` on `name`, a kind whose grants are many at once and
+    /// kept as the set `of` (see [`GrantsOf`]), and how many requests wait for one in this
+    /// gateway. `NotOffered` where the store does not keep the kind.
+    pub async fn inspect_grants<P: Primitive>(
+        &self,
+        primitive: &P,
+        of: GrantsOf,
+        name: &LockName,
+    ) -> Result<(Grants, usize), LockError> {
+        let leased = primitive.leased(name);
+        self.check_offered(leased)?;
+        let grants = self.backend.inspect_grants(of, name.as_str()).await?;
+        Ok((
+            grants,
+            self.waiters.waiting_for(leased.kind(), name.as_str()),
+        ))
+    }
+
+    /// One page of the names with grants of `primitive` held under the request's prefix (see
+    /// `backend::listing`), each as [`LockService::inspect_grants`] sees it, as
+    /// [`LockService::list`] lists locks. Always empty on a store that does not keep the kind.
+    pub async fn list_grants<P: Primitive>(
+        &self,
+        primitive: &P,
+        of: GrantsOf,
+        request: PageRequest<'_>,
+    ) -> Result<(Vec<(LockName, Grants, usize)>, Option<ListCursor>), LockError> {
+        let page = self.backend.list_grants(of, request).await?;
+        let found = page
+            .found
+            .into_iter()
+            // A key of another program can look like a key of grants; its name may not be one.
+            .filter_map(|(name, grants)| {
+                let name = LockName::from_string(name).ok()?;
+                let kind = primitive.leased(&name).kind();
+                let waiting = self.waiters.waiting_for(kind, name.as_str());
+                Some((name, grants, waiting))
+            })
+            .collect();
+        Ok((found, page.next))
     }
 
     /// `position` as an opaque cursor for `scope` (see [`super::cursor`]).

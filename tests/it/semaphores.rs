@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockgate::client::{Answer, Client, ClientError};
-use lockgate::http::dto::{
-    LockGrantBody, LockRenewalBody, RenewBody, SemaphoreInfoBody, SemaphoreListBody,
-};
+use lockgate::http::dto::{LockGrantBody, LockRenewalBody, RenewBody};
+use lockgate::primitive::semaphore::dto::{SemaphoreInfoBody, SemaphoreListBody};
 use serde_json::{Value, json};
 
 use crate::support::answers::{Answered, json_of};

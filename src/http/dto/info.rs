@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::{LockMode, PermitBody, expires_at, whole_number};
+use super::{LockMode, expires_at, whole_number};
+use crate::backend::GrantView;
+use crate::backend::fence::granted_at;
 use crate::lock::{LockName, LockState, millis};
 
 /// What anyone may see of a held lock. Never the token.
@@ -127,6 +129,48 @@ impl LockInfoBody {
             queued: (state.queued > 0).then_some(state.queued),
             mode,
             shared_holders: state.shared.into_iter().map(PermitBody::new).collect(),
+        }
+    }
+}
+
+// Shown for a semaphore's permits and a read/write lock's readers alike (the schema's name and
+// words are the first's, kept so as not to change the document).
+/// One permit held, as anyone may see it. Never its token.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PermitBody {
+    /// The permit's fence (strictly increasing per name, across all permits).
+    pub fence: Option<u64>,
+    /// Milliseconds left on the permit's lease.
+    pub ttl_ms: u64,
+    /// When the permit's lease ends, RFC 3339 (informative).
+    pub expires_at: String,
+    /// When the permit was granted, RFC 3339, by Redis's clock (read from the fence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquired_at: Option<String>,
+    /// The `owner` its holder gave on acquire, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The `metadata` its holder gave on acquire, if any.
+    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+impl PermitBody {
+    pub fn new(permit: GrantView) -> Self {
+        let (owner, metadata) = permit
+            .holder
+            .map_or((None, None), |holder| (holder.owner, holder.metadata));
+        Self {
+            fence: permit.fence,
+            ttl_ms: millis(permit.ttl),
+            expires_at: expires_at(permit.ttl),
+            acquired_at: permit
+                .fence
+                .and_then(granted_at)
+                .map(|at| humantime::format_rfc3339_micros(at).to_string()),
+            owner,
+            metadata,
         }
     }
 }

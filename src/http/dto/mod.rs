@@ -7,12 +7,10 @@
 mod info;
 mod lease;
 mod multi;
-mod semaphore;
 
-pub use info::{LockInfoBody, LockListBody};
+pub use info::{LockInfoBody, LockListBody, PermitBody};
 pub use lease::{LockGrantBody, LockHeldOnBody, LockHoldsBody, LockReleaseBody, LockRenewalBody};
 pub use multi::MultiAcquireBody;
-pub use semaphore::{PermitBody, SemaphoreAcquireBody, SemaphoreInfoBody, SemaphoreListBody};
 
 use std::time::{Duration, SystemTime};
 
@@ -293,7 +291,7 @@ impl RenewBody {
 
 /// A JSON object, present (absent is `None` through `#[serde(default)]`): `null` is refused,
 /// so that the schema can say "an object" and generated clients get one plain model.
-fn object<'de, D: Deserializer<'de>>(
+pub(crate) fn object<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Map<String, Value>>, D::Error> {
     Map::deserialize(deserializer).map(Some)
@@ -301,7 +299,9 @@ fn object<'de, D: Deserializer<'de>>(
 
 /// A non-negative whole number, or null. Like JSON Schema's `integer`, accepts a number with
 /// a zero fraction (`2.0`, which Python's json module writes for a float), refuses `1.5`.
-fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn whole_number<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
     struct WholeNumber;
 
     impl<'de> Visitor<'de> for WholeNumber {
@@ -337,6 +337,6 @@ fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64
     deserializer.deserialize_any(WholeNumber)
 }
 
-pub(super) fn expires_at(remaining: Duration) -> String {
+pub(crate) fn expires_at(remaining: Duration) -> String {
     rfc3339::text(SystemTime::now() + remaining, Fraction::Millis)
 }

@@ -1,6 +1,6 @@
 //! `GET /locks`: held locks under a name prefix, a page at a time; or, with `name`
-//! parameters, those of the named locks that are held (a multi-lock's `Location`).
-//! `GET /semaphores`: semaphores with permits held under a name prefix, the same way.
+//! parameters, those of the named locks that are held (a multi-lock's `Location`). And the
+//! same walk for a primitive's listing ([`prefix_page`], `GET /semaphores`).
 
 use crate::operation::Operation;
 use axum::Extension;
@@ -9,8 +9,9 @@ use axum::http::Uri;
 use std::sync::Arc;
 
 use crate::access::ApiKey;
+use crate::backend::{ListCursor, PageRequest};
 use crate::http::AppState;
-use crate::http::dto::{LockInfoBody, LockListBody, SemaphoreInfoBody, SemaphoreListBody};
+use crate::http::dto::{LockInfoBody, LockListBody};
 use crate::http::extract::Caller;
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
@@ -161,41 +162,20 @@ pub async fn list_locks(
     Ok(Json(LockListBody { locks, next_cursor }))
 }
 
-/// The query of `GET /semaphores`.
-#[derive(Debug, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)] // Documentation only: the handler reads the query with `ListQuery::parse`.
-pub struct SemaphoreListParams {
-    /// Only semaphores whose names start with this (from the name alphabet). Default: all.
-    #[param(pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$", example = "pools:")]
-    prefix: Option<String>,
-    /// Most semaphores in one page, 1 to 1000. Default 100.
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u64>,
-    /// The `next_cursor` of the previous page; absent for the first page.
-    cursor: Option<String>,
-}
-
-/// List semaphores with permits held.
-///
-/// Semaphores whose names start with `prefix` and that have at least one permit held, with
-/// what `GET /semaphores/{name}` shows of each (never a token), a page at a time, as
-/// `GET /locks` lists locks: follow `next_cursor` until a page has none; with API keys, only
-/// the names the key may inspect. Costs a walk of Redis's keyspace (`SCAN`). Always empty
-/// on Redlock, which keeps no semaphores.
-#[utoipa::path(
-    get,
-    path = "/semaphores",
-    params(SemaphoreListParams),
-    responses(
-        (status = 200, description = "A page of semaphores with permits held.", body = SemaphoreListBody),
-    )
-)]
-pub async fn list_semaphores(
-    State(app): State<AppState>,
-    caller: Option<Extension<Caller>>,
-    uri: Uri,
-) -> Result<Json<SemaphoreListBody>, ApiError> {
+/// One page of a prefix listing of a kind whose listing takes no `name` (a primitive's, as
+/// `GET /semaphores`): the query read (`prefix`, `limit`, `cursor`), the prefixes the caller's
+/// key may see walked through `list` (the lease engine's listing of the kind), and each entry
+/// found that the key may see shown as `body` shows it; with the next page's cursor. Lists as
+/// `GET /locks` does, with the same guarantees (see [`list_locks`]).
+pub async fn prefix_page<S, B>(
+    app: &AppState,
+    caller: Option<&Extension<Caller>>,
+    uri: &Uri,
+    list: impl AsyncFnOnce(
+        PageRequest<'_>,
+    ) -> Result<(Vec<(LockName, S)>, Option<ListCursor>), LockError>,
+    body: impl Fn(&LockName, S) -> B,
+) -> Result<(Vec<B>, Option<String>), ApiError> {
     let query = ListQuery::parse(uri.query())?;
     if !query.names.is_empty() {
         return Err(ApiError::body(
@@ -203,23 +183,14 @@ pub async fn list_semaphores(
             "unknown query parameter (expected prefix, limit and cursor)",
         ));
     }
-    let Some(walk) = PrefixWalk::of(&app, caller.as_ref(), &query)? else {
-        return Ok(Json(SemaphoreListBody {
-            semaphores: Vec::new(),
-            next_cursor: None,
-        }));
+    let Some(walk) = PrefixWalk::of(app, caller, &query)? else {
+        return Ok((Vec::new(), None));
     };
     let page = walk
         .position
-        .page(&walk.prefixes, query.limit, |request| {
-            app.service.list_semaphores(request)
-        })
+        .page(&walk.prefixes, query.limit, |request| list(request))
         .await?;
-    let (semaphores, next_cursor) = walk.shown(&app, page, SemaphoreInfoBody::new);
-    Ok(Json(SemaphoreListBody {
-        semaphores,
-        next_cursor,
-    }))
+    Ok(walk.shown(app, page, body))
 }
 
 /// What a listing of a prefix walks for its caller: the prefixes its key may see under the

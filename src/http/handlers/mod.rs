@@ -11,6 +11,5 @@ pub mod locks;
 pub mod metrics;
 pub mod multi;
 pub mod params;
-pub mod semaphores;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -13,17 +13,6 @@ pub struct LockNameParam {
     name: String,
 }
 
-/// The `{name}` path parameter of a semaphore.
-#[derive(Debug, utoipa::IntoParams)]
-#[into_params(parameter_in = Path)]
-pub struct SemaphoreNameParam {
-    /// Semaphore name, with the lock names' alphabet: 1 to 200 characters from
-    /// `A-Z a-z 0-9 . _ : -`, starting with a letter or digit. Semaphores and locks of the
-    /// same name are distinct.
-    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$", example = "payments")]
-    name: String,
-}
-
 /// The `Idempotency-Key` header of every acquire.
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]

@@ -18,30 +18,31 @@ use axum::extract::Request;
 use axum::extract::State;
 use axum::http::Uri;
 
-use super::{hold, locks, multi, semaphores};
+use super::{hold, locks, multi};
 use crate::http::AppState;
 use crate::http::dispatch::RouteTable;
 use crate::http::extract::Caller;
 use crate::http::extract::OptionalLockToken;
 use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockPath};
 use crate::lock::LockName;
+use crate::operation::Operation;
 
 /// The most a waiting acquire's handler future may take, in bytes.
 const BUDGET: usize = 1280;
 
-fn state() -> AppState {
+pub(crate) fn state() -> AppState {
     crate::http::test_state(RouteTable::default(), Duration::from_secs(1))
 }
 
-fn name() -> LockPath {
+pub(crate) fn name() -> LockPath {
     LockPath(LockName::parse("orders:42").expect("valid"))
 }
 
-fn body<T: serde::de::DeserializeOwned>(json: &str) -> JsonBody<T> {
+pub(crate) fn body<T: serde::de::DeserializeOwned>(json: &str) -> JsonBody<T> {
     JsonBody(serde_json::from_str(json).expect("a valid body"))
 }
 
-fn within_budget(route: &str, size: usize) {
+pub(crate) fn within_budget(route: &str, size: usize) {
     assert!(
         size <= BUDGET,
         "{route}: a waiting request's future takes {size} bytes (budget {BUDGET})"
@@ -75,11 +76,6 @@ async fn waiting_acquires_keep_small_futures() {
             size_of_val(&hold),
         );
     }
-    let permits = r#"{"permits": 2, "wait_ms": 1000}"#;
-    let acquire = semaphores::acquire_permit(State(app.clone()), name(), no_key(), body(permits));
-    within_budget("POST /semaphores/{name}", size_of_val(&acquire));
-    let hold = semaphores::hold_permit(State(app.clone()), name(), no_key(), body(permits));
-    within_budget("POST /semaphores/{name}/hold", size_of_val(&hold));
     for uri in ["/locks", "/locks?hold=true"] {
         let acquire = multi::acquire_locks(
             State(app.clone()),
@@ -94,22 +90,21 @@ async fn waiting_acquires_keep_small_futures() {
 
 /// What the gate keeps for a waiting request is the box its row's handler call makes: the
 /// extraction and the handler's future in one. Once the handler runs, the extraction's state
-/// (the request's parts, the body) must be gone from it (see `http::invoke`).
+/// (the request's parts, the body) must be gone from it (see `http::invoke`). Every route
+/// that may wait (an acquire, a hold stream), whatever its primitive.
 #[tokio::test]
 async fn waiting_routes_box_only_their_handlers_futures() {
     let app = state();
-    for id in [
-        "acquire_lock",
-        "hold_lock",
-        "acquire_permit",
-        "hold_permit",
-        "acquire_locks",
-    ] {
-        let route = crate::http::ROUTES
-            .iter()
-            .find(|route| route.operation_id == id)
-            .expect("a row of the route table");
+    let rows = crate::http::routes::rows(crate::http::ROUTE_GROUPS);
+    let waiting: Vec<_> = rows
+        .iter()
+        .filter(|route| matches!(route.operation, Operation::Acquire | Operation::Hold))
+        .collect();
+    // The lock's, the multi-lock's and the semaphore's acquires and hold streams.
+    assert!(waiting.len() >= 5, "{} waiting routes", waiting.len());
+    for route in waiting {
         let boxed = (route.handler)(Request::new(Body::empty()), app.clone());
+        let id = route.operation_id;
         within_budget(&format!("{id}, boxed by its row"), size_of_val(&*boxed));
     }
 }

@@ -1,16 +1,17 @@
 //! Bodies of `/semaphores/{name}`. A permit's grant and renewal answer the lock's bodies
-//! ([`super::LockGrantBody`], [`super::LockRenewalBody`]).
+//! ([`LockGrantBody`](crate::http::dto::LockGrantBody),
+//! [`LockRenewalBody`](crate::http::dto::LockRenewalBody)), and each permit held is shown as
+//! a read/write lock's readers are ([`PermitBody`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::{RawReplicas, expires_at, object, whole_number};
-use crate::backend::GrantView;
-use crate::backend::fence::granted_at;
-use crate::lock::{LockName, SemaphoreState, millis};
+use super::SemaphoreState;
+use crate::http::dto::{PermitBody, acquire_body, object, whole_number};
+use crate::lock::{LockName, RawReplicas};
 
-super::acquire_body! {
+acquire_body! {
     /// Body of `POST /semaphores/{name}`: the limit, and the lock's acquire settings.
     #[derive(Debug, Default, Clone, Deserialize, Serialize, ToSchema)]
     #[serde(deny_unknown_fields)]
@@ -19,7 +20,7 @@ super::acquire_body! {
         /// How many permits the semaphore has (1 to 10000). Required. Every holder must
         /// agree: while permits are held, a request with another number answers 409
         /// `permits-mismatch`.
-        #[schema(minimum = 1, maximum = 10000, required = true)]
+        #[schema(minimum = 1, maximum = 10000, required = true, nullable = false)]
         #[serde(
             default,
             deserialize_with = "whole_number",
@@ -27,27 +28,6 @@ super::acquire_body! {
         )]
         pub permits: Option<u64>,
     }
-}
-
-/// One permit held, as anyone may see it. Never its token.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct PermitBody {
-    /// The permit's fence (strictly increasing per name, across all permits).
-    pub fence: Option<u64>,
-    /// Milliseconds left on the permit's lease.
-    pub ttl_ms: u64,
-    /// When the permit's lease ends, RFC 3339 (informative).
-    pub expires_at: String,
-    /// When the permit was granted, RFC 3339, by Redis's clock (read from the fence).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acquired_at: Option<String>,
-    /// The `owner` its holder gave on acquire, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    /// The `metadata` its holder gave on acquire, if any.
-    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Map<String, Value>>,
 }
 
 /// What `GET /semaphores/{name}` shows.
@@ -77,25 +57,6 @@ pub struct SemaphoreInfoBody {
     pub holders: Vec<PermitBody>,
     /// Requests waiting for a permit in this gateway (others may wait in other gateways).
     pub waiting: u64,
-}
-
-impl PermitBody {
-    pub(super) fn new(permit: GrantView) -> Self {
-        let (owner, metadata) = permit
-            .holder
-            .map_or((None, None), |holder| (holder.owner, holder.metadata));
-        Self {
-            fence: permit.fence,
-            ttl_ms: millis(permit.ttl),
-            expires_at: expires_at(permit.ttl),
-            acquired_at: permit
-                .fence
-                .and_then(granted_at)
-                .map(|at| humantime::format_rfc3339_micros(at).to_string()),
-            owner,
-            metadata,
-        }
-    }
 }
 
 impl SemaphoreInfoBody {

@@ -1,27 +1,71 @@
-//! Handlers of `/semaphores/{name}`: acquire a permit, renew it, release it, inspect the
-//! semaphore, hold a permit as a stream. The lease engine does the work; these only add the
-//! limit (`permits`) and answer 501 `not-offered` where the backend has no semaphores.
+//! The semaphore's routes: `/semaphores/{name}` (acquire a permit, renew it, release it,
+//! inspect the semaphore), `/semaphores/{name}/hold` (hold a permit as a stream) and
+//! `/semaphores` (list them), in one group of the route table ([`ROUTES`]). The lease engine
+//! does the work; these only add the limit (`permits`), and the engine answers 501
+//! `not-offered` where the backend has no semaphores.
+
+#![allow(dead_code)] // The parameter types below are documentation only: nothing reads their fields.
 
 use std::num::NonZeroU32;
 
+use axum::Extension;
 use axum::extract::{RawQuery, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 
-use super::hold;
-use super::params::{IdempotencyKeyParam, LeaseTokenParam, SemaphoreNameParam};
+use super::dto::{SemaphoreAcquireBody, SemaphoreInfoBody, SemaphoreListBody};
+use super::{MAX_PERMITS, Semaphore};
+use crate::backend::PageRequest;
 use crate::http::AppState;
 use crate::http::acquiring;
-use crate::http::dto::{
-    LockGrantBody, LockRenewalBody, RenewBody, SemaphoreAcquireBody, SemaphoreInfoBody,
-};
+use crate::http::dto::{LockGrantBody, LockRenewalBody, RenewBody};
 use crate::http::extract::{
-    IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader, refuse_force,
+    Caller, IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader, refuse_force,
 };
+use crate::http::handlers::hold;
+use crate::http::handlers::listing::prefix_page;
+use crate::http::handlers::params::{IdempotencyKeyParam, LeaseTokenParam};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
-use crate::lock::semaphore::MAX_PERMITS;
-use crate::lock::{InvalidRequest, Semaphore};
+use crate::http::routes::{RouteGroup, route_group};
+use crate::lock::InvalidRequest;
+
+/// The semaphore's rows of the route table, in the order the document lists their paths.
+pub const ROUTES: RouteGroup = route_group! {
+    // /semaphores/{name}, /semaphores/{name}/hold, /semaphores
+    self::acquire_permit => "semaphores", Acquire, &[ACQUIRE, &[PermitsMismatch]];
+    self::renew_permit => "semaphores", Renew, &[RENEW];
+    self::release_permit => "semaphores", Release, &[RELEASE];
+    self::inspect_semaphore => "semaphores", Inspect,
+        &[&[InvalidName, NotOffered, BackendUnavailable]];
+    self::hold_permit => "semaphores", Hold, &[ACQUIRE, &[PermitsMismatch]];
+    self::list_semaphores => "semaphores", List, &[&[InvalidRequest, BackendUnavailable]];
+};
+
+/// The `{name}` path parameter of a semaphore.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SemaphoreNameParam {
+    /// Semaphore name, with the lock names' alphabet: 1 to 200 characters from
+    /// `A-Z a-z 0-9 . _ : -`, starting with a letter or digit. Semaphores and locks of the
+    /// same name are distinct.
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$", example = "payments")]
+    name: String,
+}
+
+/// The query of `GET /semaphores`.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SemaphoreListParams {
+    /// Only semaphores whose names start with this (from the name alphabet). Default: all.
+    #[param(pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$", example = "pools:")]
+    prefix: Option<String>,
+    /// Most semaphores in one page, 1 to 1000. Default 100.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u64>,
+    /// The `next_cursor` of the previous page; absent for the first page.
+    cursor: Option<String>,
+}
 
 /// The semaphore a request asks for, checked.
 fn semaphore(body: &SemaphoreAcquireBody) -> Result<Semaphore, ApiError> {
@@ -152,7 +196,7 @@ pub async fn inspect_semaphore(
     State(app): State<AppState>,
     LockPath(name): LockPath,
 ) -> Result<Json<SemaphoreInfoBody>, ApiError> {
-    let state = app.service.inspect_semaphore(&name).await?;
+    let state = super::inspect(&app.service, &name).await?;
     Ok(Json(SemaphoreInfoBody::new(&name, state)))
 }
 
@@ -184,4 +228,53 @@ pub fn hold_permit(
     acquiring::checked(
         semaphore(&body).map(|semaphore| hold::holding(&app, semaphore, name, key, body.lease())),
     )
+}
+
+/// List semaphores with permits held.
+///
+/// Semaphores whose names start with `prefix` and that have at least one permit held, with
+/// what `GET /semaphores/{name}` shows of each (never a token), a page at a time, as
+/// `GET /locks` lists locks: follow `next_cursor` until a page has none; with API keys, only
+/// the names the key may inspect. Costs a walk of Redis's keyspace (`SCAN`). Always empty
+/// on Redlock, which keeps no semaphores.
+#[utoipa::path(
+    get,
+    path = "/semaphores",
+    params(SemaphoreListParams),
+    responses(
+        (status = 200, description = "A page of semaphores with permits held.", body = SemaphoreListBody),
+    )
+)]
+pub async fn list_semaphores(
+    State(app): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+) -> Result<Json<SemaphoreListBody>, ApiError> {
+    let list = async |request: PageRequest<'_>| super::list(&app.service, request).await;
+    let (semaphores, next_cursor) =
+        prefix_page(&app, caller.as_ref(), &uri, list, SemaphoreInfoBody::new).await?;
+    Ok(Json(SemaphoreListBody {
+        semaphores,
+        next_cursor,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::handlers::tests::{body, name, state, within_budget};
+
+    /// A waiting request keeps its handler's future for the whole wait: the semaphore's
+    /// acquire and hold stream stay within the waiting routes' budget (see
+    /// `http::handlers::tests`, which also measures the boxes every waiting row makes).
+    #[tokio::test]
+    async fn waiting_acquires_keep_small_futures() {
+        let app = state();
+        let no_key = || IdempotencyKeyHeader(None);
+        let permits = r#"{"permits": 2, "wait_ms": 1000}"#;
+        let acquire = acquire_permit(State(app.clone()), name(), no_key(), body(permits));
+        within_budget("POST /semaphores/{name}", size_of_val(&acquire));
+        let hold = hold_permit(State(app.clone()), name(), no_key(), body(permits));
+        within_budget("POST /semaphores/{name}/hold", size_of_val(&hold));
+    }
 }

@@ -1,0 +1,96 @@
+//! Counting semaphores: up to `permits` grants of one name at a time, each a lease with its
+//! own token, fence and ttl, at `/semaphores/{name}`.
+//!
+//! This folder is the semaphore's: the [`Semaphore`] the lease engine is asked to grant, what
+//! anyone may see of one ([`SemaphoreState`]), its bodies ([`dto`]), its routes and their
+//! handlers ([`http`], registered by one line in `http/mod.rs`). Everything else a lease has
+//! (idempotent acquire, validity, WAIT, waiting in line without polling, hold streams,
+//! `lockgate run`) comes from the engine unchanged. Waiters of a name form one line per
+//! gateway, served first come first served: the head tries when a permit is given back
+//! (announced by the release) or when the first permit held runs out.
+//!
+//! How the stores keep permits is, for now, still in `backend` (`backend::semaphore` and its
+//! modules in `memory`, `redis` and the `permit_*.lua` scripts): the store contract dispatches
+//! by the kind of lease, and moving a kind's store operations here waits for that dispatch to
+//! become a trait a kind implements (see docs/architecture.md).
+//!
+//! Semaphores cannot be revoked (`DELETE …?force=true` is the lock's).
+
+pub mod dto;
+pub mod http;
+
+use std::num::NonZeroU32;
+
+use crate::backend::{GrantView, Grants, GrantsOf, Leased, ListCursor, PageRequest};
+use crate::lock::{LockError, LockName, LockService, Primitive};
+
+pub use self::http::ROUTES;
+
+/// Most permits a semaphore may have.
+pub const MAX_PERMITS: u32 = 10_000;
+
+/// A semaphore of `permits` permits. Renew, release and withdraw act on one permit, whatever
+/// the limit: any value serves for them.
+#[derive(Debug, Clone, Copy)]
+pub struct Semaphore {
+    pub permits: NonZeroU32,
+}
+
+impl Semaphore {
+    /// For operations on a permit already held (the limit does not matter to them).
+    pub const ANY: Self = Self {
+        permits: NonZeroU32::MIN,
+    };
+}
+
+impl Primitive for Semaphore {
+    fn leased<'a>(&'a self, name: &'a LockName) -> Leased<'a> {
+        Leased::Permit(name, self.permits.get())
+    }
+}
+
+/// What anyone may see of a semaphore. Never a token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SemaphoreState {
+    /// The limit the current permits were granted under; `None` when none is held.
+    pub limit: Option<u32>,
+    /// The live permits, in order of expiry.
+    pub permits: Vec<GrantView>,
+    /// Requests waiting for a permit in this gateway.
+    pub waiting: usize,
+}
+
+impl SemaphoreState {
+    fn new(Grants { limit, grants }: Grants, waiting: usize) -> Self {
+        Self {
+            limit,
+            permits: grants,
+            waiting,
+        }
+    }
+}
+
+/// The limit, permits and holders of the semaphore `name`.
+pub async fn inspect(service: &LockService, name: &LockName) -> Result<SemaphoreState, LockError> {
+    let (grants, waiting) = service
+        .inspect_grants(&Semaphore::ANY, GrantsOf::Permits, name)
+        .await?;
+    Ok(SemaphoreState::new(grants, waiting))
+}
+
+/// One page of the semaphores with permits held under the request's prefix (see
+/// `backend::listing`), as [`LockService::list`] lists locks. Always empty on a store that
+/// keeps no semaphores (Redlock).
+pub async fn list(
+    service: &LockService,
+    request: PageRequest<'_>,
+) -> Result<(Vec<(LockName, SemaphoreState)>, Option<ListCursor>), LockError> {
+    let (found, next) = service
+        .list_grants(&Semaphore::ANY, GrantsOf::Permits, request)
+        .await?;
+    let semaphores = found
+        .into_iter()
+        .map(|(name, grants, waiting)| (name, SemaphoreState::new(grants, waiting)))
+        .collect();
+    Ok((semaphores, next))
+}
