@@ -330,14 +330,9 @@ impl LockService {
     }
 
     /// Whether `token`'s grant of `leased` was revoked by an operator: a lock's, or a set's
-    /// (any of its names). Nothing else is revocable.
+    /// (any of its names); no other kind can be (see [`Leased::revocable_names`]).
     async fn was_revoked(&self, leased: Leased<'_>, token: &LockToken) -> Result<bool, LockError> {
-        let names = match leased {
-            Leased::Lock(name) => std::slice::from_ref(name),
-            Leased::Set(names) => names,
-            Leased::Shared(_) | Leased::Permit(..) => return Ok(false),
-        };
-        for name in names {
+        for name in leased.revocable_names() {
             if self
                 .backend
                 .was_revoked(name.as_str(), token.expose())
