@@ -1,10 +1,10 @@
 //! The route table. Its rows (the `route_group!` invocations, listed by `ROUTE_GROUPS` in
-//! `http/mod.rs`) say what every operation the API serves is: its handler, whose name is the operationId; the
-//! operation (so the scope an API key needs, the metrics' label and the timeout class); the
-//! problems it answers beyond the gate's own; and the tag the document groups it under.
-//! From the rows come both the document (utoipa-axum reads each row's handler, whose
-//! `#[utoipa::path]` attribute gives the route its method, path, parameters and successful
-//! answers) and the rows' handlers, which the gate calls. [`table_from`]
+//! `http/mod.rs`) say what every operation the API serves is: its handler, whose name is the
+//! operationId; the operation (so the scope an API key needs, the metrics' label and the
+//! timeout class); the problems it answers beyond the gate's own; and the tag the document
+//! groups it under. From the rows come both the document (utoipa-axum reads each row's
+//! handler, whose `#[utoipa::path]` attribute gives the route its method, path, parameters
+//! and successful answers) and the rows' handlers, which the gate calls. [`table_from`]
 //! joins the two by operationId into the [`RouteTable`] the gate routes by (`dispatch`), and
 //! stops the gateway from being built if an attribute's `operation_id` names no row (every
 //! test builds it). So a route cannot be served without being classified, or classified
@@ -18,7 +18,6 @@ use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{HttpMethod, Operation as DocOperation};
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder};
-
 use utoipa_axum::router::OpenApiRouter;
 
 use super::AppState;

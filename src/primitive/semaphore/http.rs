@@ -4,8 +4,6 @@
 //! does the work; these only add the limit (`permits`), and the engine answers 501
 //! `not-offered` where the backend has no semaphores.
 
-#![allow(dead_code)] // The parameter types below are documentation only: nothing reads their fields.
-
 use std::num::NonZeroU32;
 
 use axum::Extension;
@@ -45,6 +43,7 @@ pub const ROUTES: RouteGroup = route_group! {
 /// The `{name}` path parameter of a semaphore.
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Documentation only: the gate resolves the name (`LockPath`).
 pub struct SemaphoreNameParam {
     /// Semaphore name, with the lock names' alphabet: 1 to 200 characters from
     /// `A-Z a-z 0-9 . _ : -`, starting with a letter or digit. Semaphores and locks of the
@@ -56,6 +55,7 @@ pub struct SemaphoreNameParam {
 /// The query of `GET /semaphores`.
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Documentation only: `prefix_page` reads the query.
 pub struct SemaphoreListParams {
     /// Only semaphores whose names start with this (from the name alphabet). Default: all.
     #[param(pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$", example = "pools:")]
