@@ -48,7 +48,7 @@ pub struct ListParams {
 
 /// A listing request, checked.
 #[derive(Debug, PartialEq)]
-struct ListQuery {
+pub struct ListQuery {
     prefix: String,
     limit: usize,
     /// The sealed `cursor` as given; opened against the caller's scope by the handler.
@@ -58,7 +58,8 @@ struct ListQuery {
 }
 
 impl ListQuery {
-    fn parse(query: Option<&str>) -> Result<Self, ApiError> {
+    /// The query string of a listing (`None`: there is none), checked.
+    pub fn parse(query: Option<&str>) -> Result<Self, ApiError> {
         let mut parsed = Self {
             prefix: String::new(),
             limit: DEFAULT_LIMIT,
@@ -112,6 +113,18 @@ impl ListQuery {
         }
         Ok(parsed)
     }
+
+    /// The query of a listing that takes no `name` (a primitive's): `name` is refused.
+    pub fn prefix_only(self) -> Result<Self, ApiError> {
+        if self.names.is_empty() {
+            Ok(self)
+        } else {
+            Err(ApiError::body(
+                None,
+                "unknown query parameter (expected prefix, limit and cursor)",
+            ))
+        }
+    }
 }
 
 /// List held locks.
@@ -144,46 +157,29 @@ pub async fn list_locks(
     if !query.names.is_empty() {
         return named_locks(&app, caller.as_ref(), query.names).await;
     }
-    let Some(walk) = PrefixWalk::of(&app, caller.as_ref(), &query)? else {
-        // Nothing the key may see is under the prefix: an empty page, whatever the store
-        // holds there, without looking.
-        return Ok(Json(LockListBody {
-            locks: Vec::new(),
-            next_cursor: None,
-        }));
-    };
-    let page = walk
-        .position
-        .page(&walk.prefixes, query.limit, |request| {
-            app.service.list(request)
-        })
-        .await?;
-    let (locks, next_cursor) = walk.shown(&app, page, LockInfoBody::new);
+    let list = async |request: PageRequest<'_>| app.service.list(request).await;
+    let (locks, next_cursor) =
+        prefix_page(&app, caller.as_ref(), &query, list, LockInfoBody::new).await?;
     Ok(Json(LockListBody { locks, next_cursor }))
 }
 
-/// One page of a prefix listing of a kind whose listing takes no `name` (a primitive's, as
-/// `GET /semaphores`): the query read (`prefix`, `limit`, `cursor`), the prefixes the caller's
-/// key may see walked through `list` (the lease engine's listing of the kind), and each entry
-/// found that the key may see shown as `body` shows it; with the next page's cursor. Lists as
-/// `GET /locks` does, with the same guarantees (see [`list_locks`]).
+/// One page of the prefix listing `query` asks for, for `GET /locks` and a primitive's
+/// listing (`GET /semaphores`) alike: the prefixes the caller's key may see walked through
+/// `list` (the lease engine's listing of the kind), and each entry found that the key may see
+/// shown as `body` shows it; with the next page's cursor. What a listing guarantees and costs
+/// is said at [`list_locks`].
 pub async fn prefix_page<S, B>(
     app: &AppState,
     caller: Option<&Extension<Caller>>,
-    uri: &Uri,
+    query: &ListQuery,
     list: impl AsyncFnOnce(
         PageRequest<'_>,
     ) -> Result<(Vec<(LockName, S)>, Option<ListCursor>), LockError>,
     body: impl Fn(&LockName, S) -> B,
 ) -> Result<(Vec<B>, Option<String>), ApiError> {
-    let query = ListQuery::parse(uri.query())?;
-    if !query.names.is_empty() {
-        return Err(ApiError::body(
-            None,
-            "unknown query parameter (expected prefix, limit and cursor)",
-        ));
-    }
-    let Some(walk) = PrefixWalk::of(app, caller, &query)? else {
+    let Some(walk) = PrefixWalk::of(app, caller, query)? else {
+        // Nothing the key may see is under the prefix: an empty page, whatever the store
+        // holds there, without looking.
         return Ok((Vec::new(), None));
     };
     let page = walk

@@ -21,7 +21,7 @@ use crate::http::extract::{
     Caller, IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader, refuse_force,
 };
 use crate::http::handlers::hold;
-use crate::http::handlers::listing::prefix_page;
+use crate::http::handlers::listing::{ListQuery, prefix_page};
 use crate::http::handlers::params::{IdempotencyKeyParam, LeaseTokenParam};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
@@ -55,7 +55,7 @@ pub struct SemaphoreNameParam {
 /// The query of `GET /semaphores`.
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)] // Documentation only: `prefix_page` reads the query.
+#[allow(dead_code)] // Documentation only: the handler reads the query with `ListQuery::parse`.
 pub struct SemaphoreListParams {
     /// Only semaphores whose names start with this (from the name alphabet). Default: all.
     #[param(pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$", example = "pools:")]
@@ -250,9 +250,10 @@ pub async fn list_semaphores(
     caller: Option<Extension<Caller>>,
     uri: Uri,
 ) -> Result<Json<SemaphoreListBody>, ApiError> {
+    let query = ListQuery::parse(uri.query())?.prefix_only()?;
     let list = async |request: PageRequest<'_>| super::list(&app.service, request).await;
     let (semaphores, next_cursor) =
-        prefix_page(&app, caller.as_ref(), &uri, list, SemaphoreInfoBody::new).await?;
+        prefix_page(&app, caller.as_ref(), &query, list, SemaphoreInfoBody::new).await?;
     Ok(Json(SemaphoreListBody {
         semaphores,
         next_cursor,
