@@ -18,12 +18,12 @@ KINDS = {
     "semaphore": (
         "primitive/semaphore/",
         r"\b(Semaphore\w*|Permits\b|PermitView|Leased::Permit|GrantsOf::Permits|LimitDiffers"
-        r"|PermitsMismatch|acquire_permit|permits_channel|PERMIT_\w+|kinds::PERMIT)",
+        r"|PermitsMismatch|acquire_permit|permits_channel|PERMIT_\w+|PERMITS\b|kinds::PERMIT)",
     ),
     "read/write": (
         "primitive/shared/",
         r"\b(Leased::Shared|GrantsOf::Shared|SHARED_MARKER|LockMode::Shared|kinds::SHARED"
-        r"|acquire_shared|hold_off_readers|SHARED_\w+|(lock|primitive)::\{?[^;]*\bShared\b)",
+        r"|acquire_shared|hold_off_readers|SHARED_\w+|READERS\b|(lock|primitive)::\{?[^;]*\bShared\b)",
     ),
 }
 

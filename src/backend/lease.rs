@@ -1,16 +1,18 @@
 //! [`Leased`]: what a lease operation acts on, whatever the kind of lease.
 //!
 //! Every store keeps several kinds of lease: the lock of a name, the shared grants of a
-//! read/write lock, the permits of a semaphore, a set of locks held together. They differ in
-//! how a store keeps them and in nothing the lease engine does with them: each is acquired
-//! with a [`GrantAttempt`](super::GrantAttempt), renewed, released and withdrawn by its token
-//! or stem, and announced to waiters when it is given back. So the contract
-//! ([`LeaseStore`](super::LeaseStore)) takes the kind as a value, and each store answers each
-//! kind in its own module. A new kind of lease is a variant here and one arm per store.
+//! read/write lock, a grant of a set with a limit (a semaphore's permit), a set of locks held
+//! together. They differ in how a store keeps them and in nothing the lease engine does with
+//! them: each is acquired with a [`GrantAttempt`](super::GrantAttempt), renewed, released and
+//! withdrawn by its token or stem, and announced to waiters when it is given back. So the
+//! contract ([`LeaseStore`](super::LeaseStore)) takes the kind as a value, and each store
+//! answers each kind in its own module. A kind kept as a set of grants is described by data
+//! ([`GrantSetKind`](super::GrantSetKind)) and needs no variant and no arm.
 //!
 //! What the engine needs to know of a kind (its label, whether a grant excludes every other,
 //! how its tokens are marked) is data of the variant, below, not code of the engine.
 
+use super::grant_set::GrantsOf;
 use super::marks::Marks;
 use crate::name::LockName;
 
@@ -22,30 +24,18 @@ pub enum Leased<'a> {
     /// A shared grant of a read/write lock: many at once, none while the lock is held
     /// (see [`shared`](super::shared)).
     Shared(&'a LockName),
-    /// A permit of a semaphore of `limit` permits; the limit matters to acquire only (see
-    /// [`semaphore`](super::semaphore)).
-    Permit(&'a LockName, u32),
+    /// One grant of a kind kept as a set of grants (see [`GrantSetKind`](super::GrantSetKind)),
+    /// under `limit` grants at once for a limited kind; the limit matters to acquire only.
+    Grant(GrantsOf, &'a LockName, u32),
     /// A set of locks held together, all or none: sorted, distinct, at least two (see
     /// [`multi`](super::multi)).
     Set(&'a [LockName]),
-}
-
-/// Which of a name's sets of grants, for the kinds whose grants are many at once and kept
-/// alike (a sorted set of tokens on Redis): renewed, released and withdrawn by the same
-/// operations of a store, which differ only in keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrantsOf {
-    /// A read/write lock's readers ([`Leased::Shared`]).
-    Shared,
-    /// A semaphore's permits ([`Leased::Permit`]).
-    Permits,
 }
 
 /// What each kind of lease is called in logs and waiting lines ([`Leased::kind`]).
 pub mod kinds {
     pub const LOCK: &str = "lock";
     pub const SHARED: &str = "shared";
-    pub const PERMIT: &str = "semaphore";
     pub const SET: &str = "multi";
 }
 
@@ -55,18 +45,18 @@ impl<'a> Leased<'a> {
         match self {
             Self::Lock(_) => kinds::LOCK,
             Self::Shared(_) => kinds::SHARED,
-            Self::Permit(..) => kinds::PERMIT,
+            Self::Grant(of, ..) => of.label,
             Self::Set(_) => kinds::SET,
         }
     }
 
     /// What one such lease is called in messages to clients: a lock, a shared lock, a
-    /// semaphore (whose leases are permits), a multi-lock.
+    /// semaphore (the kind of a set of grants, whose leases are its permits), a multi-lock.
     pub fn noun(self) -> &'static str {
         match self {
             Self::Lock(_) => "lock",
             Self::Shared(_) => "shared lock",
-            Self::Permit(..) => "semaphore",
+            Self::Grant(of, ..) => of.label,
             Self::Set(_) => "multi-lock",
         }
     }
@@ -74,7 +64,7 @@ impl<'a> Leased<'a> {
     /// The name the lease is known by: its name, or a set's first (where a set waits).
     pub fn name(self) -> &'a LockName {
         match self {
-            Self::Lock(name) | Self::Shared(name) | Self::Permit(name, _) => name,
+            Self::Lock(name) | Self::Shared(name) | Self::Grant(_, name, _) => name,
             Self::Set(names) => &names[0],
         }
     }
@@ -97,12 +87,12 @@ impl<'a> Leased<'a> {
 
     /// The names an operator's revoke (`DELETE /locks/{name}?force=true`) can take this lease
     /// from: a lock's name, every name of a set; none for a kind that is not revoked (shared
-    /// grants and permits are given back by their holders, or expire).
+    /// grants and grants of a set are given back by their holders, or expire).
     pub fn revocable_names(self) -> &'a [LockName] {
         match self {
             Self::Lock(name) => std::slice::from_ref(name),
             Self::Set(names) => names,
-            Self::Shared(_) | Self::Permit(..) => &[],
+            Self::Shared(_) | Self::Grant(..) => &[],
         }
     }
 
@@ -139,8 +129,8 @@ pub enum Watched<'a> {
 }
 
 /// How a store keeps a lease once granted, which is all its renewal, release and
-/// withdrawal depend on: the lock of a name, one of a name's grants (shared grants and
-/// permits are kept alike), or a set of locks.
+/// withdrawal depend on: the lock of a name, one of a name's set of grants (shared grants
+/// are kept as [`READERS`](super::shared::READERS)), or a set of locks.
 #[derive(Debug, Clone, Copy)]
 pub enum Kept<'a> {
     Lock(&'a str),
@@ -153,8 +143,8 @@ impl<'a> Leased<'a> {
     pub fn kept(self) -> Kept<'a> {
         match self {
             Self::Lock(name) => Kept::Lock(name.as_str()),
-            Self::Shared(name) => Kept::Grant(GrantsOf::Shared, name.as_str()),
-            Self::Permit(name, _) => Kept::Grant(GrantsOf::Permits, name.as_str()),
+            Self::Shared(name) => Kept::Grant(&super::shared::READERS, name.as_str()),
+            Self::Grant(of, name, _) => Kept::Grant(of, name.as_str()),
             Self::Set(names) => Kept::Set(names),
         }
     }
@@ -162,14 +152,13 @@ impl<'a> Leased<'a> {
 
 /// The lease operations of [`LeaseStore`](super::LeaseStore) (acquire, renew, release,
 /// withdraw; a writer's hold-off of readers and leaving a fair queue, which only a lock has)
-/// for a store that keeps each kind of lease in a
-/// module of its own, with functions named by kind: `acquire_lock`, `acquire_shared`,
-/// `acquire_permit` and `acquire_all`; then, by how the lease is kept ([`Kept`]), `…_lock`,
-/// `…_grant` (with its [`GrantsOf`]) and `…_all` for `renew`, `release` and `withdraw` (a
-/// reentrant lock's re-entry is a renewal of the lock, `renew_lock`); `hold_off_readers` and
-/// `leave_queue`. Names are taken as `&str`, a set's names as `&[LockName]`.
-/// The dispatch from a [`Leased`] to its kind's function, written once for the memory and
-/// the Redis stores.
+/// for a store that keeps each kind of lease in a module of its own, with functions named by
+/// kind: `acquire_lock`, `acquire_shared`, `acquire_grant` (with its [`GrantsOf`]) and
+/// `acquire_all`; then, by how the lease is kept ([`Kept`]), `…_lock`, `…_grant` (with its
+/// [`GrantsOf`]) and `…_all` for `renew`, `release` and `withdraw` (a reentrant lock's
+/// re-entry is a renewal of the lock, `renew_lock`); `hold_off_readers` and `leave_queue`.
+/// Names are taken as `&str`, a set's names as `&[LockName]`. The dispatch from a [`Leased`]
+/// to its kind's function, written once for the memory and the Redis stores.
 macro_rules! lease_operations_by_kind {
     () => {
         async fn acquire(
@@ -180,8 +169,8 @@ macro_rules! lease_operations_by_kind {
             match leased {
                 Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
                 Leased::Shared(name) => self.acquire_shared(name.as_str(), attempt).await,
-                Leased::Permit(name, limit) => {
-                    self.acquire_permit(name.as_str(), limit, attempt).await
+                Leased::Grant(of, name, limit) => {
+                    self.acquire_grant(of, name.as_str(), limit, attempt).await
                 }
                 Leased::Set(names) => self.acquire_all(names, attempt).await,
             }

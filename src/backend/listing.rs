@@ -217,19 +217,10 @@ pub fn match_pattern(key_prefix: &str, prefix: &str) -> String {
     pattern
 }
 
-/// What the key of a name's set of grants adds to `<key prefix>{<name>}`: a semaphore's
-/// permits, a read/write lock's readers (the Redis store's keys of the same name).
-pub fn grants_key_suffix(of: GrantsOf) -> &'static str {
-    match of {
-        GrantsOf::Permits => ":permits",
-        GrantsOf::Shared => ":readers",
-    }
-}
-
-/// The name in the key `<key prefix>{<name>}<suffix>` of a set of grants (see
-/// [`grants_key_suffix`]); `None` for any other key.
+/// The name in the key `<key prefix>{<name>}<suffix>` of a set of grants (the suffix is its
+/// kind's [`tokens_key`](super::GrantSetKind::tokens_key)); `None` for any other key.
 pub fn name_of_grants_key<'a>(key_prefix: &str, key: &'a [u8], of: GrantsOf) -> Option<&'a str> {
-    let key = key.strip_suffix(grants_key_suffix(of).as_bytes())?;
+    let key = key.strip_suffix(of.tokens_key.as_bytes())?;
     name_of_key(key_prefix, key)
 }
 
@@ -259,6 +250,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::backend::grant_set::LIMITED_FOR_TESTS;
+    use crate::backend::shared::READERS;
 
     #[test]
     fn cursors_round_trip_and_refuse_anything_else() {
@@ -286,15 +279,19 @@ mod tests {
             Some("orders:42")
         );
         assert_eq!(
-            name_of_grants_key("lockgate:", b"lockgate:{pool:1}:permits", GrantsOf::Permits),
+            name_of_grants_key(
+                "lockgate:",
+                b"lockgate:{pool:1}:limited",
+                &LIMITED_FOR_TESTS
+            ),
             Some("pool:1")
         );
         assert_eq!(
-            name_of_grants_key("lockgate:", b"lockgate:{doc:1}:readers", GrantsOf::Shared),
+            name_of_grants_key("lockgate:", b"lockgate:{doc:1}:readers", &READERS),
             Some("doc:1")
         );
         assert_eq!(
-            name_of_grants_key("lockgate:", b"lockgate:{pool:1}", GrantsOf::Permits),
+            name_of_grants_key("lockgate:", b"lockgate:{pool:1}", &LIMITED_FOR_TESTS),
             None
         );
         for other in [

@@ -26,6 +26,7 @@ mod attempt;
 pub mod data_loss;
 mod feed;
 pub mod fence;
+pub mod grant_set;
 pub mod granted;
 pub mod guards;
 pub mod holder;
@@ -38,7 +39,6 @@ mod outcome;
 pub mod queue;
 pub mod redis;
 pub mod redlock;
-pub mod semaphore;
 pub mod shared;
 
 use std::future::Future;
@@ -49,10 +49,11 @@ pub use self::attempt::{
 };
 pub(crate) use self::feed::AbortOnDrop;
 pub use self::feed::{ReleaseFeed, sleep_until_some};
+pub use self::grant_set::{GrantSetKind, GrantsOf};
 pub use self::granted::{Announcements, Announcer, GrantNews, GrantedNames};
 pub use self::holder::Holder;
 pub(crate) use self::lease::lease_operations_by_kind;
-pub use self::lease::{GrantsOf, Kept, Leased, Watched, kinds};
+pub use self::lease::{Kept, Leased, Watched, kinds};
 pub use self::listing::{GrantPage, ListCursor, ListPage, PageRequest};
 pub use self::outcome::{
     AcquireOutcome, Claim, GrantView, Grants, Inspection, Lease, ReleaseOutcome, RenewOutcome,
@@ -197,8 +198,8 @@ pub trait LeaseStore: Send + Sync {
         name: &str,
     ) -> impl Future<Output = Result<Option<Inspection>, BackendError>> + Send;
 
-    /// The live grants of a set of `name`, the first to end first: a semaphore's permits
-    /// and limit, a read/write lock's readers (no limit).
+    /// The live grants of the set `of` of `name`, the first to end first, and the limit
+    /// they were granted under (of a limited kind).
     fn inspect_grants(
         &self,
         of: GrantsOf,

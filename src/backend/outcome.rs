@@ -43,8 +43,8 @@ pub enum AcquireOutcome {
     /// Another token holds the lock. `ttl` is its remaining time to live, `None` when the key
     /// has no expiry (written by something other than lockgate).
     Held { ttl: Option<Duration> },
-    /// A semaphore's permits are held under another limit than the one asked for (see
-    /// [`semaphore`](super::semaphore)).
+    /// The grants of a limited kind (a semaphore's permits) are held under another limit than
+    /// the one asked for (see [`GrantSetKind::limited`](super::GrantSetKind::limited)).
     LimitDiffers { limit: u32 },
     /// Another lease holds the name, and newcomers may still join it and come in before this
     /// waiter (a read/write lock's readers, see [`shared`](super::shared)), unless the waiter

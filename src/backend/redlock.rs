@@ -49,7 +49,7 @@ use super::{
     PageRequest, ReleaseFeed, ReleaseOutcome, RenewOutcome,
 };
 use crate::backend::{
-    GrantAttempt, GrantPage, GrantedNames, GrantsOf, RenewAttempt, Watched, Withdrawal, kinds,
+    GrantAttempt, GrantPage, GrantedNames, GrantsOf, RenewAttempt, Watched, Withdrawal,
 };
 
 #[derive(Debug)]
@@ -610,10 +610,7 @@ impl LeaseStore for RedlockBackend {
     }
 
     async fn inspect_grants(&self, of: GrantsOf, _: &str) -> Result<Grants, BackendError> {
-        Err(not_offered_here(match of {
-            GrantsOf::Shared => kinds::SHARED,
-            GrantsOf::Permits => kinds::PERMIT,
-        }))
+        Err(not_offered_here(of.label))
     }
 
     /// No shared grants on Redlock (see `Backend::offers`): nothing to keep out.

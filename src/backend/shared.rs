@@ -17,6 +17,36 @@
 //! before a writer took over (its fence is smaller than the writer's).
 //!
 //! Redlock does not offer shared grants ([`Backend::offers`](super::Backend::offers)).
+//!
+//! The readers are a set of grants kept beside the lock ([`READERS`], see
+//! [`grant_set`](super::grant_set)): renewed, released, withdrawn, inspected and listed as
+//! every such set is. Their acquire, which looks at the lock, is the store's own.
+
+use std::sync::LazyLock;
+
+use super::grant_set::GrantSetKind;
+use super::redis::{GrantSetScripts, OwnScripts};
 
 /// The lock key's value while readers hold the name. Never a token (tokens have no `~`).
 pub const SHARED_MARKER: &str = "~shared";
+
+/// How the stores keep a read/write lock's readers: beside the lock, with no limit.
+pub static READERS: GrantSetKind = GrantSetKind {
+    label: super::kinds::SHARED,
+    limited: false,
+    beside_lock: true,
+    tokens_key: ":readers",
+    info_key: ":readers:info",
+    // Announced as the lock's release (`beside_lock`).
+    freed_channel: ":released",
+    scripts: &READER_SCRIPTS,
+};
+
+static READER_SCRIPTS: LazyLock<GrantSetScripts> = LazyLock::new(|| {
+    GrantSetScripts::assembled(OwnScripts {
+        acquire: ("SHARED_ACQUIRE", include_str!("scripts/shared_acquire.lua")),
+        renew: ("SHARED_RENEW", include_str!("scripts/shared_renew.lua")),
+        release: ("SHARED_RELEASE", include_str!("scripts/shared_release.lua")),
+        inspect: ("SHARED_INSPECT", include_str!("scripts/shared_inspect.lua")),
+    })
+});

@@ -8,11 +8,12 @@ use std::time::{Duration, SystemTime};
 use super::LockName;
 use super::cursor::{CursorScope, ListPosition};
 use super::error::LockError;
-use super::primitive::Primitive;
 use super::service::LockService;
 use crate::backend::fence::granted_at;
+use crate::backend::shared::READERS;
 use crate::backend::{
-    GrantView, Grants, GrantsOf, Holder, Inspection, LeaseStore, ListCursor, PageRequest, kinds,
+    GrantView, Grants, GrantsOf, Holder, Inspection, LeaseStore, Leased, ListCursor, PageRequest,
+    kinds,
 };
 
 /// What anyone may learn about a held lock. Never the token.
@@ -69,7 +70,7 @@ impl LockService {
         state: &mut LockState,
     ) -> Result<(), LockError> {
         if state.is_shared() {
-            let readers = self.backend.inspect_grants(GrantsOf::Shared, name.as_str());
+            let readers = self.backend.inspect_grants(&READERS, name.as_str());
             state.shared = readers.await?.grants;
         }
         state.waiting += self.waiters.waiting_for(kinds::SHARED, name.as_str())
@@ -105,30 +106,24 @@ impl LockService {
         Ok((locks, page.next))
     }
 
-    /// The live grants of `primitive` on `name`, a kind whose grants are many at once and
-    /// kept as the set `of` (see [`GrantsOf`]), and how many requests wait for one in this
-    /// gateway. `NotOffered` where the store does not keep the kind.
-    pub async fn inspect_grants<P: Primitive>(
+    /// The live grants of `name` of a kind kept as a set of grants (see [`GrantsOf`]), and
+    /// how many requests wait for one in this gateway. `NotOffered` where the store does not
+    /// keep the kind.
+    pub async fn inspect_grants(
         &self,
-        primitive: &P,
         of: GrantsOf,
         name: &LockName,
     ) -> Result<(Grants, usize), LockError> {
-        let leased = primitive.leased(name);
-        self.check_offered(leased)?;
+        self.check_offered(Leased::Grant(of, name, 0))?;
         let grants = self.backend.inspect_grants(of, name.as_str()).await?;
-        Ok((
-            grants,
-            self.waiters.waiting_for(leased.kind(), name.as_str()),
-        ))
+        Ok((grants, self.waiters.waiting_for(of.label, name.as_str())))
     }
 
-    /// One page of the names with grants of `primitive` held under the request's prefix (see
+    /// One page of the names with grants of `of` held under the request's prefix (see
     /// `backend::listing`), each as [`LockService::inspect_grants`] sees it, as
     /// [`LockService::list`] lists locks. Always empty on a store that does not keep the kind.
-    pub async fn list_grants<P: Primitive>(
+    pub async fn list_grants(
         &self,
-        primitive: &P,
         of: GrantsOf,
         request: PageRequest<'_>,
     ) -> Result<(Vec<(LockName, Grants, usize)>, Option<ListCursor>), LockError> {
@@ -139,8 +134,7 @@ impl LockService {
             // A key of another program can look like a key of grants; its name may not be one.
             .filter_map(|(name, grants)| {
                 let name = LockName::from_string(name).ok()?;
-                let kind = primitive.leased(&name).kind();
-                let waiting = self.waiters.waiting_for(kind, name.as_str());
+                let waiting = self.waiters.waiting_for(of.label, name.as_str());
                 Some((name, grants, waiting))
             })
             .collect();

@@ -1,22 +1,23 @@
-//! Sets of grants held on one name at once, as Redis keeps them in a sorted set: a
-//! semaphore's permits and a read/write lock's readers. Renewing, releasing, withdrawing and
-//! listing them is the same for both and is here; what differs is how a grant is given (a
-//! limit; the writer's marker and hold-off) and what a change leaves behind, in
-//! `semaphore.rs` and `shared.rs`.
+//! Sets of grants held on one name at once, as Redis keeps them in a sorted set (see
+//! [`GrantSetKind`](crate::backend::GrantSetKind)): a semaphore's permits, a read/write lock's
+//! readers. Acquiring under a limit, renewing, releasing, withdrawing and listing them is the
+//! same for every kind and is here; a set kept beside the lock (the readers) differs in how a
+//! grant is given (the writer's marker and hold-off, in `shared.rs`) and in what a change
+//! leaves behind (the marker fitted to the longest grant).
 
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{MemoryBackend, State, announce, issued_fence, lease};
-use crate::backend::fence::{fence_of, has_stem};
+use super::{MemoryBackend, State, acked, announce, freed, issued_fence, lease};
+use crate::backend::fence::{fence_of, has_stem, token};
 use crate::backend::{
-    BackendError, Claim, GrantsOf, Holder, Lease, ReleaseOutcome, RenewAttempt, RenewOutcome,
-    Withdrawal,
+    AcquireOutcome, BackendError, Claim, GrantAttempt, GrantsOf, Holder, Lease, ReleaseOutcome,
+    RenewAttempt, RenewOutcome, Withdrawal,
 };
 use crate::backend::{GrantView, Grants};
 
-/// The grants of one name: a semaphore's permits (with its limit), or a lock's readers.
+/// The grants of one name, and the limit they were granted under (of a limited kind).
 #[derive(Debug)]
 pub(super) struct GrantSet {
     pub(super) limit: u32,
@@ -130,8 +131,8 @@ impl State {
         name: &str,
         now: Instant,
     ) -> Option<&mut GrantSet> {
-        if of == GrantsOf::Shared && !self.readers_hold(name, now) {
-            self.readers.remove(name);
+        if of.beside_lock && !self.readers_hold(name, now) {
+            self.sets(of).remove(name);
             return None;
         }
         let sets = self.sets(of);
@@ -149,29 +150,64 @@ impl State {
         &mut self,
         of: GrantsOf,
     ) -> &mut std::collections::HashMap<String, GrantSet> {
-        match of {
-            GrantsOf::Shared => &mut self.readers,
-            GrantsOf::Permits => &mut self.semaphores,
-        }
+        self.grant_sets.entry(of.label).or_default()
     }
 
-    /// Tidies up after a change to the grants of `name`: an empty set is forgotten, and a
-    /// lock's marker lasts as long as its longest reader. False when no grant is left.
+    /// Tidies up after a change to the grants of `name`: an empty set is forgotten, and the
+    /// marker of a lock a set is kept beside lasts as long as its longest grant. False when no
+    /// grant is left.
     pub(super) fn settle(&mut self, of: GrantsOf, name: &str) -> bool {
-        match of {
-            GrantsOf::Shared => self.fit_marker(name),
-            GrantsOf::Permits => {
-                let left = self.semaphores.get(name).is_some_and(|g| g.len() > 0);
-                if !left {
-                    self.semaphores.remove(name);
-                }
-                left
-            }
+        if of.beside_lock {
+            return self.fit_marker(name);
         }
+        let sets = self.sets(of);
+        let left = sets.get(name).is_some_and(|g| g.len() > 0);
+        if !left {
+            sets.remove(name);
+        }
+        left
     }
 }
 
 impl MemoryBackend {
+    /// Takes a grant of `of` on `name`, for a limited kind only if fewer than `limit` are held
+    /// and they were granted under `limit`; finds a token of the attempt's stem again. (A
+    /// kind kept beside the lock has an acquire of its own, which looks at the lock.)
+    pub(super) async fn acquire_grant(
+        &self,
+        of: GrantsOf,
+        name: &str,
+        limit: u32,
+        attempt: GrantAttempt<'_>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let GrantAttempt { stem, claim, .. } = attempt;
+        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
+        let (mut state, now) = self.state_now();
+        if let Some(grants) = state.live_grants(of, name, now) {
+            if let Some(lease) = grants.find_again(stem, claim, now, acked(ack)) {
+                return Ok(AcquireOutcome::AlreadyHeld(lease));
+            }
+            if of.limited && grants.limit != limit {
+                return Ok(AcquireOutcome::LimitDiffers {
+                    limit: grants.limit,
+                });
+            }
+            if of.limited && grants.len() >= usize::try_from(limit).unwrap_or(usize::MAX) {
+                return Ok(AcquireOutcome::Held {
+                    ttl: grants.first_end().map(|end| end - now),
+                });
+            }
+        }
+        let fence = state.next_fence();
+        state
+            .sets(of)
+            .entry(name.to_owned())
+            .or_insert_with(|| GrantSet::new(limit))
+            .add(token(stem, fence), now + ttl, claim, holder);
+        state.note_write(now);
+        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
+    }
+
     pub(super) async fn renew_grant(
         &self,
         of: GrantsOf,
@@ -220,8 +256,8 @@ impl MemoryBackend {
         }))
     }
 
-    /// Removes the grant `matches` picks, and announces it: a permit given back, or the
-    /// lock's release when its last reader went.
+    /// Removes the grant `matches` picks, and announces it: a grant given back, or the
+    /// lock's release when the last grant of a set kept beside it went.
     fn remove_grant(&self, of: GrantsOf, name: &str, matches: impl Fn(&Grant) -> bool) -> bool {
         let (mut state, now) = self.state_now();
         let removed = state
@@ -232,22 +268,22 @@ impl MemoryBackend {
         }
         let any_left = state.settle(of, name);
         drop(state);
-        match of {
-            GrantsOf::Permits => announce(&self.permits_freed, name),
-            GrantsOf::Shared if !any_left => self.announce_release(name),
-            GrantsOf::Shared => {}
+        if !of.beside_lock {
+            announce(&self.freed, &freed(of, name));
+        } else if !any_left {
+            self.announce_release(name);
         }
         true
     }
 
-    /// The live grants of `name`: what anyone may see of each, and a semaphore's limit.
+    /// The live grants of `name`: what anyone may see of each, and a limited kind's limit.
     pub(super) fn grant_views(&self, of: GrantsOf, name: &str) -> Grants {
         let (mut state, now) = self.state_now();
         let Some(grants) = state.live_grants(of, name, now) else {
             return Grants::default();
         };
         Grants {
-            limit: (of == GrantsOf::Permits).then_some(grants.limit),
+            limit: of.limited.then_some(grants.limit),
             grants: grants.views(now),
         }
     }

@@ -14,7 +14,6 @@ mod listing;
 mod lock;
 mod multi;
 mod queue;
-mod semaphore;
 mod shared;
 
 use std::collections::HashMap;
@@ -26,7 +25,7 @@ use tokio::time::Instant;
 
 use super::fence::{fence_of, next_fence};
 use super::marks::Marks;
-use super::shared::SHARED_MARKER;
+use super::shared::{READERS, SHARED_MARKER};
 use super::{
     AcquireOutcome, BackendError, Claim, Grants, Holder, Inspection, LeaseStore, Leased, ListPage,
     PageRequest, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
@@ -49,8 +48,9 @@ pub struct MemoryBackend {
     granted: Feeds,
     /// Every grant's name, for those who watch a prefix.
     granted_names: GrantedNamesSender,
-    /// Permits given back, for semaphores somebody waits for.
-    permits_freed: Feeds,
+    /// Grants of a set given back, for sets somebody waits for, by name and the kind's
+    /// channel (see [`freed`]).
+    freed: Feeds,
     /// A fair queue's head changed, for names somebody waits for fairly.
     heads: Feeds,
 }
@@ -94,9 +94,10 @@ impl Drop for Watching {
 #[derive(Debug, Default)]
 struct State {
     locks: HashMap<String, Held>,
-    semaphores: HashMap<String, grants::GrantSet>,
-    /// Readers of read/write locks, by name; the lock entry holds [`SHARED_MARKER`] meanwhile.
-    readers: HashMap<String, grants::GrantSet>,
+    /// Sets of grants by kind ([`GrantSetKind::label`](super::GrantSetKind::label)), then by
+    /// name. A read/write lock's readers are among them; the lock entry holds
+    /// [`SHARED_MARKER`] meanwhile.
+    grant_sets: HashMap<&'static str, HashMap<String, grants::GrantSet>>,
     /// Until when new readers of a name are held off (a writer waits).
     hold_offs: HashMap<String, Instant>,
     /// Revoked tokens by name, until their leases would have ended.
@@ -160,6 +161,12 @@ fn announce(feeds: &Feeds, name: &str) {
     }
 }
 
+/// What the feeds of grants given back ([`MemoryBackend::freed`]) key a set by: its name and
+/// its kind's channel, as Redis names the channel.
+fn freed(of: GrantsOf, name: &str) -> String {
+    format!("{name}{}", of.freed_channel)
+}
+
 /// A feed of `feeds` for `name`, forgotten when its last receiver goes.
 fn feed(feeds: &Feeds, name: &str) -> ReleaseFeed {
     let mut map = feeds.lock().unwrap_or_else(|p| p.into_inner());
@@ -191,13 +198,14 @@ impl State {
 
     fn note_write(&mut self, now: Instant) {
         self.writes_since_sweep += 1;
-        let threshold =
-            MIN_WRITES_BETWEEN_SWEEPS.max((self.locks.len() + self.semaphores.len()) / 4);
+        let sets: usize = self.grant_sets.values().map(HashMap::len).sum();
+        let threshold = MIN_WRITES_BETWEEN_SWEEPS.max((self.locks.len() + sets) / 4);
         if self.writes_since_sweep >= threshold {
             self.writes_since_sweep = 0;
             self.locks.retain(|_, held| held.expires > now);
-            self.semaphores.retain(|_, permits| permits.reclaim(now));
-            self.readers.retain(|_, readers| readers.reclaim(now));
+            for sets in self.grant_sets.values_mut() {
+                sets.retain(|_, grants| grants.reclaim(now));
+            }
             self.hold_offs.retain(|_, until| *until > now);
             self.revoked.retain(|_, (_, until)| *until > now);
         }
@@ -255,14 +263,19 @@ fn strs(names: &[LockName]) -> Vec<&str> {
 impl LeaseStore for MemoryBackend {
     lease_operations_by_kind!();
 
-    /// A lock's (and its readers') releases; a semaphore's permits given back; any release of
-    /// a set's names; a fair lock's head.
+    /// A lock's (and its readers') releases; a grant of a set given back; any release of a
+    /// set's names; a fair lock's head.
     async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
         match what {
             Watched::Releases(Leased::Lock(name) | Leased::Shared(name)) => {
                 feed(&self.watched, name.as_str())
             }
-            Watched::Releases(Leased::Permit(name, _)) => feed(&self.permits_freed, name.as_str()),
+            Watched::Releases(Leased::Grant(of, name, _)) if of.beside_lock => {
+                feed(&self.watched, name.as_str())
+            }
+            Watched::Releases(Leased::Grant(of, name, _)) => {
+                feed(&self.freed, &freed(of, name.as_str()))
+            }
             Watched::Releases(Leased::Set(names)) => ReleaseFeed::merged(
                 names
                     .iter()
@@ -289,7 +302,7 @@ impl LeaseStore for MemoryBackend {
             return Ok(false);
         };
         if held.token == SHARED_MARKER {
-            state.readers.remove(name);
+            state.sets(&READERS).remove(name);
         }
         state
             .revoked

@@ -7,9 +7,8 @@ use tokio::time::Instant;
 
 use super::grants::GrantSet;
 use super::{Held, MemoryBackend, State, acked, lease};
-use crate::backend::GrantsOf;
 use crate::backend::fence::token;
-use crate::backend::shared::SHARED_MARKER;
+use crate::backend::shared::{READERS, SHARED_MARKER};
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt};
 
 impl State {
@@ -21,7 +20,7 @@ impl State {
 
     /// The marker lives as long as the longest reader; with no reader left it goes.
     pub(super) fn fit_marker(&mut self, name: &str) -> bool {
-        match self.readers.get(name).and_then(GrantSet::last_end) {
+        match self.sets(&READERS).get(name).and_then(GrantSet::last_end) {
             Some(end) => {
                 if let Some(held) = self.locks.get_mut(name) {
                     held.expires = end;
@@ -29,7 +28,7 @@ impl State {
                 true
             }
             None => {
-                self.readers.remove(name);
+                self.sets(&READERS).remove(name);
                 self.locks.remove(name);
                 false
             }
@@ -53,7 +52,7 @@ impl MemoryBackend {
                 ttl: Some(held.expires - now),
             });
         }
-        if let Some(readers) = state.live_grants(GrantsOf::Shared, name, now)
+        if let Some(readers) = state.live_grants(&READERS, name, now)
             && let Some(lease) = readers.find_again(stem, claim, now, acked(ack))
         {
             return Ok(AcquireOutcome::AlreadyHeld(lease));
@@ -65,7 +64,7 @@ impl MemoryBackend {
         }
         let fence = state.next_fence();
         state
-            .readers
+            .sets(&READERS)
             .entry(name.to_owned())
             .or_insert_with(|| GrantSet::new(0))
             .add(token(stem, fence), now + ttl, claim, holder);

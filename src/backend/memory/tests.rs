@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::backend::fence::token;
-use crate::backend::{Lease, LeaseRequest, Withdrawal};
+use crate::backend::grant_set::LIMITED_FOR_TESTS as LIMITED;
+use crate::backend::{Lease, LeaseRequest, RenewAttempt, Withdrawal};
 
 const TTL: Duration = Duration::from_secs(10);
 /// A request for a lease of [`TTL`], and nothing else.
@@ -220,14 +221,14 @@ async fn expired_entries_are_swept() {
 }
 
 /// Listing grants held at once finds the names of the set asked for only: a read/write lock's
-/// readers, a semaphore's permits.
+/// readers, a limited kind's grants.
 #[tokio::test(start_paused = true)]
 async fn grant_listings_find_the_names_of_their_own_set() {
     let b = MemoryBackend::new();
     b.acquire_shared("doc:1", GrantAttempt::new("r1", &TTL_ONLY))
         .await
         .expect("a reader");
-    b.acquire_permit("pool:1", 2, GrantAttempt::new("p1", &TTL_ONLY))
+    b.acquire_grant(&LIMITED, "pool:1", 2, GrantAttempt::new("p1", &TTL_ONLY))
         .await
         .expect("a permit");
     let listed = |of| {
@@ -245,12 +246,107 @@ async fn grant_listings_find_the_names_of_their_own_set() {
                 .collect::<Vec<_>>()
         }
     };
+    assert_eq!(listed(&READERS).await, [("doc:1".to_owned(), 1, None)]);
+    assert_eq!(listed(&LIMITED).await, [("pool:1".to_owned(), 1, Some(2))]);
+}
+
+const PERMIT_TTL: Duration = Duration::from_secs(10);
+
+async fn take(backend: &MemoryBackend, limit: u32, stem: &str) -> AcquireOutcome {
+    backend
+        .acquire_grant(
+            &LIMITED,
+            "s",
+            limit,
+            GrantAttempt::new(stem, &LeaseRequest::for_ttl(PERMIT_TTL)),
+        )
+        .await
+        .expect("memory answers")
+}
+
+#[tokio::test(start_paused = true)]
+async fn grants_of_a_limited_kind_are_given_up_to_the_limit_and_reclaimed_at_expiry() {
+    let backend = MemoryBackend::new();
+    assert!(matches!(
+        take(&backend, 2, "a").await,
+        AcquireOutcome::Granted(_)
+    ));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(matches!(
+        take(&backend, 2, "b").await,
+        AcquireOutcome::Granted(_)
+    ));
+    // The first permit held runs out in 9 s: that is what a third caller is told.
     assert_eq!(
-        listed(GrantsOf::Shared).await,
-        [("doc:1".to_owned(), 1, None)]
+        take(&backend, 2, "c").await,
+        AcquireOutcome::Held {
+            ttl: Some(Duration::from_secs(9))
+        }
     );
     assert_eq!(
-        listed(GrantsOf::Permits).await,
-        [("pool:1".to_owned(), 1, Some(2))]
+        take(&backend, 3, "c").await,
+        AcquireOutcome::LimitDiffers { limit: 2 }
     );
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert!(matches!(
+        take(&backend, 2, "c").await,
+        AcquireOutcome::Granted(_)
+    ));
+    let seen = backend.grant_views(&LIMITED, "s");
+    assert_eq!(seen.limit, Some(2));
+    assert_eq!(seen.grants.len(), 2);
+    // Once every permit is gone, the next grant sets a new limit.
+    tokio::time::advance(PERMIT_TTL).await;
+    assert!(matches!(
+        take(&backend, 5, "d").await,
+        AcquireOutcome::Granted(_)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_of_a_set_is_renewed_and_released_by_its_token_only() {
+    let backend = MemoryBackend::new();
+    let AcquireOutcome::Granted(lease) = take(&backend, 1, "a").await else {
+        panic!("granted");
+    };
+    let mine = token("a", lease.fence);
+    assert_eq!(
+        backend
+            .renew_grant(
+                &LIMITED,
+                "s",
+                RenewAttempt {
+                    token: "a.1",
+                    ttl: PERMIT_TTL,
+                    ack: None,
+                    one_more_hold: false,
+                }
+            )
+            .await,
+        Ok(RenewOutcome::NotHeld)
+    );
+    assert!(matches!(
+        backend
+            .renew_grant(
+                &LIMITED,
+                "s",
+                RenewAttempt {
+                    token: &mine,
+                    ttl: PERMIT_TTL,
+                    ack: None,
+                    one_more_hold: false,
+                }
+            )
+            .await,
+        Ok(RenewOutcome::Renewed(_))
+    ));
+    assert_eq!(
+        backend.release_grant(&LIMITED, "s", "a.1").await,
+        Ok(ReleaseOutcome::NotHeld)
+    );
+    assert_eq!(
+        backend.release_grant(&LIMITED, "s", &mine).await,
+        Ok(ReleaseOutcome::Released)
+    );
+    assert_eq!(backend.grant_views(&LIMITED, "s"), Grants::default());
 }

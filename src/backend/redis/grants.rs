@@ -1,18 +1,15 @@
 //! What the calls of every lease script have in common, whatever the kind (a lock, a set of
-//! locks, a shared grant, a permit): a grant's arguments after the kind's own keys, a
-//! renewal's, a release's, and how their replies read (`replies`). And the operations that
-//! are the same for a semaphore's permits and a read/write lock's readers (renew, release,
-//! withdraw: one sorted set of tokens each, see `semaphore.rs` and `shared.rs`), which differ
-//! only in keys.
+//! locks, a grant of a set): a grant's arguments after the kind's own keys, a renewal's, a
+//! release's, and how their replies read (`replies`). And the operations on the kinds kept as
+//! a set of grants (see [`GrantSetKind`](crate::backend::GrantSetKind)): each runs its kind's
+//! script over its kind's keys.
 
 use redis::{Cmd, Value};
 
 use super::RedisBackend;
-use super::keys::Key;
-use super::replies::{acquire_outcome, permit_views, protocol, renew_outcome};
-use super::scripts::{
-    Lua, PERMIT_INSPECT, PERMIT_RELEASE, PERMIT_RENEW, SHARED_INSPECT, SHARED_RELEASE, SHARED_RENEW,
-};
+use super::keys::{Key, LockKeys};
+use super::replies::{acquire_outcome, grant_views, protocol, renew_outcome};
+use super::scripts::{Lua, prelude};
 use super::send::{claim_arg, evalsha};
 use crate::backend::Grants;
 use crate::backend::{
@@ -37,17 +34,85 @@ pub(super) fn release_outcome(script: &Lua, reply: i64) -> Result<ReleaseOutcome
     }
 }
 
-/// The release script of a set of grants.
-fn release_script(of: GrantsOf) -> &'static Lua {
-    match of {
-        GrantsOf::Shared => &SHARED_RELEASE,
-        GrantsOf::Permits => &PERMIT_RELEASE,
+/// The scripts of a kind of set of grants ([`GrantSetKind::scripts`](crate::backend::GrantSetKind::scripts)), which the kind keeps
+/// in its own module and builds with [`GrantSetScripts::assembled`]. Each runs over the keys
+/// [`RedisBackend`] lays out for its kind below, in that order:
+///
+/// * `acquire`: (the lock key, if kept beside it), the tokens, the slot's fence counter, the
+///   info hash, (the hold-off key, if kept beside the lock); `ARGV` stem, ttl, (the limit, if
+///   limited), claim, holder; replies as every acquire script (see `replies`);
+/// * `renew`: (the lock key), the tokens, the info hash; `ARGV` token, ttl;
+/// * `release`: (the lock key), the tokens, the info hash; `ARGV` token, the channel a release
+///   is announced on, stem, claim (a withdrawal names stem and claim, with an empty token);
+///   replies 1 removed, 0 not held, -1 held by another token;
+/// * `inspect`: the tokens, the info hash; replies (the limit, if limited, then) token, ms
+///   left and holder record of each grant, the first to end first.
+///
+/// A kind's scripts are loaded into a server's cache on first use (a NOSCRIPT reloads them),
+/// not with the built-in scripts on every new connection.
+#[derive(Debug)]
+pub struct GrantSetScripts {
+    pub acquire: Lua,
+    pub renew: Lua,
+    pub release: Lua,
+    pub inspect: Lua,
+}
+
+/// The sources of a kind's own scripts (see [`GrantSetScripts::assembled`]), each with the
+/// name its errors give it.
+#[derive(Debug)]
+pub struct OwnScripts {
+    pub acquire: (&'static str, &'static str),
+    pub renew: (&'static str, &'static str),
+    pub release: (&'static str, &'static str),
+    pub inspect: (&'static str, &'static str),
+}
+
+impl GrantSetScripts {
+    /// A kind's scripts from its own files: each after the preludes of a set of grants
+    /// (`grant.lua`, `lease_set.lua`), and the renewal flagged to run on a full server (it
+    /// adds nothing; see `allow_oom.lua`).
+    pub fn assembled(own: OwnScripts) -> Self {
+        let script = |(name, source): (&'static str, &'static str), flags: &[&str]| {
+            Lua::assembled(
+                name,
+                &[flags, &[prelude::GRANT, prelude::LEASE_SET, source]].concat(),
+            )
+        };
+        Self {
+            acquire: script(own.acquire, &[]),
+            renew: script(own.renew, &[prelude::ALLOW_OOM]),
+            release: script(own.release, &[]),
+            inspect: script(own.inspect, &[]),
+        }
     }
 }
 
+/// The keys of `of`'s grants of one name, in the order its scripts take them (see
+/// [`GrantSetScripts`]): the lock key (if kept beside it), the tokens, `middle`, the info
+/// hash, `after` (if kept beside the lock).
+fn set_keys<'a>(
+    of: GrantsOf,
+    keys: &LockKeys<'a>,
+    middle: Option<Key<'a>>,
+    after: Option<Key<'a>>,
+) -> Vec<Key<'a>> {
+    let beside = |key: Option<Key<'a>>| key.filter(|_| of.beside_lock);
+    [
+        beside(Some(keys.lock())),
+        Some(keys.named(of.tokens_key)),
+        middle,
+        Some(keys.named(of.info_key)),
+        beside(after),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 impl RedisBackend {
-    /// Runs `script`, a granting script, over `keys` with `ARGV` stem, ttl, `limit` (for a
-    /// semaphore), claim, holder. `slot_of` is the name whose master a `WAIT` goes to.
+    /// Runs `script`, a granting script, over `keys` with `ARGV` stem, ttl, `limit` (of a
+    /// limited kind), claim, holder. `slot_of` is the name whose master a `WAIT` goes to.
     pub(super) async fn grant(
         &self,
         slot_of: &str,
@@ -122,6 +187,20 @@ impl RedisBackend {
         self.script::<i64>(script, &call).await
     }
 
+    /// Takes a grant of `of` on `name`, under `limit` for a limited kind.
+    pub(super) async fn acquire_grant(
+        &self,
+        of: GrantsOf,
+        name: &str,
+        limit: u32,
+        attempt: GrantAttempt<'_>,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let keys = self.keys(name);
+        let set = set_keys(of, &keys, Some(keys.counter()), Some(keys.hold_off()));
+        let limit = of.limited.then_some(limit);
+        (self.grant(name, &of.scripts.acquire, &set, limit, attempt)).await
+    }
+
     /// Renews the grant of `renewal.token` among the grants of `name`.
     pub(super) async fn renew_grant(
         &self,
@@ -130,16 +209,8 @@ impl RedisBackend {
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
         let keys = self.keys(name);
-        match of {
-            GrantsOf::Shared => {
-                let set = [keys.lock(), keys.readers(), keys.readers_info()];
-                self.renew_by(name, &SHARED_RENEW, &set, renewal).await
-            }
-            GrantsOf::Permits => {
-                let set = [keys.permits(), keys.semaphore()];
-                self.renew_by(name, &PERMIT_RENEW, &set, renewal).await
-            }
-        }
+        let set = set_keys(of, &keys, None, None);
+        (self.renew_by(name, &of.scripts.renew, &set, renewal)).await
     }
 
     /// The release script of the grants of `name` for `token`, or for the grant of `stem`
@@ -153,19 +224,14 @@ impl RedisBackend {
         claim: Option<Claim>,
     ) -> Result<i64, BackendError> {
         let keys = self.keys(name);
-        let script = release_script(of);
-        match of {
-            GrantsOf::Shared => {
-                let set = [keys.lock(), keys.readers(), keys.readers_info()];
-                let channel = Some(keys.channel());
-                (self.remove_by(script, &set, channel, token, stem, claim)).await
-            }
-            GrantsOf::Permits => {
-                let set = [keys.permits(), keys.semaphore()];
-                let channel = Some(keys.permits_channel());
-                (self.remove_by(script, &set, channel, token, stem, claim)).await
-            }
-        }
+        let set = set_keys(of, &keys, None, None);
+        let channel = if of.beside_lock {
+            keys.channel()
+        } else {
+            keys.named(of.freed_channel)
+        };
+        let script = &of.scripts.release;
+        (self.remove_by(script, &set, Some(channel), token, stem, claim)).await
     }
 
     pub(super) async fn release_grant(
@@ -175,7 +241,7 @@ impl RedisBackend {
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
         let removed = self.remove_grant(of, name, token, "", None).await?;
-        release_outcome(release_script(of), removed)
+        release_outcome(&of.scripts.release, removed)
     }
 
     pub(super) async fn withdraw_grant(
@@ -188,32 +254,25 @@ impl RedisBackend {
         Ok(self.remove_grant(of, name, "", stem, claim).await? == 1)
     }
 
-    /// The live grants of `name`, the first to end first, and a semaphore's limit.
+    /// The live grants of `name`, the first to end first, and a limited kind's limit.
     pub(super) async fn grants_of(&self, of: GrantsOf, name: &str) -> Result<Grants, BackendError> {
         let keys = self.keys(name);
-        let (script, call) = match of {
-            GrantsOf::Shared => {
-                let set = [keys.readers(), keys.readers_info()];
-                (&*SHARED_INSPECT, evalsha(&SHARED_INSPECT, &set))
-            }
-            GrantsOf::Permits => {
-                let set = [keys.permits(), keys.semaphore()];
-                (&*PERMIT_INSPECT, evalsha(&PERMIT_INSPECT, &set))
-            }
-        };
+        let script = &of.scripts.inspect;
+        let call = evalsha(
+            script,
+            &[keys.named(of.tokens_key), keys.named(of.info_key)],
+        );
         let reply: Vec<String> = self.script(script, &call).await?;
-        // A semaphore's inspect script answers its limit first.
-        let (limit, listed) = match of {
-            GrantsOf::Shared => (None, &reply[..]),
-            GrantsOf::Permits => match reply.split_first() {
-                Some((limit, listed)) => (limit.parse().ok(), listed),
-                None => return Err(protocol(script.name, "an empty reply")),
-            },
+        // A limited kind's inspect script answers its limit first.
+        let (limit, listed) = match (of.limited, reply.split_first()) {
+            (false, _) => (None, &reply[..]),
+            (true, Some((limit, listed))) => (limit.parse().ok(), listed),
+            (true, None) => return Err(protocol(script.name, "an empty reply")),
         };
-        let permits = permit_views(script.name, listed)?;
+        let grants = grant_views(script.name, listed)?;
         Ok(Grants {
-            limit: limit.filter(|_| !permits.is_empty()),
-            grants: permits,
+            limit: limit.filter(|_| !grants.is_empty()),
+            grants,
         })
     }
 }

@@ -2,6 +2,7 @@
 //! request). The layout is described in the module above.
 
 use super::cluster::with_slot_tag;
+use crate::backend::shared::READERS;
 
 /// What the channel of a name's grant announcements adds to its lock key.
 pub(super) const ACQUIRED: &str = ":acquired";
@@ -69,18 +70,11 @@ name_keys! {
     /// The token of the grant last revoked, until its lease would have ended.
     revoked => ":revoked",
     /// A read/write lock's readers: tokens scored by expiry (see `shared_acquire.lua`).
-    readers => ":readers",
+    readers => READERS.tokens_key,
     /// A read/write lock's readers' claims and holders (see `shared_acquire.lua`).
-    readers_info => ":readers:info",
+    readers_info => READERS.info_key,
     /// While a writer waits: no new reader (see `shared_acquire.lua`).
     hold_off => ":writer-waiting",
-    /// A semaphore's permits: tokens scored by expiry (see `permit_acquire.lua`).
-    permits => ":permits",
-    /// A semaphore's limit, claims and holders (see `permit_acquire.lua`).
-    semaphore => ":semaphore",
-    /// The channel on which a semaphore's permits given back are announced. Not ending in
-    /// `:released`, which the notifier reads as a lock's release channel.
-    permits_channel => ":permits:freed",
     /// The pub/sub channel on which releases of the name are announced. Not a key, but
     /// tagged like one so that a sharded channel would live in the name's slot.
     channel => ":released",
@@ -90,6 +84,13 @@ name_keys! {
 }
 
 impl<'a> LockKeys<'a> {
+    /// The name's key `<prefix>{<name>}<suffix>` a kind of lease names itself (see
+    /// [`GrantSetKind`](crate::backend::GrantSetKind)). A channel's suffix must not end in
+    /// `:released`, which the notifier reads as a lock's release channel.
+    pub(super) fn named(&self, suffix: &'static str) -> Key<'a> {
+        self.key(Tag::Name(self.name), suffix)
+    }
+
     fn key(&self, tag: Tag<'a>, suffix: &'static str) -> Key<'a> {
         Key {
             prefix: self.prefix,
@@ -179,12 +180,8 @@ mod tests {
         assert_eq!(arg(keys.revoked()), "lockgate:{orders:42}:revoked");
         assert_eq!(arg(keys.channel()), "lockgate:{orders:42}:released");
         assert_eq!(keys.lock().to_string(), "lockgate:{orders:42}");
-        assert_eq!(arg(keys.permits()), "lockgate:{orders:42}:permits");
-        assert_eq!(arg(keys.semaphore()), "lockgate:{orders:42}:semaphore");
-        assert_eq!(
-            arg(keys.permits_channel()),
-            keys.permits_channel().to_string()
-        );
+        assert_eq!(arg(keys.named(":any")), "lockgate:{orders:42}:any");
+        assert_eq!(arg(keys.readers()), "lockgate:{orders:42}:readers");
         assert_eq!(
             arg(keys.acquired_channel()),
             "lockgate:{orders:42}:acquired"

@@ -10,8 +10,7 @@ use super::errors::classify;
 use super::send::Request;
 use super::{Commands, RedisBackend, Waits};
 use crate::backend::listing::{
-    Looked, SCAN_COUNT, Scanned, Walk, grants_key_suffix, kept, match_pattern, name_of_grants_key,
-    name_of_key,
+    Looked, SCAN_COUNT, Scanned, Walk, kept, match_pattern, name_of_grants_key, name_of_key,
 };
 use crate::backend::{BackendError, Grants, GrantsOf, Inspection, LeaseStore};
 use crate::telemetry::metrics::RedisCall;
@@ -122,7 +121,7 @@ impl Walk for GrantWalk<'_> {
         let pattern = format!(
             "{}{}",
             match_pattern(&backend.key_prefix, prefix),
-            grants_key_suffix(of)
+            of.tokens_key
         );
         backend
             .scan_names(node, cursor, &pattern, |key_prefix, key| {

@@ -58,7 +58,6 @@ mod pool;
 mod queue;
 mod replies;
 mod scripts;
-mod semaphore;
 mod send;
 mod sentinel;
 mod setup;
@@ -67,6 +66,8 @@ mod source;
 mod store;
 
 pub use features::NativeCommands;
+pub use grants::{GrantSetScripts, OwnScripts};
+pub use scripts::Lua;
 pub use setup::{RedisOptions, RedisTarget};
 use std::sync::Arc;
 use std::time::Duration;

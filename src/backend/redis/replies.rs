@@ -1,5 +1,5 @@
 //! Replies of the lease scripts, read the same way for every primitive: the acquire scripts
-//! (`acquire.lua`, `permit_acquire.lua`, `shared_acquire.lua`) and the renew scripts share
+//! (`acquire.lua`, and those of each kind of set of grants) and the renew scripts share
 //! their reply shapes.
 
 use std::time::Duration;
@@ -21,8 +21,8 @@ pub(super) fn protocol(script: &str, detail: impl std::fmt::Display) -> BackendE
 }
 
 /// An acquire script's reply: `fence` (granted now, with `ttl`), `{2, fence, pttl}` (found
-/// again), `{0, pttl}` (held), `{0, pttl, 1}` (held by readers), `{3, limit}` (a semaphore's
-/// other limit).
+/// again), `{0, pttl}` (held), `{0, pttl, 1}` (held by readers), `{3, limit}` (a limited
+/// kind's other limit).
 pub(super) fn acquire_outcome(
     script: &str,
     reply: Value,
@@ -88,10 +88,7 @@ pub(super) fn renew_outcome(
 
 /// Leases listed by an inspect script: token, ms left, holder record, for each. The tokens
 /// become fences here and go no further.
-pub(super) fn permit_views(
-    script: &str,
-    listed: &[String],
-) -> Result<Vec<GrantView>, BackendError> {
+pub(super) fn grant_views(script: &str, listed: &[String]) -> Result<Vec<GrantView>, BackendError> {
     let mut views = Vec::with_capacity(listed.len() / 3);
     for lease in listed.chunks(3) {
         let [token, left, record] = lease else {

@@ -15,6 +15,18 @@ pub struct Lua {
 }
 
 impl Lua {
+    /// A script made of `parts` run as one (preludes, then the script's own file), for a kind
+    /// of lease that keeps its scripts in its own module.
+    pub fn assembled(name: &'static str, parts: &[&str]) -> Self {
+        // Built once, into a static that lives as long as the process.
+        let source: &'static str = parts.concat().leak();
+        Self {
+            name,
+            script: Script::new(source),
+            source,
+        }
+    }
+
     pub fn hash(&self) -> &str {
         self.script.get_hash()
     }
@@ -63,18 +75,22 @@ scripts! {
     REVOKE = ["revoke.lua"],
     REENTER = ["presented_token.lua", "reenter.lua"],
     REENTRANT_RELEASE = ["presented_token.lua", "reentrant_release.lua"],
-    PERMIT_ACQUIRE = ["grant.lua", "lease_set.lua", "permit_acquire.lua"],
-    PERMIT_RENEW = ["allow_oom.lua", "grant.lua", "lease_set.lua", "permit_renew.lua"],
-    PERMIT_RELEASE = ["grant.lua", "lease_set.lua", "permit_release.lua"],
-    PERMIT_INSPECT = ["grant.lua", "lease_set.lua", "permit_inspect.lua"],
-    SHARED_ACQUIRE = ["grant.lua", "lease_set.lua", "shared_acquire.lua"],
-    SHARED_RENEW = ["allow_oom.lua", "grant.lua", "lease_set.lua", "shared_renew.lua"],
-    SHARED_RELEASE = ["grant.lua", "lease_set.lua", "shared_release.lua"],
-    SHARED_INSPECT = ["grant.lua", "lease_set.lua", "shared_inspect.lua"],
     MULTI_ACQUIRE = ["grant.lua", "multi_acquire.lua"],
     MULTI_RENEW = ["presented_token.lua", "multi_renew.lua"],
     MULTI_RELEASE = ["grant.lua", "presented_token.lua", "multi_release.lua"],
     MARKER = ["marker.lua"],
+}
+
+/// The shared functions a kind's own scripts start with (see
+/// [`GrantSetScripts::assembled`](super::GrantSetScripts::assembled)): Lua has no `require` in
+/// Redis.
+pub(super) mod prelude {
+    /// A flags line: the script runs on a full server (a renewal that adds nothing).
+    pub const ALLOW_OOM: &str = include_str!("../scripts/allow_oom.lua");
+    /// The server's clock, fences and holder records of every grant.
+    pub const GRANT: &str = include_str!("../scripts/grant.lua");
+    /// A set of grants kept as a sorted set of tokens and a hash of claims and holders.
+    pub const LEASE_SET: &str = include_str!("../scripts/lease_set.lua");
 }
 
 /// SCRIPT LOAD of every script, in one pipeline.

@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use super::RedisBackend;
-use super::scripts::SHARED_ACQUIRE;
 use super::send::Request;
+use crate::backend::shared::READERS;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, millis};
 
 impl RedisBackend {
@@ -21,16 +21,7 @@ impl RedisBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let keys = self.keys(name);
-        let keys = [
-            keys.lock(),
-            keys.readers(),
-            keys.counter(),
-            keys.readers_info(),
-            keys.hold_off(),
-        ];
-        self.grant(name, &SHARED_ACQUIRE, &keys, None, attempt)
-            .await
+        self.acquire_grant(&READERS, name, 0, attempt).await
     }
 }
 

@@ -1,5 +1,5 @@
 //! The [`LeaseStore`] contract of the Redis backend: each kind of lease to its module (`lock`,
-//! `shared`, `semaphore`, `multi`), and the operations on a lock by name (revoke, inspect,
+//! `shared`, `grants`, `multi`), and the operations on a lock by name (revoke, inspect,
 //! listing, the grants' feed) and on the server (ping).
 
 use std::time::Instant;
@@ -24,15 +24,19 @@ use crate::telemetry::metrics::RedisCall;
 impl LeaseStore for RedisBackend {
     lease_operations_by_kind!();
 
-    /// A lock's (and its readers') releases; a semaphore's permits given back; any release of
-    /// a set's names. A fair lock's head, on this gateway's channel of the name.
+    /// A lock's (and its readers') releases; a grant of a set given back, on its kind's
+    /// channel; any release of a set's names. A fair lock's head, on this gateway's channel
+    /// of the name.
     async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
         match what {
             Watched::Releases(Leased::Lock(name) | Leased::Shared(name)) => {
                 self.watch_lock_releases(name.as_str()).await
             }
-            Watched::Releases(Leased::Permit(name, _)) => {
-                let channel = self.keys(name.as_str()).permits_channel().to_string();
+            Watched::Releases(Leased::Grant(of, name, _)) if of.beside_lock => {
+                self.watch_lock_releases(name.as_str()).await
+            }
+            Watched::Releases(Leased::Grant(of, name, _)) => {
+                let channel = self.keys(name.as_str()).named(of.freed_channel).to_string();
                 self.notifier.watch_channel(&channel).await
             }
             Watched::Releases(Leased::Set(names)) => {
@@ -51,10 +55,12 @@ impl LeaseStore for RedisBackend {
         }
     }
 
-    /// Only lockgate writes semaphores, and each of its releases is announced; a lock can be
-    /// released by any Redis client, announced only with keyspace notifications on.
+    /// Only lockgate writes a set of grants kept apart from the lock, and each of its releases
+    /// is announced; a lock can be released by any Redis client, announced only with keyspace
+    /// notifications on.
     fn sees_every_release(&self, leased: Leased<'_>) -> bool {
-        matches!(leased, Leased::Permit(..)) || self.notifier.sees_every_release()
+        matches!(leased, Leased::Grant(of, ..) if !of.beside_lock)
+            || self.notifier.sees_every_release()
     }
 
     async fn revoke(&self, name: &str) -> Result<bool, BackendError> {

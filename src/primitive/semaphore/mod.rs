@@ -2,29 +2,27 @@
 //! own token, fence and ttl, at `/semaphores/{name}`.
 //!
 //! This folder is the semaphore's: the [`Semaphore`] the lease engine is asked to grant, what
-//! anyone may see of one ([`SemaphoreState`]), its bodies ([`dto`]), its routes and their
-//! handlers ([`http`], registered by one line in `http/mod.rs`). Everything else a lease has
-//! (idempotent acquire, validity, WAIT, waiting in line without polling, hold streams,
-//! `lockgate run`) comes from the engine unchanged. Waiters of a name form one line per
-//! gateway, served first come first served: the head tries when a permit is given back
+//! anyone may see of one ([`SemaphoreState`]), how the stores keep it ([`store`]: a set of
+//! grants with a limit, its Redis scripts beside it), its bodies ([`dto`]), its routes and
+//! their handlers ([`http`], registered by one line in `http/mod.rs`). Everything else a
+//! lease has (idempotent acquire, validity, WAIT, waiting in line without polling, hold
+//! streams, `lockgate run`) comes from the engine unchanged. Waiters of a name form one line
+//! per gateway, served first come first served: the head tries when a permit is given back
 //! (announced by the release) or when the first permit held runs out.
-//!
-//! How the stores keep permits is, for now, still in `backend` (`backend::semaphore` and its
-//! modules in `memory`, `redis` and the `permit_*.lua` scripts): the store contract dispatches
-//! by the kind of lease, and moving a kind's store operations here waits for that dispatch to
-//! become a trait a kind implements (see docs/architecture.md).
 //!
 //! Semaphores cannot be revoked (`DELETE …?force=true` is the lock's).
 
 pub mod dto;
 pub mod http;
+pub mod store;
 
 use std::num::NonZeroU32;
 
-use crate::backend::{GrantView, Grants, GrantsOf, Leased, ListCursor, PageRequest};
+use crate::backend::{GrantView, Grants, Leased, ListCursor, PageRequest};
 use crate::lock::{LockError, LockName, LockService, Primitive};
 
 pub use self::http::ROUTES;
+use self::store::PERMITS;
 
 /// Most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 10_000;
@@ -45,7 +43,7 @@ impl Semaphore {
 
 impl Primitive for Semaphore {
     fn leased<'a>(&'a self, name: &'a LockName) -> Leased<'a> {
-        Leased::Permit(name, self.permits.get())
+        Leased::Grant(&PERMITS, name, self.permits.get())
     }
 }
 
@@ -72,9 +70,7 @@ impl SemaphoreState {
 
 /// The limit, permits and holders of the semaphore `name`.
 pub async fn inspect(service: &LockService, name: &LockName) -> Result<SemaphoreState, LockError> {
-    let (grants, waiting) = service
-        .inspect_grants(&Semaphore::ANY, GrantsOf::Permits, name)
-        .await?;
+    let (grants, waiting) = service.inspect_grants(&PERMITS, name).await?;
     Ok(SemaphoreState::new(grants, waiting))
 }
 
@@ -85,9 +81,7 @@ pub async fn list(
     service: &LockService,
     request: PageRequest<'_>,
 ) -> Result<(Vec<(LockName, SemaphoreState)>, Option<ListCursor>), LockError> {
-    let (found, next) = service
-        .list_grants(&Semaphore::ANY, GrantsOf::Permits, request)
-        .await?;
+    let (found, next) = service.list_grants(&PERMITS, request).await?;
     let semaphores = found
         .into_iter()
         .map(|(name, grants, waiting)| (name, SemaphoreState::new(grants, waiting)))
