@@ -23,8 +23,10 @@ pub type GrantsOf = &'static GrantSetKind;
 /// What a store needs to know of a kind of lease whose grants are many at once.
 #[derive(Debug)]
 pub struct GrantSetKind {
-    /// What the kind is called in logs, waiting lines and messages (`semaphore`).
+    /// What the kind is called in logs and waiting lines (`semaphore`).
     pub label: &'static str,
+    /// What one lease of it is called in messages to clients (`semaphore`, `shared lock`).
+    pub noun: &'static str,
     /// Whether its grants count against a limit that the first grant of a free name sets:
     /// an acquire names one, a request naming another while grants are held is refused
     /// ([`AcquireOutcome::LimitDiffers`](super::AcquireOutcome::LimitDiffers)), and inspect
@@ -32,8 +34,12 @@ pub struct GrantSetKind {
     pub limited: bool,
     /// Whether the set is kept beside the name's lock, which holds a marker while any grant
     /// lives (a read/write lock's readers): then the lock's releases are the set's too, and
-    /// the set's last release is the lock's. Otherwise the set announces what it gives back on
-    /// a channel of its own, and only lockgate's scripts write it.
+    /// the set's last release is the lock's, a waiting lock holds new grants off
+    /// ([`LeaseStore::hold_off`](super::LeaseStore::hold_off)), and the kind's tokens are
+    /// marked so that the lock's routes find their way to the set. At most one kind is kept
+    /// so: the marker is one value ([`SHARED_MARKER`](super::shared::SHARED_MARKER)).
+    /// Otherwise the set announces what it gives back on a channel of its own, and only
+    /// lockgate's scripts write it.
     pub beside_lock: bool,
     /// What its keys add to the name's, `<prefix>{<name>}`: the set of tokens scored by
     /// expiry (also how a listing finds the names that hold grants).
@@ -62,6 +68,7 @@ impl Eq for GrantSetKind {}
 #[cfg(test)]
 pub(crate) static LIMITED_FOR_TESTS: GrantSetKind = GrantSetKind {
     label: "limited",
+    noun: "limited grant",
     limited: true,
     beside_lock: false,
     tokens_key: ":limited",

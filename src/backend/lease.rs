@@ -1,8 +1,8 @@
 //! [`Leased`]: what a lease operation acts on, whatever the kind of lease.
 //!
-//! Every store keeps several kinds of lease: the lock of a name, the shared grants of a
-//! read/write lock, a grant of a set with a limit (a semaphore's permit), a set of locks held
-//! together. They differ in how a store keeps them and in nothing the lease engine does with
+//! Every store keeps several kinds of lease: the lock of a name, a grant of a set of grants
+//! (a read/write lock's reader, kept beside the lock; a semaphore's permit, under a limit), a
+//! set of locks held together. They differ in how a store keeps them and in nothing the lease engine does with
 //! them: each is acquired with a [`GrantAttempt`](super::GrantAttempt), renewed, released and
 //! withdrawn by its token or stem, and announced to waiters when it is given back. So the
 //! contract ([`LeaseStore`](super::LeaseStore)) takes the kind as a value, and each store
@@ -21,11 +21,9 @@ use crate::name::LockName;
 pub enum Leased<'a> {
     /// The lock of a name: one holder at a time.
     Lock(&'a LockName),
-    /// A shared grant of a read/write lock: many at once, none while the lock is held
-    /// (see [`shared`](super::shared)).
-    Shared(&'a LockName),
-    /// One grant of a kind kept as a set of grants (see [`GrantSetKind`](super::GrantSetKind)),
-    /// under `limit` grants at once for a limited kind; the limit matters to acquire only.
+    /// One grant of a kind kept as a set of grants (see [`GrantSetKind`](super::GrantSetKind)):
+    /// a read/write lock's reader ([`READERS`](super::shared::READERS)), a semaphore's permit.
+    /// `limit` grants at once for a limited kind; the limit matters to acquire only.
     Grant(GrantsOf, &'a LockName, u32),
     /// A set of locks held together, all or none: sorted, distinct, at least two (see
     /// [`multi`](super::multi)).
@@ -44,19 +42,17 @@ impl<'a> Leased<'a> {
     pub fn kind(self) -> &'static str {
         match self {
             Self::Lock(_) => kinds::LOCK,
-            Self::Shared(_) => kinds::SHARED,
             Self::Grant(of, ..) => of.label,
             Self::Set(_) => kinds::SET,
         }
     }
 
-    /// What one such lease is called in messages to clients: a lock, a shared lock, a
-    /// semaphore (the kind of a set of grants, whose leases are its permits), a multi-lock.
+    /// What one such lease is called in messages to clients: a lock, a multi-lock, or its
+    /// kind's noun (a shared lock, a semaphore).
     pub fn noun(self) -> &'static str {
         match self {
             Self::Lock(_) => "lock",
-            Self::Shared(_) => "shared lock",
-            Self::Grant(of, ..) => of.label,
+            Self::Grant(of, ..) => of.noun,
             Self::Set(_) => "multi-lock",
         }
     }
@@ -64,7 +60,7 @@ impl<'a> Leased<'a> {
     /// The name the lease is known by: its name, or a set's first (where a set waits).
     pub fn name(self) -> &'a LockName {
         match self {
-            Self::Lock(name) | Self::Shared(name) | Self::Grant(_, name, _) => name,
+            Self::Lock(name) | Self::Grant(_, name, _) => name,
             Self::Set(names) => &names[0],
         }
     }
@@ -92,7 +88,7 @@ impl<'a> Leased<'a> {
         match self {
             Self::Lock(name) => std::slice::from_ref(name),
             Self::Set(names) => names,
-            Self::Shared(_) | Self::Grant(..) => &[],
+            Self::Grant(..) => &[],
         }
     }
 
@@ -101,7 +97,7 @@ impl<'a> Leased<'a> {
     /// set). The engine adds the marks of the request (holder, hold bound).
     pub fn marks(self) -> Marks {
         Marks {
-            shared: matches!(self, Self::Shared(_)),
+            shared: matches!(self, Self::Grant(of, ..) if of.beside_lock),
             multi: matches!(self, Self::Set(_)),
             set: match self {
                 Self::Set(names) => {
@@ -143,7 +139,6 @@ impl<'a> Leased<'a> {
     pub fn kept(self) -> Kept<'a> {
         match self {
             Self::Lock(name) => Kept::Lock(name.as_str()),
-            Self::Shared(name) => Kept::Grant(&super::shared::READERS, name.as_str()),
             Self::Grant(of, name, _) => Kept::Grant(of, name.as_str()),
             Self::Set(names) => Kept::Set(names),
         }
@@ -153,7 +148,7 @@ impl<'a> Leased<'a> {
 /// The lease operations of [`LeaseStore`](super::LeaseStore) (acquire, renew, release,
 /// withdraw; a writer's hold-off of readers and leaving a fair queue, which only a lock has)
 /// for a store that keeps each kind of lease in a module of its own, with functions named by
-/// kind: `acquire_lock`, `acquire_shared`, `acquire_grant` (with its [`GrantsOf`]) and
+/// kind: `acquire_lock`, `acquire_grant` (with its [`GrantsOf`]) and
 /// `acquire_all`; then, by how the lease is kept ([`Kept`]), `…_lock`, `…_grant` (with its
 /// [`GrantsOf`]) and `…_all` for `renew`, `release` and `withdraw` (a reentrant lock's
 /// re-entry is a renewal of the lock, `renew_lock`); `hold_off_readers` and `leave_queue`.
@@ -168,7 +163,6 @@ macro_rules! lease_operations_by_kind {
         ) -> Result<AcquireOutcome, BackendError> {
             match leased {
                 Leased::Lock(name) => self.acquire_lock(name.as_str(), attempt).await,
-                Leased::Shared(name) => self.acquire_shared(name.as_str(), attempt).await,
                 Leased::Grant(of, name, limit) => {
                     self.acquire_grant(of, name.as_str(), limit, attempt).await
                 }

@@ -18,9 +18,9 @@
 //!
 //! Redlock does not offer shared grants ([`Backend::offers`](super::Backend::offers)).
 //!
-//! The readers are a set of grants kept beside the lock ([`READERS`], see
-//! [`grant_set`](super::grant_set)): renewed, released, withdrawn, inspected and listed as
-//! every such set is. Their acquire, which looks at the lock, is the store's own.
+//! The readers are the set of grants kept beside the lock ([`READERS`], see
+//! [`grant_set`](super::grant_set)): acquired, renewed, released, withdrawn, inspected and
+//! listed as every such set is, their acquire looking at the lock first.
 
 use std::sync::LazyLock;
 
@@ -33,6 +33,7 @@ pub const SHARED_MARKER: &str = "~shared";
 /// How the stores keep a read/write lock's readers: beside the lock, with no limit.
 pub static READERS: GrantSetKind = GrantSetKind {
     label: super::kinds::SHARED,
+    noun: "shared lock",
     limited: false,
     beside_lock: true,
     tokens_key: ":readers",

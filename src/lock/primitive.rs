@@ -15,6 +15,7 @@
 
 use super::LockName;
 use crate::backend::Leased;
+use crate::backend::shared::READERS;
 
 /// One kind of lease.
 pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
@@ -44,6 +45,6 @@ pub struct Shared;
 
 impl Primitive for Shared {
     fn leased<'a>(&'a self, name: &'a LockName) -> Leased<'a> {
-        Leased::Shared(name)
+        Leased::Grant(&READERS, name, 0)
     }
 }

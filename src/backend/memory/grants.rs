@@ -171,8 +171,8 @@ impl State {
 
 impl MemoryBackend {
     /// Takes a grant of `of` on `name`, for a limited kind only if fewer than `limit` are held
-    /// and they were granted under `limit`; finds a token of the attempt's stem again. (A
-    /// kind kept beside the lock has an acquire of its own, which looks at the lock.)
+    /// and they were granted under `limit`; finds a token of the attempt's stem again. A kind
+    /// kept beside the lock looks at the lock first (`shared.rs`).
     pub(super) async fn acquire_grant(
         &self,
         of: GrantsOf,
@@ -180,6 +180,9 @@ impl MemoryBackend {
         limit: u32,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
+        if of.beside_lock {
+            return self.acquire_beside_lock(of, name, attempt);
+        }
         let GrantAttempt { stem, claim, .. } = attempt;
         let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let (mut state, now) = self.state_now();

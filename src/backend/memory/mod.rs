@@ -267,9 +267,7 @@ impl LeaseStore for MemoryBackend {
     /// set's names; a fair lock's head.
     async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
         match what {
-            Watched::Releases(Leased::Lock(name) | Leased::Shared(name)) => {
-                feed(&self.watched, name.as_str())
-            }
+            Watched::Releases(Leased::Lock(name)) => feed(&self.watched, name.as_str()),
             Watched::Releases(Leased::Grant(of, name, _)) if of.beside_lock => {
                 feed(&self.watched, name.as_str())
             }

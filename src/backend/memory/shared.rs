@@ -9,7 +9,7 @@ use super::grants::GrantSet;
 use super::{Held, MemoryBackend, State, acked, lease};
 use crate::backend::fence::token;
 use crate::backend::shared::{READERS, SHARED_MARKER};
-use crate::backend::{AcquireOutcome, BackendError, GrantAttempt};
+use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, GrantsOf};
 
 impl State {
     /// Whether readers hold `name`: its lock entry is live and holds the marker.
@@ -37,8 +37,12 @@ impl State {
 }
 
 impl MemoryBackend {
-    pub(super) async fn acquire_shared(
+    /// Takes a grant of `of`, the kind kept beside the lock, on `name`: none while the lock is
+    /// held (by anything but the marker) or while a waiting lock holds new grants off; the
+    /// marker stands in the lock entry meanwhile, as long as the longest grant.
+    pub(super) fn acquire_beside_lock(
         &self,
+        of: GrantsOf,
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
@@ -52,7 +56,7 @@ impl MemoryBackend {
                 ttl: Some(held.expires - now),
             });
         }
-        if let Some(readers) = state.live_grants(&READERS, name, now)
+        if let Some(readers) = state.live_grants(of, name, now)
             && let Some(lease) = readers.find_again(stem, claim, now, acked(ack))
         {
             return Ok(AcquireOutcome::AlreadyHeld(lease));
@@ -64,7 +68,7 @@ impl MemoryBackend {
         }
         let fence = state.next_fence();
         state
-            .sets(&READERS)
+            .sets(of)
             .entry(name.to_owned())
             .or_insert_with(|| GrantSet::new(0))
             .add(token(stem, fence), now + ttl, claim, holder);

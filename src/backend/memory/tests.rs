@@ -225,7 +225,7 @@ async fn expired_entries_are_swept() {
 #[tokio::test(start_paused = true)]
 async fn grant_listings_find_the_names_of_their_own_set() {
     let b = MemoryBackend::new();
-    b.acquire_shared("doc:1", GrantAttempt::new("r1", &TTL_ONLY))
+    b.acquire_grant(&READERS, "doc:1", 0, GrantAttempt::new("r1", &TTL_ONLY))
         .await
         .expect("a reader");
     b.acquire_grant(&LIMITED, "pool:1", 2, GrantAttempt::new("p1", &TTL_ONLY))

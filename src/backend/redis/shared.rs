@@ -1,5 +1,6 @@
-//! Shared grants of read/write locks on Redis, in scripts
-//! (`shared_*.lua`). Per name, beside the lock key (which holds `~shared` meanwhile):
+//! Shared grants of read/write locks on Redis, in scripts (`shared_*.lua`, run as every set
+//! of grants' are, see `grants.rs`), and the writer's hold-off of new readers, here. Per name,
+//! beside the lock key (which holds `~shared` meanwhile):
 //!
 //! * `<prefix>{<name>}:readers`, a sorted set of the readers' tokens scored by expiry;
 //! * `<prefix>{<name>}:readers:info`, a hash of claims and holder records;
@@ -12,18 +13,7 @@ use std::time::Duration;
 
 use super::RedisBackend;
 use super::send::Request;
-use crate::backend::shared::READERS;
-use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, millis};
-
-impl RedisBackend {
-    pub(super) async fn acquire_shared(
-        &self,
-        name: &str,
-        attempt: GrantAttempt<'_>,
-    ) -> Result<AcquireOutcome, BackendError> {
-        self.acquire_grant(&READERS, name, 0, attempt).await
-    }
-}
+use crate::backend::{BackendError, millis};
 
 impl RedisBackend {
     /// No new shared grant of `name` for `wait`, or again from now on (`None`): see

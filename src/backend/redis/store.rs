@@ -29,9 +29,7 @@ impl LeaseStore for RedisBackend {
     /// of the name.
     async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
         match what {
-            Watched::Releases(Leased::Lock(name) | Leased::Shared(name)) => {
-                self.watch_lock_releases(name.as_str()).await
-            }
+            Watched::Releases(Leased::Lock(name)) => self.watch_lock_releases(name.as_str()).await,
             Watched::Releases(Leased::Grant(of, name, _)) if of.beside_lock => {
                 self.watch_lock_releases(name.as_str()).await
             }

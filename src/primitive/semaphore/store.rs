@@ -35,6 +35,7 @@ use crate::backend::redis::{GrantSetScripts, OwnScripts};
 /// A semaphore's permits, as every store keeps them.
 pub static PERMITS: GrantSetKind = GrantSetKind {
     label: "semaphore",
+    noun: "semaphore",
     limited: true,
     beside_lock: false,
     tokens_key: ":permits",
