@@ -3,12 +3,13 @@
 //!
 //! A semaphore's permits and a read/write lock's readers are kept alike: per name, a set of
 //! tokens scored by expiry and a record of claims and holders beside it (on Redis a sorted set
-//! and a hash, in memory a map). Renewing, releasing, withdrawing, inspecting and listing them
-//! are the same operations over other keys and other scripts; so the store contract takes the
-//! kind's description, a [`GrantSetKind`] the kind defines in its own module (the semaphore's
-//! is `primitive::semaphore::store::PERMITS`; the readers' [`READERS`](super::shared::READERS)
-//! is still in `backend::shared`), and the stores run what it names. A new kind of this shape
-//! is a new value, with its scripts beside it, and no change in a store.
+//! and a hash, in memory a map). Acquiring, renewing, releasing, withdrawing, inspecting and
+//! listing them are the same operations over other keys and other scripts; so the store
+//! contract takes the kind's description, a [`GrantSetKind`] the kind defines in its own
+//! module (the semaphore's is `primitive::semaphore::store::PERMITS`), and the stores run what
+//! it names. A new kind of this shape is a new value, with its scripts beside it, and no
+//! change in a store. The readers' ([`READERS`](super::shared::READERS)) stays in `backend`:
+//! the lock's marker stands for them, so the lock's own scripts and operations know them.
 //!
 //! What differs between the kinds and is not data is two questions, each a field below:
 //! whether a grant counts against a limit, and whether the set lives beside the name's lock.
@@ -52,16 +53,6 @@ pub struct GrantSetKind {
     /// Its scripts on Redis: acquire, renew, release (and withdraw), inspect.
     pub scripts: &'static LazyLock<GrantSetScripts>,
 }
-
-impl PartialEq for GrantSetKind {
-    /// One kind is one value: two descriptions are the same kind when they are the same
-    /// static.
-    fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self, other)
-    }
-}
-
-impl Eq for GrantSetKind {}
 
 /// A limited kind kept apart from the lock, for the stores' own tests (which cannot name a
 /// primitive's). Its scripts are never run.

@@ -502,6 +502,43 @@ async fn scripts_are_reloaded_after_the_cache_is_flushed() {
     assert_eq!(grant.replicas_acked, Some(1));
 }
 
+/// A kind's own scripts (a semaphore's, built in its folder) are in a restarted server's cache
+/// before their first call there: every new connection loads them with the built-in ones once
+/// the kind was used, as it loads the lock's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kinds_scripts_are_loaded_on_a_restarted_server_before_their_first_call() {
+    let mut redis = RedisServer::start();
+    // Nothing held back after the restart: this test is about the scripts, not the grants.
+    let gw = Gateway::start(lockgate::config::Config {
+        data_loss_hold_back: false,
+        ..redis_config(&redis.url())
+    })
+    .await;
+    let permits = gw.client().semaphores();
+    let answer = permits
+        .acquire("s1", &json!({"permits": 2}), None, None)
+        .await;
+    assert_eq!(answer.expect("the gateway answers").status(), 201);
+    tokio::task::block_in_place(|| redis.restart());
+    let locks = gw.locks();
+    eventually(
+        Duration::from_secs(5),
+        "the gateway serves again after the restart",
+        || async { (locks.acquire("after", json!({})).await.status() == 201).then_some(()) },
+    )
+    .await;
+    let answer = permits
+        .acquire("s2", &json!({"permits": 2}), None, None)
+        .await;
+    assert_eq!(answer.expect("the gateway answers").status(), 201);
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query_async(&mut redis.conn().await)
+        .await
+        .expect("INFO errorstats");
+    assert!(!errors.contains("NOSCRIPT"), "{errors}");
+}
+
 /// Locks taken through the gateway obey the classic Redis lock protocol and vice versa: a
 /// plain client releases with compare-and-delete, and a plain SET NX PX lock is seen as held.
 /// Only the plain client moves its own lock: its value is no token lockgate issued (400).

@@ -48,8 +48,8 @@ pub(super) fn release_outcome(script: &Lua, reply: i64) -> Result<ReleaseOutcome
 /// * `inspect`: the tokens, the info hash; replies (the limit, if limited, then) token, ms
 ///   left and holder record of each grant, the first to end first.
 ///
-/// A kind's scripts are loaded into a server's cache on first use (a NOSCRIPT reloads them),
-/// not with the built-in scripts on every new connection.
+/// A kind's scripts are loaded into a server's cache with the built-in ones on every new
+/// connection once the kind was first used (see `scripts::load_all`), by a NOSCRIPT before.
 #[derive(Debug)]
 pub struct GrantSetScripts {
     pub acquire: Lua,

@@ -1,7 +1,7 @@
 //! The Lua scripts, compiled into the binary and run by SHA (reloaded on NOSCRIPT). Each
 //! script's opening comment lists its KEYS, ARGV and replies.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex};
 
 use redis::{Cmd, Script};
 
@@ -16,10 +16,16 @@ pub struct Lua {
 
 impl Lua {
     /// A script made of `parts` run as one (preludes, then the script's own file), for a kind
-    /// of lease that keeps its scripts in its own module.
+    /// of lease that keeps its scripts in its own module. Built on the kind's first use, and
+    /// from then on loaded on every new connection with the built-in scripts (see
+    /// `load_all`).
     pub fn assembled(name: &'static str, parts: &[&str]) -> Self {
         // Built once, into a static that lives as long as the process.
         let source: &'static str = parts.concat().leak();
+        ASSEMBLED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(source);
         Self {
             name,
             script: Script::new(source),
@@ -93,10 +99,18 @@ pub(super) mod prelude {
     pub const LEASE_SET: &str = include_str!("../scripts/lease_set.lua");
 }
 
-/// SCRIPT LOAD of every script, in one pipeline.
+/// The sources of the scripts kinds keep in their own modules ([`Lua::assembled`]), as each
+/// is built. A kind's scripts are built on its first use, after the first connections were
+/// made; a connection made after that (to a restarted or failed-over server, whose cache is
+/// empty) is given them too. Before its first use a kind's script is loaded by its first
+/// NOSCRIPT.
+static ASSEMBLED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+/// SCRIPT LOAD of every script, in one pipeline: the built-in ones and those kinds have built.
 pub fn load_all() -> redis::Pipeline {
     let mut pipe = redis::pipe();
-    for source in SOURCES {
+    let assembled = ASSEMBLED.lock().unwrap_or_else(|p| p.into_inner());
+    for source in SOURCES.iter().chain(assembled.iter()) {
         pipe.cmd("SCRIPT").arg("LOAD").arg(*source).ignore();
     }
     pipe
@@ -105,6 +119,21 @@ pub fn load_all() -> redis::Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_script_a_kind_built_is_loaded_on_every_new_connection() {
+        let loaded = |source: &str| {
+            load_all().cmd_iter().any(|cmd| {
+                cmd.args_iter()
+                    .any(|arg| arg == redis::Arg::Simple(source.as_bytes()))
+            })
+        };
+        let source = "return 'a_script_a_kind_built'";
+        assert!(!loaded(source));
+        let script = Lua::assembled("T", &["return ", "'a_script_a_kind_built'"]);
+        assert_eq!(script.source, source);
+        assert!(loaded(source));
+    }
 
     #[test]
     fn an_evalsha_becomes_an_eval_with_the_same_keys_and_arguments() {
