@@ -90,24 +90,43 @@ impl GrantSetScripts {
 
 /// The keys of `of`'s grants of one name, in the order its scripts take them (see
 /// [`GrantSetScripts`]): the lock key (if kept beside it), the tokens, `middle`, the info
-/// hash, `after` (if kept beside the lock).
-fn set_keys<'a>(
-    of: GrantsOf,
-    keys: &LockKeys<'a>,
-    middle: Option<Key<'a>>,
-    after: Option<Key<'a>>,
-) -> Vec<Key<'a>> {
-    let beside = |key: Option<Key<'a>>| key.filter(|_| of.beside_lock);
-    [
-        beside(Some(keys.lock())),
-        Some(keys.named(of.tokens_key)),
-        middle,
-        Some(keys.named(of.info_key)),
-        beside(after),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
+/// hash, `after` (if kept beside the lock). Kept on the stack: a script call of a set builds
+/// no `Vec` of keys.
+struct SetKeys<'a> {
+    keys: [Key<'a>; 5],
+    len: usize,
+}
+
+impl<'a> SetKeys<'a> {
+    fn of(
+        of: GrantsOf,
+        keys: &LockKeys<'a>,
+        middle: Option<Key<'a>>,
+        after: Option<Key<'a>>,
+    ) -> Self {
+        let tokens = keys.named(of.tokens_key);
+        let beside = |key: Option<Key<'a>>| key.filter(|_| of.beside_lock);
+        let mut set = Self {
+            keys: [tokens; 5],
+            len: 0,
+        };
+        let laid_out = [
+            beside(Some(keys.lock())),
+            Some(tokens),
+            middle,
+            Some(keys.named(of.info_key)),
+            beside(after),
+        ];
+        for key in laid_out.into_iter().flatten() {
+            set.keys[set.len] = key;
+            set.len += 1;
+        }
+        set
+    }
+
+    fn as_slice(&self) -> &[Key<'a>] {
+        &self.keys[..self.len]
+    }
 }
 
 impl RedisBackend {
@@ -196,9 +215,9 @@ impl RedisBackend {
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let keys = self.keys(name);
-        let set = set_keys(of, &keys, Some(keys.counter()), Some(keys.hold_off()));
+        let set = SetKeys::of(of, &keys, Some(keys.counter()), Some(keys.hold_off()));
         let limit = of.limited.then_some(limit);
-        (self.grant(name, &of.scripts.acquire, &set, limit, attempt)).await
+        (self.grant(name, &of.scripts.acquire, set.as_slice(), limit, attempt)).await
     }
 
     /// Renews the grant of `renewal.token` among the grants of `name`.
@@ -209,8 +228,8 @@ impl RedisBackend {
         renewal: RenewAttempt<'_>,
     ) -> Result<RenewOutcome, BackendError> {
         let keys = self.keys(name);
-        let set = set_keys(of, &keys, None, None);
-        (self.renew_by(name, &of.scripts.renew, &set, renewal)).await
+        let set = SetKeys::of(of, &keys, None, None);
+        (self.renew_by(name, &of.scripts.renew, set.as_slice(), renewal)).await
     }
 
     /// The release script of the grants of `name` for `token`, or for the grant of `stem`
@@ -224,14 +243,14 @@ impl RedisBackend {
         claim: Option<Claim>,
     ) -> Result<i64, BackendError> {
         let keys = self.keys(name);
-        let set = set_keys(of, &keys, None, None);
+        let set = SetKeys::of(of, &keys, None, None);
         let channel = if of.beside_lock {
             keys.channel()
         } else {
             keys.named(of.freed_channel)
         };
         let script = &of.scripts.release;
-        (self.remove_by(script, &set, Some(channel), token, stem, claim)).await
+        (self.remove_by(script, set.as_slice(), Some(channel), token, stem, claim)).await
     }
 
     pub(super) async fn release_grant(

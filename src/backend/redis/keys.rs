@@ -35,6 +35,7 @@ enum Tag<'a> {
 }
 
 /// One key: `<prefix><tag><suffix>`.
+#[derive(Clone, Copy)]
 pub(super) struct Key<'a> {
     prefix: &'a str,
     tag: Tag<'a>,
