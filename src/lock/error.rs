@@ -12,8 +12,9 @@ pub enum LockError {
     Held { retry_after: Duration },
     #[error("the lock is not held")]
     NotHeld,
-    /// A semaphore's current permits were granted under another limit (`held`).
-    #[error("the semaphore's permits are held with a limit of {held}")]
+    /// The grants of a limited kind (a semaphore's permits) are held under another limit
+    /// (`held`) than the one asked for.
+    #[error("the grants are held under a limit of {held}")]
     LimitDiffers { held: u32 },
     /// A multi-lock's names are in different Redis Cluster hash slots.
     #[error("the names of a multi-lock must share a Redis Cluster hash slot")]

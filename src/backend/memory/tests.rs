@@ -250,7 +250,7 @@ async fn grant_listings_find_the_names_of_their_own_set() {
     assert_eq!(listed(&LIMITED).await, [("pool:1".to_owned(), 1, Some(2))]);
 }
 
-const PERMIT_TTL: Duration = Duration::from_secs(10);
+const GRANT_TTL: Duration = Duration::from_secs(10);
 
 async fn take(backend: &MemoryBackend, limit: u32, stem: &str) -> AcquireOutcome {
     backend
@@ -258,7 +258,7 @@ async fn take(backend: &MemoryBackend, limit: u32, stem: &str) -> AcquireOutcome
             &LIMITED,
             "s",
             limit,
-            GrantAttempt::new(stem, &LeaseRequest::for_ttl(PERMIT_TTL)),
+            GrantAttempt::new(stem, &LeaseRequest::for_ttl(GRANT_TTL)),
         )
         .await
         .expect("memory answers")
@@ -296,7 +296,7 @@ async fn grants_of_a_limited_kind_are_given_up_to_the_limit_and_reclaimed_at_exp
     assert_eq!(seen.limit, Some(2));
     assert_eq!(seen.grants.len(), 2);
     // Once every permit is gone, the next grant sets a new limit.
-    tokio::time::advance(PERMIT_TTL).await;
+    tokio::time::advance(GRANT_TTL).await;
     assert!(matches!(
         take(&backend, 5, "d").await,
         AcquireOutcome::Granted(_)
@@ -317,7 +317,7 @@ async fn a_grant_of_a_set_is_renewed_and_released_by_its_token_only() {
                 "s",
                 RenewAttempt {
                     token: "a.1",
-                    ttl: PERMIT_TTL,
+                    ttl: GRANT_TTL,
                     ack: None,
                     one_more_hold: false,
                 }
@@ -332,7 +332,7 @@ async fn a_grant_of_a_set_is_renewed_and_released_by_its_token_only() {
                 "s",
                 RenewAttempt {
                     token: &mine,
-                    ttl: PERMIT_TTL,
+                    ttl: GRANT_TTL,
                     ack: None,
                     one_more_hold: false,
                 }
