@@ -42,7 +42,7 @@
 //!   new fence exceeds it, and from then on the slot counter does.
 //!
 //! The Lua twins of [`next_fence`] and [`has_stem`] are `next_fence` and `fence_text_of` in
-//! `scripts/grant.lua`, the prelude of every script that issues, raises or matches a fence;
+//! `scripts/grant.lua`, the prelude of every script that issues or matches a fence;
 //! `tests/it/grant_rules.rs` runs both sides over the same inputs on a real server.
 
 use super::marks::{Marks, SEPARATOR, STEM_ENTROPY_CHARS, split};

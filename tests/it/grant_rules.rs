@@ -11,6 +11,8 @@ use lockgate::backend::holder::Holder;
 use crate::support::redis::RedisServer;
 
 const GRANT_LUA: &str = include_str!("../../src/backend/scripts/grant.lua");
+/// Redlock's finalize's prelude, after `GRANT_LUA`.
+const RAISE_FENCE_LUA: &str = include_str!("../../src/backend/scripts/raise_fence.lua");
 
 /// Runs `body` after the prelude, as the gateway's scripts run.
 fn eval<T: redis::FromRedisValue>(
@@ -123,7 +125,9 @@ fn the_fence_rule_is_the_same_in_lua_and_rust() {
             .unwrap();
         let value: String = eval(
             &redis,
-            "raise_fence(KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])",
+            &format!(
+                "{RAISE_FENCE_LUA}\nraise_fence(KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])"
+            ),
             &["counter:raised"],
             &[&raised_to.to_string()],
         );

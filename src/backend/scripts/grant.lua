@@ -1,6 +1,7 @@
--- Prelude: the rules of a grant, written once for every script that issues or raises a fence,
+-- Prelude: the rules of a grant, written once for every script that issues a fence,
 -- recognises a token by its stem, or writes a holder record. Each such script is this file
 -- followed by its own (see src/backend/redis/scripts.rs); only `local` names are defined here.
+-- Raising a fence chosen elsewhere (Redlock's finalize, its one user) is raise_fence.lua.
 --
 -- Their Rust twins, which the memory backend and the gateway use: `next_fence` and `has_stem`
 -- in src/backend/fence.rs, `Holder::record` in src/backend/holder.rs. tests/it/grant_rules.rs
@@ -36,14 +37,6 @@ local function next_fence(counter, now, legacy)
     redis.call('DEL', legacy)
   end
   return fence, text
-end
-
--- Lifts the slot counter `counter` to the fence `text` chosen elsewhere (Redlock: the largest
--- any granting node issued), so that this node's next fence exceeds it.
-local function raise_fence(counter, text)
-  if (tonumber(redis.call('GET', counter)) or 0) < tonumber(text) then
-    redis.call('SET', counter, text)
-  end
 end
 
 -- The fence text of `token` when it is a token of `stem` (`<stem>.<digits>`), else nil: the

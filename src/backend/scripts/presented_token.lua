@@ -9,7 +9,8 @@ end
 
 -- Whether the token a client presents holds the lock `key`: 1 it does, 0 nobody holds it, -1
 -- another token does (or `token` is a marker, which holds nothing). The one compare of every
--- script that acts on a presented token.
+-- script that acts on a presented token but the plain release, which writes it out (see
+-- release.lua for why).
 local function held_by(key, token)
   local value = redis.call('GET', key)
   if not value then
