@@ -143,7 +143,7 @@ pub struct Assembled {
 
 /// Assembles the service, the router and the serving options a configuration describes.
 pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::new(&crate::http::lease_kinds()));
     let reconnected = Arc::new(Notify::new());
     let service = Arc::new(build_service(config, &metrics, &reconnected)?);
     let traces = Tracing::from_env().map_err(StartupError::Config)?;

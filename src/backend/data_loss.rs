@@ -213,7 +213,7 @@ mod tests {
             hold_back,
             max_ttl: Duration::from_secs(60),
             longest: Arc::default(),
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(Metrics::default()),
         })
     }
 

@@ -70,6 +70,9 @@ enum Segment {
 pub struct Endpoint {
     pub method: Method,
     pub operation: Operation,
+    /// The kind of lease it acts on: an index into the route table's kinds plus one, 0 for
+    /// none (see `routes::lease_kinds`), for the request metrics.
+    pub kind: usize,
     pub handler: Handler,
 }
 
@@ -101,6 +104,14 @@ impl Found<'_, '_> {
         }
     }
 
+    /// The kind of lease the route acts on ([`Endpoint::kind`]; 0 without a route).
+    pub fn kind(&self) -> usize {
+        match self {
+            Found::Route { endpoint, .. } => endpoint.kind,
+            _ => 0,
+        }
+    }
+
     /// The template matched, with or without the method.
     pub fn template(&self) -> Option<&Template> {
         match self {
@@ -121,12 +132,15 @@ impl RouteTable {
     /// # Panics
     /// When a template has more than `SEGMENTS` segments or a method twice: a table no
     /// request could be routed by as declared.
-    pub fn new(rows: impl IntoIterator<Item = (String, Method, Operation, Handler)>) -> Self {
+    pub fn new(
+        rows: impl IntoIterator<Item = (String, Method, Operation, usize, Handler)>,
+    ) -> Self {
         let mut templates: Vec<Template> = Vec::new();
-        for (path, method, operation, handler) in rows {
+        for (path, method, operation, kind, handler) in rows {
             let endpoint = Endpoint {
                 method,
                 operation,
+                kind,
                 handler,
             };
             if let Some(template) = templates.iter_mut().find(|t| *t.path == path) {

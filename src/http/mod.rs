@@ -83,20 +83,20 @@ pub struct HttpOptions {
 /// The lock's routes (see `routes`): one row per route, in the order the document lists paths.
 const LOCK_ROUTES: RouteGroup = route_group! {
     // /locks/{name}
-    locks::acquire_lock => "locks", Acquire, &[ACQUIRE, REENTER];
-    locks::renew_lock => "locks", Renew, &[RENEW, HELD_BY_ONE];
-    locks::release_lock => "locks", Release, &[RELEASE, HELD_BY_ONE];
-    locks::inspect_lock => "locks", Inspect, &[&[InvalidName, LockNotHeld, BackendUnavailable]];
+    locks::acquire_lock => "locks", Acquire(lock), &[ACQUIRE, REENTER];
+    locks::renew_lock => "locks", Renew(lock), &[RENEW, HELD_BY_ONE];
+    locks::release_lock => "locks", Release(lock), &[RELEASE, HELD_BY_ONE];
+    locks::inspect_lock => "locks", Inspect(lock), &[&[InvalidName, LockNotHeld, BackendUnavailable]];
     // /locks: a listing, or a set of locks
-    listing::list_locks => "locks", List,
+    listing::list_locks => "locks", List(lock),
         &[&[InvalidRequest, InvalidName, Forbidden, BackendUnavailable]];
-    multi::acquire_locks => "locks", Acquire, &[ACQUIRE, OF_A_SET];
-    multi::renew_locks => "locks", Renew, &[RENEW, HELD_BY_ONE, OF_A_SET];
-    multi::release_locks => "locks", Release, &[RELEASE, HELD_BY_ONE, OF_A_SET];
+    multi::acquire_locks => "locks", Acquire(multi), &[ACQUIRE, OF_A_SET];
+    multi::renew_locks => "locks", Renew(multi), &[RENEW, HELD_BY_ONE, OF_A_SET];
+    multi::release_locks => "locks", Release(multi), &[RELEASE, HELD_BY_ONE, OF_A_SET];
     // /locks/{name}/hold, /locks/{name}/events, /locks/events
-    hold::hold_lock => "locks", Hold, &[ACQUIRE];
-    events::watch_lock => "locks", Watch, &[&[InvalidName], WATCHING];
-    events::watch_prefix => "locks", Watch, &[&[InvalidRequest, Forbidden], WATCHING];
+    hold::hold_lock => "locks", Hold(lock), &[ACQUIRE];
+    events::watch_lock => "locks", Watch(lock), &[&[InvalidName], WATCHING];
+    events::watch_prefix => "locks", Watch(lock), &[&[InvalidRequest, Forbidden], WATCHING];
 };
 
 /// The service's own routes: the probes, the documents, the console.
@@ -140,6 +140,12 @@ pub(crate) fn api() -> (utoipa::openapi::OpenApi, RouteTable) {
     openapi::describe_keys(&mut doc);
     openapi::describe_exactly(&mut doc);
     (doc, table)
+}
+
+/// The kinds of lease the route table's rows act on: the values of the request metrics'
+/// `kind` label (see [`Metrics::new`](crate::telemetry::metrics::Metrics::new)).
+pub fn lease_kinds() -> Vec<&'static str> {
+    routes::lease_kinds(&routes::rows(ROUTE_GROUPS))
 }
 
 /// The OpenAPI document of this API for a server with these limits, as served at
@@ -218,7 +224,11 @@ pub(crate) fn test_state(routes: RouteTable, request_timeout: std::time::Duratio
     let secret = TokenSecret::random().expect("random");
     AppState::new(AppParts {
         service: Arc::new(LockService::new(backend, TEST_LIMITS, secret)),
-        gate: Arc::new(Gate::new(gate, Arc::new(Metrics::new()), routes)),
+        gate: Arc::new(Gate::new(
+            gate,
+            Arc::new(Metrics::new(&lease_kinds())),
+            routes,
+        )),
         max_body_bytes: 4096,
         openapi_json: Bytes::new(),
         console: true,

@@ -34,6 +34,9 @@ pub struct Route {
     pub tag: &'static str,
     /// The operation: the scope a key needs, the metrics' label, the timeout class.
     pub operation: Operation,
+    /// The kind of lease the route acts on (`lock`, `multi`, `semaphore`): the `kind` label of
+    /// its request metrics. None on the service's routes (probes, documents, console).
+    pub kind: Option<&'static str>,
     /// The problems the handler (and the lease engine under it) can answer, in groups (see
     /// [`groups`]); the gate's own (401, 403, 431, `overloaded`, `timeout`) are added by the
     /// document for every route they apply to.
@@ -141,13 +144,14 @@ pub fn rows(groups: &[RouteGroup]) -> Vec<Route> {
 }
 
 /// A group of the route table ([`RouteGroup`]): one row per route,
-/// `module::handler => tag, operation, problems;`, from which both the rows the gate calls
-/// and the document come. The handler's `#[utoipa::path]` attribute gives the route its
+/// `module::handler => tag, operation(kind), problems;` (`(kind)`, the kind of lease acted on,
+/// only on a lease's routes), from which both the rows the gate calls and the document come. The handler's `#[utoipa::path]` attribute gives the route its
 /// method, path, parameters and successful answers; its name is the operationId. The rows
 /// are in the order the document lists the paths, which is also the order a 405's `Allow`
 /// names a path's methods in. `problems` are groups of [`groups`] or of the primitive's own.
 macro_rules! route_group {
-    ($($module:ident::$handler:ident => $tag:literal, $operation:ident, $problems:expr;)*) => {
+    ($($module:ident::$handler:ident => $tag:literal, $operation:ident $(($kind:ident))?,
+        $problems:expr;)*) => {
         $crate::http::routes::RouteGroup {
             rows: {
                 #[allow(unused_imports)]
@@ -158,6 +162,7 @@ macro_rules! route_group {
                     operation_id: stringify!($handler),
                     tag: $tag,
                     operation: $crate::operation::Operation::$operation,
+                    kind: $crate::http::routes::kind_of(&[$(stringify!($kind))?]),
                     problems: $problems,
                     handler: |request, state| {
                         $crate::http::invoke::LeanHandler::call($module::$handler, request, state)
@@ -169,6 +174,35 @@ macro_rules! route_group {
     };
 }
 pub(crate) use route_group;
+
+/// The index of `route`'s kind of lease in `kinds` ([`lease_kinds`]) plus one, 0 for none:
+/// what the request metrics count it under.
+pub fn kind_index(kinds: &[&'static str], route: &Route) -> usize {
+    route
+        .kind
+        .and_then(|kind| kinds.iter().position(|k| *k == kind))
+        .map_or(0, |index| index + 1)
+}
+
+/// A row's kind of lease, from the `(kind)` it may name (see [`route_group!`]).
+pub const fn kind_of(named: &[&'static str]) -> Option<&'static str> {
+    match named {
+        [kind] => Some(*kind),
+        _ => None,
+    }
+}
+
+/// The kinds of lease the rows act on, each once, in the rows' order: the `kind` label's
+/// values of the request metrics (a route's index in it is its endpoint's `kind`, plus one).
+pub fn lease_kinds(routes: &[Route]) -> Vec<&'static str> {
+    let mut kinds = Vec::new();
+    for kind in routes.iter().filter_map(|route| route.kind) {
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
 
 /// The table the gate routes by: every operation of `doc` (generated from the handlers) with
 /// its row of `routes`, in the rows' order (so a template's `Allow` names its methods in
@@ -214,11 +248,12 @@ pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
         "rows of the route table no handler serves: {unserved:?}"
     );
     served.sort_by_key(|(row, ..)| *row);
-    RouteTable::new(
-        served
-            .into_iter()
-            .map(|(row, path, method)| (path, method, routes[row].operation, routes[row].handler)),
-    )
+    let kinds = lease_kinds(routes);
+    RouteTable::new(served.into_iter().map(|(row, path, method)| {
+        let route = &routes[row];
+        let kind = kind_index(&kinds, route);
+        (path, method, route.operation, kind, route.handler)
+    }))
 }
 
 /// The problems the gate itself answers on a route of `operation` (see `gate`): a request

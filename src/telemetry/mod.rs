@@ -1,5 +1,5 @@
 //! Telemetry: Prometheus metrics with typed labels ([`metrics`]; the operations they count
-//! are [`crate::operation`]'s, the kinds of lease [`lease_kind`]'s), the build and process metrics every exporter has ([`process`]), log
+//! are [`crate::operation`]'s, the kinds of lease the route table's), the build and process metrics every exporter has ([`process`]), log
 //! output ([`logging`]), the throttle of repeated log lines ([`throttle`]) and OpenTelemetry
 //! spans when asked for ([`trace`]).
 //!
@@ -8,7 +8,6 @@
 //! Redis or HTTP beyond the names of the API's operations.
 
 pub mod access;
-pub mod lease_kind;
 pub mod logging;
 pub mod metrics;
 pub mod process;
@@ -16,5 +15,4 @@ pub mod rfc3339;
 pub mod throttle;
 pub mod trace;
 
-pub use self::lease_kind::LeaseKind;
 pub use self::metrics::{BackendErrorKind, Gauges, Metrics, RedisCall};

@@ -24,7 +24,6 @@ use super::{Gate, REQUEST_ID, Slot};
 use crate::access::ApiKey;
 use crate::lock::LockError;
 use crate::operation::Operation;
-use crate::telemetry::LeaseKind;
 use crate::telemetry::access::AccessLine;
 use crate::telemetry::trace::{Finished, RequestSpan};
 
@@ -41,6 +40,8 @@ pub(super) struct LogContext {
     pub(super) gate: Arc<Gate>,
     pub(super) started: Instant,
     pub(super) operation: Operation,
+    /// The kind of lease the route acts on (`dispatch::Endpoint::kind`).
+    pub(super) kind: usize,
     pub(super) method: Method,
     /// A copy of the path: the request's `Uri` shares hyper's buffer of the request head,
     /// which a waiting request would otherwise keep alive (hyper then reads the rest of the
@@ -135,10 +136,9 @@ pub(super) fn finish(log: &LogContext, mut response: Response) -> Response {
         Some(Succeeded(outcome)) if problem.is_none() => outcome,
         _ => outcome(log.operation, status, problem),
     };
-    let kind = LeaseKind::of_path(&log.path);
     log.gate
         .metrics
-        .request(kind, log.operation, outcome, elapsed);
+        .request(log.kind, log.operation, outcome, elapsed);
     let key = log.caller.as_ref().map_or("-", |k| k.name.as_str());
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
     let request_id = log.request_id.header(log.gate.id_prefix);

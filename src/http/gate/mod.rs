@@ -220,6 +220,7 @@ where
             }
             operation => operation,
         };
+        let kind = found.kind();
         let request_id = gate.request_id(&req);
         // Probes and scrapes come every few seconds from machines, not callers: no spans.
         let probe = matches!(
@@ -245,6 +246,7 @@ where
                 gate: gate.clone(),
                 started,
                 operation,
+                kind,
                 method: req.method().clone(),
                 path: req.uri().path().into(),
                 request_id: request_id.clone(),
@@ -315,6 +317,7 @@ where
             gate: gate.clone(),
             started,
             operation,
+            kind,
             method: req.method().clone(),
             path: req.uri().path().into(),
             request_id,

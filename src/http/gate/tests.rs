@@ -90,7 +90,7 @@ fn every_outcome_has_its_own_label_value() {
 /// The gateway with one route, `GET /` (an inspection), served by `handler`, and a request
 /// timeout of 50 ms.
 fn serving(handler: Handler) -> GateService {
-    let routes = RouteTable::new([("/".to_owned(), Method::GET, Operation::Inspect, handler)]);
+    let routes = RouteTable::new([("/".to_owned(), Method::GET, Operation::Inspect, 1, handler)]);
     GateService::new(crate::http::test_state(routes, Duration::from_millis(50)))
 }
 
@@ -220,5 +220,33 @@ fn what_tower_http_layers_add_to_a_request() {
     for (layer, size) in layered {
         eprintln!("{layer}: +{} bytes per request future", added(size));
         assert!(added(size) > 0, "{layer} adds state to every request");
+    }
+}
+
+/// A scrape after a request on every route repeats no series: routes that are different
+/// things (listing locks, listing semaphores) are told apart by their `kind`, where one label
+/// set twice would make Prometheus keep one of them and drop the other without an error.
+#[test]
+fn a_scrape_after_every_route_repeats_no_series() {
+    use crate::telemetry::metrics::{Gauges, Metrics};
+    let kinds = crate::http::lease_kinds();
+    let metrics = Metrics::new(&kinds);
+    for route in crate::http::routes::rows(crate::http::ROUTE_GROUPS) {
+        let kind = crate::http::routes::kind_index(&kinds, &route);
+        metrics.request(kind, route.operation, "ok", Duration::ZERO);
+    }
+    let text = metrics.render(Gauges {
+        waiters: 0,
+        in_flight: 0,
+        watchers: 0,
+    });
+    let mut seen = std::collections::HashSet::new();
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let series = line.rsplit_once(' ').map_or(line, |(series, _)| series);
+        assert!(seen.insert(series), "{series} twice in:\n{text}");
+    }
+    for kind in ["lock", "semaphore"] {
+        let listed = format!("lockgate_requests_total{{operation=\"list\",kind=\"{kind}\",");
+        assert!(text.contains(&listed), "no {listed} in:\n{text}");
     }
 }

@@ -31,13 +31,13 @@ use crate::lock::InvalidRequest;
 /// The semaphore's rows of the route table, in the order the document lists their paths.
 pub const ROUTES: RouteGroup = route_group! {
     // /semaphores/{name}, /semaphores/{name}/hold, /semaphores
-    self::acquire_permit => "semaphores", Acquire, &[ACQUIRE, &[PermitsMismatch]];
-    self::renew_permit => "semaphores", Renew, &[RENEW];
-    self::release_permit => "semaphores", Release, &[RELEASE];
-    self::inspect_semaphore => "semaphores", Inspect,
+    self::acquire_permit => "semaphores", Acquire(semaphore), &[ACQUIRE, &[PermitsMismatch]];
+    self::renew_permit => "semaphores", Renew(semaphore), &[RENEW];
+    self::release_permit => "semaphores", Release(semaphore), &[RELEASE];
+    self::inspect_semaphore => "semaphores", Inspect(semaphore),
         &[&[InvalidName, NotOffered, BackendUnavailable]];
-    self::hold_permit => "semaphores", Hold, &[ACQUIRE, &[PermitsMismatch]];
-    self::list_semaphores => "semaphores", List, &[&[InvalidRequest, BackendUnavailable]];
+    self::hold_permit => "semaphores", Hold(semaphore), &[ACQUIRE, &[PermitsMismatch]];
+    self::list_semaphores => "semaphores", List(semaphore), &[&[InvalidRequest, BackendUnavailable]];
 };
 
 /// The `{name}` path parameter of a semaphore.

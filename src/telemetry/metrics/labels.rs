@@ -1,7 +1,7 @@
 //! The label values of the metrics: short fixed lists, never a lock name or a token, so the
 //! number of series is bounded.
 
-use super::{LeaseKind, Operation};
+use super::Operation;
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
@@ -61,16 +61,13 @@ pub(super) fn outcome_index(outcome: &str) -> usize {
         .unwrap_or(OUTCOMES.len() - 1)
 }
 
-/// The labels of a request series: `operation`, and `kind` for operations on a lease.
-pub(super) fn labels(kind: LeaseKind, operation: Operation) -> String {
-    if operation.is_lock_operation() {
-        format!(
-            "operation=\"{}\",kind=\"{}\"",
-            operation.label(),
-            kind.label()
-        )
-    } else {
-        format!("operation=\"{}\"", operation.label())
+/// The labels of a request series: `operation`, and `kind` for a request on a route of a
+/// kind of lease (listing and watching included: without it, listing locks and listing
+/// semaphores would be one series twice, of which Prometheus keeps one).
+pub(super) fn labels(kind: Option<&str>, operation: Operation) -> String {
+    match kind {
+        Some(kind) => format!("operation=\"{}\",kind=\"{kind}\"", operation.label()),
+        None => format!("operation=\"{}\"", operation.label()),
     }
 }
 

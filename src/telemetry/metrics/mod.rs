@@ -21,7 +21,6 @@ pub use self::labels::{BackendErrorKind, HOLD_LOST_REASONS, OUTCOMES, RedisCall}
 use self::labels::{REDIS_CALLS, labels, outcome_index};
 use self::parts::{Histogram, NodeFlags};
 pub use crate::operation::Operation;
-pub use crate::telemetry::LeaseKind;
 
 /// Most distinct servers the `lockgate_redis_server_info` metric lists.
 const MAX_SERVERS: usize = 16;
@@ -29,8 +28,13 @@ const MAX_SERVERS: usize = 16;
 /// All of the gateway's metrics. One per server (tests run several in one process).
 #[derive(Debug)]
 pub struct Metrics {
-    requests: [[[AtomicU64; OUTCOMES.len()]; Operation::ALL.len()]; LeaseKind::ALL.len()],
-    durations: [[Histogram; Operation::ALL.len()]; LeaseKind::ALL.len()],
+    /// The `kind` label's values: the kinds of lease the routes act on (`lock`, `multi`,
+    /// `semaphore`, named by the route table's rows). A request's kind is an index into it
+    /// plus one; 0 is a request on no lease (probes, documents), which has no `kind` label.
+    kinds: Vec<&'static str>,
+    /// By kind (as above), operation and outcome.
+    requests: Vec<[[AtomicU64; OUTCOMES.len()]; Operation::ALL.len()]>,
+    durations: Vec<[Histogram; Operation::ALL.len()]>,
     redis: [Histogram; REDIS_CALLS.len()],
     backend_errors: [AtomicU64; BackendErrorKind::ALL.len()],
     hold_streams: AtomicI64,
@@ -50,8 +54,9 @@ pub struct Metrics {
 }
 
 impl Default for Metrics {
+    /// Metrics with no kind of lease: every request is counted without a `kind` label.
     fn default() -> Self {
-        Self::new()
+        Self::new(&[])
     }
 }
 
@@ -67,13 +72,20 @@ pub struct Gauges {
 }
 
 impl Metrics {
-    pub const fn new() -> Self {
+    /// The metrics of a gateway whose routes act on the kinds of lease `kinds` (see
+    /// `http::routes::lease_kinds`).
+    pub fn new(kinds: &[&'static str]) -> Self {
+        let by_kind = kinds.len() + 1;
         Self {
-            requests: [const {
-                [const { [const { AtomicU64::new(0) }; OUTCOMES.len()] }; Operation::ALL.len()]
-            }; LeaseKind::ALL.len()],
-            durations: [const { [const { Histogram::new() }; Operation::ALL.len()] };
-                LeaseKind::ALL.len()],
+            kinds: kinds.to_vec(),
+            requests: (0..by_kind)
+                .map(|_| {
+                    [const { [const { AtomicU64::new(0) }; OUTCOMES.len()] }; Operation::ALL.len()]
+                })
+                .collect(),
+            durations: (0..by_kind)
+                .map(|_| [const { Histogram::new() }; Operation::ALL.len()])
+                .collect(),
             redis: [const { Histogram::new() }; REDIS_CALLS.len()],
             backend_errors: [const { AtomicU64::new(0) }; BackendErrorKind::ALL.len()],
             hold_streams: AtomicI64::new(0),
@@ -131,11 +143,18 @@ impl Metrics {
         self.data_losses.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Records one answered request.
-    pub fn request(&self, kind: LeaseKind, operation: Operation, outcome: &str, elapsed: Duration) {
-        let (kind, op) = (kind as usize, operation as usize);
+    /// Records one answered request on the kind of lease `kind` (an index into the kinds the
+    /// metrics were made with, plus one; 0 for none, and for a kind they do not know).
+    pub fn request(&self, kind: usize, operation: Operation, outcome: &str, elapsed: Duration) {
+        let kind = if kind < self.requests.len() { kind } else { 0 };
+        let op = operation as usize;
         self.requests[kind][op][outcome_index(outcome)].fetch_add(1, Ordering::Relaxed);
         self.durations[kind][op].observe(elapsed);
+    }
+
+    /// The `kind` label of the requests counted under `kind` (see [`Metrics::request`]).
+    fn kind_label(&self, kind: usize) -> Option<&'static str> {
+        kind.checked_sub(1).map(|index| self.kinds[index])
     }
 
     /// Records one Redis round trip.
@@ -168,9 +187,9 @@ impl Metrics {
             "# HELP lockgate_requests_total HTTP requests answered, by operation and outcome.\n\
              # TYPE lockgate_requests_total counter\n",
         );
-        for (kind, table) in LeaseKind::ALL.iter().zip(&self.requests) {
+        for (kind, table) in self.requests.iter().enumerate() {
             for (operation, row) in Operation::ALL.iter().zip(table) {
-                let labels = labels(*kind, *operation);
+                let labels = labels(self.kind_label(kind), *operation);
                 for (outcome, count) in OUTCOMES.iter().zip(row) {
                     let count = count.load(Ordering::Relaxed);
                     if count > 0 {
@@ -186,10 +205,10 @@ impl Metrics {
             "# HELP lockgate_request_duration_seconds Time to answer a request (to the first byte of a hold stream), by operation.\n\
              # TYPE lockgate_request_duration_seconds histogram\n",
         );
-        for (kind, histograms) in LeaseKind::ALL.iter().zip(&self.durations) {
+        for (kind, histograms) in self.durations.iter().enumerate() {
             for (operation, histogram) in Operation::ALL.iter().zip(histograms) {
                 if histogram.count.load(Ordering::Relaxed) > 0 {
-                    let labels = labels(*kind, *operation);
+                    let labels = labels(self.kind_label(kind), *operation);
                     histogram.render(&mut out, "lockgate_request_duration_seconds", &labels);
                 }
             }

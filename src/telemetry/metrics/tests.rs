@@ -4,8 +4,8 @@ use super::*;
 
 #[test]
 fn requests_render_as_counters_and_cumulative_histograms() {
-    let metrics = Metrics::new();
-    let lock = LeaseKind::Lock;
+    let metrics = Metrics::new(&["lock", "semaphore"]);
+    let (none, lock, semaphore) = (0, 1, 2);
     metrics.request(
         lock,
         Operation::Acquire,
@@ -14,18 +14,22 @@ fn requests_render_as_counters_and_cumulative_histograms() {
     );
     metrics.request(lock, Operation::Acquire, "held", Duration::from_millis(2));
     metrics.request(
-        LeaseKind::Semaphore,
+        semaphore,
         Operation::Acquire,
         "acquired",
         Duration::from_micros(300),
     );
-    metrics.request(LeaseKind::Lock, Operation::Healthz, "ok", Duration::ZERO);
+    metrics.request(none, Operation::Healthz, "ok", Duration::ZERO);
     metrics.request(
         lock,
         Operation::Acquire,
         "something-new",
         Duration::from_secs(100),
     );
+    // Listing locks and listing semaphores: two series, told apart by `kind`.
+    metrics.request(lock, Operation::List, "listed", Duration::ZERO);
+    metrics.request(semaphore, Operation::List, "listed", Duration::ZERO);
+    metrics.request(semaphore, Operation::List, "listed", Duration::ZERO);
     let text = metrics.render(Gauges {
         waiters: 3,
         in_flight: 1,
@@ -41,6 +45,8 @@ fn requests_render_as_counters_and_cumulative_histograms() {
         "lockgate_request_duration_seconds_count{operation=\"acquire\",kind=\"lock\"} 3\n",
         "lockgate_requests_total{operation=\"acquire\",kind=\"semaphore\",outcome=\"acquired\"} 1\n",
         "lockgate_requests_total{operation=\"healthz\",outcome=\"ok\"} 1\n",
+        "lockgate_requests_total{operation=\"list\",kind=\"lock\",outcome=\"listed\"} 1\n",
+        "lockgate_requests_total{operation=\"list\",kind=\"semaphore\",outcome=\"listed\"} 2\n",
         "lockgate_waiters 3\n",
     ] {
         assert!(text.contains(line), "no line {line:?} in:\n{text}");
