@@ -184,7 +184,7 @@ pub fn kind_index(kinds: &[&'static str], route: &Route) -> usize {
         .map_or(0, |index| index + 1)
 }
 
-/// A row's kind of lease, from the `(kind)` it may name (see [`route_group!`]).
+/// A row's kind of lease, from the `(kind)` it may name (see `route_group!`).
 pub const fn kind_of(named: &[&'static str]) -> Option<&'static str> {
     match named {
         [kind] => Some(*kind),
