@@ -7,7 +7,11 @@ the lease kind and is left out. `LimitDiffers` (the store's and the engine's "he
 another limit") was the semaphore's alone until a limit became a property any kind kept as a
 set of grants may have (`GrantSetKind::limited`, which the stores check whatever the kind:
 `memory/tests.rs` runs a second limited kind); the problem it becomes, `PermitsMismatch`, is
-the semaphore's and is still counted.
+the semaphore's and is still counted. Likewise a set kept beside the lock, its marker, its
+token mark (`BESIDE_MARK`, once `SHARED_MARK`) and a waiting lock's hold-off of it
+(`hold_off_beside`, once `hold_off_readers`) are the store's words for any kind with a
+`GrantSetKind::marker`, the read/write lock's readers being today's one; the readers' own
+names (`READERS`, `SHARED_MARKER`, `Shared`, `LockMode::Shared`) are counted.
 
 Usage: scripts/kind-names.py [-v]   (-v lists the files)
 """

@@ -123,7 +123,8 @@ pub fn build_service(
             .ok_or_else(|| StartupError::Config("--token-secret is too short".into()))?,
         None => TokenSecret::random().map_err(StartupError::Random)?,
     };
-    Ok(LockService::new(backend, config.limits, secret).with_longest_lease(longest))
+    let service = LockService::new(backend, config.limits, secret).with_longest_lease(longest);
+    Ok(crate::primitive::shared::register(service))
 }
 
 /// A server assembled from its configuration, not serving yet.

@@ -6,10 +6,9 @@
 //! and a hash, in memory a map). Acquiring, renewing, releasing, withdrawing, inspecting and
 //! listing them are the same operations over other keys and other scripts; so the store
 //! contract takes the kind's description, a [`GrantSetKind`] the kind defines in its own
-//! module (the semaphore's is `primitive::semaphore::store::PERMITS`), and the stores run what
-//! it names. A new kind of this shape is a new value, with its scripts beside it, and no
-//! change in a store. The readers' ([`READERS`](super::shared::READERS)) stays in `backend`:
-//! the lock's marker stands for them, so the lock's own scripts and operations know them.
+//! module (the semaphore's is `primitive::semaphore::store::PERMITS`, the read/write lock's
+//! readers `primitive::shared::store::READERS`), and the stores run what it names. A new kind
+//! of this shape is a new value, with its scripts beside it, and no change in a store.
 //!
 //! What differs between the kinds and is not data is two questions, each a field below:
 //! whether a grant counts against a limit, and whether the set lives beside the name's lock.
@@ -33,15 +32,16 @@ pub struct GrantSetKind {
     /// ([`AcquireOutcome::LimitDiffers`](super::AcquireOutcome::LimitDiffers)), and inspect
     /// answers it.
     pub limited: bool,
-    /// Whether the set is kept beside the name's lock, which holds a marker while any grant
-    /// lives (a read/write lock's readers): then the lock's releases are the set's too, and
-    /// the set's last release is the lock's, a waiting lock holds new grants off
-    /// ([`LeaseStore::hold_off`](super::LeaseStore::hold_off)), and the kind's tokens are
-    /// marked so that the lock's routes find their way to the set. At most one kind is kept
-    /// so: the marker is one value ([`SHARED_MARKER`](super::shared::SHARED_MARKER)).
-    /// Otherwise the set announces what it gives back on a channel of its own, and only
-    /// lockgate's scripts write it.
-    pub beside_lock: bool,
+    /// For a set kept beside the name's lock (a read/write lock's readers), the lock key's
+    /// value while any grant lives: a marker, which begins with `~` (no token does, see
+    /// [`is_marker`](super::marks::is_marker)). Then the lock's releases are the set's too,
+    /// and the set's last release is the lock's, a waiting lock holds new grants off
+    /// ([`LeaseStore::hold_off`](super::LeaseStore::hold_off)), the lock's revoke deletes the
+    /// set, and the kind's tokens are marked so that the lock's routes find their way to the
+    /// set. At most one kind is kept so, the one the engine is told of
+    /// (`lock::LockService::keeping_beside_lock`). Without a marker the set announces what
+    /// it gives back on a channel of its own, and only lockgate's scripts write it.
+    pub marker: Option<&'static str>,
     /// What its keys add to the name's, `<prefix>{<name>}`: the set of tokens scored by
     /// expiry (also how a listing finds the names that hold grants).
     pub tokens_key: &'static str,
@@ -54,6 +54,13 @@ pub struct GrantSetKind {
     pub scripts: &'static LazyLock<GrantSetScripts>,
 }
 
+impl GrantSetKind {
+    /// Whether the set is kept beside the name's lock (it has a [`marker`](Self::marker)).
+    pub fn beside_lock(&self) -> bool {
+        self.marker.is_some()
+    }
+}
+
 /// A limited kind kept apart from the lock, for the stores' own tests (which cannot name a
 /// primitive's). Its scripts are never run.
 #[cfg(test)]
@@ -61,10 +68,24 @@ pub(crate) static LIMITED_FOR_TESTS: GrantSetKind = GrantSetKind {
     label: "limited",
     noun: "limited grant",
     limited: true,
-    beside_lock: false,
+    marker: None,
     tokens_key: ":limited",
     info_key: ":limited:info",
     freed_channel: ":limited:freed",
+    scripts: &NO_SCRIPTS,
+};
+
+/// A kind kept beside the lock, for the stores' own tests (a read/write lock's readers are a
+/// primitive's). Its scripts are never run.
+#[cfg(test)]
+pub(crate) static BESIDE_FOR_TESTS: GrantSetKind = GrantSetKind {
+    label: "beside",
+    noun: "grant beside the lock",
+    limited: false,
+    marker: Some("~beside"),
+    tokens_key: ":beside",
+    info_key: ":beside:info",
+    freed_channel: ":released",
     scripts: &NO_SCRIPTS,
 };
 

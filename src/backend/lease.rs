@@ -22,7 +22,7 @@ pub enum Leased<'a> {
     /// The lock of a name: one holder at a time.
     Lock(&'a LockName),
     /// One grant of a kind kept as a set of grants (see [`GrantSetKind`](super::GrantSetKind)):
-    /// a read/write lock's reader ([`READERS`](super::shared::READERS)), a semaphore's permit.
+    /// a read/write lock's reader (kept beside the lock), a semaphore's permit.
     /// `limit` grants at once for a limited kind; the limit matters to acquire only.
     Grant(GrantsOf, &'a LockName, u32),
     /// A set of locks held together, all or none: sorted, distinct, at least two (see
@@ -33,7 +33,6 @@ pub enum Leased<'a> {
 /// What each kind of lease is called in logs and waiting lines ([`Leased::kind`]).
 pub mod kinds {
     pub const LOCK: &str = "lock";
-    pub const SHARED: &str = "shared";
     pub const SET: &str = "multi";
 }
 
@@ -97,7 +96,7 @@ impl<'a> Leased<'a> {
     /// set). The engine adds the marks of the request (holder, hold bound).
     pub fn marks(self) -> Marks {
         Marks {
-            shared: matches!(self, Self::Grant(of, ..) if of.beside_lock),
+            shared: matches!(self, Self::Grant(of, ..) if of.beside_lock()),
             multi: matches!(self, Self::Set(_)),
             set: match self {
                 Self::Set(names) => {
@@ -126,7 +125,7 @@ pub enum Watched<'a> {
 
 /// How a store keeps a lease once granted, which is all its renewal, release and
 /// withdrawal depend on: the lock of a name, one of a name's set of grants (shared grants
-/// are kept as [`READERS`](super::shared::READERS)), or a set of locks.
+/// are kept as a set beside the lock), or a set of locks.
 #[derive(Debug, Clone, Copy)]
 pub enum Kept<'a> {
     Lock(&'a str),
@@ -151,7 +150,7 @@ impl<'a> Leased<'a> {
 /// kind: `acquire_lock`, `acquire_grant` (with its [`GrantsOf`]) and
 /// `acquire_all`; then, by how the lease is kept ([`Kept`]), `…_lock`, `…_grant` (with its
 /// [`GrantsOf`]) and `…_all` for `renew`, `release` and `withdraw` (a reentrant lock's
-/// re-entry is a renewal of the lock, `renew_lock`); `hold_off_readers` and `leave_queue`.
+/// re-entry is a renewal of the lock, `renew_lock`); `hold_off_beside` and `leave_queue`.
 /// Names are taken as `&str`, a set's names as `&[LockName]`. The dispatch from a [`Leased`]
 /// to its kind's function, written once for the memory and the Redis stores.
 macro_rules! lease_operations_by_kind {
@@ -170,15 +169,15 @@ macro_rules! lease_operations_by_kind {
             }
         }
 
-        /// A writer keeps new readers out (`hold_off_readers`); nothing overtakes any other
-        /// kind.
+        /// A waiting lock keeps new grants of the set beside it out (`hold_off_beside`);
+        /// nothing overtakes any other kind.
         async fn hold_off(
             &self,
             leased: Leased<'_>,
             wait: Option<std::time::Duration>,
         ) -> Result<(), BackendError> {
             match leased {
-                Leased::Lock(name) => self.hold_off_readers(name.as_str(), wait).await,
+                Leased::Lock(name) => self.hold_off_beside(name.as_str(), wait).await,
                 _ => Ok(()),
             }
         }

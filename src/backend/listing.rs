@@ -250,8 +250,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::backend::grant_set::LIMITED_FOR_TESTS;
-    use crate::backend::shared::READERS;
+    use crate::backend::grant_set::{BESIDE_FOR_TESTS, LIMITED_FOR_TESTS};
 
     #[test]
     fn cursors_round_trip_and_refuse_anything_else() {
@@ -287,7 +286,7 @@ mod tests {
             Some("pool:1")
         );
         assert_eq!(
-            name_of_grants_key("lockgate:", b"lockgate:{doc:1}:readers", &READERS),
+            name_of_grants_key("lockgate:", b"lockgate:{doc:1}:beside", &BESIDE_FOR_TESTS),
             Some("doc:1")
         );
         assert_eq!(

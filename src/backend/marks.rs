@@ -5,6 +5,13 @@
 //! another client, or a token of another format, has no marks. The fence itself, and the
 //! tokens built and read with it, are `super::fence`'s.
 
+/// Whether a lock key's value is a marker rather than a token: it begins with `~`, which no
+/// token has. A set of grants kept beside the lock stands in the lock key as its marker
+/// ([`GrantSetKind::marker`](super::GrantSetKind::marker)).
+pub fn is_marker(value: &str) -> bool {
+    value.starts_with('~')
+}
+
 /// Separates the stem from the fence in a token.
 pub const SEPARATOR: char = '.';
 
@@ -19,9 +26,10 @@ const MAX_DIGITS: usize = 19;
 /// Mark: the grant has a holder record (see `super::holder`), so release, renew and
 /// withdrawal must touch it; grants without one do not pay for it.
 pub const HOLDER_MARK: char = 'o';
-/// Mark: a shared grant of a read/write lock (see `super::shared`), kept among the name's
-/// readers rather than as the lock key's value.
-pub const SHARED_MARK: char = 's';
+/// Mark: a grant of the set kept beside the lock (a read/write lock's reader, see
+/// [`GrantSetKind::marker`](super::GrantSetKind::marker)), kept in the set rather than as the
+/// lock key's value.
+pub const BESIDE_MARK: char = 's';
 /// Mark: a multi-lock's grant (see `super::multi`): its token holds several names at once.
 /// It is followed by [`SET_DIGEST_MARK`] and the set's digest ([`set_digest`]), so that the
 /// token says which names it was granted for: renew and release must name exactly those.
@@ -101,7 +109,7 @@ impl Marks {
             found
         }
         let holder = mark(&mut text, HOLDER_MARK);
-        let shared = mark(&mut text, SHARED_MARK);
+        let shared = mark(&mut text, BESIDE_MARK);
         let multi = mark(&mut text, MULTI_MARK);
         let set = if multi { digest(&mut text) } else { None };
         let reentrant = mark(&mut text, REENTRANT_MARK);
@@ -126,7 +134,7 @@ impl Marks {
             stem.push(HOLDER_MARK);
         }
         if self.shared {
-            stem.push(SHARED_MARK);
+            stem.push(BESIDE_MARK);
         }
         if self.multi {
             stem.push(MULTI_MARK);

@@ -39,7 +39,6 @@ mod outcome;
 pub mod queue;
 pub mod redis;
 pub mod redlock;
-pub mod shared;
 
 use std::future::Future;
 use std::time::Duration;
@@ -176,8 +175,14 @@ pub trait LeaseStore: Send + Sync {
     fn sees_every_release(&self, leased: Leased<'_>) -> bool;
 
     /// Deletes the lock whoever holds it, and remembers the revoked token until its lease would
-    /// have ended (see [`LeaseStore::was_revoked`]). True if something was held.
-    fn revoke(&self, name: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// have ended (see [`LeaseStore::was_revoked`]); with it, the grants of `beside`, the set
+    /// kept beside the lock (see [`GrantSetKind::marker`]), when its marker held the lock. True
+    /// if something was held.
+    fn revoke(
+        &self,
+        name: &str,
+        beside: Option<GrantsOf>,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
     /// The fence of the grant on `name` last revoked, while its lease would still run.
     fn revoked_fence(
@@ -347,7 +352,7 @@ impl LeaseStore for Backend {
         async fn withdraw(&self, leased: Leased<'_>, withdrawal: Withdrawal<'_>) -> Result<bool, BackendError>;
         async fn watch(&self, what: Watched<'_>) -> ReleaseFeed;
         async fn leave(&self, leased: Leased<'_>, waiter: u64) -> Result<(), BackendError>;
-        async fn revoke(&self, name: &str) -> Result<bool, BackendError>;
+        async fn revoke(&self, name: &str, beside: Option<GrantsOf>) -> Result<bool, BackendError>;
         async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError>;
         async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError>;
         async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError>;

@@ -47,7 +47,8 @@ pub enum AcquireOutcome {
     /// the one asked for (see [`GrantSetKind::limited`](super::GrantSetKind::limited)).
     LimitDiffers { limit: u32 },
     /// Another lease holds the name, and newcomers may still join it and come in before this
-    /// waiter (a read/write lock's readers, see [`shared`](super::shared)), unless the waiter
+    /// waiter (a read/write lock's readers, a set kept beside the lock: see
+    /// [`GrantSetKind::marker`](super::GrantSetKind::marker)), unless the waiter
     /// holds them off (see [`LeaseStore::hold_off`](super::LeaseStore::hold_off)). The
     /// longest of the leases in the way ends in `ttl`.
     Overtakable { ttl: Option<Duration> },
@@ -102,7 +103,8 @@ pub struct Inspection {
     pub fence: Option<u64>,
     /// Who holds it, when the grant named a holder (see [`holder`](super::holder)).
     pub holder: Option<Holder>,
-    /// Held by the shared grants of a read/write lock (see [`shared`](super::shared)), not one holder.
+    /// Held by the set of grants kept beside the lock (a read/write lock's readers, see
+    /// [`GrantSetKind::marker`](super::GrantSetKind::marker)), not one holder.
     pub shared: bool,
     /// How many times its holder holds it, for a reentrant lock's grant.
     pub holds: Option<u32>,

@@ -618,8 +618,8 @@ impl LeaseStore for RedlockBackend {
         Ok(())
     }
 
-    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.revoke(name))).await;
+    async fn revoke(&self, name: &str, beside: Option<GrantsOf>) -> Result<bool, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.revoke(name, beside))).await;
         let answered = outcomes.iter().filter(|o| o.is_ok()).count();
         if answered < self.quorum() {
             return Err(self.unavailable("revoke has no majority answer", answered));

@@ -223,7 +223,11 @@ pub(crate) fn test_state(routes: RouteTable, request_timeout: std::time::Duratio
     };
     let secret = TokenSecret::random().expect("random");
     AppState::new(AppParts {
-        service: Arc::new(LockService::new(backend, TEST_LIMITS, secret)),
+        service: Arc::new(crate::primitive::shared::register(LockService::new(
+            backend,
+            TEST_LIMITS,
+            secret,
+        ))),
         gate: Arc::new(Gate::new(
             gate,
             Arc::new(Metrics::new(&lease_kinds())),

@@ -10,7 +10,6 @@ use super::cursor::{CursorScope, ListPosition};
 use super::error::LockError;
 use super::service::LockService;
 use crate::backend::fence::granted_at;
-use crate::backend::shared::READERS;
 use crate::backend::{
     GrantView, Grants, GrantsOf, Holder, Inspection, LeaseStore, Leased, ListCursor, PageRequest,
     kinds,
@@ -69,12 +68,14 @@ impl LockService {
         name: &LockName,
         state: &mut LockState,
     ) -> Result<(), LockError> {
-        if state.is_shared() {
-            let readers = self.backend.inspect_grants(&READERS, name.as_str());
-            state.shared = readers.await?.grants;
+        if let Some(beside) = self.beside_lock {
+            if state.is_shared() {
+                let readers = self.backend.inspect_grants(beside, name.as_str());
+                state.shared = readers.await?.grants;
+            }
+            state.waiting += self.waiters.waiting_for(beside.label, name.as_str());
         }
-        state.waiting += self.waiters.waiting_for(kinds::SHARED, name.as_str())
-            + self.waiters.waiting_for(kinds::SET, name.as_str());
+        state.waiting += self.waiters.waiting_for(kinds::SET, name.as_str());
         Ok(())
     }
 

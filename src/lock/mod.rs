@@ -32,7 +32,7 @@ pub use error::{HoldBackCause, InvalidRequest, LockError};
 pub use guard::GrantGuard;
 pub use inspect::LockState;
 pub use multi::Multi;
-pub use primitive::{Exclusive, Primitive, Shared};
+pub use primitive::{Exclusive, Primitive};
 pub use reentrant::Reentry;
 pub use request::{LeaseRequest, Limits, RawLease, RawReplicas, RenewRequest};
 pub use service::{Grant, LockService, Released, Renewal};

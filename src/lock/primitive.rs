@@ -15,7 +15,6 @@
 
 use super::LockName;
 use crate::backend::Leased;
-use crate::backend::shared::READERS;
 
 /// One kind of lease.
 pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
@@ -25,26 +24,12 @@ pub trait Primitive: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
 }
 
 /// The lock of a name: at most one grant at a time. It is also the writer of a read/write
-/// lock: [`Shared`] grants and it exclude each other.
+/// lock: the readers (`primitive::shared::Shared`) and it exclude each other.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Exclusive;
 
 impl Primitive for Exclusive {
     fn leased<'a>(&'a self, name: &'a LockName) -> Leased<'a> {
         Leased::Lock(name)
-    }
-}
-
-/// A shared (read) grant of a read/write lock: many at once, each a lease with its own token,
-/// fence and ttl; none while the [`Exclusive`] lock (the writer) is held, and the writer only
-/// once every reader has gone (see `backend::shared`). Its tokens are marked, so renewing or
-/// releasing one through `/locks/{name}` finds its way here. Waiting readers form their own
-/// line per gateway, woken by a writer's release or the last reader's.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Shared;
-
-impl Primitive for Shared {
-    fn leased<'a>(&'a self, name: &'a LockName) -> Leased<'a> {
-        Leased::Grant(&READERS, name, 0)
     }
 }

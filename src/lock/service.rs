@@ -46,7 +46,9 @@ use super::validity::Validity;
 use super::wait::Waiters;
 use crate::backend::data_loss::LongestLease;
 use crate::backend::guards::HoldBack;
-use crate::backend::{Backend, LeaseStore, Leased, ReleaseOutcome, RenewOutcome, Unoffered};
+use crate::backend::{
+    Backend, GrantsOf, LeaseStore, Leased, ReleaseOutcome, RenewOutcome, Unoffered,
+};
 
 /// A lease granted to the caller. Until its guard is disarmed (the client has the answer),
 /// dropping it withdraws the grant.
@@ -101,6 +103,9 @@ pub struct LockService {
     pub(super) shutdown: CancellationToken,
     /// Set at the start of a shutdown: readiness fails from then on.
     draining: AtomicBool,
+    /// The set of grants kept beside the lock, if the gateway keeps one (a read/write lock's
+    /// readers): shown by the lock's inspection, deleted by its revoke.
+    pub(super) beside_lock: Option<GrantsOf>,
 }
 
 impl LockService {
@@ -117,7 +122,17 @@ impl LockService {
             secret,
             shutdown: CancellationToken::new(),
             draining: AtomicBool::new(false),
+            beside_lock: None,
         }
+    }
+
+    /// The kind of grants kept beside the lock (see
+    /// [`GrantSetKind::marker`](crate::backend::GrantSetKind::marker)): the read/write lock's
+    /// readers, which `primitive::shared::register` names. A lock's inspection then shows
+    /// them while they hold it, and its revoke deletes them with their marker.
+    pub fn keeping_beside_lock(mut self, of: GrantsOf) -> Self {
+        self.beside_lock = Some(of);
+        self
     }
 
     /// Where the guards hold grants back (see `backend::guards`).
@@ -349,7 +364,7 @@ impl LockService {
     pub async fn revoke(&self, name: &LockName) -> Result<(), LockError> {
         if self
             .backend
-            .revoke(name.as_str())
+            .revoke(name.as_str(), self.beside_lock)
             .await
             .map_err(LockError::of_write)?
         {

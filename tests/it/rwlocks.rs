@@ -358,3 +358,45 @@ async fn a_writer_that_goes_away_lets_readers_in() {
     locks.release("gone", &reader.token).await.done(204);
     locks.release("gone", &r.token).await.done(204);
 }
+
+/// An operator's revoke of a name readers hold takes it from all of them at once: their
+/// marker and their set go together (on Redis no reader's key is left), a writer gets the
+/// name at once, and a new reader waits for that writer as for any other.
+async fn revoking_a_read_locked_name_takes_it_from_every_reader(gw: &Gateway) {
+    let locks = gw.locks();
+    let name = "revoked-doc";
+    locks.acquire(name, shared(30_000)).await.done(201);
+    locks.acquire(name, shared(30_000)).await.done(201);
+    assert_eq!(gw.client().force_release(name).await.status(), 204);
+    locks.inspect(name).await.refused(404, "lock-not-held");
+    let writer = locks
+        .acquire(name, json!({"ttl_ms": 30_000}))
+        .await
+        .done(201);
+    locks
+        .acquire(name, shared(30_000))
+        .await
+        .refused(409, "lock-held");
+    locks.release(name, &writer.token).await.done(204);
+}
+
+on_backends!(revoking_a_read_locked_name_takes_it_from_every_reader: dev, cluster);
+
+#[tokio::test]
+async fn a_revoke_on_redis_leaves_no_reader_behind() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let locks = gw.locks();
+    let name = "revoked-doc";
+    locks.acquire(name, shared(30_000)).await.done(201);
+    assert_eq!(gw.client().force_release(name).await.status(), 204);
+    let conn = redis.conn().await;
+    for suffix in ["", ":readers", ":readers:info"] {
+        let key = format!("lockgate:{{{name}}}{suffix}");
+        assert!(
+            !key_exists(&conn, &key).await,
+            "{key} is left after the revoke"
+        );
+    }
+    revoking_a_read_locked_name_takes_it_from_every_reader(&gw).await;
+}

@@ -2,8 +2,8 @@
 //! [`GrantSetKind`](crate::backend::GrantSetKind)): a semaphore's permits, a read/write lock's
 //! readers. Acquiring under a limit, renewing, releasing, withdrawing and listing them is the
 //! same for every kind and is here; a set kept beside the lock (the readers) differs in how a
-//! grant is given (the writer's marker and hold-off, in `shared.rs`) and in what a change
-//! leaves behind (the marker fitted to the longest grant).
+//! grant is given (its marker in the lock entry, a waiting lock's hold-off: `beside.rs`) and
+//! in what a change leaves behind (the marker fitted to the longest grant).
 
 use std::sync::Arc;
 
@@ -131,7 +131,7 @@ impl State {
         name: &str,
         now: Instant,
     ) -> Option<&mut GrantSet> {
-        if of.beside_lock && !self.readers_hold(name, now) {
+        if of.beside_lock() && !self.marker_holds(of, name, now) {
             self.sets(of).remove(name);
             return None;
         }
@@ -157,8 +157,8 @@ impl State {
     /// marker of a lock a set is kept beside lasts as long as its longest grant. False when no
     /// grant is left.
     pub(super) fn settle(&mut self, of: GrantsOf, name: &str) -> bool {
-        if of.beside_lock {
-            return self.fit_marker(name);
+        if of.beside_lock() {
+            return self.fit_marker(of, name);
         }
         let sets = self.sets(of);
         let left = sets.get(name).is_some_and(|g| g.len() > 0);
@@ -172,7 +172,7 @@ impl State {
 impl MemoryBackend {
     /// Takes a grant of `of` on `name`, for a limited kind only if fewer than `limit` are held
     /// and they were granted under `limit`; finds a token of the attempt's stem again. A kind
-    /// kept beside the lock looks at the lock first (`shared.rs`).
+    /// kept beside the lock looks at the lock first (`beside.rs`).
     pub(super) async fn acquire_grant(
         &self,
         of: GrantsOf,
@@ -180,7 +180,7 @@ impl MemoryBackend {
         limit: u32,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        if of.beside_lock {
+        if of.beside_lock() {
             return self.acquire_beside_lock(of, name, attempt);
         }
         let GrantAttempt { stem, claim, .. } = attempt;
@@ -271,7 +271,7 @@ impl MemoryBackend {
         }
         let any_left = state.settle(of, name);
         drop(state);
-        if !of.beside_lock {
+        if !of.beside_lock() {
             announce(&self.freed, &freed(of, name));
         } else if !any_left {
             self.announce_release(name);

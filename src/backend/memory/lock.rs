@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::{Held, MemoryBackend, issued_fence, lease, wall_clock_millis};
 use crate::backend::fence::{has_stem, min_hold_left, token};
+use crate::backend::marks::is_marker;
 use crate::backend::queue::QUEUED_RETRY;
-use crate::backend::shared::SHARED_MARKER;
 use crate::backend::{
     AcquireOutcome, BackendError, GrantAttempt, ReleaseOutcome, RenewAttempt, RenewOutcome,
     Withdrawal,
@@ -33,7 +33,7 @@ impl MemoryBackend {
                 }
                 return Ok(AcquireOutcome::AlreadyHeld(lease(fence, remaining, ack)));
             }
-            let shared = held.token == SHARED_MARKER;
+            let shared = is_marker(&held.token);
             if let Some(place) = place {
                 let (position, score) = state.enqueue(name, place);
                 return Ok(AcquireOutcome::Queued {

@@ -9,12 +9,12 @@
 //! advance it. There are no replicas: a request for replica acknowledgement gets 0.
 //!
 
+mod beside;
 mod grants;
 mod listing;
 mod lock;
 mod multi;
 mod queue;
-mod shared;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,8 +24,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::fence::{fence_of, next_fence};
-use super::marks::Marks;
-use super::shared::{READERS, SHARED_MARKER};
+use super::marks::{Marks, is_marker};
 use super::{
     AcquireOutcome, BackendError, Claim, Grants, Holder, Inspection, LeaseStore, Leased, ListPage,
     PageRequest, ReleaseFeed, ReleaseOutcome, RenewOutcome, ReplicaAck,
@@ -95,10 +94,10 @@ impl Drop for Watching {
 struct State {
     locks: HashMap<String, Held>,
     /// Sets of grants by kind ([`GrantSetKind::label`](super::GrantSetKind::label)), then by
-    /// name. A read/write lock's readers are among them; the lock entry holds
-    /// [`SHARED_MARKER`] meanwhile.
+    /// name. A set kept beside the lock (a read/write lock's readers) is among them; the lock
+    /// entry holds its kind's marker meanwhile.
     grant_sets: HashMap<&'static str, HashMap<String, grants::GrantSet>>,
-    /// Until when new readers of a name are held off (a writer waits).
+    /// Until when new grants of the set beside a name's lock are held off (a lock waits).
     hold_offs: HashMap<String, Instant>,
     /// Revoked tokens by name, until their leases would have ended.
     revoked: HashMap<String, (String, Instant)>,
@@ -218,7 +217,7 @@ impl Held {
             ttl: Some(self.expires - now),
             fence: fence_of(&self.token),
             holder: self.holder.as_deref().cloned(),
-            shared: self.token == SHARED_MARKER,
+            shared: is_marker(&self.token),
             holds: Marks::of(&self.token).reentrant.then_some(self.holds),
             queued: 0,
         }
@@ -268,7 +267,7 @@ impl LeaseStore for MemoryBackend {
     async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
         match what {
             Watched::Releases(Leased::Lock(name)) => feed(&self.watched, name.as_str()),
-            Watched::Releases(Leased::Grant(of, name, _)) if of.beside_lock => {
+            Watched::Releases(Leased::Grant(of, name, _)) if of.beside_lock() => {
                 feed(&self.watched, name.as_str())
             }
             Watched::Releases(Leased::Grant(of, name, _)) => {
@@ -291,7 +290,7 @@ impl LeaseStore for MemoryBackend {
         true
     }
 
-    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
+    async fn revoke(&self, name: &str, beside: Option<GrantsOf>) -> Result<bool, BackendError> {
         let (mut state, now) = self.state_now();
         if state.live_lock(name, now).is_none() {
             return Ok(false);
@@ -299,8 +298,8 @@ impl LeaseStore for MemoryBackend {
         let Some(held) = state.locks.remove(name) else {
             return Ok(false);
         };
-        if held.token == SHARED_MARKER {
-            state.sets(&READERS).remove(name);
+        if let Some(of) = beside.filter(|of| of.marker == Some(held.token.as_str())) {
+            state.sets(of).remove(name);
         }
         state
             .revoked

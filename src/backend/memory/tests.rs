@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::backend::fence::token;
-use crate::backend::grant_set::LIMITED_FOR_TESTS as LIMITED;
+use crate::backend::grant_set::{BESIDE_FOR_TESTS as BESIDE, LIMITED_FOR_TESTS as LIMITED};
 use crate::backend::{Lease, LeaseRequest, RenewAttempt, Withdrawal};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -220,12 +220,12 @@ async fn expired_entries_are_swept() {
     assert!(state.locks.keys().all(|k| k.starts_with('m')));
 }
 
-/// Listing grants held at once finds the names of the set asked for only: a read/write lock's
-/// readers, a limited kind's grants.
+/// Listing grants held at once finds the names of the set asked for only: a set kept beside
+/// the lock (as a read/write lock's readers are), a limited kind's grants.
 #[tokio::test(start_paused = true)]
 async fn grant_listings_find_the_names_of_their_own_set() {
     let b = MemoryBackend::new();
-    b.acquire_grant(&READERS, "doc:1", 0, GrantAttempt::new("r1", &TTL_ONLY))
+    b.acquire_grant(&BESIDE, "doc:1", 0, GrantAttempt::new("r1", &TTL_ONLY))
         .await
         .expect("a reader");
     b.acquire_grant(&LIMITED, "pool:1", 2, GrantAttempt::new("p1", &TTL_ONLY))
@@ -246,7 +246,7 @@ async fn grant_listings_find_the_names_of_their_own_set() {
                 .collect::<Vec<_>>()
         }
     };
-    assert_eq!(listed(&READERS).await, [("doc:1".to_owned(), 1, None)]);
+    assert_eq!(listed(&BESIDE).await, [("doc:1".to_owned(), 1, None)]);
     assert_eq!(listed(&LIMITED).await, [("pool:1".to_owned(), 1, Some(2))]);
 }
 

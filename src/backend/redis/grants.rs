@@ -105,7 +105,7 @@ impl<'a> SetKeys<'a> {
         after: Option<Key<'a>>,
     ) -> Self {
         let tokens = keys.named(of.tokens_key);
-        let beside = |key: Option<Key<'a>>| key.filter(|_| of.beside_lock);
+        let beside = |key: Option<Key<'a>>| key.filter(|_| of.beside_lock());
         let mut set = Self {
             keys: [tokens; 5],
             len: 0,
@@ -244,7 +244,7 @@ impl RedisBackend {
     ) -> Result<i64, BackendError> {
         let keys = self.keys(name);
         let set = SetKeys::of(of, &keys, None, None);
-        let channel = if of.beside_lock {
+        let channel = if of.beside_lock() {
             keys.channel()
         } else {
             keys.named(of.freed_channel)

@@ -2,7 +2,6 @@
 //! request). The layout is described in the module above.
 
 use super::cluster::with_slot_tag;
-use crate::backend::shared::READERS;
 
 /// What the channel of a name's grant announcements adds to its lock key.
 pub(super) const ACQUIRED: &str = ":acquired";
@@ -70,11 +69,8 @@ name_keys! {
     queue_live => ":queue:live",
     /// The token of the grant last revoked, until its lease would have ended.
     revoked => ":revoked",
-    /// A read/write lock's readers: tokens scored by expiry (see `shared_acquire.lua`).
-    readers => READERS.tokens_key,
-    /// A read/write lock's readers' claims and holders (see `shared_acquire.lua`).
-    readers_info => READERS.info_key,
-    /// While a writer waits: no new reader (see `shared_acquire.lua`).
+    /// While a lock waits: no new grant of the set kept beside it (a read/write lock's
+    /// readers; see `hold_off.rs`).
     hold_off => ":writer-waiting",
     /// The pub/sub channel on which releases of the name are announced. Not a key, but
     /// tagged like one so that a sharded channel would live in the name's slot.
@@ -182,7 +178,6 @@ mod tests {
         assert_eq!(arg(keys.channel()), "lockgate:{orders:42}:released");
         assert_eq!(keys.lock().to_string(), "lockgate:{orders:42}");
         assert_eq!(arg(keys.named(":any")), "lockgate:{orders:42}:any");
-        assert_eq!(arg(keys.readers()), "lockgate:{orders:42}:readers");
         assert_eq!(
             arg(keys.acquired_channel()),
             "lockgate:{orders:42}:acquired"

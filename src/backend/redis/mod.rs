@@ -49,6 +49,7 @@ mod errors;
 mod features;
 mod grants;
 mod guards;
+mod hold_off;
 mod keys;
 mod listing;
 mod lock;
@@ -61,7 +62,6 @@ mod scripts;
 mod send;
 mod sentinel;
 mod setup;
-mod shared;
 mod source;
 mod store;
 

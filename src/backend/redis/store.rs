@@ -30,7 +30,7 @@ impl LeaseStore for RedisBackend {
     async fn watch(&self, what: Watched<'_>) -> ReleaseFeed {
         match what {
             Watched::Releases(Leased::Lock(name)) => self.watch_lock_releases(name.as_str()).await,
-            Watched::Releases(Leased::Grant(of, name, _)) if of.beside_lock => {
+            Watched::Releases(Leased::Grant(of, name, _)) if of.beside_lock() => {
                 self.watch_lock_releases(name.as_str()).await
             }
             Watched::Releases(Leased::Grant(of, name, _)) => {
@@ -57,23 +57,25 @@ impl LeaseStore for RedisBackend {
     /// is announced; a lock can be released by any Redis client, announced only with keyspace
     /// notifications on.
     fn sees_every_release(&self, leased: Leased<'_>) -> bool {
-        matches!(leased, Leased::Grant(of, ..) if !of.beside_lock)
+        matches!(leased, Leased::Grant(of, ..) if !of.beside_lock())
             || self.notifier.sees_every_release()
     }
 
-    async fn revoke(&self, name: &str) -> Result<bool, BackendError> {
+    async fn revoke(&self, name: &str, beside: Option<GrantsOf>) -> Result<bool, BackendError> {
         let keys = self.keys(name);
-        let mut call = evalsha(
-            &REVOKE,
-            &[
-                keys.lock(),
-                keys.holder(),
-                keys.revoked(),
-                keys.readers(),
-                keys.readers_info(),
-                keys.holds(),
-            ],
-        );
+        // The set kept beside the lock goes with its marker (revoke.lua); without one, the
+        // script is given four keys.
+        let set = beside.map(|of| (keys.named(of.tokens_key), keys.named(of.info_key)));
+        let (tokens, info) = set.unwrap_or((keys.lock(), keys.lock()));
+        let all = [
+            keys.lock(),
+            keys.holder(),
+            keys.revoked(),
+            keys.holds(),
+            tokens,
+            info,
+        ];
+        let mut call = evalsha(&REVOKE, &all[..if set.is_some() { 6 } else { 4 }]);
         call.arg(keys.channel());
         self.script::<i64>(&REVOKE, &call).await.map(|n| n == 1)
     }

@@ -24,8 +24,9 @@
 -- Returns fence                granted now: the token is `<stem>.<fence>`
 --         {2, fence, pttl_ms}  already held by a token of this stem (an idempotent retry)
 --         {0, pttl_ms}         held by another token (pttl -1: the key has no expiry)
---         {0, pttl_ms, 1}      held by readers (the value is the marker '~shared', see
---                              shared_acquire.lua)
+--         {0, pttl_ms, 1}      held by the set of grants kept beside the lock (a read/write
+--                              lock's readers): the value is its marker, which begins with
+--                              '~' (byte 126; no token does)
 --         {5}                  free, but fair waiters are queued for it (or were: see above)
 --
 -- Written for the fewest calls on the common path (a free lock, no queue, no old counter):
@@ -41,7 +42,7 @@ if holder then
     end
     return {2, tonumber(ours), redis.call('PTTL', KEYS[1])}
   end
-  if holder == '~shared' then
+  if string.byte(holder, 1) == 126 then
     return {0, redis.call('PTTL', KEYS[1]), 1}
   end
   return {0, redis.call('PTTL', KEYS[1])}

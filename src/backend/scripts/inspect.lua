@@ -12,8 +12,9 @@
 --         grant}:
 --         pttl -1 when the key has no expiry; fence -1 when the holder's token carries none
 --         and no old counter exists; record the holder key's value, or false (the gateway
---         checks that its fence is the grant's); shared 1 when readers hold it (see
---         shared_acquire.lua; fence -1, no record), else 0; holds, for a reentrant grant,
+--         checks that its fence is the grant's); shared 1 when a set of grants kept beside
+--         the lock holds it (its marker, a value beginning with '~'; fence -1, no record),
+--         else 0; holds, for a reentrant grant,
 --         how many times it is held, else 0; queued, the fair waiters in the queue; grant (when asked,
 --         else false), the first 48 bits of the SHA-1 of the token's 22 characters of entropy (its stem): the
 --         same for every copy of one grant (the nodes of a Redlock, whose fences differ until
@@ -23,7 +24,7 @@ local holder = redis.call('GET', KEYS[1])
 if not holder then
   return {-2, -1, false}
 end
-if holder == '~shared' then
+if string.byte(holder, 1) == 126 then
   return {redis.call('PTTL', KEYS[1]), -1, false, 1, 0, queued}
 end
 local fence = tonumber(string.match(holder, '^[%w_-]+%.(%d+)$'))

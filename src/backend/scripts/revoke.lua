@@ -5,8 +5,10 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the holder key
 -- KEYS[3]  the revocation key: the revoked token, until the revoked lease would have ended
--- KEYS[4]  the readers, KEYS[5] their hash (see shared_acquire.lua): deleted with the marker
--- KEYS[6]  a reentrant grant's hold count (see reenter.lua)
+-- KEYS[4]  a reentrant grant's hold count (see reenter.lua)
+-- KEYS[5]  (when a set of grants is kept beside the lock, a read/write lock's readers) the
+--          set's tokens, KEYS[6] its hash of claims and holders: deleted with its marker (a
+--          value beginning with '~', byte 126; no token has one)
 -- ARGV[1]  the name's release channel
 --
 -- Returns 1 revoked, 0 not held.
@@ -15,9 +17,9 @@ if not holder then
   return 0
 end
 local left = redis.call('PTTL', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[6])
-if holder == '~shared' then
-  redis.call('DEL', KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
+if KEYS[5] and string.byte(holder, 1) == 126 then
+  redis.call('DEL', KEYS[5], KEYS[6])
 end
 -- A key without expiry (written by another client) is remembered for a minute.
 if left <= 0 then

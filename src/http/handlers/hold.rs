@@ -37,9 +37,10 @@ use crate::lock::error::LockError;
 use crate::lock::hold::{Hold, with_hold_floor};
 use crate::lock::request::ReplicaPolicy;
 use crate::lock::{
-    self, Exclusive, Grant, IdempotencyKey, LockName, LockService, Primitive, RenewRequest, Shared,
+    self, Exclusive, Grant, IdempotencyKey, LockName, LockService, Primitive, RenewRequest,
 };
 use crate::lock::{LeaseRequest, RawLease};
+use crate::primitive::shared::Shared;
 use crate::telemetry::metrics::Metrics;
 use tokio::sync::watch;
 

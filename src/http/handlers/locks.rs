@@ -20,7 +20,8 @@ use crate::http::extract::{
 use crate::http::gate::Succeeded;
 use crate::http::problem::ApiError;
 use crate::http::{acquiring, answer};
-use crate::lock::{Exclusive, IdempotencyKey, LockName, LockToken, Released, Shared};
+use crate::lock::{Exclusive, IdempotencyKey, LockName, LockToken, Released};
+use crate::primitive::shared::Shared;
 use axum::response::IntoResponse;
 
 /// Acquire a lock.

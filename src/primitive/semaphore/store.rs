@@ -37,7 +37,7 @@ pub static PERMITS: GrantSetKind = GrantSetKind {
     label: "semaphore",
     noun: "semaphore",
     limited: true,
-    beside_lock: false,
+    marker: None,
     tokens_key: ":permits",
     info_key: ":semaphore",
     freed_channel: ":permits:freed",

@@ -1,5 +1,5 @@
 -- Shared acquire (read/write locks): a reader's grant, unless a writer holds the name or waits
--- for it. See src/backend/shared.rs. (After lease_set.lua, whose functions it uses.)
+-- for it. See store.rs in this folder. (After lease_set.lua, whose functions it uses.)
 --
 -- KEYS[1]  the lock key: a writer's token, or '~shared' while readers hold the name
 -- KEYS[2]  the readers: a sorted set of tokens scored by expiry (ms, TIME)

@@ -1,5 +1,7 @@
-//! Shared grants of read/write locks in memory, as Redis keeps them (see `backend::shared`):
-//! the readers of a name beside its lock entry, which holds the marker meanwhile.
+//! A set of grants kept beside the lock (a read/write lock's readers, see
+//! [`GrantSetKind::marker`](crate::backend::GrantSetKind::marker)) in memory, as Redis keeps
+//! it: the grants of a name beside its lock entry, which holds the kind's marker meanwhile;
+//! and a waiting lock's hold-off of new grants.
 
 use std::time::Duration;
 
@@ -8,19 +10,20 @@ use tokio::time::Instant;
 use super::grants::GrantSet;
 use super::{Held, MemoryBackend, State, acked, lease};
 use crate::backend::fence::token;
-use crate::backend::shared::{READERS, SHARED_MARKER};
+use crate::backend::marks::is_marker;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, GrantsOf};
 
 impl State {
-    /// Whether readers hold `name`: its lock entry is live and holds the marker.
-    pub(super) fn readers_hold(&mut self, name: &str, now: Instant) -> bool {
+    /// Whether grants of `of`, kept beside the lock, hold `name`: its lock entry is live and
+    /// holds the kind's marker.
+    pub(super) fn marker_holds(&mut self, of: GrantsOf, name: &str, now: Instant) -> bool {
         self.live_lock(name, now)
-            .is_some_and(|held| held.token == SHARED_MARKER)
+            .is_some_and(|held| Some(held.token.as_str()) == of.marker)
     }
 
-    /// The marker lives as long as the longest reader; with no reader left it goes.
-    pub(super) fn fit_marker(&mut self, name: &str) -> bool {
-        match self.sets(&READERS).get(name).and_then(GrantSet::last_end) {
+    /// The marker lives as long as the longest grant of `of`; with none left it goes.
+    pub(super) fn fit_marker(&mut self, of: GrantsOf, name: &str) -> bool {
+        match self.sets(of).get(name).and_then(GrantSet::last_end) {
             Some(end) => {
                 if let Some(held) = self.locks.get_mut(name) {
                     held.expires = end;
@@ -28,7 +31,7 @@ impl State {
                 true
             }
             None => {
-                self.sets(&READERS).remove(name);
+                self.sets(of).remove(name);
                 self.locks.remove(name);
                 false
             }
@@ -50,7 +53,7 @@ impl MemoryBackend {
         let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let (mut state, now) = self.state_now();
         if let Some(held) = state.live_lock(name, now)
-            && held.token != SHARED_MARKER
+            && !is_marker(&held.token)
         {
             return Ok(AcquireOutcome::Held {
                 ttl: Some(held.expires - now),
@@ -72,23 +75,24 @@ impl MemoryBackend {
             .entry(name.to_owned())
             .or_insert_with(|| GrantSet::new(0))
             .add(token(stem, fence), now + ttl, claim, holder);
+        let marker = of.marker.unwrap_or_default();
         state.locks.entry(name.to_owned()).or_insert_with(|| Held {
-            token: SHARED_MARKER.to_owned(),
+            token: marker.to_owned(),
             expires: now,
             claim: None,
             holder: None,
             holds: 1,
         });
-        state.fit_marker(name);
+        state.fit_marker(of, name);
         state.note_write(now);
         Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
     }
 }
 
 impl MemoryBackend {
-    /// No new shared grant of `name` for `wait`, or again from now on (`None`): see
-    /// [`crate::backend::LeaseStore::hold_off`].
-    pub(super) async fn hold_off_readers(
+    /// No new grant of a set kept beside the lock of `name` for `wait`, or again from now on
+    /// (`None`): see [`crate::backend::LeaseStore::hold_off`].
+    pub(super) async fn hold_off_beside(
         &self,
         name: &str,
         wait: Option<Duration>,
