@@ -45,7 +45,6 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use tower::Service;
@@ -235,32 +234,39 @@ where
             };
             tracing.start(req.headers(), route, name)
         });
+        // What the answer is logged and counted with, whichever it is: a refusal below takes it
+        // with the slot and span it holds by then; the handler's answer, with the caller too.
+        let mut log = LogContext {
+            gate: gate.clone(),
+            started,
+            operation,
+            kind,
+            method: req.method().clone(),
+            path: req.uri().path().into(),
+            request_id,
+            caller: None,
+            span: None,
+            _slot: None,
+        };
         let refuse = |refusal: ApiError,
-                      req: &Request,
+                      mut log: LogContext,
                       slot: Option<Slot>,
-                      span: Option<Box<RequestSpan>>| GateFuture {
-            state: State::Refused {
-                response: Some(with_allow(refusal.into_response(), allow)),
-            },
-            log: LogContext {
-                gate: gate.clone(),
-                started,
-                operation,
-                kind,
-                method: req.method().clone(),
-                path: req.uri().path().into(),
-                request_id: request_id.clone(),
-                caller: None,
-                span,
-                _slot: slot,
-            },
+                      span: Option<Box<RequestSpan>>| {
+            log._slot = slot;
+            log.span = span;
+            GateFuture {
+                state: State::Refused {
+                    response: Some(with_allow(refusal.into_response(), allow)),
+                },
+                log,
+            }
         };
         if head_bytes(&req) > gate.max_header_bytes {
             let mut refused = refuse(
                 ApiError::HeadersTooLarge {
                     limit: gate.max_header_bytes,
                 },
-                &req,
+                log,
                 None,
                 span.take(),
             );
@@ -278,20 +284,20 @@ where
         if let Some(hosts) = &gate.hosts
             && let Some(why) = hosts.refusal(req.method(), req.headers())
         {
-            return refuse(ApiError::UntrustedOrigin(why), &req, None, span.take());
+            return refuse(ApiError::UntrustedOrigin(why), log, None, span.take());
         }
         let slot = if probe {
             None
         } else {
             if gate.in_flight.fetch_add(1, Ordering::Relaxed) >= gate.max_in_flight {
                 gate.in_flight.fetch_sub(1, Ordering::Relaxed);
-                return refuse(ApiError::Overloaded, &req, None, span.take());
+                return refuse(ApiError::Overloaded, log, None, span.take());
             }
             Some(Slot(gate.clone()))
         };
         let caller = match gate.authenticate(operation, &req) {
             Ok(caller) => caller,
-            Err(refusal) => return refuse(refusal, &req, slot, span.take()),
+            Err(refusal) => return refuse(refusal, log, slot, span.take()),
         };
         // An acquire that presents a `Lock-Token` is a re-entry of a reentrant lock (the only
         // use of that header there), which sets the lease's ttl anew: it renews, so it needs
@@ -301,7 +307,7 @@ where
             && (!in_scope(key, operation, name.as_ref())
                 || renews_too && !in_scope(key, Operation::Renew, name.as_ref()))
         {
-            return refuse(ApiError::Forbidden, &req, slot, span.take());
+            return refuse(ApiError::Forbidden, log, slot, span.take());
         }
         let mut req = req;
         if let Some(name) = name {
@@ -313,18 +319,9 @@ where
             // bound to the API key, and a revoke is logged with the key's name.
             req.extensions_mut().insert(Caller(key.clone()));
         }
-        let log = LogContext {
-            gate: gate.clone(),
-            started,
-            operation,
-            kind,
-            method: req.method().clone(),
-            path: req.uri().path().into(),
-            request_id,
-            caller,
-            span: span.take(),
-            _slot: slot,
-        };
+        log.caller = caller;
+        log.span = span.take();
+        log._slot = slot;
         // From the clock reading the request already took (`sleep` would read it again).
         let deadline = tokio::time::sleep_until(
             tokio::time::Instant::from_std(started) + gate.timeout(operation),

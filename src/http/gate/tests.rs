@@ -1,5 +1,6 @@
 //! Tests of the gate.
 
+use axum::extract::Request;
 use axum::http::Method;
 use tower::{ServiceExt, service_fn};
 

@@ -6,30 +6,24 @@ use super::*;
 fn requests_render_as_counters_and_cumulative_histograms() {
     let metrics = Metrics::new(&["lock", "semaphore"]);
     let (none, lock, semaphore) = (0, 1, 2);
-    metrics.request(
-        lock,
-        Operation::Acquire,
-        "acquired",
-        Duration::from_micros(300),
+    let (micros, millis, secs) = (
+        Duration::from_micros,
+        Duration::from_millis,
+        Duration::from_secs,
     );
-    metrics.request(lock, Operation::Acquire, "held", Duration::from_millis(2));
-    metrics.request(
-        semaphore,
-        Operation::Acquire,
-        "acquired",
-        Duration::from_micros(300),
-    );
-    metrics.request(none, Operation::Healthz, "ok", Duration::ZERO);
-    metrics.request(
-        lock,
-        Operation::Acquire,
-        "something-new",
-        Duration::from_secs(100),
-    );
-    // Listing locks and listing semaphores: two series, told apart by `kind`.
-    metrics.request(lock, Operation::List, "listed", Duration::ZERO);
-    metrics.request(semaphore, Operation::List, "listed", Duration::ZERO);
-    metrics.request(semaphore, Operation::List, "listed", Duration::ZERO);
+    for (kind, operation, outcome, took) in [
+        (lock, Operation::Acquire, "acquired", micros(300)),
+        (lock, Operation::Acquire, "held", millis(2)),
+        (semaphore, Operation::Acquire, "acquired", micros(300)),
+        (none, Operation::Healthz, "ok", Duration::ZERO),
+        (lock, Operation::Acquire, "something-new", secs(100)),
+        // Listing locks and listing semaphores: two series, told apart by `kind`.
+        (lock, Operation::List, "listed", Duration::ZERO),
+        (semaphore, Operation::List, "listed", Duration::ZERO),
+        (semaphore, Operation::List, "listed", Duration::ZERO),
+    ] {
+        metrics.request(kind, operation, outcome, took);
+    }
     let text = metrics.render(Gauges {
         waiters: 3,
         in_flight: 1,
