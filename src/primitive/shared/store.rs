@@ -57,3 +57,17 @@ static SCRIPTS: LazyLock<GrantSetScripts> = LazyLock::new(|| {
         inspect: ("SHARED_INSPECT", include_str!("shared_inspect.lua")),
     })
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::marks::is_marker;
+
+    /// The stores and the lock's scripts read a value beginning with `~` as a marker (and no
+    /// token has one): the readers' marker must be one.
+    #[test]
+    fn the_readers_marker_is_read_as_a_marker() {
+        assert!(is_marker(SHARED_MARKER));
+        assert_eq!(READERS.marker, Some(SHARED_MARKER));
+    }
+}
