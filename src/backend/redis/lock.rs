@@ -7,8 +7,8 @@ use redis::Value;
 
 use super::RedisBackend;
 use super::features::{Downgradable, ReleaseVia, RenewVia};
-use super::grants::{claim_and_holder, release_outcome};
 use super::keys::{Key, LockKeys};
+use super::lease_calls::{claim_and_holder, release_outcome};
 use super::replies::{acquire_outcome, protocol, pttl};
 use super::scripts::{
     ACQUIRE, FAIR_ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, RENEW, WITHDRAW,

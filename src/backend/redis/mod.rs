@@ -51,6 +51,7 @@ mod grants;
 mod guards;
 mod hold_off;
 mod keys;
+mod lease_calls;
 mod listing;
 mod lock;
 mod multi;

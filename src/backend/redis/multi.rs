@@ -4,8 +4,8 @@
 
 use super::RedisBackend;
 use super::cluster::slot;
-use super::grants::release_outcome;
 use super::keys::{Counters, Key};
+use super::lease_calls::release_outcome;
 use super::scripts::{MULTI_ACQUIRE, MULTI_RELEASE, MULTI_RENEW};
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, ReleaseOutcome, RenewAttempt, RenewOutcome,

@@ -12,7 +12,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 
 use super::dto::{SemaphoreAcquireBody, SemaphoreInfoBody, SemaphoreListBody};
-use super::{MAX_PERMITS, Semaphore};
+use super::{HeldPermit, MAX_PERMITS, Semaphore};
 use crate::backend::PageRequest;
 use crate::http::AppState;
 use crate::http::acquiring;
@@ -144,7 +144,7 @@ pub async fn renew_permit(
     let request = app.service.limits().renew(body.ttl_ms, body.replicas())?;
     let renewal = app
         .service
-        .renew_lease(&Semaphore::ANY, &name, &token, &request)
+        .renew_lease(&HeldPermit, &name, &token, &request)
         .await?;
     Ok(Json(LockRenewalBody::new(&name, &renewal)))
 }
@@ -174,7 +174,7 @@ pub async fn release_permit(
         "a permit is not revoked: release it with its token",
     )?;
     app.service
-        .release_lease(&Semaphore::ANY, &name, &token)
+        .release_lease(&HeldPermit, &name, &token)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

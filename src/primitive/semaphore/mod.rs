@@ -27,23 +27,28 @@ use self::store::PERMITS;
 /// Most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 10_000;
 
-/// A semaphore of `permits` permits. Renew, release and withdraw act on one permit, whatever
-/// the limit: any value serves for them.
+/// A semaphore of `permits` permits, as an acquire asks for it (its withdrawal of an
+/// undelivered grant acts on that one permit); a held permit's renewal and release are
+/// [`HeldPermit`]'s.
 #[derive(Debug, Clone, Copy)]
 pub struct Semaphore {
     pub permits: NonZeroU32,
 }
 
-impl Semaphore {
-    /// For operations on a permit already held (the limit does not matter to them).
-    pub const ANY: Self = Self {
-        permits: NonZeroU32::MIN,
-    };
-}
-
 impl Primitive for Semaphore {
     fn leased<'a>(&'a self, name: &'a LockName) -> Leased<'a> {
         Leased::Grant(&PERMITS, name, self.permits.get())
+    }
+}
+
+/// A permit already held, as its renewal and release name it: by its token, under whatever
+/// limit it was granted (a limit matters to an acquire only).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeldPermit;
+
+impl Primitive for HeldPermit {
+    fn leased<'a>(&'a self, name: &'a LockName) -> Leased<'a> {
+        Leased::Grant(&PERMITS, name, 0)
     }
 }
 
