@@ -37,7 +37,8 @@ pub const ROUTES: RouteGroup = route_group! {
     self::inspect_semaphore => "semaphores", Inspect(semaphore),
         &[&[InvalidName, NotOffered, BackendUnavailable]];
     self::hold_permit => "semaphores", Hold(semaphore), &[ACQUIRE, &[PermitsMismatch]];
-    self::list_semaphores => "semaphores", List(semaphore), &[&[InvalidRequest, BackendUnavailable]];
+    self::list_semaphores => "semaphores", List(semaphore),
+        &[&[InvalidRequest, BackendUnavailable]];
 };
 
 /// The `{name}` path parameter of a semaphore.
