@@ -86,7 +86,8 @@ const LOCK_ROUTES: RouteGroup = route_group! {
     locks::acquire_lock => "locks", Acquire(lock), &[ACQUIRE, REENTER];
     locks::renew_lock => "locks", Renew(lock), &[RENEW, HELD_BY_ONE];
     locks::release_lock => "locks", Release(lock), &[RELEASE, HELD_BY_ONE];
-    locks::inspect_lock => "locks", Inspect(lock), &[&[InvalidName, LockNotHeld, BackendUnavailable]];
+    locks::inspect_lock => "locks", Inspect(lock),
+        &[&[InvalidName, LockNotHeld, BackendUnavailable]];
     // /locks: a listing, or a set of locks
     listing::list_locks => "locks", List(lock),
         &[&[InvalidRequest, InvalidName, Forbidden, BackendUnavailable]];

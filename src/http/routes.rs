@@ -148,7 +148,8 @@ pub fn rows(groups: &[RouteGroup]) -> Vec<Route> {
 /// only on a lease's routes), from which both the rows the gate calls and the document come.
 /// The handler's `#[utoipa::path]` attribute gives the route its method, path, parameters and
 /// successful answers; its name is the operationId. The rows are in the order the document
-/// lists the paths, which is also the order a 405's `Allow` names a path's methods in. `problems` are groups of [`groups`] or of the primitive's own.
+/// lists the paths, which is also the order a 405's `Allow` names a path's methods in.
+/// `problems` are groups of [`groups`] or of the primitive's own.
 macro_rules! route_group {
     ($($module:ident::$handler:ident => $tag:literal, $operation:ident $(($kind:ident))?,
         $problems:expr;)*) => {

@@ -1,7 +1,7 @@
 //! Telemetry: Prometheus metrics with typed labels ([`metrics`]; the operations they count
-//! are [`crate::operation`]'s, the kinds of lease the route table's), the build and process metrics every exporter has ([`process`]), log
-//! output ([`logging`]), the throttle of repeated log lines ([`throttle`]) and OpenTelemetry
-//! spans when asked for ([`trace`]).
+//! are [`crate::operation`]'s, the kinds of lease the route table's), the build and process
+//! metrics every exporter has ([`process`]), log output ([`logging`]), the throttle of
+//! repeated log lines ([`throttle`]) and OpenTelemetry spans when asked for ([`trace`]).
 //!
 //! Below everything else: `lock` and `backend` record through [`Metrics`] without knowing the
 //! exposition format, and `http` renders it at `/metrics`. Nothing here knows about locks,
