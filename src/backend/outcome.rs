@@ -79,6 +79,17 @@ pub enum ReleaseOutcome {
     NotOwner,
 }
 
+impl ReleaseOutcome {
+    /// A release that removed what the token held, or found nothing of it to remove.
+    pub fn removed(removed: bool) -> Self {
+        if removed {
+            Self::Released
+        } else {
+            Self::NotHeld
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RenewOutcome {
     Renewed(Lease),

@@ -8,8 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::grants::GrantSet;
-use super::{Held, MemoryBackend, State, acked, lease};
-use crate::backend::fence::token;
+use super::{Held, MemoryBackend, State, lease};
 use crate::backend::marks::is_marker;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, GrantsOf};
 
@@ -49,8 +48,6 @@ impl MemoryBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt { stem, claim, .. } = attempt;
-        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let (mut state, now) = self.state_now();
         if let Some(held) = state.live_lock(name, now)
             && !is_marker(&held.token)
@@ -60,7 +57,7 @@ impl MemoryBackend {
             });
         }
         if let Some(readers) = state.live_grants(of, name, now)
-            && let Some(lease) = readers.find_again(stem, claim, now, acked(ack))
+            && let Some(lease) = readers.find_again(&attempt, now)
         {
             return Ok(AcquireOutcome::AlreadyHeld(lease));
         }
@@ -74,7 +71,7 @@ impl MemoryBackend {
             .sets(of)
             .entry(name.to_owned())
             .or_insert_with(|| GrantSet::new(0))
-            .add(token(stem, fence), now + ttl, claim, holder);
+            .add(&attempt, fence, now);
         let marker = of.marker.unwrap_or_default();
         state.locks.entry(name.to_owned()).or_insert_with(|| Held {
             token: marker.to_owned(),
@@ -85,7 +82,11 @@ impl MemoryBackend {
         });
         state.fit_marker(of, name);
         state.note_write(now);
-        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
+        Ok(AcquireOutcome::Granted(lease(
+            fence,
+            attempt.ttl(),
+            attempt.ack(),
+        )))
     }
 }
 

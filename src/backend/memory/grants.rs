@@ -47,40 +47,30 @@ impl GrantSet {
         !self.held.is_empty()
     }
 
-    pub(super) fn add(
-        &mut self,
-        token: String,
-        expires: Instant,
-        claim: Option<Claim>,
-        holder: Option<&Holder>,
-    ) {
+    /// Adds the grant `attempt` gets with `fence`, at `now`.
+    pub(super) fn add(&mut self, attempt: &GrantAttempt<'_>, fence: u64, now: Instant) {
         self.held.push(Grant {
-            token,
-            expires,
-            claim,
-            holder: holder.map(|h| Arc::new(h.clone())),
+            token: token(attempt.stem, fence),
+            expires: now + attempt.ttl(),
+            claim: attempt.claim,
+            holder: attempt.holder().map(|h| Arc::new(h.clone())),
         });
     }
 
-    /// The lease of the grant to a token of `stem` (an idempotent retry), taking `claim` over.
-    pub(super) fn find_again(
-        &mut self,
-        stem: &str,
-        claim: Option<Claim>,
-        now: Instant,
-        replicas_acked: Option<u32>,
-    ) -> Option<Lease> {
+    /// The lease of the grant to a token of the attempt's stem (an idempotent retry), taking
+    /// its claim over.
+    pub(super) fn find_again(&mut self, attempt: &GrantAttempt<'_>, now: Instant) -> Option<Lease> {
         let grant = self
             .held
             .iter_mut()
-            .find(|grant| has_stem(&grant.token, stem))?;
-        if claim.is_some() {
-            grant.claim = claim;
+            .find(|grant| has_stem(&grant.token, attempt.stem))?;
+        if attempt.claim.is_some() {
+            grant.claim = attempt.claim;
         }
         Some(Lease {
             fence: issued_fence(&grant.token),
             ttl: grant.expires - now,
-            replicas_acked,
+            replicas_acked: acked(attempt.ack()),
         })
     }
 
@@ -183,11 +173,9 @@ impl MemoryBackend {
         if of.beside_lock() {
             return self.acquire_beside_lock(of, name, attempt);
         }
-        let GrantAttempt { stem, claim, .. } = attempt;
-        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let (mut state, now) = self.state_now();
         if let Some(grants) = state.live_grants(of, name, now) {
-            if let Some(lease) = grants.find_again(stem, claim, now, acked(ack)) {
+            if let Some(lease) = grants.find_again(&attempt, now) {
                 return Ok(AcquireOutcome::AlreadyHeld(lease));
             }
             if of.limited && grants.limit != limit {
@@ -206,9 +194,13 @@ impl MemoryBackend {
             .sets(of)
             .entry(name.to_owned())
             .or_insert_with(|| GrantSet::new(limit))
-            .add(token(stem, fence), now + ttl, claim, holder);
+            .add(&attempt, fence, now);
         state.note_write(now);
-        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
+        Ok(AcquireOutcome::Granted(lease(
+            fence,
+            attempt.ttl(),
+            attempt.ack(),
+        )))
     }
 
     pub(super) async fn renew_grant(
@@ -238,13 +230,8 @@ impl MemoryBackend {
         name: &str,
         token: &str,
     ) -> Result<ReleaseOutcome, BackendError> {
-        Ok(
-            if self.remove_grant(of, name, |grant| grant.token == token) {
-                ReleaseOutcome::Released
-            } else {
-                ReleaseOutcome::NotHeld
-            },
-        )
+        let removed = self.remove_grant(of, name, |grant| grant.token == token);
+        Ok(ReleaseOutcome::removed(removed))
     }
 
     /// Withdraws the grant `withdrawal` names.

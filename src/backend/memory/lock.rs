@@ -17,21 +17,23 @@ impl MemoryBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt { stem, claim, .. } = attempt;
-        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let place = attempt.queue;
         let (mut state, now) = self.state_now();
         if let Some(held) = state.live_lock(name, now) {
             let remaining = held.expires - now;
-            if has_stem(&held.token, stem) {
-                if claim.is_some() {
-                    held.claim = claim;
+            if has_stem(&held.token, attempt.stem) {
+                if attempt.claim.is_some() {
+                    held.claim = attempt.claim;
                 }
                 let fence = issued_fence(&held.token);
                 if let Some(place) = place {
                     state.leave_queue(name, place.waiter);
                 }
-                return Ok(AcquireOutcome::AlreadyHeld(lease(fence, remaining, ack)));
+                return Ok(AcquireOutcome::AlreadyHeld(lease(
+                    fence,
+                    remaining,
+                    attempt.ack(),
+                )));
             }
             let shared = is_marker(&held.token);
             if let Some(place) = place {
@@ -75,10 +77,10 @@ impl MemoryBackend {
         state.locks.insert(
             name.to_owned(),
             Held {
-                token: token(stem, fence),
-                expires: now + ttl,
-                claim,
-                holder: holder.map(|h| Arc::new(h.clone())),
+                token: token(attempt.stem, fence),
+                expires: now + attempt.ttl(),
+                claim: attempt.claim,
+                holder: attempt.holder().map(|h| Arc::new(h.clone())),
                 holds: 1,
             },
         );
@@ -88,7 +90,11 @@ impl MemoryBackend {
         if new_head {
             self.announce_head(name);
         }
-        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
+        Ok(AcquireOutcome::Granted(lease(
+            fence,
+            attempt.ttl(),
+            attempt.ack(),
+        )))
     }
 
     pub(super) async fn release_lock(

@@ -16,13 +16,11 @@ impl MemoryBackend {
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let names: &[&str] = &super::strs(names);
-        let GrantAttempt { stem, claim, .. } = attempt;
-        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let (mut state, now) = self.state_now();
         let mut mine = Vec::new();
         for name in names {
             if let Some(held) = state.live_lock(name, now) {
-                if !has_stem(&held.token, stem) {
+                if !has_stem(&held.token, attempt.stem) {
                     return Ok(AcquireOutcome::Held {
                         ttl: Some(held.expires - now),
                     });
@@ -36,28 +34,26 @@ impl MemoryBackend {
                     ttl: Some(expires - now),
                 });
             }
-            if claim.is_some()
+            if attempt.claim.is_some()
                 && let Some(held) = state.locks.get_mut(names[0])
             {
-                held.claim = claim;
+                held.claim = attempt.claim;
             }
             return Ok(AcquireOutcome::AlreadyHeld(lease(
                 issued_fence(&token),
                 expires - now,
-                ack,
+                attempt.ack(),
             )));
         }
         let fence = state.next_fence();
-        let holder = holder
-            .filter(|h| !h.is_empty())
-            .map(|h| Arc::new(h.clone()));
+        let holder = attempt.holder().map(|h| Arc::new(h.clone()));
         for (i, name) in names.iter().enumerate() {
             state.locks.insert(
                 (*name).to_owned(),
                 Held {
-                    token: token(stem, fence),
-                    expires: now + ttl,
-                    claim: if i == 0 { claim } else { None },
+                    token: token(attempt.stem, fence),
+                    expires: now + attempt.ttl(),
+                    claim: if i == 0 { attempt.claim } else { None },
                     holder: holder.clone(),
                     holds: 1,
                 },
@@ -68,7 +64,11 @@ impl MemoryBackend {
         for name in names {
             self.announce_grant(name);
         }
-        Ok(AcquireOutcome::Granted(lease(fence, ttl, ack)))
+        Ok(AcquireOutcome::Granted(lease(
+            fence,
+            attempt.ttl(),
+            attempt.ack(),
+        )))
     }
 
     pub(super) async fn renew_all(
@@ -119,11 +119,7 @@ impl MemoryBackend {
         for name in &mine {
             self.announce_release(name);
         }
-        Ok(if mine.len() == names.len() {
-            ReleaseOutcome::Released
-        } else {
-            ReleaseOutcome::NotHeld
-        })
+        Ok(ReleaseOutcome::removed(mine.len() == names.len()))
     }
 
     pub(super) async fn withdraw_all(

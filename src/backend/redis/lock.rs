@@ -102,16 +102,13 @@ impl RedisBackend {
         // one ttl, if this token no longer holds the lock), never cut short the record of a
         // live grant.
         let marks = Marks::of(token);
-        if marks.holder {
+        let records = [
+            (marks.holder, keys.holder()),
+            (marks.reentrant, keys.holds()),
+        ];
+        for (_, record) in records.iter().filter(|(kept, _)| *kept) {
             pipe.cmd("PEXPIRE")
-                .arg(keys.holder())
-                .arg(millis(ttl))
-                .arg("GT")
-                .ignore();
-        }
-        if marks.reentrant {
-            pipe.cmd("PEXPIRE")
-                .arg(keys.holds())
+                .arg(record)
                 .arg(millis(ttl))
                 .arg("GT")
                 .ignore();
@@ -183,8 +180,6 @@ impl RedisBackend {
         name: &str,
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
-        let GrantAttempt { stem, claim, .. } = attempt;
-        let (ttl, ack, holder) = (attempt.ttl(), attempt.ack(), attempt.holder());
         let keys = self.keys(name);
         let (lock, counter, legacy, queue) = (
             keys.lock(),
@@ -193,21 +188,21 @@ impl RedisBackend {
             keys.queue(),
         );
         // Without a claim or a holder the script needs neither their keys nor their arguments.
-        let bare = claim.is_none() && holder.is_none();
+        let bare = attempt.claim.is_none() && attempt.holder().is_none();
         let (claim_key, holder_key) = (keys.claim(), keys.holder());
         let Some(place) = attempt.queue else {
             // A plain acquire runs a script without the fair queue's machinery, which every
             // lock cycle of the fleet would otherwise pay Redis for (see `acquire.lua`).
             let all = [lock, counter, legacy, queue, claim_key, holder_key];
             let mut call = evalsha(&ACQUIRE, &all[..if bare { 4 } else { 6 }]);
-            call.arg(stem).arg(millis(ttl));
+            call.arg(attempt.stem).arg(millis(attempt.ttl()));
             if !bare {
-                claim_and_holder(&mut call, claim, holder);
+                claim_and_holder(&mut call, attempt.claim, attempt.holder());
             }
             let mut first = true;
             loop {
                 let (reply, acked) = self
-                    .run_lease_script::<Value>(name, &ACQUIRE, &call, ack)
+                    .run_lease_script::<Value>(name, &ACQUIRE, &call, attempt.ack())
                     .await?;
                 // A queue in the way: if it held only waiters of dead gateways, it is gone
                 // now, and the lock is looked at once more.
@@ -217,16 +212,16 @@ impl RedisBackend {
                     first = false;
                     continue;
                 }
-                return acquire_outcome(ACQUIRE.name, reply, ttl, acked);
+                return acquire_outcome(ACQUIRE.name, reply, attempt.ttl(), acked);
             }
         };
         let live = keys.queue_live();
         let all = [lock, counter, legacy, queue, live, claim_key, holder_key];
         let mut call = evalsha(&FAIR_ACQUIRE, &all[..if bare { 5 } else { 7 }]);
-        call.arg(stem).arg(millis(ttl));
+        call.arg(attempt.stem).arg(millis(attempt.ttl()));
         self.queue_args(&mut call, place);
         if !bare {
-            claim_and_holder(&mut call, claim, holder);
+            claim_and_holder(&mut call, attempt.claim, attempt.holder());
         }
         self.run_grant(name, &FAIR_ACQUIRE, &call, attempt).await
     }
