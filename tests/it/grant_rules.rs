@@ -3,7 +3,9 @@
 //! holder record) and in Rust (`backend::fence::next_fence`, `has_stem`, `fence_of`;
 //! `backend::holder::Holder::record`), which the memory backend and the gateway use. These
 //! tests run the Lua functions on a real server and the Rust twins over the same inputs: a
-//! change to either side alone fails them.
+//! change to either side alone fails them. The plain acquire (`acquire.lua`) writes the three
+//! rules out instead of taking the prelude (its closures cost every acquire of the fleet):
+//! each test runs it over the same inputs too.
 
 use lockgate::backend::fence::{fence_of, has_stem, next_fence};
 use lockgate::backend::holder::Holder;
@@ -13,6 +15,10 @@ use crate::support::redis::RedisServer;
 const GRANT_LUA: &str = include_str!("../../src/backend/scripts/grant.lua");
 /// Redlock's finalize's prelude, after `GRANT_LUA`.
 const RAISE_FENCE_LUA: &str = include_str!("../../src/backend/scripts/raise_fence.lua");
+/// The plain acquire, which writes the rules out.
+const ACQUIRE_LUA: &str = include_str!("../../src/backend/scripts/acquire.lua");
+/// A token stem, as the gateway makes them (22 characters).
+const STEM: &str = "AAAAAAAAAAAAAAAAAAAAAA";
 
 /// Runs `body` after the prelude, as the gateway's scripts run.
 fn eval<T: redis::FromRedisValue>(
@@ -32,13 +38,21 @@ fn eval<T: redis::FromRedisValue>(
     redis.query(&cmd).expect("script")
 }
 
+/// Runs the plain acquire as the gateway does (`acquire.lua` alone, no prelude).
+fn acquire_lua(redis: &RedisServer, keys: &[&str], args: &[&str]) -> redis::Value {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(ACQUIRE_LUA).arg(keys.len()).arg(keys).arg(args);
+    redis.query(&cmd).expect("acquire.lua")
+}
+
 fn server_micros(redis: &RedisServer) -> u64 {
     let (secs, micros): (u64, u64) = redis.query(&redis::cmd("TIME")).expect("TIME");
     secs * 1_000_000 + micros
 }
 
-/// `next_fence` in Lua against its twin, with the slot counter and an old per-name counter
-/// behind the clock, ahead of it (a clock stepped back, grants in one microsecond) and lost.
+/// `next_fence` in Lua against its twin, with the slot counter behind the clock, ahead of it
+/// (a clock stepped back, grants in one microsecond) and lost; then the plain acquire's
+/// written-out copy over the same cases.
 #[test]
 fn the_fence_rule_is_the_same_in_lua_and_rust() {
     let redis = RedisServer::start();
@@ -46,77 +60,65 @@ fn the_fence_rule_is_the_same_in_lua_and_rust() {
     let behind = base - 1_000_000;
     let ahead = base + 1_000_000_000;
     let far_ahead = base + 2_000_000_000;
-    let cases: &[(&str, Option<u64>, Option<u64>)] = &[
-        ("counter lost, no legacy counter", None, None),
-        ("counter behind the clock", Some(behind), None),
-        (
-            "counter ahead of the clock (clock behind)",
-            Some(ahead),
-            None,
-        ),
-        ("counter lost, a small legacy counter", None, Some(42)),
-        (
-            "counter behind, legacy counter ahead",
-            Some(behind),
-            Some(far_ahead),
-        ),
-        (
-            "counter ahead, legacy counter further ahead",
-            Some(ahead),
-            Some(far_ahead),
-        ),
-        (
-            "counter further ahead than the legacy counter",
-            Some(far_ahead),
-            Some(ahead),
-        ),
+    let cases: &[(&str, Option<u64>)] = &[
+        ("counter lost", None),
+        ("counter behind the clock", Some(behind)),
+        ("counter ahead of the clock (clock behind)", Some(ahead)),
     ];
-    for (i, (case, previous, legacy)) in cases.iter().enumerate() {
-        let (counter, old) = (format!("counter:{i}"), format!("legacy:{i}"));
+    let set_counter = |key: &str, previous: &Option<u64>| {
+        let _: () = redis.query(redis::cmd("DEL").arg(key)).unwrap();
         if let Some(previous) = previous {
             let _: () = redis
-                .query(redis::cmd("SET").arg(&counter).arg(previous))
+                .query(redis::cmd("SET").arg(key).arg(previous))
                 .unwrap();
         }
-        if let Some(legacy) = legacy {
-            let _: () = redis
-                .query(redis::cmd("SET").arg(&old).arg(legacy))
-                .unwrap();
-        }
-        let (text, secs, micros, counter_after, legacy_left): (String, u64, String, String, u8) =
-            eval(
-                &redis,
-                "local now = redis.call('TIME') \
-                 local _, text = next_fence(KEYS[1], now, KEYS[2]) \
-                 return {text, now[1], now[2], redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2])}",
-                &[&counter, &old],
-                &[],
-            );
+    };
+    for (i, (case, previous)) in cases.iter().enumerate() {
+        let counter = format!("counter:{i}");
+        set_counter(&counter, previous);
+        let (text, secs, micros, counter_after): (String, u64, String, String) = eval(
+            &redis,
+            "local now = redis.call('TIME') \
+             local _, text = next_fence(KEYS[1], now) \
+             return {text, now[1], now[2], redis.call('GET', KEYS[1])}",
+            &[&counter],
+            &[],
+        );
         let now = secs * 1_000_000 + micros.parse::<u64>().unwrap();
-        let known = previous.unwrap_or(0).max(legacy.unwrap_or(0));
-        let expected = next_fence(known, now);
+        let expected = next_fence(previous.unwrap_or(0), now);
         assert_eq!(text, expected.to_string(), "{case}");
         assert_eq!(
             counter_after,
             expected.to_string(),
             "{case}: the counter advances"
         );
-        assert_eq!(legacy_left, 0, "{case}: the legacy counter is gone");
+
+        // The plain acquire's copy: it reads the clock itself, so its fence is the rule's
+        // between the clock before and after it (the rule grows with the clock).
+        set_counter(&counter, previous);
+        let before = server_micros(&redis);
+        let lock = format!("lock:{i}");
+        let queue = format!("queue:{i}");
+        let reply = acquire_lua(&redis, &[&lock, &counter, &queue], &[STEM, "10000"]);
+        let redis::Value::Int(fence) = reply else {
+            panic!("{case}: acquire.lua answered {reply:?}");
+        };
+        let fence = u64::try_from(fence).unwrap();
+        let after = server_micros(&redis);
+        let (low, high) = (
+            next_fence(previous.unwrap_or(0), before),
+            next_fence(previous.unwrap_or(0), after),
+        );
+        assert!(
+            (low..=high).contains(&fence),
+            "{case}: acquire.lua's fence {fence} is not the rule's ({low}..={high})"
+        );
+        let counter_after: u64 = redis.query(redis::cmd("GET").arg(&counter)).unwrap();
+        assert_eq!(
+            counter_after, fence,
+            "{case}: acquire.lua advances the counter"
+        );
     }
-    // Without a legacy key, as the lease-set and multi-lock scripts call it.
-    let _: () = redis
-        .query(redis::cmd("SET").arg("counter:plain").arg(ahead))
-        .unwrap();
-    let (text, secs, micros): (String, u64, String) = eval(
-        &redis,
-        "local now = redis.call('TIME') \
-         local _, text = next_fence(KEYS[1], now) \
-         return {text, now[1], now[2]}",
-        &["counter:plain"],
-        &[],
-    );
-    let now = secs * 1_000_000 + micros.parse::<u64>().unwrap();
-    assert_eq!(text, next_fence(ahead, now).to_string());
     // Raising a counter (Redlock's finalize) never lowers it.
     for (start, raised_to, after) in [(ahead, far_ahead, far_ahead), (far_ahead, ahead, far_ahead)]
     {
@@ -169,6 +171,32 @@ fn the_stem_match_is_the_same_in_lua_and_rust() {
             rust_fence,
             "{token}"
         );
+        // The plain acquire's copy: it finds its own grant again ({2, fence, pttl}) exactly
+        // when the rule says the token is the stem's, with its fence (as a Lua number: exact
+        // to 2^53, which no fence lockgate issues exceeds).
+        let _: () = redis
+            .query(redis::cmd("SET").arg("held").arg(token))
+            .unwrap();
+        let reply = acquire_lua(&redis, &["held", "counter", "queue"], &[stem, "10000"]);
+        let found_again = match reply {
+            redis::Value::Array(items) => match items[..] {
+                [redis::Value::Int(2), redis::Value::Int(fence), _] => Some(fence),
+                _ => None,
+            },
+            other => panic!("{token}: acquire.lua answered {other:?} on a held lock"),
+        };
+        assert_eq!(
+            found_again.is_some(),
+            has_stem(token, stem),
+            "acquire.lua, {token}"
+        );
+        if let Some(fence) = rust_fence.filter(|fence| *fence < 1 << 53) {
+            assert_eq!(
+                found_again,
+                i64::try_from(fence).ok(),
+                "acquire.lua, {token}"
+            );
+        }
     }
 }
 
@@ -199,6 +227,15 @@ fn the_holder_record_is_the_same_in_lua_and_rust() {
             &[&fence.to_string(), &holder.fields()],
         );
         assert_eq!(lua, holder.record(fence));
+        // The plain acquire's copy, on a free lock.
+        let _: () = redis.query(redis::cmd("DEL").arg("free")).unwrap();
+        let keys = ["free", "counter", "queue", "claim", "holder"];
+        let reply = acquire_lua(&redis, &keys, &[STEM, "10000", "", &holder.fields()]);
+        let redis::Value::Int(granted) = reply else {
+            panic!("acquire.lua answered {reply:?}");
+        };
+        let record: String = redis.query(redis::cmd("GET").arg("holder")).unwrap();
+        assert_eq!(record, holder.record(u64::try_from(granted).unwrap()));
         assert_eq!(
             Holder::of_record(lua.as_bytes(), Some(fence)).as_ref(),
             Some(holder)

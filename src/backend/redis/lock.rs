@@ -181,20 +181,15 @@ impl RedisBackend {
         attempt: GrantAttempt<'_>,
     ) -> Result<AcquireOutcome, BackendError> {
         let keys = self.keys(name);
-        let (lock, counter, legacy, queue) = (
-            keys.lock(),
-            keys.counter(),
-            keys.legacy_counter(),
-            keys.queue(),
-        );
+        let (lock, counter, queue) = (keys.lock(), keys.counter(), keys.queue());
         // Without a claim or a holder the script needs neither their keys nor their arguments.
         let bare = attempt.claim.is_none() && attempt.holder().is_none();
         let (claim_key, holder_key) = (keys.claim(), keys.holder());
         let Some(place) = attempt.queue else {
             // A plain acquire runs a script without the fair queue's machinery, which every
             // lock cycle of the fleet would otherwise pay Redis for (see `acquire.lua`).
-            let all = [lock, counter, legacy, queue, claim_key, holder_key];
-            let mut call = evalsha(&ACQUIRE, &all[..if bare { 4 } else { 6 }]);
+            let all = [lock, counter, queue, claim_key, holder_key];
+            let mut call = evalsha(&ACQUIRE, &all[..if bare { 3 } else { 5 }]);
             call.arg(attempt.stem).arg(millis(attempt.ttl()));
             if !bare {
                 claim_and_holder(&mut call, attempt.claim, attempt.holder());
@@ -216,8 +211,8 @@ impl RedisBackend {
             }
         };
         let live = keys.queue_live();
-        let all = [lock, counter, legacy, queue, live, claim_key, holder_key];
-        let mut call = evalsha(&FAIR_ACQUIRE, &all[..if bare { 5 } else { 7 }]);
+        let all = [lock, counter, queue, live, claim_key, holder_key];
+        let mut call = evalsha(&FAIR_ACQUIRE, &all[..if bare { 4 } else { 6 }]);
         call.arg(attempt.stem).arg(millis(attempt.ttl()));
         self.queue_args(&mut call, place);
         if !bare {

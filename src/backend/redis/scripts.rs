@@ -69,7 +69,7 @@ macro_rules! scripts {
 }
 
 scripts! {
-    ACQUIRE = ["grant.lua", "acquire.lua"],
+    ACQUIRE = ["acquire.lua"],
     FAIR_ACQUIRE = ["grant.lua", "fair_head.lua", "fair.lua", "fair_acquire.lua"],
     QUEUE_LEAVE = ["fair_head.lua", "fair.lua", "queue_leave.lua"],
     QUEUE_CLEAR = ["fair_head.lua", "queue_clear.lua"],

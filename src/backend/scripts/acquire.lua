@@ -6,17 +6,15 @@
 --
 -- KEYS[1]  the lock key; its value is exactly the holder's token, `<stem>.<fence>`
 -- KEYS[2]  the fence counter of the name's hash slot (same slot as KEYS[1])
--- KEYS[3]  the name's fence counter as lockgate kept it before the fence-in-token format:
---          read once, superseded by KEYS[2], then deleted
--- KEYS[4]  the lock's fair queue (see fair_head.lua): while it exists, this acquire does not
+-- KEYS[3]  the lock's fair queue (see fair_head.lua): while it exists, this acquire does not
 --          take the lock
--- KEYS[5]  (idempotent acquires, or grants naming a holder) the claim key: which attempt last
+-- KEYS[4]  (idempotent acquires, or grants naming a holder) the claim key: which attempt last
 --          claimed the grant
--- KEYS[6]  (with KEYS[5]) the holder key: who holds the grant (see src/backend/holder.rs)
+-- KEYS[5]  (with KEYS[4]) the holder key: who holds the grant (see src/backend/holder.rs)
 -- ARGV[1]  the token stem (the gateway's part of the token)
 -- ARGV[2]  ttl in milliseconds
--- ARGV[3]  (with KEYS[5]) the claim id, or '' for none
--- ARGV[4]  (with KEYS[5]) the holder record after its fence field (`"owner":"pod-a"}`), or ''
+-- ARGV[3]  (with KEYS[4]) the claim id, or '' for none
+-- ARGV[4]  (with KEYS[4]) the holder record after its fence field (`"owner":"pod-a"}`), or ''
 --          for none: stored as `{"fence":<fence>,` .. ARGV[4]
 --
 -- A grant is announced on the channel `<KEYS[1]>:acquired`.
@@ -29,18 +27,26 @@
 --                              '~' (byte 126; no token does)
 --         {5}                  free, but fair waiters are queued for it (or were: see above)
 --
--- Written for the fewest calls on the common path (a free lock, no queue, no old counter):
--- GET, TIME, one EXISTS over the queue and the old counter together, next_fence() of grant.lua
--- (one SET ... GET), the SET and the PUBLISH. Every call and argument here is paid
--- by every plain acquire of the fleet (bench/redis-ceiling.sh measures it).
+-- Written for the fewest calls and the least work on the common path (a free lock, no queue):
+-- GET, TIME, EXISTS over the queue, one SET ... GET on the counter, the SET and the PUBLISH.
+-- Every call, argument and closure here is paid by every plain acquire of the fleet
+-- (bench/redis-ceiling.sh), so this script writes out the rules of grant.lua instead of
+-- taking its prelude: `next_fence` (the fence), `fence_text_of` (a token of this stem) and
+-- `holder_record`, whose three closures a run would otherwise make (about 1.8k of Redis's
+-- instructions an acquire, bench/README.md). They must stay the same as grant.lua's:
+-- tests/it/grant_rules.rs runs this script against the same cases as the prelude.
 local holder = redis.call('GET', KEYS[1])
 if holder then
-  local ours = fence_text_of(holder, ARGV[1])
-  if ours then
-    if KEYS[5] and ARGV[3] ~= '' then
-      redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[2])
+  -- fence_text_of(holder, ARGV[1]), written out.
+  local stem = ARGV[1]
+  if string.sub(holder, 1, #stem + 1) == stem .. '.' then
+    local ours = string.match(string.sub(holder, #stem + 2), '^%d+$')
+    if ours and #ours <= 19 then
+      if KEYS[4] and ARGV[3] ~= '' then
+        redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2])
+      end
+      return {2, tonumber(ours), redis.call('PTTL', KEYS[1])}
     end
-    return {2, tonumber(ours), redis.call('PTTL', KEYS[1])}
   end
   if string.byte(holder, 1) == 126 then
     return {0, redis.call('PTTL', KEYS[1]), 1}
@@ -48,27 +54,31 @@ if holder then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 local time = redis.call('TIME')
-local legacy
-if redis.call('EXISTS', KEYS[4], KEYS[3]) > 0 then
-  -- Rare: a queue (the moment between a release and its head's grant, or waiters of a dead
-  -- gateway) or an old counter.
-  if redis.call('EXISTS', KEYS[4]) == 1 then
-    return {5}
-  end
-  if redis.call('EXISTS', KEYS[3]) == 1 then
-    legacy = KEYS[3]
-  end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  -- Rare: the moment between a release and its head's grant, or waiters of a dead gateway.
+  return {5}
 end
-local fence, text = next_fence(KEYS[2], time, legacy)
+-- next_fence(KEYS[2], time), written out: max(previous + 1, now in microseconds).
+local text = time[1] .. string.sub('00000' .. time[2], -6)
+local fence = tonumber(text)
+local previous = tonumber(redis.call('SET', KEYS[2], text, 'GET'))
+if previous and previous >= fence then
+  -- The counter is at or ahead of the clock (grants in the same microsecond, a clock that
+  -- stepped back): the fence follows the counter.
+  fence = previous + 1
+  text = string.format('%.0f', fence)
+  redis.call('SET', KEYS[2], text)
+end
 redis.call('SET', KEYS[1], ARGV[1] .. '.' .. text, 'PX', ARGV[2])
 -- Announced to gateways watching the name (GET /locks/{name}/events).
 redis.call('PUBLISH', KEYS[1] .. ':acquired', '')
-if KEYS[5] then
+if KEYS[4] then
   if ARGV[3] ~= '' then
-    redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[2])
+    redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2])
   end
   if ARGV[4] ~= '' then
-    redis.call('SET', KEYS[6], holder_record(text, ARGV[4]), 'PX', ARGV[2])
+    -- holder_record(text, ARGV[4]), written out.
+    redis.call('SET', KEYS[5], '{"fence":' .. text .. ',' .. ARGV[4], 'PX', ARGV[2])
   end
 end
 return fence

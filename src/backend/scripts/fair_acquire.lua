@@ -4,21 +4,19 @@
 --
 -- KEYS[1]  the lock key; its value is exactly the holder's token, `<stem>.<fence>`
 -- KEYS[2]  the fence counter of the name's hash slot (same slot as KEYS[1])
--- KEYS[3]  the name's fence counter as lockgate kept it before the fence-in-token format:
---          read once, superseded by KEYS[2], then deleted
--- KEYS[4]  the lock's fair queue
--- KEYS[5]  the queue's liveness hash
--- KEYS[6]  (idempotent acquires, or grants naming a holder) the claim key: which attempt last
+-- KEYS[3]  the lock's fair queue
+-- KEYS[4]  the queue's liveness hash
+-- KEYS[5]  (idempotent acquires, or grants naming a holder) the claim key: which attempt last
 --          claimed the grant
--- KEYS[7]  (with KEYS[6]) the holder key: who holds the grant (see src/backend/holder.rs)
+-- KEYS[6]  (with KEYS[5]) the holder key: who holds the grant (see src/backend/holder.rs)
 -- ARGV[1]  the token stem (the gateway's part of the token)
 -- ARGV[2]  ttl in milliseconds
 -- ARGV[3]  the waiter's member in the queue, `<gateway>:<waiter>`
 -- ARGV[4]  its priority, 0 to 9
 -- ARGV[5]  the score of the place it had, or '' for a new place
 -- ARGV[6]  how long its gateway counts as alive from now, in milliseconds
--- ARGV[7]  (with KEYS[6]) the claim id, or '' for none
--- ARGV[8]  (with KEYS[6]) the holder record after its fence field (`"owner":"pod-a"}`), or ''
+-- ARGV[7]  (with KEYS[5]) the claim id, or '' for none
+-- ARGV[8]  (with KEYS[5]) the holder record after its fence field (`"owner":"pod-a"}`), or ''
 --          for none: stored as `{"fence":<fence>,` .. ARGV[8]
 --
 -- A grant is announced on the channel `<KEYS[1]>:acquired`.
@@ -29,16 +27,16 @@
 --                              when the lock is free but another waiter is first; also
 --                              when another token or readers hold it (pttl -1: no expiry)
 --
--- The fence is next_fence() of grant.lua over the slot counter and the old per-name counter.
-local queue, live, member = KEYS[4], KEYS[5], ARGV[3]
+-- The fence is next_fence() of grant.lua over the slot counter.
+local queue, live, member = KEYS[3], KEYS[4], ARGV[3]
 local time = redis.call('TIME')
 local now = time_ms(time)
 local holder = redis.call('GET', KEYS[1])
 if holder then
   local ours = fence_text_of(holder, ARGV[1])
   if ours then
-    if KEYS[6] and ARGV[7] ~= '' then
-      redis.call('SET', KEYS[6], ARGV[7], 'PX', ARGV[2])
+    if KEYS[5] and ARGV[7] ~= '' then
+      redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[2])
     end
     leave_queue(KEYS[1], queue, live, member, now)
     return {2, tonumber(ours), redis.call('PTTL', KEYS[1])}
@@ -57,16 +55,16 @@ if head ~= member then
   return {4, -2, redis.call('ZRANK', queue, member) + 1, score}
 end
 leave_queue(KEYS[1], queue, live, member, now)
-local fence, text = next_fence(KEYS[2], time, KEYS[3])
+local fence, text = next_fence(KEYS[2], time)
 redis.call('SET', KEYS[1], ARGV[1] .. '.' .. text, 'PX', ARGV[2])
 -- Announced to gateways watching the name (GET /locks/{name}/events).
 redis.call('PUBLISH', KEYS[1] .. ':acquired', '')
-if KEYS[6] then
+if KEYS[5] then
   if ARGV[7] ~= '' then
-    redis.call('SET', KEYS[6], ARGV[7], 'PX', ARGV[2])
+    redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[2])
   end
   if ARGV[8] ~= '' then
-    redis.call('SET', KEYS[7], holder_record(text, ARGV[8]), 'PX', ARGV[2])
+    redis.call('SET', KEYS[6], holder_record(text, ARGV[8]), 'PX', ARGV[2])
   end
 end
 return fence

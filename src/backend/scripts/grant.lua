@@ -15,26 +15,21 @@
 --
 --   fence = max(previous + 1, now in microseconds)
 --
--- where `previous` is the counter, or also `legacy` (a per-name counter kept by lockgate
--- before the slot counters; read once, superseded, deleted) when the script has one. Advances
--- the counter to the fence. Returns the fence and its decimal text.
+-- where `previous` is the counter. Advances the counter to the fence. Returns the fence and
+-- its decimal text. acquire.lua writes this out (see there).
 --
 -- Written for the fewest calls on the common path (the clock ahead of the counter): the
 -- clock's text is the fence's, and one SET ... GET both reads and advances the counter.
-local function next_fence(counter, now, legacy)
+local function next_fence(counter, now)
   local text = now[1] .. string.sub('00000' .. now[2], -6)
   local fence = tonumber(text)
   local previous = tonumber(redis.call('SET', counter, text, 'GET'))
-  local old = legacy and tonumber(redis.call('GET', legacy))
-  if (previous and previous >= fence) or (old and old >= fence) then
+  if previous and previous >= fence then
     -- The counter is at or ahead of the clock (grants in the same microsecond, a clock that
-    -- stepped back, an old counter): the fence follows the counter.
-    fence = math.max(previous or 0, old or 0) + 1
+    -- stepped back): the fence follows the counter.
+    fence = previous + 1
     text = string.format('%.0f', fence)
     redis.call('SET', counter, text)
-  end
-  if old then
-    redis.call('DEL', legacy)
   end
   return fence, text
 end
