@@ -1,9 +1,14 @@
 # syntax=docker/dockerfile:1
 # lockgate: build with the Rust toolchain, run the binary alone on distroless (glibc, no shell).
 #   docker build -t lockgate .
+#   (the commit and date for `lockgate --version` and the image's labels, as the source here
+#   has no .git: --build-arg LOCKGATE_BUILD_REVISION="$(git rev-parse --short=12 HEAD)"
+#   --build-arg LOCKGATE_BUILD_CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)")
 #   docker run --rm -p 7380:7380 -e LOCKGATE_LISTEN=0.0.0.0:7380 -e LOCKGATE_ALLOW_UNAUTHENTICATED=true lockgate --dev
 
 FROM rust:1.95-bookworm AS build
+# build.rs reads it (src/build_info.rs): `lockgate --version`, `lockgate_build_info`.
+ARG LOCKGATE_BUILD_REVISION=unknown
 WORKDIR /src
 # Cargo needs every target the manifest names (the integration tests, the examples).
 COPY Cargo.toml Cargo.lock build.rs ./
@@ -20,10 +25,14 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && install -D -m 0755 target/release/lockgate /out/lockgate
 
 FROM gcr.io/distroless/cc-debian12:nonroot
+ARG LOCKGATE_BUILD_REVISION=unknown
+ARG LOCKGATE_BUILD_CREATED=unknown
 LABEL org.opencontainers.image.title="lockgate" \
       org.opencontainers.image.description="An HTTP gateway to distributed locks kept in Redis" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.version="0.1.0"
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.revision="${LOCKGATE_BUILD_REVISION}" \
+      org.opencontainers.image.created="${LOCKGATE_BUILD_CREATED}"
 COPY --from=build /out/lockgate /usr/local/bin/lockgate
 # The distroless "nonroot" user (65532). The root filesystem can be mounted read-only:
 # lockgate writes nothing to disk.

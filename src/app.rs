@@ -296,7 +296,8 @@ pub async fn run<L>(config: Config, start_logging: impl FnOnce() -> L) -> Result
         "none"
     };
     tracing::info!(
-        version = env!("CARGO_PKG_VERSION"),
+        version = crate::build_info::VERSION,
+        revision = crate::build_info::REVISION,
         listen = %config.listen,
         backend,
         auth,

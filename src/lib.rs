@@ -33,6 +33,7 @@
 pub mod access;
 pub mod app;
 pub mod backend;
+pub mod build_info;
 pub mod cli;
 pub mod client;
 pub mod config;

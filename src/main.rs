@@ -9,6 +9,19 @@ use lockgate::app::StartupError;
 use lockgate::config::name_variables;
 use lockgate::config::{Cli, Command, Config};
 
+/// Writes what a printing subcommand prints; a reader that stops early (`| head`) is no error
+/// of ours.
+fn write_out(bytes: &[u8]) -> ExitCode {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("error: cannot write to standard output: {err}");
+            ExitCode::FAILURE
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
 /// sysexits(3) EX_USAGE: the configuration is wrong.
 const EXIT_CONFIG: u8 = 64;
 
@@ -50,17 +63,15 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Openapi) => {
-            use std::io::Write as _;
             let limits = lockgate::config::default_limits();
             let document = lockgate::http::openapi_document(&limits);
-            // A reader that stops early (`| head`) is no error of ours.
-            return match writeln!(std::io::stdout().lock(), "{document}") {
-                Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
-                    eprintln!("error: cannot write the document: {err}");
-                    ExitCode::FAILURE
-                }
-                _ => ExitCode::SUCCESS,
-            };
+            return write_out(format!("{document}\n").as_bytes());
+        }
+        Some(Command::Completions { shell }) => {
+            use clap::CommandFactory as _;
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "lockgate", &mut out);
+            return write_out(&out);
         }
         Some(Command::Run(args)) => {
             return client_command("lockgate run", lockgate::cli::run::run(args));

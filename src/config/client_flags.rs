@@ -95,6 +95,13 @@ pub struct RunArgs {
     #[arg(long, requires = "fair", value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
 
+    /// Say on standard error what the run waits for and gets: who holds the lock (owner, fence,
+    /// time left, waiters), how long this run has waited, after one try and then every 30 s
+    /// of waiting; and the grant. Seeing the holder takes the `inspect` operation on the name
+    /// when the gateway has API keys.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+
     /// The lock's name (with --permits, the semaphore's). Several names: a multi-lock, all of
     /// them held together while the command runs.
     #[arg(value_name = "NAME", required = true, num_args = 1..)]

@@ -17,7 +17,7 @@ pub use super::client_flags::{HealthcheckArgs, RunArgs};
 #[derive(Debug, Parser)]
 #[command(
     name = "lockgate",
-    version,
+    version = crate::build_info::LONG_VERSION,
     about = "An HTTP gateway to distributed locks kept in Redis.",
     long_about = "An HTTP gateway to distributed locks kept in Redis.\n\n\
         Without a subcommand, serves the API. Give --redis-url (or LOCKGATE_REDIS_URL), \
@@ -54,6 +54,16 @@ pub enum Command {
     /// Check a gateway's /healthz (or /readyz with --ready): exit 0 when it answers 200, 1
     /// otherwise. For container health checks and exec probes where there is no curl.
     Healthcheck(HealthcheckArgs),
+    /// Print the shell completion script for SHELL and exit.
+    ///
+    /// bash: `lockgate completions bash > ~/.local/share/bash-completion/completions/lockgate`;
+    /// zsh: `lockgate completions zsh > "${fpath[1]}/_lockgate"`; fish: `lockgate completions
+    /// fish > ~/.config/fish/completions/lockgate.fish`. Completes subcommands and flags.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// The guard process `lockgate run` starts beside its command (internal: see
     /// `cli::run::guard`). Reads what `lockgate run` says on its standard input.
     #[command(name = "run-guard", hide = true)]

@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use crate::build_info;
+
 /// Kernel clock ticks per second in `/proc/*/stat` (USER_HZ: 100 on every Linux platform).
 const TICKS_PER_SECOND: f64 = 100.0;
 
@@ -14,8 +16,11 @@ pub fn render(out: &mut String) {
         out,
         "# HELP lockgate_build_info The lockgate build serving, as labels; always 1.\n\
          # TYPE lockgate_build_info gauge\n\
-         lockgate_build_info{{version=\"{}\"}} 1\n",
-        env!("CARGO_PKG_VERSION")
+         lockgate_build_info{{version=\"{}\",revision=\"{}\",built=\"{}\",rustc=\"{}\"}} 1\n",
+        build_info::VERSION,
+        build_info::REVISION,
+        build_info::BUILT,
+        build_info::RUSTC,
     );
     if let Some(process) = Process::read() {
         process.render(out);
@@ -159,7 +164,14 @@ mod tests {
     fn this_process_is_read() {
         let mut out = String::new();
         render(&mut out);
-        assert!(out.contains("lockgate_build_info{version=\""), "{out}");
+        let build = format!(
+            "lockgate_build_info{{version=\"{}\",revision=\"{}\",built=\"{}\",rustc=\"{}\"}} 1\n",
+            build_info::VERSION,
+            build_info::REVISION,
+            build_info::BUILT,
+            build_info::RUSTC
+        );
+        assert!(out.contains(&build), "{out}");
         for name in [
             "process_cpu_seconds_total ",
             "process_resident_memory_bytes ",

@@ -130,6 +130,69 @@ async fn help_and_version_exit_0() {
     assert_eq!(run(&["--version"]).await.0, Some(0));
 }
 
+/// `--version` names the commit, the build date and the compiler, from the build.
+#[tokio::test]
+async fn the_version_names_its_commit_build_date_and_compiler() {
+    let (code, stdout, _) = run(&["--version"]).await;
+    assert_eq!(code, Some(0));
+    let line = stdout.trim_end();
+    let rest = line
+        .strip_prefix(&format!(
+            "lockgate {} (revision ",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .unwrap_or_else(|| panic!("{line}"));
+    let (revision, rest) = rest.split_once(", built ").expect(line);
+    // This checkout is a git one: the commit is its HEAD's.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .expect("git");
+    assert_eq!(
+        revision,
+        String::from_utf8_lossy(&head.stdout).trim(),
+        "{line}"
+    );
+    let (date, rest) = rest.split_once(", rustc ").expect(line);
+    let digits = |part: &str| part.chars().all(|c| c.is_ascii_digit());
+    let parts: Vec<&str> = date.split('-').collect();
+    assert!(
+        parts.len() == 3 && parts.iter().all(|p| digits(p)) && parts[0].len() == 4,
+        "{line}"
+    );
+    let rustc = rest.strip_suffix(')').expect(line);
+    assert!(
+        rustc.split('.').count() == 3 && rustc.split('.').all(digits),
+        "{line}"
+    );
+}
+
+/// `lockgate completions SHELL` prints a completion script that knows the subcommands and
+/// their flags; bash's parses.
+#[tokio::test]
+async fn completions_are_printed_for_every_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let (code, stdout, stderr) = run(&["completions", shell]).await;
+        assert_eq!(code, Some(0), "{shell}: {stderr}");
+        assert!(
+            stdout.contains("healthcheck") && stdout.contains("verbose"),
+            "{shell}: {stdout}"
+        );
+    }
+    let (_, bash, _) = run(&["completions", "bash"]).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("lockgate.bash");
+    std::fs::write(&script, bash).expect("write");
+    let parsed = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .status()
+        .expect("bash");
+    assert!(parsed.success());
+    let (code, _, stderr) = run(&["completions", "tcsh"]).await;
+    assert_eq!(code, Some(64), "{stderr}");
+}
+
 /// The binary's allocator is built with one arena (`.cargo/config.toml`; why there): jemalloc
 /// reports the setting it was built with when asked for its statistics at exit.
 #[tokio::test]

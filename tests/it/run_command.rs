@@ -579,3 +579,50 @@ async fn fair_runs_go_in_queue_order() {
     let (exit, stderr) = status(run(&gw, &["--priority", "3", "queue", "--", "true"])).await;
     assert_eq!(exit, Some(64), "{stderr}");
 }
+
+/// `lockgate run --verbose` says, while it waits, who holds the lock and for how long, and
+/// then what it got.
+#[tokio::test]
+async fn verbose_says_who_holds_the_lock_and_what_the_run_got() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let locks = gw.locks();
+    let holder = locks
+        .acquire(
+            "busy",
+            serde_json::json!({"ttl_ms": 60_000, "owner": "pod-a"}),
+        )
+        .await
+        .done(201);
+    let mut cmd = run(&gw, &["--verbose", "--wait", "30s", "busy", "--", "true"]);
+    cmd.stderr(Stdio::piped()).kill_on_drop(true);
+    let mut child = cmd.spawn().expect("spawn lockgate run");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut said = Vec::new();
+    // The run says who holds the lock before anyone releases it: the release waits for it.
+    let waiting = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.expect("stderr") {
+            said.push(line.clone());
+            if line.contains("waiting for busy") {
+                return line;
+            }
+        }
+        panic!("lockgate run ended without saying it waits: {said:?}");
+    })
+    .await
+    .expect("lockgate run says it waits");
+    let held_by = format!("held by \"pod-a\" (fence {}) for another", holder.fence);
+    assert!(waiting.contains(&held_by), "{waiting}");
+    locks.release("busy", &holder.token).await.done(204);
+    let status = child.wait().await.expect("wait");
+    while let Some(line) = lines.next_line().await.expect("stderr") {
+        said.push(line);
+    }
+    assert_eq!(status.code(), Some(0), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|line| line.starts_with("lockgate run: acquired busy (fence ")),
+        "{said:?}"
+    );
+}

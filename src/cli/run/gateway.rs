@@ -49,7 +49,14 @@ impl Runner {
         let deadline = self.wait.map(|wait| Instant::now() + wait);
         let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
         let key = &self.key;
-        let mut chunk = WAIT_CHUNK;
+        let started = Instant::now();
+        // --verbose tries once first, so that who holds the lock is said at once, not after
+        // the first chunk of waiting.
+        let mut chunk = if self.verbose {
+            Duration::ZERO
+        } else {
+            WAIT_CHUNK
+        };
         let mut last_sent: Option<Instant> = None;
         loop {
             if let Some(last) = last_sent {
@@ -72,7 +79,17 @@ impl Runner {
                 )
                 .await;
             match answer {
-                Ok(Answer::Done { body, .. }) => return Ok((body, sent)),
+                Ok(Answer::Done { body, .. }) => {
+                    if self.verbose {
+                        eprintln!(
+                            "lockgate run: acquired {} (fence {}) after {}",
+                            self.label(),
+                            body.fence,
+                            seconds(started.elapsed())
+                        );
+                    }
+                    return Ok((body, sent));
+                }
                 Err(ClientError::Connect(err)) => {
                     return Err(fail(
                         EXIT_GATEWAY,
@@ -110,7 +127,13 @@ impl Runner {
                 Ok(Answer::Refused {
                     status, problem, ..
                 }) if status == StatusCode::CONFLICT
-                    && problem.type_uri.ends_with("/lock-held") => {}
+                    && problem.type_uri.ends_with("/lock-held") =>
+                {
+                    if self.verbose {
+                        self.tell_wait(started).await;
+                        chunk = WAIT_CHUNK;
+                    }
+                }
                 Ok(Answer::Refused {
                     status,
                     retry_after,
@@ -154,6 +177,28 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// `--verbose`: who holds what this run waits for, as the gateway's inspect shows it (with
+    /// API keys, only where the key may inspect the name), and how long the run has waited.
+    async fn tell_wait(&self, since: Instant) {
+        let seen = self
+            .client
+            .inspect_as::<serde_json::Value>(self.name.as_str());
+        let holders = match seen.await {
+            Ok(Answer::Done { body, .. }) => describe_holders(&body),
+            Ok(Answer::Refused { status, .. }) => Some(format!(
+                "who holds it is not known (inspect answered {})",
+                status.as_u16()
+            )),
+            Err(_) => None,
+        };
+        eprintln!(
+            "lockgate run: waiting for {} ({} so far){}",
+            self.label(),
+            seconds(since.elapsed()),
+            holders.map_or_else(String::new, |holders| format!(": {holders}"))
+        );
     }
 
     /// Renews the lease held with `token`.
@@ -229,4 +274,67 @@ impl Runner {
             ),
         }
     }
+}
+
+/// What an inspect answer says of who holds the lease: a lock's holder (or readers), a
+/// semaphore's permits, a set's locks. `None` when it says nothing readable.
+fn describe_holders(seen: &serde_json::Value) -> Option<String> {
+    let left = |grant: &serde_json::Value| {
+        grant["ttl_ms"].as_u64().map_or_else(
+            || "with no expiry".to_owned(),
+            |ms| format!("for another {}", seconds(Duration::from_millis(ms))),
+        )
+    };
+    let owner = |grant: &serde_json::Value| {
+        grant["owner"].as_str().map_or_else(
+            || "a holder that gave no owner".to_owned(),
+            |owner| format!("{owner:?}"),
+        )
+    };
+    let waiting = |seen: &serde_json::Value| match seen["waiting"].as_u64() {
+        Some(n) if n > 0 => format!("; {n} waiting at this gateway"),
+        _ => String::new(),
+    };
+    if let Some(holders) = seen["holders"].as_array() {
+        let owners: Vec<String> = holders.iter().map(owner).collect();
+        return Some(format!(
+            "{} of {} permits held, by {}{}",
+            seen["in_use"].as_u64()?,
+            seen["permits"].as_u64()?,
+            owners.join(", "),
+            waiting(seen)
+        ));
+    }
+    if let Some(locks) = seen["locks"].as_array() {
+        let held: Vec<String> = locks
+            .iter()
+            .map(|lock| {
+                let name = lock["name"].as_str().unwrap_or("?");
+                format!("{name} held by {} {}", owner(lock), left(lock))
+            })
+            .collect();
+        return Some(held.join("; "));
+    }
+    if seen["mode"].as_str() == Some("shared") {
+        let readers = seen["shared_holders"].as_array().map_or(0, Vec::len);
+        return Some(format!(
+            "held by {readers} readers {}{}",
+            left(seen),
+            waiting(seen)
+        ));
+    }
+    let fence = seen["fence"]
+        .as_u64()
+        .map_or_else(String::new, |fence| format!(" (fence {fence})"));
+    Some(format!(
+        "held by {}{fence} {}{}",
+        owner(seen),
+        left(seen),
+        waiting(seen)
+    ))
+}
+
+/// A duration as a person reads it in a wait: whole seconds (`0s`, `42s`, `1h 2m 3s`).
+fn seconds(duration: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(duration.as_secs())).to_string()
 }

@@ -220,6 +220,8 @@ struct Runner {
     set: Option<Vec<String>>,
     /// The API key the command gets as `LOCKGATE_API_KEY` (`--pass-api-key`); else none.
     passed_key: Option<Secret>,
+    /// `--verbose`: say what the run waits for, and what it got.
+    verbose: bool,
 }
 
 enum RenewOutcome {
@@ -295,6 +297,7 @@ impl Runner {
             fair: args.fair.then(|| args.priority.unwrap_or(0)),
             set,
             passed_key: args.api_key.clone().filter(|_| args.pass_api_key),
+            verbose: args.verbose,
         })
     }
 

@@ -36,6 +36,7 @@ pub struct LockInfoBody {
     pub ttl_ms: Option<u64>,
     /// When the current lease ends, RFC 3339 (informative).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub expires_at: Option<String>,
     /// The fence of the current grant; absent for a lock taken by another Redis client
     /// (its token carries none).
@@ -45,6 +46,7 @@ pub struct LockInfoBody {
     /// from the fence, which is that time unless grants came faster than one per
     /// microsecond). Absent when the fence is not a timestamp.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub acquired_at: Option<String>,
     /// The `owner` the holder gave on acquire; absent when it gave none (or took the lock
     /// with another Redis client).
@@ -143,9 +145,11 @@ pub struct PermitBody {
     /// Milliseconds left on the permit's lease.
     pub ttl_ms: u64,
     /// When the permit's lease ends, RFC 3339 (informative).
+    #[schema(format = DateTime)]
     pub expires_at: String,
     /// When the permit was granted, RFC 3339, by Redis's clock (read from the fence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub acquired_at: Option<String>,
     /// The `owner` its holder gave on acquire, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

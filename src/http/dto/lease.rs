@@ -34,6 +34,7 @@ pub struct LockGrantBody {
     /// gateway and in Redis is already subtracted.
     pub ttl_ms: u64,
     /// When the lease ends, RFC 3339 (informative: compare clocks with care; rely on `ttl_ms`).
+    #[schema(format = DateTime)]
     pub expires_at: String,
     /// Replicas that acknowledged the write; present when `replicas` was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +75,7 @@ pub struct LockHeldOnBody {
     /// Milliseconds the lock stays held: until its grant time plus `min_hold_ms`.
     pub held_left_ms: u64,
     /// When it ends, RFC 3339 (informative: rely on `held_left_ms`).
+    #[schema(format = DateTime)]
     pub held_until: String,
 }
 
@@ -111,6 +113,7 @@ pub struct LockRenewalBody {
     /// Milliseconds of validity left when the response was built.
     pub ttl_ms: u64,
     /// When the lease ends, RFC 3339 (informative).
+    #[schema(format = DateTime)]
     pub expires_at: String,
     /// Replicas that acknowledged the renewal; present when `replicas` was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -56,6 +56,7 @@ pub struct LockEventBody {
     pub ttl_ms: Option<u64>,
     /// `state`, `acquired`: when the grant was made, RFC 3339, by Redis's clock.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub acquired_at: Option<String>,
     /// `state`, `acquired`: the holder's `owner`, if it gave one.
     #[serde(skip_serializing_if = "Option::is_none")]

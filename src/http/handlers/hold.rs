@@ -118,6 +118,7 @@ pub struct HoldEventSchema {
     /// `acquired`, `renewed`: milliseconds of validity left.
     ttl_ms: Option<u64>,
     /// `acquired`, `renewed`: when the lease ends, RFC 3339 (informative).
+    #[schema(format = DateTime)]
     expires_at: Option<String>,
     /// `acquired`, `renewed`: replicas that acknowledged, when `replicas` was asked for.
     replicas_acked: Option<u32>,
