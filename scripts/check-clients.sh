@@ -158,6 +158,29 @@ assert gone.status_code == 204, gone
 print("generated client: acquire with owner, lock-held, renew, inspect, list, release, hold stream, event stream, semaphore, read/write lock, multi-lock: ok")
 PY
 
+echo "docs/api.md's Python example, as pasted, against a gateway without keys"
+open_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+target/debug/lockgate --dev --listen "127.0.0.1:$open_port" 2>"$work/lockgate-open.log" &
+open_server=$!
+for _ in $(seq 100); do
+  curl -fs "http://127.0.0.1:$open_port/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+python3 - docs/api.md >"$work/docs_example.py" <<'PY'
+import re
+import sys
+
+blocks = re.findall(r"```python\n(.*?)```", open(sys.argv[1]).read(), re.S)
+examples = [block for block in blocks if "from lockgate_client import" in block]
+assert len(examples) == 1, f"expected one generated-client example in docs/api.md, found {len(examples)}"
+print(examples[0])
+PY
+(cd "$work" && env -u LOCKGATE_API_KEY LOCKGATE_GATEWAY="http://127.0.0.1:$open_port" \
+  PYTHONPATH="$work" "$TOOLS/client-venv/bin/python" docs_example.py) \
+  || { kill "$open_server"; exit 1; }
+kill "$open_server"
+wait "$open_server" 2>/dev/null || true
+
 echo "openapi-typescript generate, tsc --strict, then use the types against the gateway"
 mkdir -p "$work/ts"
 "$TOOLS/node/node_modules/.bin/openapi-typescript" openapi/openapi.json -o "$work/ts/lockgate.d.ts" >"$work/ts/generate.log" 2>&1 \

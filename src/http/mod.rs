@@ -37,6 +37,7 @@ use self::handlers::{console, events, health, hold, listing, locks, metrics, mul
 use self::problem::ApiError;
 use self::routes::{RouteGroup, route_group};
 use crate::lock::{Limits, LockService};
+use crate::operation::Operation;
 use crate::telemetry::metrics::Metrics;
 
 /// What handlers share: one pointer, since axum clones the state for every request (one
@@ -136,7 +137,13 @@ pub(crate) fn documented() -> utoipa::openapi::OpenApi {
 /// The OpenAPI description of the routes and the route table read from it (see [`routes`]).
 pub(crate) fn api() -> (utoipa::openapi::OpenApi, RouteTable) {
     let mut doc = documented();
-    let table = routes::table_from(&mut doc, &routes::rows(ROUTE_GROUPS));
+    let rows = routes::rows(ROUTE_GROUPS);
+    let table = routes::table_from(&mut doc, &rows);
+    let inspects: Vec<&str> = (rows.iter())
+        .filter(|route| route.operation == Operation::Inspect)
+        .map(|route| route.operation_id)
+        .collect();
+    openapi::document_head(&mut doc, &inspects);
     openapi::make_request_bodies_optional(&mut doc);
     openapi::describe_keys(&mut doc);
     openapi::describe_exactly(&mut doc);

@@ -148,6 +148,38 @@ pub fn describe_keys(doc: &mut utoipa::openapi::OpenApi) {
     }
 }
 
+/// Documents `HEAD` beside the `GET` of each operation named in `inspects` (a lease's inspect):
+/// the gate serves a `HEAD` by its route's `GET` handler and sends no body, so the `HEAD`
+/// operation has the same parameters, statuses and headers, no content, and an operationId of
+/// its own (`<get's>_head`), for generators that make one function per operation.
+pub fn document_head(doc: &mut utoipa::openapi::OpenApi, inspects: &[&str]) {
+    for item in doc.paths.paths.values_mut() {
+        let Some(get) = &item.get else {
+            continue;
+        };
+        let id = get.operation_id.clone().unwrap_or_default();
+        if !inspects.contains(&id.as_str()) {
+            continue;
+        }
+        let mut head = get.clone();
+        head.operation_id = Some(format!("{id}_head"));
+        head.summary = get
+            .summary
+            .as_ref()
+            .map(|summary| format!("{}, headers only", summary.trim_end_matches('.')));
+        head.description = Some(format!(
+            "`GET` without the body: the same status and headers (`{id}` serves it), for a \
+             check that needs no more than the status."
+        ));
+        for response in head.responses.responses.values_mut() {
+            if let RefOr::T(response) = response {
+                response.content.clear();
+            }
+        }
+        item.head = Some(head);
+    }
+}
+
 /// What a lock name looks like (`crate::name`), for the places utoipa cannot be told at the
 /// field: the items of `names` and of the repeated `name` query parameter.
 const NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$";

@@ -1,5 +1,7 @@
 //! The committed OpenAPI document is the one the code generates.
 
+use crate::support::answers::Answered;
+
 const COMMITTED: &str = include_str!("../../openapi/openapi.json");
 
 /// Fails when `openapi/openapi.json` is stale. Regenerate it with
@@ -59,4 +61,44 @@ fn operation_ids_are_unique() {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), count, "duplicate operation ids among {ids:?}");
+}
+
+/// `HEAD` on an inspect route is documented as what the gateway serves: the `GET`'s statuses
+/// and headers with no content, under an operationId of its own; and a `HEAD` answers so.
+#[tokio::test]
+async fn head_is_documented_where_it_is_served() {
+    let doc: serde_json::Value = serde_json::from_str(COMMITTED).expect("valid JSON");
+    for (path, id) in [
+        ("/locks/{name}", "inspect_lock_head"),
+        ("/semaphores/{name}", "inspect_semaphore_head"),
+    ] {
+        let (get, head) = (&doc["paths"][path]["get"], &doc["paths"][path]["head"]);
+        assert_eq!(head["operationId"], id, "{path}");
+        let statuses = |operation: &serde_json::Value| {
+            let responses = operation["responses"].as_object().expect("responses");
+            responses.keys().cloned().collect::<Vec<_>>()
+        };
+        assert_eq!(statuses(head), statuses(get), "{path}");
+        for (status, response) in head["responses"].as_object().expect("responses") {
+            assert!(response.get("content").is_none(), "HEAD {path} {status}");
+        }
+    }
+    let gw = crate::support::gateway::Gateway::dev().await;
+    for held in [false, true] {
+        if held {
+            gw.locks()
+                .acquire("headless", serde_json::json!({}))
+                .await
+                .done(201);
+        }
+        // Raw HTTP: what a HEAD answers on the wire is what is tested.
+        let answer = gw
+            .http
+            .head(gw.url("/locks/headless"))
+            .send()
+            .await
+            .expect("HEAD");
+        assert_eq!(answer.status(), if held { 200 } else { 404 });
+        assert_eq!(answer.bytes().await.expect("body").len(), 0);
+    }
 }
