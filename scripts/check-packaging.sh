@@ -201,6 +201,10 @@ if [[ -z "$promtool" ]]; then
 fi
 echo "promtool check rules deploy/prometheus/alerts.yaml"
 "$promtool" check rules deploy/prometheus/alerts.yaml >/dev/null
+echo "promtool test rules: 50 sidecars losing one Redis node fire one alert for the node and one for the workload"
+cp deploy/prometheus/alerts.yaml "$work/alerts.yaml"
+deploy/prometheus/alerts-test.py >"$work/alerts-test.yaml"
+"$promtool" test rules "$work/alerts-test.yaml"
 # The rules the chart installs are the same file inside a PrometheusRule: checked above (cmp).
 if [[ -x target/debug/lockgate ]]; then
   echo "promtool check metrics: the exposition of a gateway that served a lock cycle"
