@@ -47,3 +47,42 @@ fn requests_render_as_counters_and_cumulative_histograms() {
     }
     assert!(!text.contains("operation=\"renew\""));
 }
+
+/// docs/operations.md's metrics table names every metric family the exposition has, and its
+/// `operation` paragraph every operation, `call` every Redis call: what an operator reads
+/// there is what the gateway exports.
+#[test]
+fn the_operations_guide_names_every_metric_operation_and_call() {
+    const GUIDE: &str = include_str!("../../../docs/operations.md");
+    let metrics = Metrics::new(&["lock"]);
+    let text = metrics.render(Gauges {
+        waiters: 0,
+        in_flight: 0,
+        watchers: 0,
+    });
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split(' ').next())
+        .collect();
+    assert!(families.len() > 10, "{text}");
+    for family in families {
+        assert!(
+            GUIDE.contains(&format!("`{family}`")),
+            "{family} is not in docs/operations.md"
+        );
+    }
+    for operation in Operation::ALL {
+        let label = format!("`{}`", operation.label());
+        assert!(
+            GUIDE.contains(&label),
+            "operation {label} is not in docs/operations.md"
+        );
+    }
+    for call in REDIS_CALLS {
+        assert!(
+            GUIDE.contains(&format!("`{call}`")),
+            "call {call} is not in docs/operations.md"
+        );
+    }
+}
