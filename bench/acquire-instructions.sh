@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# What Redis executes for lockgate's acquire script, counted in instructions (callgrind), for
+# several versions of the script side by side: repeatable to a fraction of a per cent where
+# timings here move by 10-25 % between rounds.
+#
+# For each run and each SCRIPT in turn: a private redis-server under
+# `valgrind --tool=callgrind`, the script loaded, CALLS `EVALSHA` of it on fresh keys
+# (redis-benchmark, pipelined by 32, random names), the server shut down; prints the whole
+# run's instructions (callgrind's `summary:`). A server with no call executes about 147
+# million; subtract that and divide by CALLS for one acquire.
+#
+# Each script is called with 3 keys (the lock, the slot counter, a third per name: the fair
+# queue today, the old per-name counter in 2e0d1bb's) and 2 arguments (stem, ttl), as a plain
+# acquire without a claim or holder. A script is a file; a version's whole script is what
+# src/backend/redis/scripts.rs concatenates for ACQUIRE, e.g.:
+#   git show 2e0d1bb:src/backend/scripts/acquire.lua > /tmp/acquire-2e0d1bb.lua
+#   bench/acquire-instructions.sh /tmp/acquire-2e0d1bb.lua src/backend/scripts/acquire.lua
+#
+# Usage: bench/acquire-instructions.sh [--calls N] [--runs R] SCRIPT...
+# Needs: valgrind, redis-server, redis-cli, redis-benchmark.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CALLS=20000
+RUNS=3
+SCRIPTS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --calls) CALLS=$2; shift ;;
+    --runs) RUNS=$2; shift ;;
+    *) SCRIPTS+=("$(realpath "$1")") ;;
+    esac
+    shift
+done
+[ ${#SCRIPTS[@]} -gt 0 ] || { echo "usage: bench/acquire-instructions.sh [--calls N] [--runs R] SCRIPT..." >&2; exit 1; }
+for tool in valgrind redis-server redis-cli redis-benchmark; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not installed" >&2; exit 1; }
+done
+
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+start_work
+printf "%-4s %-60s %20s\n" run script "instructions"
+for run in $(seq "$RUNS"); do
+    for script in "${SCRIPTS[@]}"; do
+        port=$(free_port)
+        out="$WORK/callgrind.out"
+        rm -f "$out"
+        valgrind --tool=callgrind --callgrind-out-file="$out" redis-server --port "$port" \
+            --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" --logfile "$WORK/redis.log" \
+            >/dev/null 2>&1 &
+        server=$!
+        until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
+        sha=$(redis-cli -p "$port" script load "$(cat "$script")")
+        redis-benchmark -p "$port" -n "$CALLS" -P 32 -r 100000000 -q EVALSHA "$sha" 3 \
+            'lockgate:{__rand_int__}' lockgate:fences 'lockgate:{__rand_int__}:queue' \
+            AAAAAAAAAAAAAAAAAAAAAA 30000 >/dev/null
+        redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+        wait "$server" || true
+        printf "%-4s %-60s %20s\n" "$run" "$script" "$(sed -n 's/^summary: //p' "$out")"
+    done
+done
