@@ -127,14 +127,13 @@ impl MemoryBackend {
         names: &[LockName],
         withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        let Withdrawal { stem, claim } = withdrawal;
         let names: &[&str] = &super::strs(names);
         let (mut state, now) = self.state_now();
         let first = names.first().copied().unwrap_or_default();
-        let claimed = claim.is_none()
+        let claimed = withdrawal.claim.is_none()
             || state
                 .live_lock(first, now)
-                .is_some_and(|held| held.claim == claim);
+                .is_some_and(|held| held.claim == withdrawal.claim);
         if !claimed {
             return Ok(false);
         }
@@ -144,7 +143,7 @@ impl MemoryBackend {
             .filter(|name| {
                 state
                     .live_lock(name, now)
-                    .is_some_and(|held| has_stem(&held.token, stem))
+                    .is_some_and(|held| has_stem(&held.token, withdrawal.stem))
             })
             .collect();
         for name in &mine {

@@ -173,8 +173,10 @@ impl RedisBackend {
         name: &str,
         withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        let Withdrawal { stem, claim } = withdrawal;
-        Ok(self.remove_grant(of, name, "", stem, claim).await? == 1)
+        Ok(self
+            .remove_grant(of, name, "", withdrawal.stem, withdrawal.claim)
+            .await?
+            == 1)
     }
 
     /// The live grants of `name`, the first to end first, and a limited kind's limit.

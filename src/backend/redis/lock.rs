@@ -265,14 +265,15 @@ impl RedisBackend {
         name: &str,
         withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        let Withdrawal { stem, claim } = withdrawal;
         let keys = self.keys(name);
-        let mut call = if Marks::of(stem).holder {
+        let mut call = if Marks::of(withdrawal.stem).holder {
             evalsha(&WITHDRAW, &[keys.lock(), keys.claim(), keys.holder()])
         } else {
             evalsha(&WITHDRAW, &[keys.lock(), keys.claim()])
         };
-        call.arg(stem).arg(keys.channel()).arg(claim_arg(claim));
+        call.arg(withdrawal.stem)
+            .arg(keys.channel())
+            .arg(claim_arg(withdrawal.claim));
         self.script::<i64>(&WITHDRAW, &call)
             .await
             .map(|withdrawn| withdrawn == 1)

@@ -87,7 +87,9 @@ impl RedisBackend {
         names: &[LockName],
         withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        let Withdrawal { stem, claim } = withdrawal;
-        Ok(self.remove_all(names, "", stem, claim).await? == 1)
+        Ok(self
+            .remove_all(names, "", withdrawal.stem, withdrawal.claim)
+            .await?
+            == 1)
     }
 }
