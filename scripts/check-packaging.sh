@@ -102,14 +102,39 @@ echo "helm/lockgate/README.md is generated from values.yaml (scripts/chart-readm
 # "configure exactly one store" message, which helm lint reports on stderr as information.
 echo "helm lint --strict helm/lockgate (default values)"
 "$helm" lint --strict helm/lockgate >/dev/null 2>&1 || "$helm" lint --strict helm/lockgate
-for values in helm/lockgate/examples/*.yaml; do
+for values in helm/lockgate/examples/*.yaml helm/lockgate/ci/*.yaml; do
   echo "helm lint --strict + template: $values"
   "$helm" lint --strict helm/lockgate -f "$values" >/dev/null
   "$helm" template example helm/lockgate -f "$values" >"$work/rendered.yaml"
   if grep -q '^kind:' "$work/rendered.yaml"; then
     validate "$work/rendered.yaml"
   fi
+  # `helm test` with keys: the test pod carries a key (the chart checks at render that the
+  # key may take the test's lock, or refuses to render).
+  if grep -qE '^(  keys:|  existingSecret:)' "$values" && grep -q '^helmTest:' "$values"; then
+    "$TOOLS/venv/bin/python" - "$work/rendered.yaml" "$values" <<'PY'
+import sys
+
+import yaml
+
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+tests = [d for d in docs if d["kind"] == "Pod" and d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+assert len(tests) == 1, f"{sys.argv[2]}: {len(tests)} test pods"
+env = {e["name"]: e for e in tests[0]["spec"]["containers"][0].get("env", [])}
+assert "LOCKGATE_API_KEY" in env and env["LOCKGATE_API_KEY"]["valueFrom"]["secretKeyRef"], f"{sys.argv[2]}: the test pod has no API key"
+print(f"  helm test takes {tests[0]['spec']['containers'][0]['args'][4]} with the key in {env['LOCKGATE_API_KEY']['valueFrom']['secretKeyRef']['name']}")
+PY
+  fi
 done
+echo "helm template refuses a helm test whose key may not take its lock"
+for bad in helmTest.keyName=scraper helmTest.lockName=other:name helmTest.apiKeySecret=null; do
+  if "$helm" template t helm/lockgate -f helm/lockgate/examples/monitored-values.yaml --set "$bad" >/dev/null 2>&1; then
+    echo "error: monitored-values.yaml with $bad rendered" >&2; exit 1
+  fi
+done
+echo "the NetworkPolicy of monitored-values.yaml admits its scraper"
+"$helm" template t helm/lockgate -f helm/lockgate/examples/monitored-values.yaml \
+  --show-only templates/networkpolicy.yaml | grep -q 'kubernetes.io/metadata.name: monitoring'
 
 # Nothing secret in args or in plain env values: every rendered manifest is free of URLs with
 # a password, and the chart refuses such a URL in the values (it names the *Secret values).

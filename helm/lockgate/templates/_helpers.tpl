@@ -346,3 +346,44 @@ without a release.
 {{- fail (printf "terminationGracePeriodSeconds (%v) must exceed shutdown.delay + shutdown.grace (%s + %s)" .Values.terminationGracePeriodSeconds .Values.shutdown.delay .Values.shutdown.grace) }}
 {{- end }}
 {{- end }}
+
+{{- /*
+`helm test` against a gateway with API keys: the test pod needs a key (helmTest.apiKeySecret)
+that may acquire helmTest.lockName. With keys rendered by the chart (auth.keys) and
+helmTest.keyName naming the one in the Secret, its prefixes (none: every name) and operations
+(none: all) are checked here, so that a test cannot fail on 401 or 403.
+*/}}
+{{- define "lockgate.checkHelmTestKey" -}}
+{{- $test := .Values.helmTest }}
+{{- if or .Values.auth.keys .Values.auth.existingSecret }}
+{{- if not $test.apiKeySecret }}
+{{- fail "lockgate: the gateway has API keys: set helmTest.apiKeySecret ({name, key} of a Secret with a key allowed to acquire helmTest.lockName), or helmTest.enabled=false" }}
+{{- end }}
+{{- if .Values.auth.keys }}
+{{- if not $test.keyName }}
+{{- fail "lockgate: with auth.keys, set helmTest.keyName to the name of the key helmTest.apiKeySecret holds" }}
+{{- end }}
+{{- $found := false }}
+{{- range .Values.auth.keys }}
+{{- if eq .name $test.keyName }}
+{{- $found = true }}
+{{- $named := not .prefixes }}
+{{- range (.prefixes | default list) }}
+{{- if hasPrefix . $test.lockName }}
+{{- $named = true }}
+{{- end }}
+{{- end }}
+{{- if not $named }}
+{{- fail (printf "lockgate: the key %q may not use helmTest.lockName %q (its prefixes: %v): set a lockName under one of them" .name $test.lockName .prefixes) }}
+{{- end }}
+{{- if and .operations (not (has "acquire" .operations)) }}
+{{- fail (printf "lockgate: the key %q may not acquire (its operations: %v): helmTest.keyName must name a key that may" .name .operations) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not $found }}
+{{- fail (printf "lockgate: helmTest.keyName %q is not among auth.keys" $test.keyName) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
