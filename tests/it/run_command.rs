@@ -595,6 +595,11 @@ async fn verbose_says_who_holds_the_lock_and_what_the_run_got() {
         )
         .await
         .done(201);
+    let held_by = format!("held by \"pod-a\" (fence {}) for another", holder.fence);
+    // Giving up at once says who holds it too.
+    let (exit, stderr) = status(run(&gw, &["-v", "--wait", "0", "busy", "--", "true"])).await;
+    assert_eq!(exit, Some(75), "{stderr}");
+    assert!(stderr.contains(&held_by), "{stderr}");
     let mut cmd = run(&gw, &["--verbose", "--wait", "30s", "busy", "--", "true"]);
     cmd.stderr(Stdio::piped()).kill_on_drop(true);
     let mut child = cmd.spawn().expect("spawn lockgate run");
@@ -612,7 +617,6 @@ async fn verbose_says_who_holds_the_lock_and_what_the_run_got() {
     })
     .await
     .expect("lockgate run says it waits");
-    let held_by = format!("held by \"pod-a\" (fence {}) for another", holder.fence);
     assert!(waiting.contains(&held_by), "{waiting}");
     locks.release("busy", &holder.token).await.done(204);
     let status = child.wait().await.expect("wait");

@@ -112,6 +112,9 @@ impl Runner {
                     && problem.type_uri.ends_with("/lock-held")
                     && passed(deadline) =>
                 {
+                    if self.verbose {
+                        self.tell_wait(started).await;
+                    }
                     let within = self.wait.map_or_else(String::new, |w| {
                         format!(" within {}", humantime::format_duration(w))
                     });
