@@ -141,8 +141,8 @@ async fn metrics_change_as_operations_happen() {
     }
 }
 
-/// Like every exporter, the gateway reports its build and its process: version, CPU time,
-/// memory, file descriptors and start time.
+/// Like every exporter, the gateway reports its build and its process: version, commit, build
+/// day and compiler, CPU time, memory, file descriptors and start time.
 #[tokio::test]
 async fn build_and_process_metrics_are_exported() {
     let gw = Gateway::start(crate::support::gateway::config(
@@ -150,9 +150,9 @@ async fn build_and_process_metrics_are_exported() {
     ))
     .await;
     let metrics = scrape(&gw).await;
+    use lockgate::build_info::{BUILT, REVISION, RUSTC, VERSION};
     let build = format!(
-        "lockgate_build_info{{version=\"{}\"}}",
-        env!("CARGO_PKG_VERSION")
+        "lockgate_build_info{{version=\"{VERSION}\",revision=\"{REVISION}\",built=\"{BUILT}\",rustc=\"{RUSTC}\"}}"
     );
     assert_eq!(metrics.get(&build), Some(&1.0), "{metrics:?}");
     for (name, at_least) in [
