@@ -57,15 +57,24 @@ if grep -q "Unable to parse" "$work/generate.log"; then
 fi
 
 cargo build --locked --quiet --bin lockgate
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+# start_gateway LOG [VAR=VALUE...]: a --dev gateway on a free port, with those variables set;
+# sets gateway_port and gateway_pid once it is ready.
+start_gateway() {
+  local log=$1
+  shift
+  gateway_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  env "$@" target/debug/lockgate --dev --listen "127.0.0.1:$gateway_port" 2>"$log" &
+  gateway_pid=$!
+  for _ in $(seq 100); do
+    curl -fs "http://127.0.0.1:$gateway_port/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+}
 key="client-test-key-0123456789"
-LOCKGATE_API_KEYS="[{\"name\": \"client\", \"key\": \"$key\", \"prefixes\": [\"gen:\"]}]" \
-  target/debug/lockgate --dev --listen "127.0.0.1:$port" 2>"$work/lockgate.log" &
-server=$!
-for _ in $(seq 100); do
-  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+start_gateway "$work/lockgate.log" \
+  LOCKGATE_API_KEYS="[{\"name\": \"client\", \"key\": \"$key\", \"prefixes\": [\"gen:\"]}]"
+port=$gateway_port
+server=$gateway_pid
 
 PYTHONPATH="$work" "$TOOLS/client-venv/bin/python" - "http://127.0.0.1:$port" "$key" <<'PY'
 import json
@@ -159,13 +168,9 @@ print("generated client: acquire with owner, lock-held, renew, inspect, list, re
 PY
 
 echo "docs/api.md's Python example, as pasted, against a gateway without keys"
-open_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-target/debug/lockgate --dev --listen "127.0.0.1:$open_port" 2>"$work/lockgate-open.log" &
-open_server=$!
-for _ in $(seq 100); do
-  curl -fs "http://127.0.0.1:$open_port/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+start_gateway "$work/lockgate-open.log"
+open_port=$gateway_port
+open_server=$gateway_pid
 python3 - docs/api.md >"$work/docs_example.py" <<'PY'
 import re
 import sys
