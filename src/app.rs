@@ -123,7 +123,9 @@ pub fn build_service(
             .ok_or_else(|| StartupError::Config("--token-secret is too short".into()))?,
         None => TokenSecret::random().map_err(StartupError::Random)?,
     };
-    let service = LockService::new(backend, config.limits, secret).with_longest_lease(longest);
+    let service = LockService::new(backend, config.limits, secret)
+        .with_longest_lease(longest)
+        .with_metrics(metrics.clone());
     Ok(crate::primitive::shared::register(service))
 }
 

@@ -23,6 +23,7 @@ use answer::{NDJSON, answer, read, stream, transport};
 
 use crate::config::secrets::without_userinfo;
 use crate::http::dto::{LockGrantBody, LockInfoBody, LockRenewalBody, RenewBody};
+use crate::http::handlers::contention::ContentionBody;
 
 /// A client of one gateway.
 #[derive(Debug, Clone)]
@@ -247,6 +248,16 @@ impl Client {
                 .await,
         )
         .await
+    }
+
+    /// `GET /contention`: the names this gateway's requests waited for most (`prefix`,
+    /// `limit` in `query`).
+    pub async fn contention(
+        &self,
+        query: &[(&str, &str)],
+    ) -> Result<Answer<ContentionBody>, ClientError> {
+        let url = with_query(format!("{}/contention", self.base), query);
+        answer(self.request(Method::GET, url).send().await).await
     }
 
     /// `GET /metrics`: the exposition text.

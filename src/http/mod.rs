@@ -33,7 +33,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use self::dispatch::RouteTable;
 use self::gate::{Gate, GateOptions, GateService};
-use self::handlers::{console, events, health, hold, listing, locks, metrics, multi};
+use self::handlers::{console, contention, events, health, hold, listing, locks, metrics, multi};
 use self::problem::ApiError;
 use self::routes::{RouteGroup, route_group};
 use crate::lock::{Limits, LockService};
@@ -99,6 +99,8 @@ const LOCK_ROUTES: RouteGroup = route_group! {
     hold::hold_lock => "locks", Hold(lock), &[ACQUIRE];
     events::watch_lock => "locks", Watch(lock), &[&[InvalidName], WATCHING];
     events::watch_prefix => "locks", Watch(lock), &[&[InvalidRequest, Forbidden], WATCHING];
+    // /contention: every kind's, so of none
+    contention::contention => "locks", List, &[&[InvalidRequest]];
 };
 
 /// The service's own routes: the probes, the documents, the console.

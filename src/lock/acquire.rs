@@ -20,6 +20,7 @@ use super::token::{IdempotencyKey, TokenStem};
 use super::wait::{Handoff, TooManyWaiters};
 use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::{Backend, LeaseStore, Watched};
+use crate::telemetry::metrics::WaitEnd;
 
 /// A waiter never sleeps less than this before looking again: a lock with under a millisecond
 /// left reports a ttl of 0.
@@ -34,13 +35,6 @@ pub(super) const MAX_BACKEND_RETRY: Duration = Duration::from_secs(1);
 /// released by, say, redis-py is noticed within this plus a round trip, at the cost of one
 /// short script (GET, PTTL) per name with waiters, 20 per second.
 const FOREIGN_RELEASE_RECHECK: Duration = Duration::from_millis(50);
-
-/// Tells the request's trace how long it waited in line, from the deadline of a wait of `wait`:
-/// recomputed rather than timed, so that a waiting future holds no start time of its own.
-pub(super) fn record_wait(deadline: Instant, wait: Duration) {
-    let left = deadline.saturating_duration_since(Instant::now());
-    crate::telemetry::trace::waited(wait.saturating_sub(left));
-}
 
 impl LockService {
     /// Takes the lock, waiting up to `request.wait` for it.
@@ -163,7 +157,7 @@ impl LockService {
         tokio::select! {
             () = ticket.turn() => {}
             () = tokio::time::sleep_until(deadline) => {
-                record_wait(deadline, request.wait);
+                self.record_wait(leased, name, (deadline, request.wait), WaitEnd::TimedOut);
                 return Err(LockError::Held { retry_after: RETRY_AFTER_UNKNOWN_EXPIRY });
             }
             () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),
@@ -201,7 +195,7 @@ impl LockService {
             match Box::pin(self.attempt(primitive, name, derived, request, true, None)).await {
                 Ok(Attempt::Granted(grant)) => {
                     drop(lift);
-                    record_wait(deadline, request.wait);
+                    self.record_wait(leased, name, (deadline, request.wait), WaitEnd::Granted);
                     ticket.hand_off(Handoff {
                         releases,
                         held_until: grant.validity.until(),
@@ -217,7 +211,7 @@ impl LockService {
                         lift = self.lift_on_drop(primitive, name);
                     }
                     if Instant::now() >= deadline {
-                        record_wait(deadline, request.wait);
+                        self.record_wait(leased, name, (deadline, request.wait), WaitEnd::TimedOut);
                         return Err(LockError::Held { retry_after });
                     }
                     backend_retry = MIN_BACKEND_RETRY;
@@ -226,7 +220,7 @@ impl LockService {
                 // Only a fair attempt is queued (this one is not): as held, briefly.
                 Ok(Attempt::Queued { .. }) => {
                     if Instant::now() >= deadline {
-                        record_wait(deadline, request.wait);
+                        self.record_wait(leased, name, (deadline, request.wait), WaitEnd::TimedOut);
                         return Err(LockError::Held {
                             retry_after: QUEUED_RETRY,
                         });

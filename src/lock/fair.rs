@@ -10,9 +10,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::LockName;
-use super::acquire::{
-    MAX_BACKEND_RETRY, MIN_BACKEND_RETRY, MIN_RECHECK, next_release, record_wait,
-};
+use super::acquire::{MAX_BACKEND_RETRY, MIN_BACKEND_RETRY, MIN_RECHECK, next_release};
 use super::attempt::Attempt;
 use super::error::LockError;
 use super::primitive::Primitive;
@@ -22,6 +20,7 @@ use super::token::TokenStem;
 use super::wait::TooManyWaiters;
 use crate::backend::queue::RECHECK;
 use crate::backend::{Leased, QueuePlace};
+use crate::telemetry::metrics::WaitEnd;
 
 impl LockService {
     /// Refuses a fair acquire where the store keeps no queue (Redlock), or of a kind of lease
@@ -81,7 +80,12 @@ impl LockService {
             let (mut wake_at, first, retry_after) = match Box::pin(attempt).await {
                 Ok(Attempt::Granted(grant)) => {
                     ticket.granted = true;
-                    record_wait(deadline, request.wait);
+                    self.record_wait(
+                        primitive.leased(name),
+                        name,
+                        (deadline, request.wait),
+                        WaitEnd::Granted,
+                    );
                     return Ok(grant);
                 }
                 Ok(Attempt::Queued {
@@ -118,7 +122,12 @@ impl LockService {
                 Err(err) => return Err(err),
             };
             if now >= deadline {
-                record_wait(deadline, request.wait);
+                self.record_wait(
+                    primitive.leased(name),
+                    name,
+                    (deadline, request.wait),
+                    WaitEnd::TimedOut,
+                );
                 return Err(LockError::Held { retry_after });
             }
             // Until it is time to look again. A waiter that becomes the front does not look at

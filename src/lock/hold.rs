@@ -26,6 +26,7 @@ use super::request::RenewRequest;
 use super::service::{Grant, LockService, Renewal};
 use super::{LockName, LockToken, Validity};
 use crate::backend::sleep_until_some;
+use crate::telemetry::metrics::HoldEnd;
 
 /// After a renewal that could not get through, try again this often (or sooner, if the ttl is
 /// short), for as long as the lease lasts.
@@ -93,10 +94,9 @@ impl LostReason {
 /// A held lease and its watchdog.
 #[derive(Debug)]
 pub struct Hold<P: Primitive> {
-    service: Arc<LockService>,
+    ending: Ending,
     primitive: P,
     shutdown: CancellationToken,
-    name: LockName,
     token: LockToken,
     renewals: RenewRequest,
     /// Withdraws the grant when the hold is dropped (its holder went away).
@@ -128,9 +128,14 @@ impl<P: Primitive> Hold<P> {
         Self {
             hold_ends,
             shutdown: service.shutdown_token(),
-            service,
+            ending: Ending {
+                kind: primitive.leased(&name).kind(),
+                fence: grant.token.fence(),
+                end: HoldEnd::Released,
+                service,
+                name,
+            },
             primitive,
-            name,
             token: grant.token,
             renewals,
             guard,
@@ -140,7 +145,7 @@ impl<P: Primitive> Hold<P> {
     }
 
     pub fn name(&self) -> &LockName {
-        &self.name
+        &self.ending.name
     }
 
     /// Waits for the next renewal (or shutdown) and says what happened; the hold goes on
@@ -152,15 +157,16 @@ impl<P: Primitive> Hold<P> {
             tokio::select! {
                 () = tokio::time::sleep_until(self.next_renewal) => {}
                 () = sleep_until_some(hold_ends) => {
-                    let name = self.name.clone();
+                    let name = self.ending.name.clone();
                     tracing::info!(lock = %name, kind, "a hold reached its max_hold and released its lease");
                     if let Err(err) = Box::pin(self.guard.withdraw()).await {
                         tracing::warn!(lock = %name, kind, error = %err, "could not release a lease at its max_hold; it expires with its lease");
                     }
+                    self.ending.end = HoldEnd::MaxHold;
                     return (HoldEvent::MaxHoldReached, None);
                 }
                 () = self.shutdown.cancelled() => {
-                    let name = self.name.clone();
+                    let name = self.ending.name.clone();
                     if let Err(err) = Box::pin(self.guard.withdraw()).await {
                         tracing::warn!(lock = %name, kind, error = %err, "could not release a held lease at shutdown; it expires at its ttl");
                     }
@@ -169,9 +175,12 @@ impl<P: Primitive> Hold<P> {
             }
             // Boxed, as the withdrawal above: a renewal's future is several KiB, and inline it
             // would size the state every open hold keeps between renewals.
-            let renewal =
-                self.service
-                    .renew_lease(&self.primitive, &self.name, &self.token, &self.renewals);
+            let renewal = self.ending.service.renew_lease(
+                &self.primitive,
+                &self.ending.name,
+                &self.token,
+                &self.renewals,
+            );
             match Box::pin(renewal).await {
                 Ok(renewal) => {
                     self.validity = renewal.validity;
@@ -180,9 +189,13 @@ impl<P: Primitive> Hold<P> {
                 }
                 Err(LockError::NotHeld) => return self.lost(LostReason::NotHeld),
                 Err(LockError::NotOwner) => return self.lost(LostReason::NotOwner),
-                Err(LockError::MaxHoldReached) => return (HoldEvent::MaxHoldReached, None),
+                Err(LockError::MaxHoldReached) => {
+                    self.ending.end = HoldEnd::MaxHold;
+                    return (HoldEvent::MaxHoldReached, None);
+                }
                 Err(LockError::Revoked) => {
-                    tracing::info!(lock = %self.name, kind, "a hold's lease was revoked");
+                    tracing::info!(lock = %self.ending.name, kind, "a hold's lease was revoked");
+                    self.ending.end = HoldEnd::Revoked;
                     return (HoldEvent::Revoked, None);
                 }
                 Err(err) => {
@@ -190,7 +203,7 @@ impl<P: Primitive> Hold<P> {
                     if self.validity.remaining(now).is_zero() {
                         return self.lost(LostReason::Expired);
                     }
-                    tracing::warn!(lock = %self.name, kind, error = %err, "hold renewal failed; retrying");
+                    tracing::warn!(lock = %self.ending.name, kind, error = %err, "hold renewal failed; retrying");
                     let retry = RETRY_RENEWAL_EVERY.min(renewal_interval(self.renewals.ttl));
                     self.next_renewal = (now + retry).min(self.validity.until());
                 }
@@ -200,18 +213,39 @@ impl<P: Primitive> Hold<P> {
 
     /// What the lease is called in logs.
     fn kind(&self) -> &'static str {
-        self.primitive.leased(&self.name).kind()
+        self.ending.kind
     }
 
-    fn lost(self, reason: LostReason) -> (HoldEvent, Option<Self>) {
+    fn lost(mut self, reason: LostReason) -> (HoldEvent, Option<Self>) {
         if reason == LostReason::NotHeld
             && self.hold_ends.is_some_and(|ends| Instant::now() >= ends)
         {
             // Its last renewal ended it at the bound; the timer above was a moment late.
+            self.ending.end = HoldEnd::MaxHold;
             return (HoldEvent::MaxHoldReached, None);
         }
-        tracing::info!(lock = %self.name, kind = self.kind(), reason = reason.as_str(), "a hold lost its lease");
+        self.ending.end = HoldEnd::Lost;
+        tracing::info!(lock = %self.ending.name, kind = self.kind(), reason = reason.as_str(), "a hold lost its lease");
         // The guard still withdraws on drop: harmless if the lease is gone.
         (HoldEvent::Lost(reason), None)
+    }
+}
+
+/// What a hold records of itself when it ends, however it ends (dropped with its stream, the
+/// holder gone, included): how long its lease was held, and how that ended.
+#[derive(Debug)]
+struct Ending {
+    service: Arc<LockService>,
+    name: LockName,
+    kind: &'static str,
+    fence: u64,
+    /// Released, unless the watchdog learnt otherwise.
+    end: HoldEnd,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        self.service
+            .record_hold(self.kind, &self.name, self.fence, self.end);
     }
 }

@@ -5,6 +5,7 @@
 pub mod acquire;
 mod attempt;
 mod budget;
+pub mod contention;
 pub mod cursor;
 mod entropy;
 pub mod error;

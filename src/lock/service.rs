@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::LockName;
+use super::contention::{Contention, HotName};
 use super::cursor::CursorSeal;
 use super::error::HoldBackCause;
 use super::error::LockError;
@@ -47,8 +48,10 @@ use super::wait::Waiters;
 use crate::backend::data_loss::LongestLease;
 use crate::backend::guards::HoldBack;
 use crate::backend::{
-    Backend, GrantsOf, LeaseStore, Leased, ReleaseOutcome, RenewOutcome, Unoffered,
+    Backend, GrantsOf, LeaseStore, Leased, ReleaseOutcome, RenewOutcome, Unoffered, fence,
 };
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::{HoldEnd, WaitEnd};
 
 /// A lease granted to the caller. Until its guard is disarmed (the client has the answer),
 /// dropping it withdraws the grant.
@@ -106,6 +109,10 @@ pub struct LockService {
     /// The set of grants kept beside the lock, if the gateway keeps one (a read/write lock's
     /// readers): shown by the lock's inspection, deleted by its revoke.
     pub(super) beside_lock: Option<GrantsOf>,
+    /// Where waits and holds are counted, by kind of lease (the gateway's, see `app`).
+    metrics: Arc<Metrics>,
+    /// The names waited for most here (see [`super::contention`]).
+    contention: Contention,
 }
 
 impl LockService {
@@ -123,7 +130,67 @@ impl LockService {
             shutdown: CancellationToken::new(),
             draining: AtomicBool::new(false),
             beside_lock: None,
+            metrics: Arc::default(),
+            contention: Contention::default(),
         }
+    }
+
+    /// Counts waits and holds in `metrics` (the gateway's) rather than in metrics of its own.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The `limit` names waited for most in this gateway of those `shown(kind, name)` lets
+    /// through, hottest first, each with the requests waiting for it here now (see
+    /// [`super::contention`]).
+    pub fn hottest(&self, limit: usize, shown: impl Fn(&str, &str) -> bool) -> Vec<HotName> {
+        let mut hot = self.contention.hottest(limit, shown);
+        for name in &mut hot {
+            name.waiting = self.waiters.waiting_for(name.kind, &name.name);
+            if name.kind == crate::backend::kinds::LOCK {
+                name.waiting += self.fair.waiting_for(&name.name);
+            }
+        }
+        hot
+    }
+
+    /// Records the end of a wait in line for `leased` on `name` that had until `deadline` of
+    /// its `wait`: how long it waited is recomputed rather than timed, so that a waiting future
+    /// holds no start time of its own. Also told to the request's trace and latency (see
+    /// `telemetry::trace::waited`).
+    pub(super) fn record_wait(
+        &self,
+        leased: Leased<'_>,
+        name: &LockName,
+        (deadline, wait): (Instant, std::time::Duration),
+        end: WaitEnd,
+    ) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let waited = wait.saturating_sub(left);
+        crate::telemetry::trace::waited(waited);
+        self.metrics.lease_waited(leased.kind(), end, waited);
+        let timed_out = end == WaitEnd::TimedOut;
+        self.contention
+            .waited(leased.kind(), name.as_str(), waited, timed_out);
+    }
+
+    /// Records the end of a hold of `leased` on `name`, granted with `fence` (its time: see
+    /// `backend::fence::granted_at`; measured on this gateway's clock against the store's).
+    pub(super) fn record_hold(
+        &self,
+        kind: &'static str,
+        name: &LockName,
+        fence: u64,
+        end: HoldEnd,
+    ) {
+        let Some(held) = fence::granted_at(fence)
+            .and_then(|granted| SystemTime::now().duration_since(granted).ok())
+        else {
+            return;
+        };
+        self.metrics.lease_held(kind, end, held);
+        self.contention.held(kind, name.as_str(), held);
     }
 
     /// The kind of grants kept beside the lock (see
@@ -313,9 +380,15 @@ impl LockService {
         self.check_offered(leased)?;
         let released = self.backend.release(leased, token.expose()).await;
         match released.map_err(LockError::of_write)? {
-            ReleaseOutcome::Released => Ok(Released::Gone),
+            ReleaseOutcome::Released => {
+                self.record_hold(leased.kind(), name, token.fence(), HoldEnd::Released);
+                Ok(Released::Gone)
+            }
             ReleaseOutcome::StillHeld { holds } => Ok(Released::HoldsLeft(holds)),
-            ReleaseOutcome::HeldFor { left } => Ok(Released::HeldFor(left)),
+            ReleaseOutcome::HeldFor { left } => {
+                self.record_hold(leased.kind(), name, token.fence(), HoldEnd::Released);
+                Ok(Released::HeldFor(left))
+            }
             ReleaseOutcome::NotHeld => Err(self
                 .refusal(primitive, name, token, LockError::NotHeld)
                 .await),

@@ -36,7 +36,7 @@
 //! into whatever request is being polled, without a parameter threaded through every layer.
 //! Work a request hands to another task (a hold stream's renewals) is not counted.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -235,13 +235,27 @@ pub fn round_trip() {
     });
 }
 
-/// Adds `waited` (time spent waiting in line for a lock) to the request being polled, if it is
-/// traced.
+thread_local! {
+    /// Microseconds waited in line during the poll running on this thread, traced or not: the
+    /// gate takes them after each poll of a request ([`take_poll_waited`]), to keep a request's
+    /// intended waiting out of its latency.
+    static POLL_WAITED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Adds `waited` (time spent waiting in line for a lock) to the request being polled: to its
+/// span if it is traced, and to what [`take_poll_waited`] returns after this poll.
 pub fn waited(waited: Duration) {
+    let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+    let _ = POLL_WAITED.try_with(|cell| cell.set(cell.get().saturating_add(micros)));
     with_current(|counters| {
-        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
         counters.waited_micros.fetch_add(micros, Ordering::Relaxed);
     });
+}
+
+/// The microseconds [`waited`] was told of since the last call on this thread (0 if none),
+/// reset to 0: the waiting of the request just polled.
+pub fn take_poll_waited() -> u64 {
+    POLL_WAITED.try_with(|cell| cell.replace(0)).unwrap_or(0)
 }
 
 /// One request's span in the making.

@@ -60,6 +60,7 @@ mod access;
 mod api;
 mod cli;
 mod console;
+mod contention;
 mod data_loss;
 mod events;
 mod fair;

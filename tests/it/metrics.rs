@@ -196,3 +196,84 @@ async fn guard_calls_are_counted_apart_from_request_calls() {
         assert_eq!(calls(&after, call), calls(&before, call), "{call} calls");
     }
 }
+
+/// The value of `series` in a scrape, 0 when absent.
+fn value(metrics: &HashMap<String, f64>, series: &str) -> f64 {
+    metrics.get(series).copied().unwrap_or(0.0)
+}
+
+/// Waiting in line has a histogram of its own, by kind of lease and outcome, and is left out
+/// of the acquire's latency (a `wait_ms` asked for is not slowness); holds have one too, by
+/// how they ended: a release, and a hold stream's end as its watchdog learnt it (revoked).
+#[tokio::test]
+async fn waits_and_holds_have_histograms_and_waiting_is_not_latency() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let locks = gw.locks();
+    let holder = locks
+        .acquire("timed:1", json!({"ttl_ms": 30_000}))
+        .await
+        .done(201);
+    // A wait that runs out: 400 ms in line, by the request's own deadline.
+    locks
+        .acquire("timed:1", json!({"wait_ms": 400}))
+        .await
+        .refused(409, "lock-held");
+    let after_timeout = scrape(&gw).await;
+    let waited = "lockgate_wait_seconds_sum{kind=\"lock\",outcome=\"timed_out\"}";
+    assert!(value(&after_timeout, waited) >= 0.4, "{after_timeout:?}");
+    assert_eq!(
+        value(
+            &after_timeout,
+            "lockgate_wait_seconds_count{kind=\"lock\",outcome=\"timed_out\"}"
+        ),
+        1.0
+    );
+    let latency = "lockgate_request_duration_seconds_sum{operation=\"acquire\",kind=\"lock\"}";
+    assert!(
+        value(&after_timeout, latency) < 0.4,
+        "the acquires' latency counts the 400 ms waited in line: {}",
+        value(&after_timeout, latency)
+    );
+
+    // A wait that ends in a grant, and two holds that end in releases.
+    let waiter = {
+        let locks = gw.locks();
+        tokio::spawn(async move { locks.acquire("timed:1", json!({"wait_ms": 10_000})).await })
+    };
+    eventually(Duration::from_secs(5), "the waiter waits", || async {
+        (scrape(&gw).await["lockgate_waiters"] == 1.0).then_some(())
+    })
+    .await;
+    locks.release("timed:1", &holder.token).await.done(204);
+    let next = waiter.await.expect("join").done(201);
+    locks.release("timed:1", &next.token).await.done(204);
+    let released = scrape(&gw).await;
+    assert_eq!(
+        value(
+            &released,
+            "lockgate_wait_seconds_count{kind=\"lock\",outcome=\"granted\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &released,
+            "lockgate_hold_seconds_count{kind=\"lock\",ended=\"released\"}"
+        ),
+        2.0
+    );
+
+    // A hold stream's lease revoked by an operator ends as `revoked`.
+    let stream = gw.client().hold("timed:2", &json!({"ttl_ms": 600})).await;
+    let mut lines = stream.done(200);
+    assert_eq!(lines.next().await.expect("acquired")["event"], "acquired");
+    gw.client().force_release("timed:2").await.done(204);
+    let revoked = "lockgate_hold_seconds_count{kind=\"lock\",ended=\"revoked\"}";
+    eventually(
+        Duration::from_secs(5),
+        "the revoked hold is counted",
+        || async { (value(&scrape(&gw).await, revoked) == 1.0).then_some(()) },
+    )
+    .await;
+}

@@ -8,7 +8,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::header::CONTENT_LENGTH;
@@ -25,7 +25,7 @@ use crate::access::ApiKey;
 use crate::lock::LockError;
 use crate::operation::Operation;
 use crate::telemetry::access::AccessLine;
-use crate::telemetry::trace::{Finished, RequestSpan};
+use crate::telemetry::trace::{self, Finished, RequestSpan};
 
 /// A success a handler names itself, where the route and status do not tell it (a reentrant
 /// lock taken again answers 200 as a replay does): the `outcome` label, from [`OUTCOMES`].
@@ -51,6 +51,9 @@ pub(super) struct LogContext {
     pub(super) caller: Option<Arc<ApiKey>>,
     /// The request's span, when traces are exported.
     pub(super) span: Option<Box<RequestSpan>>,
+    /// How long the request waited in line for a lease, summed over its polls: left out of
+    /// its latency (it was asked for, with `wait_ms`) and counted as waiting instead.
+    pub(super) waited_micros: u64,
     pub(super) _slot: Option<Slot>,
 }
 
@@ -85,7 +88,9 @@ impl Future for GateFuture {
                 // Redis round trips and waits made during this poll count for this request.
                 let _entered = this.log.span.as_ref().map(|span| span.enter());
                 // A panicking future is never polled again: this poll answers for it.
-                match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+                let polled = std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx)));
+                this.log.waited_micros += trace::take_poll_waited();
+                match polled {
                     Ok(Poll::Ready(response)) => response,
                     Ok(Poll::Pending) => match deadline.poll(cx) {
                         // Dropping the handler's future is what a client hanging up does; the
@@ -136,9 +141,13 @@ pub(super) fn finish(log: &LogContext, mut response: Response) -> Response {
         Some(Succeeded(outcome)) if problem.is_none() => outcome,
         _ => outcome(log.operation, status, problem),
     };
-    log.gate
-        .metrics
-        .request(log.kind, log.operation, outcome, elapsed);
+    let waited = Duration::from_micros(log.waited_micros);
+    log.gate.metrics.request(
+        log.kind,
+        log.operation,
+        outcome,
+        elapsed.saturating_sub(waited),
+    );
     let key = log.caller.as_ref().map_or("-", |k| k.name.as_str());
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
     let request_id = log.request_id.header(log.gate.id_prefix);

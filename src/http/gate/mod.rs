@@ -246,6 +246,7 @@ where
             request_id,
             caller: None,
             span: None,
+            waited_micros: 0,
             _slot: None,
         };
         let refuse = |refusal: ApiError,

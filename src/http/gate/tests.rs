@@ -229,12 +229,25 @@ fn what_tower_http_layers_add_to_a_request() {
 /// set twice would make Prometheus keep one of them and drop the other without an error.
 #[test]
 fn a_scrape_after_every_route_repeats_no_series() {
-    use crate::telemetry::metrics::{Gauges, Metrics};
+    use crate::telemetry::metrics::{Gauges, HoldEnd, Metrics, WaitEnd};
     let kinds = crate::http::lease_kinds();
     let metrics = Metrics::new(&kinds);
     for route in crate::http::routes::rows(crate::http::ROUTE_GROUPS) {
         let kind = crate::http::routes::kind_index(&kinds, &route);
         metrics.request(kind, route.operation, "ok", Duration::ZERO);
+    }
+    for kind in crate::telemetry::metrics::LEASE_KINDS {
+        for end in [WaitEnd::Granted, WaitEnd::TimedOut] {
+            metrics.lease_waited(kind, end, Duration::ZERO);
+        }
+        for end in [
+            HoldEnd::Released,
+            HoldEnd::Revoked,
+            HoldEnd::MaxHold,
+            HoldEnd::Lost,
+        ] {
+            metrics.lease_held(kind, end, Duration::ZERO);
+        }
     }
     let text = metrics.render(Gauges {
         waiters: 0,

@@ -3,6 +3,7 @@
 //! `super::dto` or a problem document (`super::problem`).
 
 pub mod console;
+pub mod contention;
 pub mod events;
 pub mod health;
 pub mod hold;

@@ -128,3 +128,62 @@ impl BackendErrorKind {
         }
     }
 }
+
+/// The kinds of lease the wait and hold histograms are kept for (`backend::Leased::kind`):
+/// the `kind` label of `lockgate_wait_seconds` and `lockgate_hold_seconds`. A kind not listed
+/// here is counted as `other`.
+pub const LEASE_KINDS: [&str; 5] = ["lock", "shared", "semaphore", "multi", "other"];
+
+/// The index of `kind` in [`LEASE_KINDS`] (`other` for anything unlisted).
+pub(super) fn lease_kind_index(kind: &str) -> usize {
+    LEASE_KINDS
+        .iter()
+        .position(|k| *k == kind)
+        .unwrap_or(LEASE_KINDS.len() - 1)
+}
+
+/// How a wait in line for a lease ended: the `outcome` label of `lockgate_wait_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// The lease was granted.
+    Granted,
+    /// The request's `wait_ms` ran out first (answered `lock-held`).
+    TimedOut,
+}
+
+impl WaitEnd {
+    pub(super) const ALL: [Self; 2] = [Self::Granted, Self::TimedOut];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Self::Granted => "granted",
+            Self::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// How a lease's hold ended: the `ended` label of `lockgate_hold_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldEnd {
+    /// Its holder released it (a `DELETE`, or a hold stream's client going away).
+    Released,
+    /// A hold stream learnt that an operator revoked it.
+    Revoked,
+    /// A hold stream reached its `max_hold_ms` and released it.
+    MaxHold,
+    /// A hold stream lost it (it ran out, or another holder has it).
+    Lost,
+}
+
+impl HoldEnd {
+    pub(super) const ALL: [Self; 4] = [Self::Released, Self::Revoked, Self::MaxHold, Self::Lost];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Self::Released => "released",
+            Self::Revoked => "revoked",
+            Self::MaxHold => "max_hold",
+            Self::Lost => "lost",
+        }
+    }
+}

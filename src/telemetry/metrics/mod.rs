@@ -17,9 +17,11 @@ use std::time::Duration;
 mod labels;
 mod parts;
 
-pub use self::labels::{BackendErrorKind, HOLD_LOST_REASONS, OUTCOMES, RedisCall};
-use self::labels::{REDIS_CALLS, labels, outcome_index};
-use self::parts::{Histogram, NodeFlags};
+pub use self::labels::{
+    BackendErrorKind, HOLD_LOST_REASONS, HoldEnd, LEASE_KINDS, OUTCOMES, RedisCall, WaitEnd,
+};
+use self::labels::{REDIS_CALLS, labels, lease_kind_index, outcome_index};
+use self::parts::{Histogram, LATENCY, LEASE_TIME, NodeFlags};
 pub use crate::operation::Operation;
 
 /// Most distinct servers the `lockgate_redis_server_info` metric lists.
@@ -36,6 +38,11 @@ pub struct Metrics {
     requests: Vec<[[AtomicU64; OUTCOMES.len()]; Operation::ALL.len()]>,
     durations: Vec<[Histogram; Operation::ALL.len()]>,
     redis: [Histogram; REDIS_CALLS.len()],
+    /// How long requests waited in line for a lease, by kind of lease ([`LEASE_KINDS`]) and
+    /// how the wait ended.
+    waits: [[Histogram; WaitEnd::ALL.len()]; LEASE_KINDS.len()],
+    /// How long leases were held, by kind of lease and how the hold ended.
+    holds: [[Histogram; HoldEnd::ALL.len()]; LEASE_KINDS.len()],
     backend_errors: [AtomicU64; BackendErrorKind::ALL.len()],
     hold_streams: AtomicI64,
     /// Hold streams ended by `lost`, by reason ([`HOLD_LOST_REASONS`]).
@@ -84,9 +91,13 @@ impl Metrics {
                 })
                 .collect(),
             durations: (0..by_kind)
-                .map(|_| [const { Histogram::new() }; Operation::ALL.len()])
+                .map(|_| [const { Histogram::new(&LATENCY) }; Operation::ALL.len()])
                 .collect(),
-            redis: [const { Histogram::new() }; REDIS_CALLS.len()],
+            redis: [const { Histogram::new(&LATENCY) }; REDIS_CALLS.len()],
+            waits: [const { [const { Histogram::new(&LEASE_TIME) }; WaitEnd::ALL.len()] };
+                LEASE_KINDS.len()],
+            holds: [const { [const { Histogram::new(&LEASE_TIME) }; HoldEnd::ALL.len()] };
+                LEASE_KINDS.len()],
             backend_errors: [const { AtomicU64::new(0) }; BackendErrorKind::ALL.len()],
             hold_streams: AtomicI64::new(0),
             hold_lost: [const { AtomicU64::new(0) }; HOLD_LOST_REASONS.len()],
@@ -163,6 +174,17 @@ impl Metrics {
         self.redis[call as usize].observe(elapsed);
     }
 
+    /// Records a wait in line for a lease of `kind` (`backend::Leased::kind`) that lasted
+    /// `waited` and ended as `end`.
+    pub fn lease_waited(&self, kind: &str, end: WaitEnd, waited: Duration) {
+        self.waits[lease_kind_index(kind)][end as usize].observe(waited);
+    }
+
+    /// Records a lease of `kind` held for `held`, whose hold ended as `end`.
+    pub fn lease_held(&self, kind: &str, end: HoldEnd, held: Duration) {
+        self.holds[lease_kind_index(kind)][end as usize].observe(held);
+    }
+
     /// Records a backend error of `kind`.
     pub fn backend_error(&self, kind: BackendErrorKind) {
         self.backend_errors[kind as usize].fetch_add(1, Ordering::Relaxed);
@@ -202,7 +224,7 @@ impl Metrics {
             }
         }
         out.push_str(
-            "# HELP lockgate_request_duration_seconds Time to answer a request (to the first byte of a hold stream), by operation.\n\
+            "# HELP lockgate_request_duration_seconds Time to answer a request (to the first byte of a hold stream), by operation, less the time it waited in line for a lease (lockgate_wait_seconds): the gateway's and Redis's part.\n\
              # TYPE lockgate_request_duration_seconds histogram\n",
         );
         for (kind, histograms) in self.durations.iter().enumerate() {
@@ -213,6 +235,20 @@ impl Metrics {
                 }
             }
         }
+        out.push_str(
+            "# HELP lockgate_wait_seconds Time a request waited in line for a lease (wait_ms > 0 and held when asked), from its first refusal to its grant or the end of its wait, by kind of lease and outcome.\n\
+             # TYPE lockgate_wait_seconds histogram\n",
+        );
+        render_by_lease_kind(&mut out, "lockgate_wait_seconds", &self.waits, |end| {
+            format!("outcome=\"{}\"", WaitEnd::ALL[end].label())
+        });
+        out.push_str(
+            "# HELP lockgate_hold_seconds Time a lease was held, from its grant (its fence's time) to its end, by kind of lease and how it ended: releases, and what hold streams see.\n\
+             # TYPE lockgate_hold_seconds histogram\n",
+        );
+        render_by_lease_kind(&mut out, "lockgate_hold_seconds", &self.holds, |end| {
+            format!("ended=\"{}\"", HoldEnd::ALL[end].label())
+        });
         out.push_str(
             "# HELP lockgate_redis_roundtrip_seconds Time of one call to Redis, by kind of call.\n\
              # TYPE lockgate_redis_roundtrip_seconds histogram\n",
@@ -314,6 +350,24 @@ impl Metrics {
         }
         super::process::render(&mut out);
         out
+    }
+}
+
+/// Renders the histograms of `by_kind` that have observations, labelled with their kind of
+/// lease and `end(index)`.
+fn render_by_lease_kind<const N: usize>(
+    out: &mut String,
+    name: &str,
+    by_kind: &[[Histogram; N]; LEASE_KINDS.len()],
+    end: impl Fn(usize) -> String,
+) {
+    for (kind, histograms) in LEASE_KINDS.iter().zip(by_kind) {
+        for (index, histogram) in histograms.iter().enumerate() {
+            if histogram.count.load(Ordering::Relaxed) > 0 {
+                let labels = format!("kind=\"{kind}\",{}", end(index));
+                histogram.render(out, name, &labels);
+            }
+        }
     }
 }
 
