@@ -107,10 +107,21 @@ const ROW: &str = r#"
         owner: row.querySelector('.owner').textContent,
         meta: row.querySelector('.meta').textContent,
         fence: row.querySelector('.fence').textContent,
+        fence_whole: row.querySelector('.fence').title,
+        held_since: row.querySelector('.held').title,
         waiting: row.querySelector('.waiting-count').textContent,
         revoke: row.querySelector('button.revoke') !== null,
     };
 "#;
+
+/// Whether `text` is a local date and time as the page writes them: `2026-12-05 09:41:07`.
+fn is_date_time(text: &str) -> bool {
+    let shape = text
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '0' } else { c })
+        .collect::<String>();
+    shape == "0000-00-00 00:00:00"
+}
 
 /// `true` once the lock's row is gone, else `null`.
 const NO_ROW: &str = r#"
@@ -169,10 +180,18 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     let shown = sent.elapsed();
     assert!(shown <= SHOWN_WITHIN, "app:one shown after {shown:?}");
     assert_eq!(row["owner"], "alice");
+    // The fence in groups of three digits, whole in the cell's title; the time held with its
+    // date.
+    let fence = one["fence"].as_u64().expect("fence").to_string();
+    assert_eq!(row["fence_whole"], fence);
+    let shown_fence = row["fence"].as_str().expect("fence text");
+    assert_eq!(shown_fence.replace('\u{202f}', ""), fence);
     assert_eq!(
-        row["fence"],
-        one["fence"].as_u64().expect("fence").to_string()
+        shown_fence.matches('\u{202f}').count(),
+        (fence.len() - 1) / 3
     );
+    let since = row["held_since"].as_str().expect("held since");
+    assert!(is_date_time(since.trim_start_matches("since ")), "{since}");
     let released = Instant::now();
     release(&gw, "app:one", &one).await;
     wait_for(&gw, &browser, "app:one gone", NO_ROW, json!(["app:one"])).await;
@@ -200,6 +219,28 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     )
     .await;
     assert_eq!(row["owner"], "bob");
+    // A wait that runs out: app:busy is now this gateway's most contended name, with the
+    // waiter above waiting for it now.
+    let timed_out = gw.client_as(WORKER);
+    let body = json!({"wait_ms": 200});
+    let refused = timed_out.acquire("app:busy", &body, None, None).await;
+    assert_eq!(json_of(refused).0, 409);
+    let (hot, _) = wait_for(
+        &gw,
+        &browser,
+        "app:busy contended",
+        "const row = Array.from(document.querySelectorAll('#contention tbody tr'))
+             .find((tr) => tr.dataset.name === arguments[0]);
+         return row ? {waits: row.querySelector('.waits').textContent,
+                       waiting: row.querySelector('.waiting-count').textContent,
+                       times: row.querySelector('.wait-times').textContent} : null;",
+        json!(["app:busy"]),
+    )
+    .await;
+    assert_eq!(hot["waits"], "1 (1)", "{hot}");
+    assert_eq!(hot["waiting"], "1", "{hot}");
+    // 200 ms lies in the bucket bounded by 2^(16/2) = 256 ms.
+    assert_eq!(hot["times"], "256 ms / 256 ms", "{hot}");
     let held = acquire(
         &gw,
         "app:held",
@@ -316,6 +357,18 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
         )
         .await;
     assert_eq!(asked, json!({"open": true, "name": "app:held"}));
+    // The transitions are dated.
+    let logged = browser
+        .run(
+            "return Array.from(document.querySelectorAll('#log time')).map((t) => t.textContent);",
+            json!([]),
+        )
+        .await;
+    let logged = logged.as_array().expect("log times");
+    assert!(!logged.is_empty());
+    for time in logged {
+        assert!(is_date_time(time.as_str().expect("text")), "{time}");
+    }
     browser
         .run("document.getElementById('confirm-yes').click();", json!([]))
         .await;

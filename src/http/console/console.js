@@ -5,6 +5,7 @@
 //   in a URL): the held locks first (`state`), then every transition, live;
 // - GET /locks?name=… every second for the locks on screen: waiters, fair queue, mode, holders;
 // - GET /semaphores?prefix= every 2 s: the permits in use;
+// - GET /contention?prefix= every 2 s: the names this gateway's requests wait for most;
 // - GET /access once: whether the key may revoke, and where.
 // Every value from a lock (name, owner, metadata) is put in the page with textContent: text,
 // never markup. The key is kept in sessionStorage (this tab only) and sent only to this origin.
@@ -28,6 +29,7 @@
     locks: new Map(),
     ended: new Set(),
     semaphores: [],
+    contention: [],
     log: [],
     selected: null,
     pendingRevoke: null,
@@ -66,6 +68,7 @@
     state.locks.clear();
     state.ended.clear();
     state.semaphores = [];
+    state.contention = [];
     state.selected = null;
     render();
     const generation = state.generation;
@@ -75,6 +78,7 @@
       follow(generation, signal);
       refreshLoop(generation, signal);
       semaphoreLoop(generation, signal);
+      contentionLoop(generation, signal);
     });
   }
 
@@ -278,6 +282,23 @@
     }
   }
 
+  // The names waited for most in this gateway (its own requests only), from memory: no Redis.
+  async function contentionLoop(generation, signal) {
+    while (generation === state.generation) {
+      try {
+        const url = '/contention?prefix=' + encodeURIComponent(state.prefix) + '&limit=20';
+        const response = await fetch(url, { headers: authHeaders(), signal, cache: 'no-store' });
+        if (response.ok) {
+          state.contention = (await response.json()).names || [];
+          render();
+        }
+      } catch (error) {
+        if (error.name === 'AbortError') return;
+      }
+      await sleep(SEMAPHORES_MS);
+    }
+  }
+
   // ---- Revoking -------------------------------------------------------------------------
 
   function mayRevoke(name) {
@@ -331,6 +352,32 @@
     return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
   }
 
+  // A fence in groups of three digits (it is a time in microseconds, 16 digits today); the
+  // cell's title keeps it whole, to copy.
+  function fenceText(fence) {
+    if (fence === undefined) return '—';
+    return String(fence).replace(/\B(?=(\d{3})+(?!\d))/g, '\u202f');
+  }
+
+  // A moment with its date: 2026-12-05 09:41:07 in the browser's time zone.
+  function dateTime(ms) {
+    const d = new Date(ms);
+    const two = (n) => String(n).padStart(2, '0');
+    return d.getFullYear() + '-' + two(d.getMonth() + 1) + '-' + two(d.getDate()) + ' ' +
+      two(d.getHours()) + ':' + two(d.getMinutes()) + ':' + two(d.getSeconds());
+  }
+
+  // A figure in milliseconds: below a second as such, above as a duration.
+  function millis(ms) {
+    return ms < 1000 ? ms + ' ms' : duration(ms);
+  }
+
+  // Two percentiles in milliseconds.
+  function percentiles(p50, p99) {
+    if (p50 === undefined) return '—';
+    return millis(p50) + ' / ' + millis(p99);
+  }
+
   function ownerText(row) {
     if (row.mode === 'shared' && row.sharedHolders && row.sharedHolders.length) {
       return row.sharedHolders.map((holder) => holder.owner || '(no owner)').join(', ');
@@ -353,8 +400,10 @@
       cell(tr, lock.holdCount > 1 ? mode + ' ×' + lock.holdCount : mode, '', 'Mode');
       cell(tr, ownerText(lock), 'owner', 'Owner');
       cell(tr, lock.metadata === undefined ? '—' : JSON.stringify(lock.metadata), 'meta', 'Metadata');
-      cell(tr, lock.fence === undefined ? '—' : String(lock.fence), 'num fence', 'Fence');
-      cell(tr, lock.acquiredAt === undefined ? '—' : duration(now - lock.acquiredAt), 'num held', 'Held for');
+      const fence = cell(tr, fenceText(lock.fence), 'num fence', 'Fence');
+      if (lock.fence !== undefined) fence.title = String(lock.fence);
+      const held = cell(tr, lock.acquiredAt === undefined ? '—' : duration(now - lock.acquiredAt), 'num held', 'Held for');
+      if (lock.acquiredAt !== undefined) held.title = 'since ' + dateTime(lock.acquiredAt);
       cell(tr, lock.expiresAt === undefined ? 'no expiry' : duration(lock.expiresAt - now), 'num left', 'Lease left');
       const waiting = (lock.waiting || 0) + (lock.queued ? ' (' + lock.queued + ' queued, fair)' : '');
       const waitCell = cell(tr, String(waiting), 'num waiting-count', 'Waiting');
@@ -381,6 +430,24 @@
     $('lock-count').textContent = rows.length ? '(' + rows.length + ')' : '';
     $('no-locks').hidden = rows.length > 0;
 
+    const contention = $('contention').tBodies[0];
+    contention.replaceChildren();
+    for (const hot of state.contention) {
+      const tr = document.createElement('tr');
+      tr.dataset.name = hot.name;
+      cell(tr, hot.name, 'name', 'Name');
+      cell(tr, hot.kind, '', 'Kind');
+      const waiting = cell(tr, String(hot.waiting), 'num waiting-count', 'Waiting now');
+      if (hot.waiting > 0) waiting.classList.add('waiting');
+      cell(tr, hot.waits + ' (' + hot.timeouts + ')', 'num waits', 'Waits (ran out)');
+      cell(tr, percentiles(hot.wait_p50_ms, hot.wait_p99_ms), 'num wait-times', 'Wait p50 / p99');
+      cell(tr, percentiles(hot.hold_p50_ms, hot.hold_p99_ms), 'num hold-times', 'Hold p50 / p99');
+      cell(tr, millis(hot.waited_ms), 'num', 'Waited in all');
+      contention.appendChild(tr);
+    }
+    $('contention-count').textContent = state.contention.length ? '(' + state.contention.length + ')' : '';
+    $('no-contention').hidden = state.contention.length > 0;
+
     const semaphores = $('semaphores').tBodies[0];
     semaphores.replaceChildren();
     for (const semaphore of state.semaphores) {
@@ -405,13 +472,14 @@
     for (const entry of shown.slice(0, 50)) {
       const li = document.createElement('li');
       const time = document.createElement('time');
-      time.textContent = new Date(entry.at).toLocaleTimeString();
+      time.textContent = dateTime(entry.at);
+      time.dateTime = new Date(entry.at).toISOString();
       const kind = document.createElement('span');
       kind.className = 'event ' + entry.event;
       kind.textContent = entry.event;
       const text = document.createElement('span');
       let what = entry.name;
-      if (entry.fence !== undefined) what += ' fence ' + entry.fence;
+      if (entry.fence !== undefined) what += ' fence ' + fenceText(entry.fence);
       if (entry.owner !== undefined) what += ' by ' + entry.owner;
       text.textContent = what;
       li.append(time, kind, text);
