@@ -47,6 +47,9 @@ pub struct GrantSetKind {
     pub tokens_key: &'static str,
     /// The record of claims and holders (and of a limited kind, its limit).
     pub info_key: &'static str,
+    /// The tokens of grants an operator revoked, scored as the live ones, until the last of
+    /// them would have ended: so that each holder is told "revoked" rather than "not held".
+    pub revoked_key: &'static str,
     /// The channel on which a grant given back is announced, unless it is kept beside the
     /// lock.
     pub freed_channel: &'static str,
@@ -71,6 +74,7 @@ pub(crate) static LIMITED_FOR_TESTS: GrantSetKind = GrantSetKind {
     marker: None,
     tokens_key: ":limited",
     info_key: ":limited:info",
+    revoked_key: ":limited:revoked",
     freed_channel: ":limited:freed",
     scripts: &NO_SCRIPTS,
 };
@@ -85,6 +89,7 @@ pub(crate) static BESIDE_FOR_TESTS: GrantSetKind = GrantSetKind {
     marker: Some("~beside"),
     tokens_key: ":beside",
     info_key: ":beside:info",
+    revoked_key: ":beside:revoked",
     freed_channel: ":released",
     scripts: &NO_SCRIPTS,
 };

@@ -80,17 +80,6 @@ impl<'a> Leased<'a> {
         }
     }
 
-    /// The names an operator's revoke (`DELETE /locks/{name}?force=true`) can take this lease
-    /// from: a lock's name, every name of a set; none for a kind that is not revoked (shared
-    /// grants and grants of a set are given back by their holders, or expire).
-    pub fn revocable_names(self) -> &'a [LockName] {
-        match self {
-            Self::Lock(name) => std::slice::from_ref(name),
-            Self::Set(names) => names,
-            Self::Grant(..) => &[],
-        }
-    }
-
     /// How the kind marks its tokens, so that a renewal or release through another route
     /// finds its way (a shared grant through `/locks/{name}`), or is refused (one name of a
     /// set). The engine adds the marks of the request (holder, hold bound).

@@ -174,13 +174,14 @@ pub trait LeaseStore: Send + Sync {
     /// of the store; if not, waiters look again now and then (see `lock::acquire`).
     fn sees_every_release(&self, leased: Leased<'_>) -> bool;
 
-    /// Deletes the lock whoever holds it, and remembers the revoked token until its lease would
-    /// have ended (see [`LeaseStore::was_revoked`]); with it, the grants of `beside`, the set
-    /// kept beside the lock (see [`GrantSetKind::marker`]), when its marker held the lock. True
-    /// if something was held.
+    /// Ends `leased` whoever holds it (an operator's force release) and remembers the revoked
+    /// tokens until their leases would have ended (see [`LeaseStore::was_revoked`]): a lock
+    /// (with it, the grants of `beside`, the set kept beside the lock, see
+    /// [`GrantSetKind::marker`], when its marker held the lock), every live grant of a set of
+    /// grants, or each lock of a set. True if something was held.
     fn revoke(
         &self,
-        name: &str,
+        leased: Leased<'_>,
         beside: Option<GrantsOf>,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
@@ -190,10 +191,11 @@ pub trait LeaseStore: Send + Sync {
         name: &str,
     ) -> impl Future<Output = Result<Option<u64>, BackendError>> + Send;
 
-    /// Whether `token`'s grant of the lock `name` was revoked (and its lease would still run).
+    /// Whether `token`'s grant of `leased` was revoked (and its lease would still run): the
+    /// lock's, a grant of a set of grants, or one of a set's locks.
     fn was_revoked(
         &self,
-        name: &str,
+        leased: Leased<'_>,
         token: &str,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
@@ -352,9 +354,9 @@ impl LeaseStore for Backend {
         async fn withdraw(&self, leased: Leased<'_>, withdrawal: Withdrawal<'_>) -> Result<bool, BackendError>;
         async fn watch(&self, what: Watched<'_>) -> ReleaseFeed;
         async fn leave(&self, leased: Leased<'_>, waiter: u64) -> Result<(), BackendError>;
-        async fn revoke(&self, name: &str, beside: Option<GrantsOf>) -> Result<bool, BackendError>;
+        async fn revoke(&self, leased: Leased<'_>, beside: Option<GrantsOf>) -> Result<bool, BackendError>;
         async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError>;
-        async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError>;
+        async fn was_revoked(&self, leased: Leased<'_>, token: &str) -> Result<bool, BackendError>;
         async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError>;
         async fn inspect_grants(&self, of: GrantsOf, name: &str) -> Result<Grants, BackendError>;
         async fn hold_off(&self, leased: Leased<'_>, wait: Option<Duration>) -> Result<(), BackendError>;

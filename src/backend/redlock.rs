@@ -618,8 +618,15 @@ impl LeaseStore for RedlockBackend {
         Ok(())
     }
 
-    async fn revoke(&self, name: &str, beside: Option<GrantsOf>) -> Result<bool, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.revoke(name, beside))).await;
+    async fn revoke(
+        &self,
+        leased: Leased<'_>,
+        beside: Option<GrantsOf>,
+    ) -> Result<bool, BackendError> {
+        if let Leased::Grant(of, ..) = leased {
+            return Err(not_offered_here(of.label));
+        }
+        let outcomes = join_all(self.nodes.iter().map(|n| n.revoke(leased, beside))).await;
         let answered = outcomes.iter().filter(|o| o.is_ok()).count();
         if answered < self.quorum() {
             return Err(self.unavailable("revoke has no majority answer", answered));
@@ -635,8 +642,8 @@ impl LeaseStore for RedlockBackend {
         Ok(outcomes.into_iter().filter_map(|o| o.ok().flatten()).max())
     }
 
-    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
-        let outcomes = join_all(self.nodes.iter().map(|n| n.was_revoked(name, token))).await;
+    async fn was_revoked(&self, leased: Leased<'_>, token: &str) -> Result<bool, BackendError> {
+        let outcomes = join_all(self.nodes.iter().map(|n| n.was_revoked(leased, token))).await;
         if outcomes.iter().all(Result::is_err) {
             return Err(self.unavailable("revocation check", 0));
         }

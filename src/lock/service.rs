@@ -417,27 +417,32 @@ impl LockService {
         }
     }
 
-    /// Whether `token`'s grant of `leased` was revoked by an operator: a lock's, or a set's
-    /// (any of its names); no other kind can be (see [`Leased::revocable_names`]).
+    /// Whether `token`'s grant of `leased` was revoked by an operator: a lock's, a set's (any
+    /// of its names), or a grant of a set of grants (a permit, a reader).
     async fn was_revoked(&self, leased: Leased<'_>, token: &LockToken) -> Result<bool, LockError> {
-        for name in leased.revocable_names() {
-            if self
-                .backend
-                .was_revoked(name.as_str(), token.expose())
-                .await?
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        Ok(self.backend.was_revoked(leased, token.expose()).await?)
     }
 
     /// Deletes the lock on `name` whoever holds it (an operator's force release); its holder's
     /// next renewal or release answers [`LockError::Revoked`]. `NotHeld` if nothing was held.
+    /// A read/write lock held by readers loses them all, and each is told so.
     pub async fn revoke(&self, name: &LockName) -> Result<(), LockError> {
+        self.revoke_lease(&Exclusive, name).await
+    }
+
+    /// Ends every lease of `primitive` on `name` whoever holds it (see [`LockService::revoke`]):
+    /// for a set of grants, every live grant (a semaphore's permits), each holder told
+    /// [`LockError::Revoked`] at its next renewal or release.
+    pub async fn revoke_lease<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+    ) -> Result<(), LockError> {
+        let leased = primitive.leased(name);
+        self.check_offered(leased)?;
         if self
             .backend
-            .revoke(name.as_str(), self.beside_lock)
+            .revoke(leased, self.beside_lock)
             .await
             .map_err(LockError::of_write)?
         {

@@ -2,7 +2,8 @@
 //! a gateway on Redis with API keys: a lock taken by a client shows within 1 s with its owner
 //! and fence, and goes within 1 s of its release; a waiter shows as waiting; a semaphore shows
 //! its permits in use; a key without `revoke` gets no revoke button, one with it does, and
-//! revoking from the page makes the holder's next renew 410. Values from locks are text: an
+//! revoking a lock or a semaphore's permits from the page makes the holder's next renew 410;
+//! the names contended here are shown with their waits; fences and times are readable. Values from locks are text: an
 //! owner and metadata made of markup render as themselves, run nothing, open no dialog and log
 //! no error. `LOCKGATE_CONSOLE_SCREENSHOT=path` saves the screenshot the README shows.
 
@@ -247,13 +248,15 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
         json!({"owner": "worker-7f9c:4242", "metadata": {"addr": "10.0.0.7:8080"}, "ttl_ms": 30_000}),
     )
     .await;
+    let mut permit_tokens = Vec::new();
     for owner in ["pool-a", "pool-b"] {
         let body = json!({"permits": 3, "owner": owner, "ttl_ms": 30_000});
         let permits = gw.client_as(WORKER).semaphores();
-        permits
+        let permit = permits
             .acquire("app:pool", &body, None, None)
             .await
             .done(201);
+        permit_tokens.push(permit.token);
     }
     let (permits, _) = wait_for(
         &gw,
@@ -385,6 +388,46 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
         problem["type"],
         "https://lockgate.dev/problems/lock-revoked"
     );
+
+    // Every permit of a semaphore revoked from the page, behind its confirmation: its row
+    // goes, and a holder's next renew is 410.
+    browser
+        .run(
+            "Array.from(document.querySelectorAll('#semaphores tbody tr'))
+                 .find((tr) => tr.dataset.name === arguments[0])
+                 .querySelector('button.revoke').click();",
+            json!(["app:pool"]),
+        )
+        .await;
+    let asked = browser
+        .run(
+            "return {open: document.getElementById('confirm').open,
+                     what: document.getElementById('confirm-what').textContent,
+                     name: document.getElementById('confirm-name').textContent};",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        asked,
+        json!({"open": true, "what": "every permit of", "name": "app:pool"})
+    );
+    browser
+        .run("document.getElementById('confirm-yes').click();", json!([]))
+        .await;
+    wait_for(
+        &gw,
+        &browser,
+        "app:pool gone",
+        "return document.querySelectorAll('#semaphores tbody tr').length === 0 ? true : null;",
+        json!([]),
+    )
+    .await;
+    let permits = gw.client_as(WORKER).semaphores();
+    let renew = permits
+        .renew("app:pool", &permit_tokens[0], &body, None)
+        .await;
+    let (status, problem) = json_of(renew);
+    assert_eq!(status, 410, "{problem}");
 
     release(&gw, "app:busy", &busy).await;
     let (status, _) = waiter.await.expect("waiter");

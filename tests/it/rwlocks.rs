@@ -360,15 +360,24 @@ async fn a_writer_that_goes_away_lets_readers_in() {
 }
 
 /// An operator's revoke of a name readers hold takes it from all of them at once: their
-/// marker and their set go together (on Redis no reader's key is left), a writer gets the
+/// marker and their set go together (on Redis no reader's key is left), each reader is told
+/// (410 `lock-revoked` on its renewal and release, as a lock's holder is), a writer gets the
 /// name at once, and a new reader waits for that writer as for any other.
 async fn revoking_a_read_locked_name_takes_it_from_every_reader(gw: &Gateway) {
     let locks = gw.locks();
     let name = "revoked-doc";
-    locks.acquire(name, shared(30_000)).await.done(201);
-    locks.acquire(name, shared(30_000)).await.done(201);
+    let first = locks.acquire(name, shared(30_000)).await.done(201);
+    let second = locks.acquire(name, shared(30_000)).await.done(201);
     assert_eq!(gw.client().force_release(name).await.status(), 204);
     locks.inspect(name).await.refused(404, "lock-not-held");
+    locks
+        .renew(name, &first.token, json!({"ttl_ms": 30_000}))
+        .await
+        .refused(410, "lock-revoked");
+    locks
+        .release(name, &second.token)
+        .await
+        .refused(410, "lock-revoked");
     let writer = locks
         .acquire(name, json!({"ttl_ms": 30_000}))
         .await
@@ -391,6 +400,8 @@ async fn a_revoke_on_redis_leaves_no_reader_behind() {
     locks.acquire(name, shared(30_000)).await.done(201);
     assert_eq!(gw.client().force_release(name).await.status(), 204);
     let conn = redis.conn().await;
+    // (`:readers:revoked` keeps the revoked readers' tokens until their leases would have
+    // ended, as a revoked lock's token is kept.)
     for suffix in ["", ":readers", ":readers:info"] {
         let key = format!("lockgate:{{{name}}}{suffix}");
         assert!(

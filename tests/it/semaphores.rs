@@ -270,7 +270,48 @@ async fn listed_by_prefix(gw: &Gateway) {
     assert!(list(&[("prefix", "listed:")]).await.semaphores.is_empty());
 }
 
+/// An operator revokes every permit of a semaphore (`DELETE /semaphores/{name}?force=true`):
+/// each holder is told (410 `lock-revoked` on its renewal and release, `revoked` on its hold
+/// stream), a waiter gets a permit at once, and a revoke with nothing held is a 404.
+async fn permits_revoked_by_an_operator(gw: &Gateway) {
+    let body = json!({"permits": 2, "ttl_ms": 30_000});
+    let plain = acquire(gw, "stuck", body).await.done(201);
+    let held = json!({"permits": 2, "ttl_ms": 600});
+    let mut lines = semaphores(gw).hold("stuck", &held).await.done(200);
+    assert_eq!(lines.next().await.expect("acquired")["event"], "acquired");
+    let waiting = {
+        let client = semaphores(gw);
+        tokio::spawn(async move {
+            let body = json!({"permits": 2, "wait_ms": 10_000});
+            client.acquire("stuck", &body, None, None).await
+        })
+    };
+    eventually(Duration::from_secs(5), "the waiter is in line", || async {
+        (inspect(gw, "stuck", &[]).await.waiting == 1).then_some(())
+    })
+    .await;
+    semaphores(gw).force_release("stuck").await.done(204);
+    renew(gw, "stuck", &plain.token, 30_000)
+        .await
+        .refused(410, "lock-revoked");
+    assert_eq!(release(gw, "stuck", &plain.token).await, 410);
+    loop {
+        let event = lines.next().await.expect("an event before the stream ends");
+        if event["event"] != "renewed" {
+            assert_eq!(event["event"], "revoked", "{event}");
+            break;
+        }
+    }
+    let next = waiting.await.expect("waiter").done(201);
+    assert_eq!(release(gw, "stuck", &next.token).await, 204);
+    semaphores(gw)
+        .force_release("stuck")
+        .await
+        .refused(404, "lock-not-held");
+}
+
 async fn every_walk(gw: &Gateway) {
+    permits_revoked_by_an_operator(gw).await;
     listed_by_prefix(gw).await;
     semaphore_round_trip(gw).await;
     idempotent_retry(gw).await;

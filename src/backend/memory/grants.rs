@@ -47,6 +47,14 @@ impl GrantSet {
         !self.held.is_empty()
     }
 
+    /// The live grants' tokens, each with when its lease ends: what a revoke remembers.
+    pub(super) fn live_tokens(&self, now: Instant) -> Vec<(String, Instant)> {
+        (self.held.iter())
+            .filter(|grant| grant.expires > now)
+            .map(|grant| (grant.token.clone(), grant.expires))
+            .collect()
+    }
+
     /// Adds the grant `attempt` gets with `fence`, at `now`.
     pub(super) fn add(&mut self, attempt: &GrantAttempt<'_>, fence: u64, now: Instant) {
         self.held.push(Grant {
@@ -133,6 +141,18 @@ impl State {
             sets.remove(name);
         }
         sets.get_mut(name)
+    }
+
+    /// Remembers `revoked` grants of `of` on `name` (tokens, and when their leases end).
+    pub(super) fn remember_revoked(
+        &mut self,
+        of: GrantsOf,
+        name: &str,
+        revoked: Vec<(String, Instant)>,
+    ) {
+        (self.revoked_grants.entry((of.label, name.to_owned())))
+            .or_default()
+            .extend(revoked);
     }
 
     /// The sets of grants of kind `of`, by name.
@@ -257,6 +277,29 @@ impl MemoryBackend {
             return false;
         }
         let any_left = state.settle(of, name);
+        drop(state);
+        if !of.beside_lock() {
+            announce(&self.freed, &freed(of, name));
+        } else if !any_left {
+            self.announce_release(name);
+        }
+        true
+    }
+
+    /// Revokes every live grant of `of` on `name`, remembering each token until its lease
+    /// would have ended, and announces it: true if any was held.
+    pub(super) fn revoke_grants(&self, of: GrantsOf, name: &str) -> bool {
+        let (mut state, now) = self.state_now();
+        let Some(revoked) = state
+            .live_grants(of, name, now)
+            .map(|grants| grants.live_tokens(now))
+        else {
+            return false;
+        };
+        state.sets(of).remove(name);
+        state.remember_revoked(of, name, revoked);
+        let any_left = state.settle(of, name);
+        state.note_write(now);
         drop(state);
         if !of.beside_lock() {
             announce(&self.freed, &freed(of, name));

@@ -101,6 +101,9 @@ struct State {
     hold_offs: HashMap<String, Instant>,
     /// Revoked tokens by name, until their leases would have ended.
     revoked: HashMap<String, (String, Instant)>,
+    /// Revoked grants of sets of grants, by kind (its label) and name: each token until its
+    /// lease would have ended.
+    revoked_grants: HashMap<(&'static str, String), Vec<(String, Instant)>>,
     /// Fair queues, by name, while anyone waits in them.
     queues: HashMap<String, queue::Queue>,
     /// The fence counter (one for the whole store, as in standalone Redis).
@@ -207,6 +210,10 @@ impl State {
             }
             self.hold_offs.retain(|_, until| *until > now);
             self.revoked.retain(|_, (_, until)| *until > now);
+            self.revoked_grants.retain(|_, grants| {
+                grants.retain(|(_, until)| *until > now);
+                !grants.is_empty()
+            });
         }
     }
 }
@@ -255,6 +262,32 @@ fn issued_fence(token: &str) -> u64 {
 }
 
 /// A set's names as the store's maps key them.
+impl MemoryBackend {
+    /// Deletes the lock on `name` whoever holds it (with its marker, the set `beside` it, whose
+    /// grants are remembered as revoked): true if it was held.
+    fn revoke_lock(&self, name: &str, beside: Option<GrantsOf>) -> bool {
+        let (mut state, now) = self.state_now();
+        if state.live_lock(name, now).is_none() {
+            return false;
+        }
+        let Some(held) = state.locks.remove(name) else {
+            return false;
+        };
+        if let Some(of) = beside.filter(|of| of.marker == Some(held.token.as_str()))
+            && let Some(grants) = state.sets(of).remove(name)
+        {
+            state.remember_revoked(of, name, grants.live_tokens(now));
+        }
+        state
+            .revoked
+            .insert(name.to_owned(), (held.token, held.expires));
+        state.note_write(now);
+        drop(state);
+        self.announce_release(name);
+        true
+    }
+}
+
 fn strs(names: &[LockName]) -> Vec<&str> {
     names.iter().map(LockName::as_str).collect()
 }
@@ -290,24 +323,23 @@ impl LeaseStore for MemoryBackend {
         true
     }
 
-    async fn revoke(&self, name: &str, beside: Option<GrantsOf>) -> Result<bool, BackendError> {
-        let (mut state, now) = self.state_now();
-        if state.live_lock(name, now).is_none() {
-            return Ok(false);
+    async fn revoke(
+        &self,
+        leased: Leased<'_>,
+        beside: Option<GrantsOf>,
+    ) -> Result<bool, BackendError> {
+        match leased {
+            Leased::Lock(name) => Ok(self.revoke_lock(name.as_str(), beside)),
+            Leased::Grant(of, name, _) => Ok(self.revoke_grants(of, name.as_str())),
+            Leased::Set(names) => {
+                // Every name, not up to the first held one.
+                let mut any = false;
+                for name in names {
+                    any |= self.revoke_lock(name.as_str(), None);
+                }
+                Ok(any)
+            }
         }
-        let Some(held) = state.locks.remove(name) else {
-            return Ok(false);
-        };
-        if let Some(of) = beside.filter(|of| of.marker == Some(held.token.as_str())) {
-            state.sets(of).remove(name);
-        }
-        state
-            .revoked
-            .insert(name.to_owned(), (held.token, held.expires));
-        state.note_write(now);
-        drop(state);
-        self.announce_release(name);
-        Ok(true)
     }
 
     async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {
@@ -319,12 +351,26 @@ impl LeaseStore for MemoryBackend {
             .and_then(|(token, _)| fence_of(token)))
     }
 
-    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
+    async fn was_revoked(&self, leased: Leased<'_>, token: &str) -> Result<bool, BackendError> {
         let (state, now) = self.state_now();
-        Ok(state
-            .revoked
-            .get(name)
-            .is_some_and(|(revoked, until)| revoked == token && *until > now))
+        let lock_revoked = |name: &LockName| {
+            state
+                .revoked
+                .get(name.as_str())
+                .is_some_and(|(revoked, until)| revoked == token && *until > now)
+        };
+        Ok(match leased {
+            Leased::Lock(name) => lock_revoked(name),
+            Leased::Set(names) => names.iter().any(lock_revoked),
+            Leased::Grant(of, name, _) => state
+                .revoked_grants
+                .get(&(of.label, name.to_string()))
+                .is_some_and(|grants| {
+                    grants
+                        .iter()
+                        .any(|(revoked, until)| revoked == token && *until > now)
+                }),
+        })
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {

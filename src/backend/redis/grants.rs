@@ -6,7 +6,8 @@ use super::RedisBackend;
 use super::keys::{Key, LockKeys};
 use super::lease_calls::release_outcome;
 use super::replies::{grant_views, protocol};
-use super::scripts::{Lua, prelude};
+use super::scripts::{GRANTS_REVOKE, Lua, prelude};
+use super::send::Request;
 use super::send::evalsha;
 use crate::backend::Grants;
 use crate::backend::{
@@ -177,6 +178,46 @@ impl RedisBackend {
             .remove_grant(of, name, "", withdrawal.stem, withdrawal.claim)
             .await?
             == 1)
+    }
+
+    /// Revokes every live grant of `of` on `name` (see `grants_revoke.lua`): true if any was
+    /// held.
+    pub(super) async fn revoke_grants(
+        &self,
+        of: GrantsOf,
+        name: &str,
+    ) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        let channel = if of.beside_lock() {
+            keys.channel()
+        } else {
+            keys.named(of.freed_channel)
+        };
+        let set = [
+            keys.named(of.tokens_key),
+            keys.named(of.info_key),
+            keys.named(of.revoked_key),
+        ];
+        let mut call = evalsha(&GRANTS_REVOKE, &set);
+        call.arg(channel);
+        let revoked: i64 = self.script(&GRANTS_REVOKE, &call).await?;
+        Ok(revoked > 0)
+    }
+
+    /// Whether `token`'s grant of `of` on `name` was among those an operator revoked (while
+    /// the last of them would still run).
+    pub(super) async fn was_grant_revoked(
+        &self,
+        of: GrantsOf,
+        name: &str,
+        token: &str,
+    ) -> Result<bool, BackendError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("ZSCORE")
+            .arg(self.keys(name).named(of.revoked_key))
+            .arg(token);
+        let (score,): (Option<f64>,) = self.run(Request::Native(&pipe)).await?;
+        Ok(score.is_some())
     }
 
     /// The live grants of `name`, the first to end first, and a limited kind's limit.

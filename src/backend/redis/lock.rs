@@ -11,7 +11,7 @@ use super::keys::{Key, LockKeys};
 use super::lease_calls::{claim_and_holder, release_outcome};
 use super::replies::{acquire_outcome, protocol, pttl};
 use super::scripts::{
-    ACQUIRE, FAIR_ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, RENEW, WITHDRAW,
+    ACQUIRE, FAIR_ACQUIRE, FINALIZE, REENTER, REENTRANT_RELEASE, RELEASE, RENEW, REVOKE, WITHDRAW,
 };
 use super::send::{Request, claim_arg, evalsha};
 use crate::backend::fence::{fence_of, held_until_ms};
@@ -20,7 +20,7 @@ use crate::backend::{
     AcquireOutcome, BackendError, Lease, ReleaseFeed, ReleaseOutcome, RenewOutcome, Withdrawal,
     millis,
 };
-use crate::backend::{GrantAttempt, RenewAttempt};
+use crate::backend::{GrantAttempt, GrantsOf, RenewAttempt};
 
 impl RedisBackend {
     /// Gives the grant of `stem` the token `<stem>.<fence>` and lifts the fence counter to
@@ -38,6 +38,51 @@ impl RedisBackend {
         self.notifier
             .watch(self.keys(name).lock().to_string())
             .await
+    }
+
+    /// Deletes the lock on `name` whoever holds it, and with its marker the set `beside` it
+    /// (see `revoke.lua`): true if it was held.
+    pub(super) async fn revoke_lock(
+        &self,
+        name: &str,
+        beside: Option<GrantsOf>,
+    ) -> Result<bool, BackendError> {
+        let keys = self.keys(name);
+        // The set kept beside the lock goes with its marker (revoke.lua); without one, the
+        // script is given four keys.
+        let set = beside.map(|of| {
+            (
+                keys.named(of.tokens_key),
+                keys.named(of.info_key),
+                keys.named(of.revoked_key),
+            )
+        });
+        let (tokens, info, revoked) = set.unwrap_or((keys.lock(), keys.lock(), keys.lock()));
+        let all = [
+            keys.lock(),
+            keys.holder(),
+            keys.revoked(),
+            keys.holds(),
+            tokens,
+            info,
+            revoked,
+        ];
+        let mut call = evalsha(&REVOKE, &all[..if set.is_some() { 7 } else { 4 }]);
+        call.arg(keys.channel());
+        self.script::<i64>(&REVOKE, &call).await.map(|n| n == 1)
+    }
+
+    /// Whether `token` is the one last revoked on the lock `name` (while its lease would
+    /// still run).
+    pub(super) async fn was_lock_revoked(
+        &self,
+        name: &str,
+        token: &str,
+    ) -> Result<bool, BackendError> {
+        Ok(self
+            .revoked_token(name)
+            .await?
+            .is_some_and(|revoked| revoked == token.as_bytes()))
     }
 
     /// The token last revoked on `name`, while its lease would still run.

@@ -79,6 +79,7 @@ scripts! {
     INSPECT = ["inspect.lua"],
     FINALIZE = ["grant.lua", "raise_fence.lua", "finalize.lua"],
     REVOKE = ["revoke.lua"],
+    GRANTS_REVOKE = ["grants_revoke.lua"],
     REENTER = ["presented_token.lua", "reenter.lua"],
     REENTRANT_RELEASE = ["presented_token.lua", "reentrant_release.lua"],
     MULTI_ACQUIRE = ["grant.lua", "multi_acquire.lua"],

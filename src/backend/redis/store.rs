@@ -10,7 +10,7 @@ use super::RedisBackend;
 use super::keys::ACQUIRED;
 use super::listing::GrantWalk;
 use super::replies::pttl;
-use super::scripts::{INSPECT, REVOKE};
+use super::scripts::INSPECT;
 use super::send::evalsha;
 use crate::backend::fence::fence_of;
 use crate::backend::listing::{self, match_pattern, name_of_key};
@@ -61,30 +61,37 @@ impl LeaseStore for RedisBackend {
             || self.notifier.sees_every_release()
     }
 
-    async fn revoke(&self, name: &str, beside: Option<GrantsOf>) -> Result<bool, BackendError> {
-        let keys = self.keys(name);
-        // The set kept beside the lock goes with its marker (revoke.lua); without one, the
-        // script is given four keys.
-        let set = beside.map(|of| (keys.named(of.tokens_key), keys.named(of.info_key)));
-        let (tokens, info) = set.unwrap_or((keys.lock(), keys.lock()));
-        let all = [
-            keys.lock(),
-            keys.holder(),
-            keys.revoked(),
-            keys.holds(),
-            tokens,
-            info,
-        ];
-        let mut call = evalsha(&REVOKE, &all[..if set.is_some() { 6 } else { 4 }]);
-        call.arg(keys.channel());
-        self.script::<i64>(&REVOKE, &call).await.map(|n| n == 1)
+    async fn revoke(
+        &self,
+        leased: Leased<'_>,
+        beside: Option<GrantsOf>,
+    ) -> Result<bool, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.revoke_lock(name.as_str(), beside).await,
+            Leased::Grant(of, name, _) => self.revoke_grants(of, name.as_str()).await,
+            Leased::Set(names) => {
+                let mut any = false;
+                for name in names {
+                    any |= self.revoke_lock(name.as_str(), None).await?;
+                }
+                Ok(any)
+            }
+        }
     }
 
-    async fn was_revoked(&self, name: &str, token: &str) -> Result<bool, BackendError> {
-        Ok(self
-            .revoked_token(name)
-            .await?
-            .is_some_and(|revoked| revoked == token.as_bytes()))
+    async fn was_revoked(&self, leased: Leased<'_>, token: &str) -> Result<bool, BackendError> {
+        match leased {
+            Leased::Lock(name) => self.was_lock_revoked(name.as_str(), token).await,
+            Leased::Grant(of, name, _) => self.was_grant_revoked(of, name.as_str(), token).await,
+            Leased::Set(names) => {
+                for name in names {
+                    if self.was_lock_revoked(name.as_str(), token).await? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+        }
     }
 
     async fn revoked_fence(&self, name: &str) -> Result<Option<u64>, BackendError> {

@@ -307,10 +307,29 @@
     return access.prefixes.some((prefix) => name.startsWith(prefix));
   }
 
-  function askRevoke(row) {
-    state.pendingRevoke = { name: row.name, fence: row.fence };
+  // What a revoke of a lock's row or a semaphore's row ends, and how it is asked for.
+  const REVOKES = {
+    lock: {
+      path: '/locks/',
+      what: 'the lock',
+      detail: (row) => 'fence ' + (row.fence === undefined ? 'none' : fenceText(row.fence)),
+      hint: 'Its holder loses the lock at once (every reader, if readers hold it): its next renew or release answers 410, and a waiter may take it.',
+    },
+    semaphore: {
+      path: '/semaphores/',
+      what: 'every permit of',
+      detail: (row) => (row.holders || []).length + ' held',
+      hint: 'Every holder loses its permit at once: its next renew or release answers 410, and waiters may take them.',
+    },
+  };
+
+  function askRevoke(kind, row) {
+    const revoke = REVOKES[kind];
+    state.pendingRevoke = { kind, name: row.name };
+    $('confirm-what').textContent = revoke.what;
     $('confirm-name').textContent = row.name;
-    $('confirm-fence').textContent = row.fence === undefined ? 'none' : String(row.fence);
+    $('confirm-detail').textContent = revoke.detail(row);
+    $('confirm-hint').textContent = revoke.hint;
     $('confirm').showModal();
   }
 
@@ -319,8 +338,9 @@
     state.pendingRevoke = null;
     $('confirm').close();
     if (!pending) return;
+    const path = REVOKES[pending.kind].path;
     try {
-      const response = await fetch('/locks/' + encodeURIComponent(pending.name) + '?force=true', {
+      const response = await fetch(path + encodeURIComponent(pending.name) + '?force=true', {
         method: 'DELETE',
         headers: authHeaders(),
       });
@@ -329,6 +349,23 @@
     } catch (error) {
       setStatus('Revoke ' + pending.name + ': ' + error.message, 'error');
     }
+  }
+
+  // A cell with a revoke button for `row` (of `kind`), empty where the key may not revoke.
+  function revokeCell(tr, kind, row) {
+    const actions = document.createElement('td');
+    if (mayRevoke(row.name)) {
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.className = 'danger revoke';
+      button.textContent = 'Revoke';
+      button.addEventListener('click', (event) => {
+        event.stopPropagation();
+        askRevoke(kind, row);
+      });
+      actions.appendChild(button);
+    }
+    tr.appendChild(actions);
   }
 
   // ---- Rendering (text only) ------------------------------------------------------------
@@ -408,19 +445,7 @@
       const waiting = (lock.waiting || 0) + (lock.queued ? ' (' + lock.queued + ' queued, fair)' : '');
       const waitCell = cell(tr, String(waiting), 'num waiting-count', 'Waiting');
       if (lock.waiting > 0 || lock.queued > 0) waitCell.classList.add('waiting');
-      const actions = document.createElement('td');
-      if (mayRevoke(lock.name)) {
-        const button = document.createElement('button');
-        button.type = 'button';
-        button.className = 'danger revoke';
-        button.textContent = 'Revoke';
-        button.addEventListener('click', (event) => {
-          event.stopPropagation();
-          askRevoke(lock);
-        });
-        actions.appendChild(button);
-      }
-      tr.appendChild(actions);
+      revokeCell(tr, 'lock', lock);
       tr.addEventListener('click', () => {
         state.selected = state.selected === lock.name ? null : lock.name;
         render();
@@ -459,6 +484,7 @@
       cell(tr, holders.map((holder) => holder.owner || '(no owner)').join(', ') || '—', 'owner', 'Holders');
       const longest = holders.reduce((most, holder) => Math.max(most, holder.ttl_ms || 0), 0);
       cell(tr, duration(longest - (now - semaphore.seenAt)), 'num', 'Longest lease left');
+      revokeCell(tr, 'semaphore', semaphore);
       semaphores.appendChild(tr);
     }
     $('semaphore-count').textContent = state.semaphores.length ? '(' + state.semaphores.length + ')' : '';

@@ -20,7 +20,7 @@ use crate::http::extract::{
 use crate::http::gate::Succeeded;
 use crate::http::problem::ApiError;
 use crate::http::{acquiring, answer};
-use crate::lock::{Exclusive, IdempotencyKey, LockName, LockToken, Released};
+use crate::lock::{Exclusive, IdempotencyKey, LockName, LockToken, Primitive, Released};
 use crate::primitive::shared::Shared;
 use axum::response::IntoResponse;
 
@@ -199,17 +199,7 @@ pub async fn release_lock(
     token: OptionalLockToken,
 ) -> Result<Response, ApiError> {
     if query_flag(query.as_deref(), "force")? {
-        // A revoke needs no token; one sent anyway must still be one lockgate could have
-        // issued, as everywhere else.
-        if let OptionalLockToken(Some(presented)) = token {
-            presented?;
-        }
-        app.service.revoke(&name).await?;
-        let key = caller
-            .as_ref()
-            .map_or("-", |Extension(Caller(key))| key.name.as_str());
-        tracing::warn!(lock = %name, key, "lock revoked");
-        return Ok(StatusCode::NO_CONTENT.into_response());
+        return revoke(&app, &Exclusive, &name, caller, token).await;
     }
     let token = token.required()?;
     refuse_multi(&token)?;
@@ -231,6 +221,29 @@ pub async fn release_lock(
             }
         }
     }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// An operator's revoke (`DELETE …?force=true`, which the gate authorized as `revoke`) of
+/// every lease of `primitive` on `name`: 204, logged at warn with the name and the key's name.
+pub async fn revoke<P: Primitive>(
+    app: &AppState,
+    primitive: &P,
+    name: &LockName,
+    caller: Option<Extension<Caller>>,
+    token: OptionalLockToken,
+) -> Result<Response, ApiError> {
+    // A revoke needs no token; one sent anyway must still be one lockgate could have issued,
+    // as everywhere else.
+    if let OptionalLockToken(Some(presented)) = token {
+        presented?;
+    }
+    app.service.revoke_lease(primitive, name).await?;
+    let key = caller
+        .as_ref()
+        .map_or("-", |Extension(Caller(key))| key.name.as_str());
+    let kind = primitive.leased(name).kind();
+    tracing::warn!(lock = %name, kind, key, "revoked");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -9,7 +9,7 @@ use std::num::NonZeroU32;
 use axum::Extension;
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use super::dto::{SemaphoreAcquireBody, SemaphoreInfoBody, SemaphoreListBody};
 use super::{HeldPermit, MAX_PERMITS, Semaphore};
@@ -18,10 +18,12 @@ use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, RenewBody};
 use crate::http::extract::{
-    Caller, IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader, refuse_force,
+    Caller, IdempotencyKeyHeader, JsonBody, LockPath, LockTokenHeader, OptionalLockToken,
+    query_flag,
 };
 use crate::http::handlers::hold;
 use crate::http::handlers::listing::{ListQuery, prefix_page};
+use crate::http::handlers::locks::revoke;
 use crate::http::handlers::params::{IdempotencyKeyParam, LeaseTokenParam};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
@@ -150,34 +152,43 @@ pub async fn renew_permit(
     Ok(Json(LockRenewalBody::new(&name, &renewal)))
 }
 
-/// Release a permit.
+/// Release a permit, or revoke every permit.
 ///
 /// Gives back the permit the `Lock-Token` header holds; the first waiter gets it.
+///
+/// With `?force=true`, an operator revokes every permit held instead, with no token: each
+/// holder's hold stream ends with a `revoked` event, and its next renewal or release answers
+/// 410 `lock-revoked`; waiters get the permits. With API keys, this needs a key whose
+/// `operations` name `revoke`. 404 `lock-not-held` when no permit was held. Logged at warn.
 #[utoipa::path(
     delete,
     path = "/semaphores/{name}",
     params(
         SemaphoreNameParam,
-        LeaseTokenParam
+        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(a(0|[1-9][0-9]{0,18}))?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
+            description = "The token of the permit, returned when it was acquired. Required unless `force=true`."),
+        ("force" = Option<bool>, Query, nullable = false,
+            description = "`true`: revoke every permit, whoever holds them (needs the `revoke` operation).")
     ),
     responses(
-        (status = 204, description = "The permit was released."),
+        (status = 204, description = "The permit was released (or every permit revoked)."),
     )
 )]
 pub async fn release_permit(
     State(app): State<AppState>,
     LockPath(name): LockPath,
+    caller: Option<Extension<Caller>>,
     RawQuery(query): RawQuery,
-    LockTokenHeader(token): LockTokenHeader,
-) -> Result<StatusCode, ApiError> {
-    refuse_force(
-        query.as_deref(),
-        "a permit is not revoked: release it with its token",
-    )?;
+    token: OptionalLockToken,
+) -> Result<Response, ApiError> {
+    if query_flag(query.as_deref(), "force")? {
+        return revoke(&app, &HeldPermit, &name, caller, token).await;
+    }
+    let token = token.required()?;
     app.service
         .release_lease(&HeldPermit, &name, &token)
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// Inspect a semaphore.

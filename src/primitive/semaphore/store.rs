@@ -40,6 +40,7 @@ pub static PERMITS: GrantSetKind = GrantSetKind {
     marker: None,
     tokens_key: ":permits",
     info_key: ":semaphore",
+    revoked_key: ":permits:revoked",
     freed_channel: ":permits:freed",
     scripts: &SCRIPTS,
 };

@@ -44,6 +44,7 @@ pub static READERS: GrantSetKind = GrantSetKind {
     marker: Some(SHARED_MARKER),
     tokens_key: ":readers",
     info_key: ":readers:info",
+    revoked_key: ":readers:revoked",
     // Announced as the lock's release (it is kept beside the lock).
     freed_channel: ":released",
     scripts: &SCRIPTS,
