@@ -152,7 +152,7 @@ impl LockService {
         let deadline = Instant::now() + request.wait;
         let ticket = self
             .waiters
-            .join(leased.kind(), name.as_str())
+            .join(leased.kind(), name.as_str(), request.holder.as_ref())
             .map_err(|TooManyWaiters| LockError::TooManyWaiters)?;
         tokio::select! {
             () = ticket.turn() => {}

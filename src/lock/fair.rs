@@ -59,7 +59,8 @@ impl LockService {
             .waiters
             .admit()
             .map_err(|TooManyWaiters| LockError::TooManyWaiters)?;
-        let mut ticket = self.fair.join(&self.backend, name, derived, admission);
+        let waiter = (derived, request.holder.as_ref());
+        let mut ticket = self.fair.join(&self.backend, name, waiter, admission);
         // Boxed: subscribing happens once per line, and inline it would be the largest part
         // of the future every waiting request keeps.
         let mut releases = Box::pin(ticket.feeds()).await;

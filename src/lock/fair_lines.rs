@@ -16,8 +16,8 @@ use tokio::sync::{Notify, OnceCell, watch};
 
 use super::LockName;
 use super::token::TokenStem;
-use super::wait::Admission;
-use crate::backend::{Backend, LeaseStore, Leased, ReleaseFeed, Watched};
+use super::wait::{Admission, WaiterView};
+use crate::backend::{Backend, Holder, LeaseStore, Leased, ReleaseFeed, Watched};
 
 /// How long the place of a fair waiter with an idempotency key outlives its request: a
 /// request with the same key (to this gateway) within it takes the place again. Meanwhile the
@@ -34,6 +34,8 @@ pub struct FairLines {
     // Shared with the tasks that give up a keyed place once it has been kept long enough.
     lines: Arc<Mutex<HashMap<String, FairLine>>>,
     next_waiter: AtomicU64,
+    /// Numbers the members of lines, in arrival order (see [`FairLine::who`]).
+    next_member: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +44,8 @@ struct FairLine {
     placed: BTreeMap<(u64, u64), Arc<Notify>>,
     /// Waiters in the line, placed or not yet.
     members: usize,
+    /// Whom each member waits for, by its number (so in arrival order).
+    who: BTreeMap<u64, WaiterView>,
     /// Waiters with an idempotency key: how many requests of each are in the line.
     keyed: HashMap<u64, usize>,
     /// Head announcements and releases, subscribed by the line's first waiter.
@@ -75,6 +79,8 @@ pub(super) struct FairTicket<'a> {
     pub(super) granted: bool,
     /// Numbered from an idempotency key (see [`KEYED_PLACE_KEPT`]).
     keyed: bool,
+    /// Its number among the members of lines.
+    member: u64,
     _admission: Admission<'a>,
 }
 
@@ -88,17 +94,32 @@ impl FairLines {
         self.lines().get(name).map_or(0, |line| line.members)
     }
 
-    /// Joins the line of `name`; `key`, the waiter's idempotency key's stem, if it has one.
+    /// The fair waiters of `name` in this gateway, in arrival order.
+    pub fn waiters_of(&self, name: &str) -> Vec<WaiterView> {
+        self.lines()
+            .get(name)
+            .map_or_else(Vec::new, |line| line.who.values().cloned().collect())
+    }
+
+    /// Joins the line of `name` for `holder`; `key`, the waiter's idempotency key's stem, if
+    /// it has one.
     pub(super) fn join<'a>(
         &'a self,
         backend: &'a Arc<Backend>,
         name: &'a LockName,
-        key: Option<&TokenStem>,
+        (key, holder): (Option<&TokenStem>, Option<&Arc<Holder>>),
         admission: Admission<'a>,
     ) -> FairTicket<'a> {
+        let member = self.next_member.fetch_add(1, Ordering::Relaxed);
         let mut lines = self.lines();
         let line = lines.entry(name.as_str().to_owned()).or_default();
         line.members += 1;
+        let who = WaiterView {
+            holder: holder.cloned(),
+            since: tokio::time::Instant::now(),
+            fair: true,
+        };
+        line.who.insert(member, who);
         let waiter = match key {
             Some(stem) => {
                 let mut bytes = [0; 8];
@@ -117,6 +138,7 @@ impl FairLines {
             name,
             waiter,
             keyed: key.is_some(),
+            member,
             turn: Arc::new(Notify::new()),
             feeds: line.feeds.clone(),
             heads: None,
@@ -200,6 +222,7 @@ impl Drop for FairTicket<'_> {
                 line.placed.remove(&(score, self.waiter));
             }
             line.members -= 1;
+            line.who.remove(&self.member);
             if self.keyed
                 && let Some(count) = line.keyed.get_mut(&self.waiter)
             {

@@ -9,11 +9,15 @@ use super::LockName;
 use super::cursor::{CursorScope, ListPosition};
 use super::error::LockError;
 use super::service::LockService;
+use super::wait::WaiterView;
 use crate::backend::fence::granted_at;
 use crate::backend::{
     GrantView, Grants, GrantsOf, Holder, Inspection, LeaseStore, Leased, ListCursor, PageRequest,
     kinds,
 };
+
+/// Most of a lock's waiters in this gateway that inspect shows (it counts them all).
+pub const WAITERS_SHOWN: usize = 16;
 
 /// What anyone may learn about a held lock. Never the token.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +36,8 @@ pub struct LockState {
     pub holds: Option<u32>,
     /// Requests waiting for it in this gateway (fair waiters included).
     pub waiting: usize,
+    /// The first [`WAITERS_SHOWN`] of them, the longest waiting first: whom each waits for.
+    pub waiters: Vec<WaiterView>,
     /// Fair waiters in its queue, every gateway's (see `backend::queue`).
     pub queued: u32,
     /// Held by readers (a read/write lock's shared grants): each of them, the first to end
@@ -164,7 +170,18 @@ impl LockService {
             holds: seen.holds,
             waiting: self.waiters.waiting_for(kinds::LOCK, name.as_str())
                 + self.fair.waiting_for(name.as_str()),
+            waiters: self.lock_waiters(name),
             queued: seen.queued,
         }
+    }
+
+    /// The first [`WAITERS_SHOWN`] requests waiting for the lock `name` here, fair or not,
+    /// the longest waiting first.
+    fn lock_waiters(&self, name: &LockName) -> Vec<WaiterView> {
+        let mut waiters = self.waiters.waiters_of(kinds::LOCK, name.as_str());
+        waiters.extend(self.fair.waiters_of(name.as_str()));
+        waiters.sort_by_key(|waiter| waiter.since);
+        waiters.truncate(WAITERS_SHOWN);
+        waiters
     }
 }

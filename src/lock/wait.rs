@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, OnceCell, watch};
 use tokio::time::Instant;
 
-use crate::backend::ReleaseFeed;
+use crate::backend::{Holder, ReleaseFeed};
 
 /// Everything the next head of a line can take over from the last winner.
 #[derive(Debug)]
@@ -28,6 +28,15 @@ pub struct Handoff {
     pub releases: watch::Receiver<()>,
     /// The winner's lease ends no earlier than this.
     pub held_until: Instant,
+}
+
+/// A request waiting in this gateway, as inspect shows it: who it is for (the `owner` and
+/// `metadata` it sent, if any), since when it waits, and whether in a fair queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaiterView {
+    pub holder: Option<Arc<Holder>>,
+    pub since: Instant,
+    pub fair: bool,
 }
 
 /// The configured cap on waiting requests is reached.
@@ -50,8 +59,9 @@ struct Inner {
 
 #[derive(Debug)]
 struct Line {
-    /// Ticket ids in arrival order, each with the bell that tells it its turn has come.
-    tickets: VecDeque<(u64, Arc<Notify>)>,
+    /// Ticket ids in arrival order, each with the bell that tells it its turn has come and
+    /// whom it waits for.
+    tickets: VecDeque<(u64, Arc<Notify>, WaiterView)>,
     feed: Arc<OnceCell<ReleaseFeed>>,
     handoff: Option<Handoff>,
 }
@@ -124,13 +134,29 @@ impl Waiters {
             .map_or(0, |line| line.tickets.len())
     }
 
+    /// The requests waiting for `name` (a lease of `kind`) in this gateway, in arrival order.
+    pub fn waiters_of(&self, kind: &'static str, name: &str) -> Vec<WaiterView> {
+        self.inner()
+            .lines
+            .get(kind)
+            .and_then(|lines| lines.get(name))
+            .map_or_else(Vec::new, |line| {
+                line.tickets.iter().map(|(.., who)| who.clone()).collect()
+            })
+    }
+
     /// Requests waiting now, all names together.
     pub fn waiting(&self) -> usize {
         self.inner().waiting
     }
 
-    /// Joins the end of the line for `name` (a lease of `kind`).
-    pub fn join(&self, kind: &'static str, name: &str) -> Result<Ticket<'_>, TooManyWaiters> {
+    /// Joins the end of the line for `name` (a lease of `kind`), for `holder`.
+    pub fn join(
+        &self,
+        kind: &'static str,
+        name: &str,
+        holder: Option<&Arc<Holder>>,
+    ) -> Result<Ticket<'_>, TooManyWaiters> {
         let mut inner = self.inner();
         if inner.waiting >= self.max {
             return Err(TooManyWaiters);
@@ -152,7 +178,12 @@ impl Waiters {
         if line.tickets.is_empty() {
             turn.notify_one();
         }
-        line.tickets.push_back((id, turn.clone()));
+        let who = WaiterView {
+            holder: holder.cloned(),
+            since: Instant::now(),
+            fair: false,
+        };
+        line.tickets.push_back((id, turn.clone(), who));
         let feed = line.feed.clone();
         Ok(Ticket {
             waiters: self,
@@ -207,7 +238,7 @@ impl Drop for Ticket<'_> {
         let Some(line) = lines.get_mut(&self.name) else {
             return;
         };
-        let Some(position) = line.tickets.iter().position(|(id, _)| *id == self.id) else {
+        let Some(position) = line.tickets.iter().position(|(id, ..)| *id == self.id) else {
             return;
         };
         line.tickets.remove(position);
@@ -215,7 +246,7 @@ impl Drop for Ticket<'_> {
             line.handoff = Some(handoff);
         }
         match line.tickets.front() {
-            Some((_, next)) if position == 0 => next.notify_one(),
+            Some((_, next, _)) if position == 0 => next.notify_one(),
             Some(_) => {}
             None => {
                 lines.remove(&self.name);
@@ -238,7 +269,7 @@ mod tests {
 
     /// `N` requests joining the line of the lock `a`, in order.
     fn in_line<const N: usize>(waiters: &Waiters) -> [Ticket<'_>; N] {
-        std::array::from_fn(|_| waiters.join("lock", "a").expect("room"))
+        std::array::from_fn(|_| waiters.join("lock", "a", None).expect("room"))
     }
 
     /// Turns come in arrival order, and leaving passes the turn to the next in line.
@@ -246,7 +277,7 @@ mod tests {
     async fn turns_come_first_come_first_served() {
         let waiters = Waiters::new(10);
         let [first, second, third] = in_line(&waiters);
-        let elsewhere = waiters.join("lock", "b").expect("room");
+        let elsewhere = waiters.join("lock", "b", None).expect("room");
         assert!(is_turn(&first).await);
         assert!(
             is_turn(&elsewhere).await,
@@ -277,11 +308,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_cap_on_waiters_is_enforced() {
         let waiters = Waiters::new(2);
-        let a = waiters.join("lock", "a").expect("room");
-        let _b = waiters.join("lock", "b").expect("room");
-        assert_eq!(waiters.join("lock", "c").err(), Some(TooManyWaiters));
+        let a = waiters.join("lock", "a", None).expect("room");
+        let _b = waiters.join("lock", "b", None).expect("room");
+        assert_eq!(waiters.join("lock", "c", None).err(), Some(TooManyWaiters));
         drop(a);
-        assert!(waiters.join("lock", "c").is_ok());
+        assert!(waiters.join("lock", "c", None).is_ok());
     }
 
     /// A winner's handoff reaches the next head, and only through the line.

@@ -111,6 +111,7 @@ const ROW: &str = r#"
         fence_whole: row.querySelector('.fence').title,
         held_since: row.querySelector('.held').title,
         waiting: row.querySelector('.waiting-count').textContent,
+        waiters: row.querySelector('.waiters').textContent,
         revoke: row.querySelector('button.revoke') !== null,
     };
 "#;
@@ -220,6 +221,9 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     )
     .await;
     assert_eq!(row["owner"], "bob");
+    // Who waits: carol, for a moment so far.
+    let waiters = row["waiters"].as_str().expect("waiters");
+    assert!(waiters.starts_with("carol "), "{waiters}");
     // A wait that runs out: app:busy is now this gateway's most contended name, with the
     // waiter above waiting for it now.
     let timed_out = gw.client_as(WORKER);

@@ -191,27 +191,51 @@ async fn a_plain_redis_lock_shows_as_held_without_owner() {
     }
 }
 
-/// Inspect counts the requests waiting for the lock in this gateway.
+/// Inspect counts the requests waiting for the lock in this gateway, and shows for whom each
+/// waits (the owner and metadata it sent), how long so far and whether in the fair queue,
+/// the longest waiting first.
 #[tokio::test]
-async fn inspect_counts_the_requests_waiting_here() {
+async fn inspect_shows_the_requests_waiting_here_and_for_whom() {
     let gw = Gateway::dev().await;
     let locks = gw.locks();
     let grant = locks.acquire("busy", holder_body(10_000)).await.done(201);
-    let waiters: Vec<_> = (0..2)
-        .map(|_| {
-            let locks = gw.locks();
-            tokio::spawn(async move { locks.acquire("busy", json!({"wait_ms": 10_000})).await })
-        })
-        .collect();
-    eventually(
-        Duration::from_secs(5),
-        "inspect shows two waiting",
-        || async {
+    let mut waiters = Vec::new();
+    for body in [
+        json!({"wait_ms": 10_000, "owner": "plain-waiter", "metadata": {"job": 7}}),
+        json!({"wait_ms": 10_000, "owner": "fair-waiter", "fair": true}),
+        json!({"wait_ms": 10_000}),
+    ] {
+        let locks = gw.locks();
+        waiters.push(tokio::spawn(
+            async move { locks.acquire("busy", body).await },
+        ));
+        let count = waiters.len();
+        // One at a time, so that their order is known.
+        eventually(Duration::from_secs(5), "the waiter is counted", || async {
             let (_, seen) = inspect(&gw, "busy", "").await;
-            (seen["waiting"] == 2).then_some(())
-        },
-    )
-    .await;
+            (seen["waiting"] == count).then_some(())
+        })
+        .await;
+    }
+    let (_, seen) = inspect(&gw, "busy", "").await;
+    let shown: Vec<(Value, Value, Value)> = (seen["waiters"].as_array().expect("waiters"))
+        .iter()
+        .map(|w| (w["owner"].clone(), w["metadata"].clone(), w["fair"].clone()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (json!("plain-waiter"), json!({"job": 7}), json!(false)),
+            (json!("fair-waiter"), Value::Null, json!(true)),
+            (Value::Null, Value::Null, json!(false)),
+        ],
+        "{seen}"
+    );
+    let waited: Vec<u64> = (seen["waiters"].as_array().expect("waiters"))
+        .iter()
+        .map(|w| w["waited_ms"].as_u64().expect("waited_ms"))
+        .collect();
+    assert!(waited.windows(2).all(|w| w[0] >= w[1]), "{waited:?}");
     locks.release("busy", &grant.token).await.done(204);
     for waiter in waiters {
         waiter.abort();

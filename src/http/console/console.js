@@ -256,6 +256,7 @@
       row.metadata = lock.metadata;
       row.mode = lock.mode || 'exclusive';
       row.waiting = lock.waiting || 0;
+      row.waiters = lock.waiters || [];
       row.queued = lock.queued;
       row.holdCount = lock.hold_count;
       row.sharedHolders = lock.shared_holders || [];
@@ -415,6 +416,15 @@
     return millis(p50) + ' / ' + millis(p99);
   }
 
+  // This gateway's waiters of a lock, the longest waiting first: whom each waits for (its
+  // owner, where it sent one) and for how long so far.
+  function waitersText(waiters) {
+    if (!waiters || !waiters.length) return '—';
+    return waiters
+      .map((waiter) => (waiter.owner || '(no owner)') + (waiter.fair ? ' (fair)' : '') + ' ' + duration(waiter.waited_ms))
+      .join(', ');
+  }
+
   function ownerText(row) {
     if (row.mode === 'shared' && row.sharedHolders && row.sharedHolders.length) {
       return row.sharedHolders.map((holder) => holder.owner || '(no owner)').join(', ');
@@ -445,6 +455,7 @@
       const waiting = (lock.waiting || 0) + (lock.queued ? ' (' + lock.queued + ' queued, fair)' : '');
       const waitCell = cell(tr, String(waiting), 'num waiting-count', 'Waiting');
       if (lock.waiting > 0 || lock.queued > 0) waitCell.classList.add('waiting');
+      cell(tr, waitersText(lock.waiters), 'owner waiters', 'Waiters here');
       revokeCell(tr, 'lock', lock);
       tr.addEventListener('click', () => {
         state.selected = state.selected === lock.name ? null : lock.name;

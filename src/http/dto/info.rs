@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 use super::{LockMode, expires_at, whole_number};
 use crate::backend::GrantView;
 use crate::backend::fence::granted_at;
+use crate::lock::wait::WaiterView;
 use crate::lock::{LockName, LockState, millis};
 
 /// What anyone may see of a held lock. Never the token.
@@ -63,6 +64,11 @@ pub struct LockInfoBody {
     /// Requests waiting for this lock in this gateway (others may wait in other gateways).
     #[serde(default)]
     pub waiting: u64,
+    /// The first 16 of them, the longest waiting first: the `owner` and `metadata` each sent
+    /// (where it sent any), how long it has waited, and whether in the fair queue. Absent when
+    /// none wait here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiters: Vec<WaiterBody>,
     /// Fair waiters (`fair: true`) in the lock's queue, every gateway's together; absent
     /// when none wait. Waiters of a gateway that died are counted until they reach the
     /// head of the queue, where they are skipped.
@@ -128,9 +134,41 @@ impl LockInfoBody {
             metadata,
             hold_count: state.holds,
             waiting: u64::try_from(state.waiting).unwrap_or(u64::MAX),
+            waiters: state.waiters.into_iter().map(WaiterBody::new).collect(),
             queued: (state.queued > 0).then_some(state.queued),
             mode,
             shared_holders: state.shared.into_iter().map(PermitBody::new).collect(),
+        }
+    }
+}
+
+/// A request waiting for a lock in this gateway, as anyone may see it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WaiterBody {
+    /// The `owner` it sent with its acquire, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The `metadata` it sent, if any.
+    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>, required = false)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    /// Milliseconds it has waited so far.
+    pub waited_ms: u64,
+    /// It waits in the lock's fair queue (`fair: true`).
+    #[serde(default)]
+    pub fair: bool,
+}
+
+impl WaiterBody {
+    fn new(waiter: WaiterView) -> Self {
+        let (owner, metadata) = waiter.holder.map_or((None, None), |holder| {
+            (holder.owner.clone(), holder.metadata.clone())
+        });
+        Self {
+            owner,
+            metadata,
+            waited_ms: millis(waiter.since.elapsed()),
+            fair: waiter.fair,
         }
     }
 }
