@@ -177,8 +177,9 @@ pub trait LeaseStore: Send + Sync {
     /// Ends `leased` whoever holds it (an operator's force release) and remembers the revoked
     /// tokens until their leases would have ended (see [`LeaseStore::was_revoked`]): a lock
     /// (with it, the grants of `beside`, the set kept beside the lock, see
-    /// [`GrantSetKind::marker`], when its marker held the lock), every live grant of a set of
-    /// grants, or each lock of a set. True if something was held.
+    /// [`GrantSetKind::marker`], when its marker held the lock), or every live grant of a set
+    /// of grants. A set of locks is revoked name by name, as locks (false here). True if
+    /// something was held.
     fn revoke(
         &self,
         leased: Leased<'_>,

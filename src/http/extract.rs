@@ -59,6 +59,18 @@ pub fn refuse_force(query: Option<&str>, why: &'static str) -> Result<(), ApiErr
     Ok(())
 }
 
+/// A `prefix` query parameter's value, checked: empty (every name) or the start of a lock
+/// name (listings, prefix streams, contention).
+pub fn checked_prefix(value: std::borrow::Cow<'_, str>) -> Result<String, ApiError> {
+    if !value.is_empty() && LockName::parse(&value).is_err() {
+        return Err(ApiError::body(
+            Some("prefix".into()),
+            "prefix: must be the start of a lock name: letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
+        ));
+    }
+    Ok(value.into_owned())
+}
+
 fn bad_flag(key: &str, message: &str) -> ApiError {
     ApiError::body(Some(key.to_owned()), format!("{key}: {message}"))
 }

@@ -278,12 +278,18 @@ impl MemoryBackend {
         }
         let any_left = state.settle(of, name);
         drop(state);
+        self.announce_given_back(of, name, any_left);
+        true
+    }
+
+    /// Announces grants of `of` on `name` given back: to the set's own waiters, or, for a set
+    /// kept beside the lock, as the lock's release once no grant is left (`any_left`).
+    fn announce_given_back(&self, of: GrantsOf, name: &str, any_left: bool) {
         if !of.beside_lock() {
             announce(&self.freed, &freed(of, name));
         } else if !any_left {
             self.announce_release(name);
         }
-        true
     }
 
     /// Revokes every live grant of `of` on `name`, remembering each token until its lease
@@ -301,11 +307,7 @@ impl MemoryBackend {
         let any_left = state.settle(of, name);
         state.note_write(now);
         drop(state);
-        if !of.beside_lock() {
-            announce(&self.freed, &freed(of, name));
-        } else if !any_left {
-            self.announce_release(name);
-        }
+        self.announce_given_back(of, name, any_left);
         true
     }
 

@@ -331,14 +331,8 @@ impl LeaseStore for MemoryBackend {
         match leased {
             Leased::Lock(name) => Ok(self.revoke_lock(name.as_str(), beside)),
             Leased::Grant(of, name, _) => Ok(self.revoke_grants(of, name.as_str())),
-            Leased::Set(names) => {
-                // Every name, not up to the first held one.
-                let mut any = false;
-                for name in names {
-                    any |= self.revoke_lock(name.as_str(), None);
-                }
-                Ok(any)
-            }
+            // The engine revokes a set's locks name by name, as the locks they are.
+            Leased::Set(_) => Ok(false),
         }
     }
 

@@ -265,15 +265,13 @@
     }
   }
 
-  async function semaphoreLoop(generation, signal) {
+  // Asks `url()` every SEMAPHORES_MS while this watch lasts, and gives each answer to `apply`.
+  async function pollLoop(generation, signal, url, apply) {
     while (generation === state.generation) {
       try {
-        const url = '/semaphores?prefix=' + encodeURIComponent(state.prefix) + '&limit=1000';
-        const response = await fetch(url, { headers: authHeaders(), signal, cache: 'no-store' });
+        const response = await fetch(url(), { headers: authHeaders(), signal, cache: 'no-store' });
         if (response.ok) {
-          const page = await response.json();
-          const now = Date.now();
-          state.semaphores = (page.semaphores || []).map((semaphore) => Object.assign({ seenAt: now }, semaphore));
+          apply(await response.json());
           render();
         }
       } catch (error) {
@@ -283,21 +281,20 @@
     }
   }
 
+  function semaphoreLoop(generation, signal) {
+    const url = () => '/semaphores?prefix=' + encodeURIComponent(state.prefix) + '&limit=1000';
+    return pollLoop(generation, signal, url, (page) => {
+      const now = Date.now();
+      state.semaphores = (page.semaphores || []).map((semaphore) => Object.assign({ seenAt: now }, semaphore));
+    });
+  }
+
   // The names waited for most in this gateway (its own requests only), from memory: no Redis.
-  async function contentionLoop(generation, signal) {
-    while (generation === state.generation) {
-      try {
-        const url = '/contention?prefix=' + encodeURIComponent(state.prefix) + '&limit=20';
-        const response = await fetch(url, { headers: authHeaders(), signal, cache: 'no-store' });
-        if (response.ok) {
-          state.contention = (await response.json()).names || [];
-          render();
-        }
-      } catch (error) {
-        if (error.name === 'AbortError') return;
-      }
-      await sleep(SEMAPHORES_MS);
-    }
+  function contentionLoop(generation, signal) {
+    const url = () => '/contention?prefix=' + encodeURIComponent(state.prefix) + '&limit=20';
+    return pollLoop(generation, signal, url, (answer) => {
+      state.contention = answer.names || [];
+    });
   }
 
   // ---- Revoking -------------------------------------------------------------------------
@@ -432,6 +429,21 @@
     return row.owner === undefined ? '—' : row.owner;
   }
 
+  // Rows of the table `id`, one per entry (named by its `name`) filled in by `fill`, its
+  // count in `<id>-count` and its "none" line `no-<id>` shown when there is none.
+  function fillTable(id, entries, fill) {
+    const body = $(id).tBodies[0];
+    body.replaceChildren();
+    for (const entry of entries) {
+      const tr = document.createElement('tr');
+      tr.dataset.name = entry.name;
+      fill(tr, entry);
+      body.appendChild(tr);
+    }
+    $(id + '-count').textContent = entries.length ? '(' + entries.length + ')' : '';
+    $('no-' + id).hidden = entries.length > 0;
+  }
+
   function render() {
     const now = Date.now();
     const rows = Array.from(state.locks.values()).sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -466,11 +478,7 @@
     $('lock-count').textContent = rows.length ? '(' + rows.length + ')' : '';
     $('no-locks').hidden = rows.length > 0;
 
-    const contention = $('contention').tBodies[0];
-    contention.replaceChildren();
-    for (const hot of state.contention) {
-      const tr = document.createElement('tr');
-      tr.dataset.name = hot.name;
+    fillTable('contention', state.contention, (tr, hot) => {
       cell(tr, hot.name, 'name', 'Name');
       cell(tr, hot.kind, '', 'Kind');
       const waiting = cell(tr, String(hot.waiting), 'num waiting-count', 'Waiting now');
@@ -479,16 +487,9 @@
       cell(tr, percentiles(hot.wait_p50_ms, hot.wait_p99_ms), 'num wait-times', 'Wait p50 / p99');
       cell(tr, percentiles(hot.hold_p50_ms, hot.hold_p99_ms), 'num hold-times', 'Hold p50 / p99');
       cell(tr, millis(hot.waited_ms), 'num', 'Waited in all');
-      contention.appendChild(tr);
-    }
-    $('contention-count').textContent = state.contention.length ? '(' + state.contention.length + ')' : '';
-    $('no-contention').hidden = state.contention.length > 0;
+    });
 
-    const semaphores = $('semaphores').tBodies[0];
-    semaphores.replaceChildren();
-    for (const semaphore of state.semaphores) {
-      const tr = document.createElement('tr');
-      tr.dataset.name = semaphore.name;
+    fillTable('semaphores', state.semaphores, (tr, semaphore) => {
       cell(tr, semaphore.name, 'name', 'Name');
       const holders = semaphore.holders || [];
       cell(tr, holders.length + ' of ' + semaphore.permits, 'num permits', 'Permits in use');
@@ -496,10 +497,7 @@
       const longest = holders.reduce((most, holder) => Math.max(most, holder.ttl_ms || 0), 0);
       cell(tr, duration(longest - (now - semaphore.seenAt)), 'num', 'Longest lease left');
       revokeCell(tr, 'semaphore', semaphore);
-      semaphores.appendChild(tr);
-    }
-    $('semaphore-count').textContent = state.semaphores.length ? '(' + state.semaphores.length + ')' : '';
-    $('no-semaphores').hidden = state.semaphores.length > 0;
+    });
 
     const log = $('log');
     log.replaceChildren();

@@ -9,10 +9,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::http::AppState;
-use crate::http::extract::Caller;
+use crate::http::extract::{Caller, checked_prefix};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
-use crate::lock::LockName;
 use crate::lock::contention::{CAPACITY, HALF_LIFE, HotName};
 use crate::operation::Operation;
 
@@ -120,16 +119,7 @@ fn parse(query: Option<&str>) -> Result<(String, usize), ApiError> {
     let (mut prefix, mut limit) = (String::new(), DEFAULT_LIMIT);
     for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         match &*key {
-            "prefix" if value.is_empty() => prefix.clear(),
-            "prefix" => {
-                LockName::parse(&value).map_err(|_| {
-                    ApiError::body(
-                        Some("prefix".into()),
-                        "prefix: must be the start of a lock name: letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
-                    )
-                })?;
-                prefix = value.into_owned();
-            }
+            "prefix" => prefix = checked_prefix(value)?,
             "limit" => {
                 limit = value
                     .parse()

@@ -18,11 +18,11 @@ use utoipa::ToSchema;
 use super::hold::NDJSON;
 use super::params::LockNameParam;
 use crate::http::AppState;
-use crate::http::extract::{Caller, LockPath};
+use crate::http::extract::{Caller, LockPath, checked_prefix};
 use crate::http::problem::ApiError;
 use crate::lock::events::{Held, LockEvent};
+use crate::lock::millis;
 use crate::lock::prefix_events::{PrefixEvent, PrefixWatcher};
-use crate::lock::{LockName, millis};
 
 /// Server-Sent Events.
 pub const SSE: &str = "text/event-stream";
@@ -228,16 +228,7 @@ fn prefix_of(query: Option<&str>) -> Result<String, ApiError> {
     let mut prefix = String::new();
     for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         match &*key {
-            "prefix" if value.is_empty() => prefix.clear(),
-            "prefix" => {
-                LockName::parse(&value).map_err(|_| {
-                    ApiError::body(
-                        Some("prefix".into()),
-                        "prefix: must be the start of a lock name: letters, digits, '.', '_', ':' and '-', starting with a letter or digit",
-                    )
-                })?;
-                prefix = value.into_owned();
-            }
+            "prefix" => prefix = checked_prefix(value)?,
             _ => {
                 return Err(ApiError::body(
                     None,

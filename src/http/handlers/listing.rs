@@ -12,7 +12,7 @@ use crate::access::ApiKey;
 use crate::backend::{ListCursor, PageRequest};
 use crate::http::AppState;
 use crate::http::dto::{LockInfoBody, LockListBody};
-use crate::http::extract::Caller;
+use crate::http::extract::{Caller, checked_prefix};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
 use crate::lock::multi::MAX_NAMES;
@@ -77,13 +77,7 @@ impl ListQuery {
                     return Err(invalid("name", &format!("at most {MAX_NAMES} names")));
                 }
                 "name" => parsed.names.push(value.into_owned()),
-                "prefix" if value.is_empty() => parsed.prefix.clear(),
-                "prefix" => {
-                    LockName::parse(&value).map_err(|_| {
-                        invalid("prefix", "must be the start of a lock name: letters, digits, '.', '_', ':' and '-', starting with a letter or digit")
-                    })?;
-                    parsed.prefix = value.into_owned();
-                }
+                "prefix" => parsed.prefix = checked_prefix(value)?,
                 "limit" => {
                     parsed.limit = value
                         .parse()
