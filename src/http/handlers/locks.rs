@@ -6,7 +6,9 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::params::{IdempotencyKeyParam, LockNameParam, LockTokenParam};
+use super::params::{
+    ForceParam, IdempotencyKeyParam, LockNameParam, LockTokenParam, ReleaseTokenParam,
+};
 use crate::http::AppState;
 use crate::http::dto::LockMode;
 use crate::http::dto::{
@@ -176,13 +178,7 @@ pub async fn renew_lock(
 #[utoipa::path(
     delete,
     path = "/locks/{name}",
-    params(
-        LockNameParam,
-        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(a(0|[1-9][0-9]{0,18}))?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
-            description = "The token returned when the lock was acquired. Required unless `force=true`."),
-        ("force" = Option<bool>, Query, nullable = false,
-            description = "`true`: revoke the lock whoever holds it (needs the `revoke` operation).")
-    ),
+    params(LockNameParam, ReleaseTokenParam, ForceParam),
     responses(
         (status = 204, description = "The lock was released (or revoked)."),
         (status = 200, description = "A reentrant lock held more than once gave back one hold and is still held (`LockHoldsBody`), or a lock with `min_hold_ms` released before its minimum stays held until `held_until` (`LockHeldOnBody`).",

@@ -57,6 +57,32 @@ pub struct SetTokenParam {
     token: String,
 }
 
+/// The `Lock-Token` header of a release (`DELETE /locks/{name}`, `DELETE
+/// /semaphores/{name}`), which an operator's revoke ([`ForceParam`]) does without.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // Documentation only: the handlers read the header.
+pub struct ReleaseTokenParam {
+    /// The token returned when the lease was acquired. Required unless `force=true`.
+    #[param(
+        rename = "Lock-Token",
+        nullable = false,
+        pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(a(0|[1-9][0-9]{0,18}))?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$"
+    )]
+    token: Option<String>,
+}
+
+/// The `force` query parameter of a release: an operator's revoke.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Documentation only: the handlers read the query.
+pub struct ForceParam {
+    /// `true`: revoke whatever holds the name (a lock, its readers, or every permit of a
+    /// semaphore), with no token; needs the `revoke` operation.
+    #[param(nullable = false)]
+    force: Option<bool>,
+}
+
 /// The `Lock-Token` header of a permit's renewal and release.
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]

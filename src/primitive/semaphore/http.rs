@@ -24,7 +24,9 @@ use crate::http::extract::{
 use crate::http::handlers::hold;
 use crate::http::handlers::listing::{ListQuery, prefix_page};
 use crate::http::handlers::locks::revoke;
-use crate::http::handlers::params::{IdempotencyKeyParam, LeaseTokenParam};
+use crate::http::handlers::params::{
+    ForceParam, IdempotencyKeyParam, LeaseTokenParam, ReleaseTokenParam,
+};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
 use crate::http::routes::{RouteGroup, route_group};
@@ -163,13 +165,7 @@ pub async fn renew_permit(
 #[utoipa::path(
     delete,
     path = "/semaphores/{name}",
-    params(
-        SemaphoreNameParam,
-        ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?s?r?(a(0|[1-9][0-9]{0,18}))?(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
-            description = "The token of the permit, returned when it was acquired. Required unless `force=true`."),
-        ("force" = Option<bool>, Query, nullable = false,
-            description = "`true`: revoke every permit, whoever holds them (needs the `revoke` operation).")
-    ),
+    params(SemaphoreNameParam, ReleaseTokenParam, ForceParam),
     responses(
         (status = 204, description = "The permit was released (or every permit revoked)."),
     )
