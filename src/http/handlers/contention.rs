@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use crate::http::AppState;
 use crate::http::extract::{Caller, checked_prefix};
+use crate::http::handlers::params::PrefixParam;
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
 use crate::lock::contention::{CAPACITY, HALF_LIFE, HotName};
@@ -18,17 +19,11 @@ use crate::operation::Operation;
 /// Default `limit`.
 const DEFAULT_LIMIT: usize = 20;
 
-/// The query of `GET /contention`.
+/// The `limit` of `GET /contention` (its `prefix` is [`PrefixParam`]).
 #[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)] // Documentation only: the handler reads the query with `parse`.
 pub struct ContentionParams {
-    /// Only names that start with this (from the name alphabet). Default: every name.
-    #[param(
-        pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$",
-        example = "orders:"
-    )]
-    prefix: Option<String>,
     /// Most names in the answer, 1 to 64. Default 20.
     #[param(minimum = 1, maximum = 64)]
     limit: Option<u64>,
@@ -155,7 +150,7 @@ fn parse(query: Option<&str>) -> Result<(String, usize), ApiError> {
 #[utoipa::path(
     get,
     path = "/contention",
-    params(ContentionParams),
+    params(PrefixParam, ContentionParams),
     responses(
         (status = 200, description = "The names waited for most here.", body = ContentionBody),
     )

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::hold::NDJSON;
-use super::params::LockNameParam;
+use super::params::{LockNameParam, PrefixParam};
 use crate::http::AppState;
 use crate::http::extract::{Caller, LockPath, checked_prefix};
 use crate::http::problem::ApiError;
@@ -159,19 +159,6 @@ pub async fn watch_lock(
     ))
 }
 
-/// The query of `GET /locks/events`.
-#[derive(Debug, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)] // Documentation only: the handler reads the query with `prefix_of`.
-pub struct PrefixParams {
-    /// Every lock whose name starts with this (from the name alphabet). Default: every lock.
-    #[param(
-        pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$",
-        example = "orders:"
-    )]
-    prefix: Option<String>,
-}
-
 /// Watch every lock under a prefix.
 ///
 /// What happens to every lock whose name starts with `prefix`, as `GET /locks/{name}/events`
@@ -186,7 +173,7 @@ pub struct PrefixParams {
 #[utoipa::path(
     get,
     path = "/locks/events",
-    params(PrefixParams),
+    params(PrefixParam),
     responses(
         (status = 200, description = "The events, one `LockEvent` each: SSE `event:`/`data:` pairs, or NDJSON lines.",
             content(

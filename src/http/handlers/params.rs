@@ -95,3 +95,16 @@ pub struct LeaseTokenParam {
     )]
     token: String,
 }
+
+/// The `prefix` query parameter of `GET /locks/events` and `GET /contention`.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Documentation only: the handlers read the query with `checked_prefix`.
+pub struct PrefixParam {
+    /// Every name that starts with this (from the name alphabet). Default: every name.
+    #[param(
+        pattern = "^([A-Za-z0-9][A-Za-z0-9._:-]{0,199})?$",
+        example = "orders:"
+    )]
+    prefix: Option<String>,
+}
