@@ -175,8 +175,9 @@ impl LockService {
             .waited(leased.kind(), name.as_str(), waited, timed_out);
     }
 
-    /// Records the end of a hold of `leased` on `name`, granted with `fence` (its time: see
-    /// `backend::fence::granted_at`; measured on this gateway's clock against the store's).
+    /// Records the end of a hold of a lease of `kind` (`Leased::kind`) on `name`, granted with
+    /// `fence` (its time: see `backend::fence::granted_at`; measured on this gateway's clock
+    /// against the store's, so a skew between the two shows in it).
     pub(super) fn record_hold(
         &self,
         kind: &'static str,
