@@ -259,7 +259,7 @@ async fn each_route_needs_the_operations_of_what_it_does() {
             "/semaphores/t:s?force=true",
             Some(LOCK),
             "",
-            &[],
+            &["revoke"],
         ),
         (Method::GET, "/semaphores/t:s", None, "", &["inspect"]),
         (
