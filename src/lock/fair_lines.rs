@@ -94,11 +94,11 @@ impl FairLines {
         self.lines().get(name).map_or(0, |line| line.members)
     }
 
-    /// The fair waiters of `name` in this gateway, in arrival order.
-    pub fn waiters_of(&self, name: &str) -> Vec<WaiterView> {
-        self.lines()
-            .get(name)
-            .map_or_else(Vec::new, |line| line.who.values().cloned().collect())
+    /// The first `most` fair waiters of `name` in this gateway, in arrival order.
+    pub fn waiters_of(&self, name: &str, most: usize) -> Vec<WaiterView> {
+        self.lines().get(name).map_or_else(Vec::new, |line| {
+            line.who.values().take(most).cloned().collect()
+        })
     }
 
     /// Joins the line of `name` for `holder`; `key`, the waiter's idempotency key's stem, if

@@ -178,8 +178,8 @@ impl LockService {
     /// The first [`WAITERS_SHOWN`] requests waiting for the lock `name` here, fair or not,
     /// the longest waiting first.
     fn lock_waiters(&self, name: &LockName) -> Vec<WaiterView> {
-        let mut waiters = self.waiters.waiters_of(kinds::LOCK, name.as_str());
-        waiters.extend(self.fair.waiters_of(name.as_str()));
+        let mut waiters = (self.waiters).waiters_of(kinds::LOCK, name.as_str(), WAITERS_SHOWN);
+        waiters.extend(self.fair.waiters_of(name.as_str(), WAITERS_SHOWN));
         waiters.sort_by_key(|waiter| waiter.since);
         waiters.truncate(WAITERS_SHOWN);
         waiters

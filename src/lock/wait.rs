@@ -134,14 +134,17 @@ impl Waiters {
             .map_or(0, |line| line.tickets.len())
     }
 
-    /// The requests waiting for `name` (a lease of `kind`) in this gateway, in arrival order.
-    pub fn waiters_of(&self, kind: &'static str, name: &str) -> Vec<WaiterView> {
+    /// The first `most` requests waiting for `name` (a lease of `kind`) in this gateway, in
+    /// arrival order (a look at a line of thousands copies no more).
+    pub fn waiters_of(&self, kind: &'static str, name: &str, most: usize) -> Vec<WaiterView> {
         self.inner()
             .lines
             .get(kind)
             .and_then(|lines| lines.get(name))
             .map_or_else(Vec::new, |line| {
-                line.tickets.iter().map(|(.., who)| who.clone()).collect()
+                (line.tickets.iter().take(most))
+                    .map(|(.., who)| who.clone())
+                    .collect()
             })
     }
 
@@ -305,6 +308,27 @@ mod tests {
     }
 
     /// The cap counts every waiting request and frees up as they leave.
+    #[tokio::test(start_paused = true)]
+    async fn a_look_at_the_waiters_copies_the_first_few_in_order() {
+        let waiters = Waiters::new(100);
+        let holder = |n: usize| {
+            Some(Arc::new(Holder {
+                owner: Some(format!("w{n}")),
+                metadata: None,
+            }))
+        };
+        let _line: Vec<Ticket<'_>> = (0..20)
+            .map(|n| waiters.join("lock", "a", holder(n).as_ref()).expect("room"))
+            .collect();
+        let seen = waiters.waiters_of("lock", "a", 16);
+        let owners: Vec<_> = (seen.iter())
+            .map(|w| w.holder.as_ref().and_then(|h| h.owner.clone()))
+            .collect();
+        let first: Vec<_> = (0..16).map(|n| Some(format!("w{n}"))).collect();
+        assert_eq!(owners, first);
+        assert!(waiters.waiters_of("lock", "b", 16).is_empty());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_cap_on_waiters_is_enforced() {
         let waiters = Waiters::new(2);

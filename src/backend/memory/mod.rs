@@ -261,7 +261,6 @@ fn issued_fence(token: &str) -> u64 {
     fence_of(token).unwrap_or(0)
 }
 
-/// A set's names as the store's maps key them.
 impl MemoryBackend {
     /// Deletes the lock on `name` whoever holds it (with its marker, the set `beside` it, whose
     /// grants are remembered as revoked): true if it was held.
@@ -288,6 +287,7 @@ impl MemoryBackend {
     }
 }
 
+/// A set's names as the store's maps key them.
 fn strs(names: &[LockName]) -> Vec<&str> {
     names.iter().map(LockName::as_str).collect()
 }
