@@ -36,8 +36,8 @@ use crate::lock::InvalidRequest;
 pub const ROUTES: RouteGroup = route_group! {
     // /semaphores/{name}, /semaphores/{name}/hold, /semaphores
     self::acquire_permit => "semaphores", Acquire(semaphore), &[ACQUIRE, &[PermitsMismatch]];
-    self::renew_permit => "semaphores", Renew(semaphore), &[RENEW];
-    self::release_permit => "semaphores", Release(semaphore), &[RELEASE];
+    self::renew_permit => "semaphores", Renew(semaphore), &[RENEW, &[LockRevoked]];
+    self::release_permit => "semaphores", Release(semaphore), &[RELEASE, &[LockRevoked]];
     self::inspect_semaphore => "semaphores", Inspect(semaphore),
         &[&[InvalidName, NotOffered, BackendUnavailable]];
     self::hold_permit => "semaphores", Hold(semaphore), &[ACQUIRE, &[PermitsMismatch]];
