@@ -116,6 +116,28 @@ const ROW: &str = r#"
     };
 "#;
 
+/// Clicks the revoke button on the row of `name` in the table `table` (`locks`,
+/// `semaphores`), and returns what the confirmation then says: whether it is open, what it
+/// revokes and the name.
+async fn ask_revoke(browser: &Browser, table: &str, name: &str) -> Value {
+    browser
+        .run(
+            "Array.from(document.querySelectorAll('#' + arguments[0] + ' tbody tr'))
+                 .find((tr) => tr.dataset.name === arguments[1])
+                 .querySelector('button.revoke').click();",
+            json!([table, name]),
+        )
+        .await;
+    browser
+        .run(
+            "return {open: document.getElementById('confirm').open,
+                     what: document.getElementById('confirm-what').textContent,
+                     name: document.getElementById('confirm-name').textContent};",
+            json!([]),
+        )
+        .await
+}
+
 /// Whether `text` is a local date and time as the page writes them: `2026-12-05 09:41:07`.
 fn is_date_time(text: &str) -> bool {
     let shape = text
@@ -348,22 +370,11 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     }
 
     // Revoked from the page, behind its confirmation: the holder's next renew is 410.
-    browser
-        .run(
-            "Array.from(document.querySelectorAll('#locks tbody tr'))
-                 .find((tr) => tr.dataset.name === arguments[0])
-                 .querySelector('button.revoke').click();",
-            json!(["app:held"]),
-        )
-        .await;
-    let asked = browser
-        .run(
-            "const d = document.getElementById('confirm');
-             return {open: d.open, name: document.getElementById('confirm-name').textContent};",
-            json!([]),
-        )
-        .await;
-    assert_eq!(asked, json!({"open": true, "name": "app:held"}));
+    let asked = ask_revoke(&browser, "locks", "app:held").await;
+    assert_eq!(
+        asked,
+        json!({"open": true, "what": "the lock", "name": "app:held"})
+    );
     // The transitions are dated.
     let logged = browser
         .run(
@@ -395,22 +406,7 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
 
     // Every permit of a semaphore revoked from the page, behind its confirmation: its row
     // goes, and a holder's next renew is 410.
-    browser
-        .run(
-            "Array.from(document.querySelectorAll('#semaphores tbody tr'))
-                 .find((tr) => tr.dataset.name === arguments[0])
-                 .querySelector('button.revoke').click();",
-            json!(["app:pool"]),
-        )
-        .await;
-    let asked = browser
-        .run(
-            "return {open: document.getElementById('confirm').open,
-                     what: document.getElementById('confirm-what').textContent,
-                     name: document.getElementById('confirm-name').textContent};",
-            json!([]),
-        )
-        .await;
+    let asked = ask_revoke(&browser, "semaphores", "app:pool").await;
     assert_eq!(
         asked,
         json!({"open": true, "what": "every permit of", "name": "app:pool"})
