@@ -16,22 +16,39 @@
 #   git show 2e0d1bb:src/backend/scripts/acquire.lua > /tmp/acquire-2e0d1bb.lua
 #   bench/acquire-instructions.sh /tmp/acquire-2e0d1bb.lua src/backend/scripts/acquire.lua
 #
-# Usage: bench/acquire-instructions.sh [--calls N] [--runs R] SCRIPT...
+# With --fair, the scripts are fair acquires (FAIR_ACQUIRE: grant.lua, fair_head.lua, fair.lua,
+# fair_acquire.lua), called with 4 keys (the lock, the slot counter, the queue, its liveness
+# hash) and 7 arguments (stem, ttl, member, priority 0, no old score, liveness 2000, owner
+# `pod-a`) on fresh keys: each takes a place in an empty queue, heads it, leaves it and is
+# granted, the whole of a fair waiter's path in Redis but the waiting. A script that takes no
+# owner ignores the seventh argument.
+#
+# Usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair] SCRIPT...
 # Needs: valgrind, redis-server, redis-cli, redis-benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CALLS=20000
 RUNS=3
+FAIR=0
 SCRIPTS=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --calls) CALLS=$2; shift ;;
     --runs) RUNS=$2; shift ;;
+    --fair) FAIR=1 ;;
     *) SCRIPTS+=("$(realpath "$1")") ;;
     esac
     shift
 done
-[ ${#SCRIPTS[@]} -gt 0 ] || { echo "usage: bench/acquire-instructions.sh [--calls N] [--runs R] SCRIPT..." >&2; exit 1; }
+[ ${#SCRIPTS[@]} -gt 0 ] || { echo "usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair] SCRIPT..." >&2; exit 1; }
+if [ "$FAIR" = 1 ]; then
+    CALL=(4 'lockgate:{__rand_int__}' lockgate:fences 'lockgate:{__rand_int__}:queue'
+        'lockgate:{__rand_int__}:queue:live' AAAAAAAAAAAAAAAAAAAAAA 30000 0123456789abcdef:7 0 ''
+        2000 pod-a)
+else
+    CALL=(3 'lockgate:{__rand_int__}' lockgate:fences 'lockgate:{__rand_int__}:queue'
+        AAAAAAAAAAAAAAAAAAAAAA 30000)
+fi
 for tool in valgrind redis-server redis-cli redis-benchmark; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not installed" >&2; exit 1; }
 done
@@ -51,9 +68,8 @@ for run in $(seq "$RUNS"); do
         server=$!
         until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
         sha=$(redis-cli -p "$port" script load "$(cat "$script")")
-        redis-benchmark -p "$port" -n "$CALLS" -P 32 -r 100000000 -q EVALSHA "$sha" 3 \
-            'lockgate:{__rand_int__}' lockgate:fences 'lockgate:{__rand_int__}:queue' \
-            AAAAAAAAAAAAAAAAAAAAAA 30000 >/dev/null
+        redis-benchmark -p "$port" -n "$CALLS" -P 32 -r 100000000 -q EVALSHA "$sha" "${CALL[@]}" \
+            >/dev/null
         redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
         wait "$server" || true
         printf "%-4s %-60s %20s\n" "$run" "$script" "$(sed -n 's/^summary: //p' "$out")"

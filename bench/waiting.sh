@@ -66,7 +66,7 @@ calls.pop("config|resetstat", None)
 # Commands the scripts run inside Redis (counted by commandstats too) versus commands the
 # gateway sends: EVALSHA for every operation, (UN)SUBSCRIBE, PING, connection setup.
 inside = {"get", "set", "pttl", "pexpire", "del", "time", "publish", "zscore", "zadd", "zrank",
-          "zrange", "zrem", "zcard", "hset", "hget", "hincrby", "exists"}
+          "zrange", "zrem", "zcard", "hset", "hget", "hincrby", "exists", "hdel", "hmget"}
 sent = {k: v for k, v in calls.items() if k not in inside}
 label = sys.argv[3]
 print(f"{label}: commands per acquisition, sent by the gateway: {sum(sent.values()) / acquisitions:.2f} {sent}")

@@ -125,6 +125,11 @@ impl<'a> GrantAttempt<'a> {
     pub fn holder(&self) -> Option<&'a Holder> {
         self.request.holder.as_deref().filter(|h| !h.is_empty())
     }
+
+    /// The `owner` the holder sent, if any: what a fair queue shows of its waiter.
+    pub fn owner(&self) -> Option<&'a str> {
+        self.holder().and_then(|h| h.owner.as_deref())
+    }
 }
 
 /// A grant to undo, as every store's withdraw takes it: one an attempt may have made but never

@@ -340,6 +340,7 @@ mod tests {
                         shared: false,
                         holds: None,
                         queued: 0,
+                        queue: Vec::new(),
                     };
                     (name, seen)
                 })

@@ -58,7 +58,7 @@ pub use self::outcome::{
     AcquireOutcome, Claim, GrantView, Grants, Inspection, Lease, ReleaseOutcome, RenewOutcome,
     ReplicaAck,
 };
-pub use self::queue::QueuePlace;
+pub use self::queue::{QueuePlace, QueuedWaiter};
 use crate::telemetry::BackendErrorKind;
 
 /// The store could not answer. Every variant but `Config` is transient from the caller's

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::Holder;
+use super::queue::QueuedWaiter;
 
 /// Ask the store to confirm that `replicas` replicas have the write before answering
 /// (Redis `WAIT`), waiting at most `timeout`.
@@ -121,6 +122,9 @@ pub struct Inspection {
     pub holds: Option<u32>,
     /// Fair waiters in the name's queue, every gateway's (see [`queue`](super::queue)).
     pub queued: u32,
+    /// The first live places of that queue, in order (at most
+    /// [`PLACES_SHOWN`](super::queue::PLACES_SHOWN)).
+    pub queue: Vec<QueuedWaiter>,
 }
 
 /// One of the grants held at once of a name (a semaphore's permit, a read/write lock's reader)
@@ -143,6 +147,7 @@ impl GrantView {
             shared,
             holds: None,
             queued: 0,
+            queue: Vec::new(),
         }
     }
 }

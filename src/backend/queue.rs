@@ -29,8 +29,14 @@
 //!
 //! An acquire that is not fair never overtakes a queue: while live waiters are queued it is
 //! refused as if the lock were held, told to come back in [`QUEUED_RETRY`].
+//!
+//! Inspect shows the queue's first [`PLACES_SHOWN`] live places ([`QueuedWaiter`]): the
+//! liveness hash also keeps, per member, the `owner` its waiter sent and when (Redis `TIME`)
+//! it took its place, `<seconds>:<microseconds>:<owner>`, written with the place and deleted
+//! with it. Never a member itself: a waiter with an idempotency key is numbered from its
+//! token's stem.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// How often the first fair waiter of a name in a gateway looks again, whatever it was told:
 /// the bound on what a lost message or an unannounced expiry can stall, and its gateway's
@@ -44,6 +50,30 @@ pub const LIVENESS: Duration = Duration::from_secs(2);
 pub const QUEUED_RETRY: Duration = Duration::from_millis(100);
 /// Highest priority.
 pub const MAX_PRIORITY: u8 = 9;
+/// Scores of places: `(9 - priority) · PRIORITY_STEP + arrival`.
+pub(crate) const PRIORITY_STEP: u64 = 1 << 44;
+/// How many places at the head of a queue inspect shows.
+pub const PLACES_SHOWN: usize = 16;
+
+/// The priority of a place scored `score`.
+pub(crate) fn priority_of(score: u64) -> u8 {
+    let rank = u8::try_from(score / PRIORITY_STEP).unwrap_or(MAX_PRIORITY);
+    MAX_PRIORITY.saturating_sub(rank)
+}
+
+/// A place in a fair queue as anyone may see it (inspect): whom it is for, never which waiter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedWaiter {
+    /// 0 to [`MAX_PRIORITY`].
+    pub priority: u8,
+    /// The `owner` its waiter sent, if any.
+    pub owner: Option<String>,
+    /// When it took its place, by the store's clock (again, after it was skipped); `None`
+    /// for a place taken by an older lockgate, which did not say.
+    pub since: Option<SystemTime>,
+    /// Its waiter waits in this gateway.
+    pub here: bool,
+}
 
 /// A fair waiter's place in a name's queue, as an attempt carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,4 +86,25 @@ pub struct QueuePlace {
     /// if the waiter was skipped, so that a waiter of a gateway cut off for a while does not
     /// lose its turn to later arrivals.
     pub score: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A place's score says its priority, whatever its arrival (as fair.lua scores it).
+    #[test]
+    fn a_score_says_its_priority() {
+        for priority in 0..=MAX_PRIORITY {
+            let base = u64::from(MAX_PRIORITY - priority) * PRIORITY_STEP;
+            for arrival in [1, 42, PRIORITY_STEP - 1] {
+                assert_eq!(
+                    priority_of(base + arrival),
+                    priority,
+                    "{priority} {arrival}"
+                );
+            }
+        }
+        assert_eq!(priority_of(u64::MAX), 0, "out of range: the lowest");
+    }
 }

@@ -289,6 +289,7 @@ impl RedlockBackend {
                 // Redlock keeps no reentrant lock, and no fair queue.
                 holds: None,
                 queued: 0,
+                queue: Vec::new(),
             };
             let settled = seen.len() == self.nodes.len()
                 && seen.iter().all(|(_, s)| s.fence == inspection.fence);

@@ -13,7 +13,7 @@ use super::wait::WaiterView;
 use crate::backend::fence::granted_at;
 use crate::backend::{
     GrantView, Grants, GrantsOf, Holder, Inspection, LeaseStore, Leased, ListCursor, PageRequest,
-    kinds,
+    QueuedWaiter, kinds,
 };
 
 /// Most of a lock's waiters in this gateway that inspect shows (it counts them all).
@@ -40,6 +40,8 @@ pub struct LockState {
     pub waiters: Vec<WaiterView>,
     /// Fair waiters in its queue, every gateway's (see `backend::queue`).
     pub queued: u32,
+    /// The first live places of that queue, in order: whom each is for.
+    pub queue: Vec<QueuedWaiter>,
     /// Held by readers (a read/write lock's shared grants): each of them, the first to end
     /// first. Empty while a writer (or nobody) holds it.
     pub shared: Vec<GrantView>,
@@ -172,6 +174,7 @@ impl LockService {
                 + self.fair.waiting_for(name.as_str()),
             waiters: self.lock_waiters(name),
             queued: seen.queued,
+            queue: seen.queue,
         }
     }
 

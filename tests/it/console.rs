@@ -3,7 +3,8 @@
 //! and fence, and goes within 1 s of its release; a waiter shows as waiting; a semaphore shows
 //! its permits in use; a key without `revoke` gets no revoke button, one with it does, and
 //! revoking a lock or a semaphore's permits from the page makes the holder's next renew 410;
-//! the names contended here are shown with their waits; fences and times are readable. Values from locks are text: an
+//! the names contended here are shown with their waits, and a fair lock's queue with the
+//! owners of waiters in any gateway; fences and times are readable. Values from locks are text: an
 //! owner and metadata made of markup render as themselves, run nothing, open no dialog and log
 //! no error. `LOCKGATE_CONSOLE_SCREENSHOT=path` saves the screenshot the README shows.
 
@@ -112,6 +113,7 @@ const ROW: &str = r#"
         held_since: row.querySelector('.held').title,
         waiting: row.querySelector('.waiting-count').textContent,
         waiters: row.querySelector('.waiters').textContent,
+        queue: row.querySelector('.queue').textContent,
         revoke: row.querySelector('button.revoke') !== null,
     };
 "#;
@@ -296,6 +298,32 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
     .await;
     assert_eq!(permits, "2 of 3");
 
+    // A fair lock with a waiter in another gateway: in the fair queue, with its owner and
+    // priority, though not among the waiters here.
+    let mut other = redis_config(&redis.url());
+    other.api_keys = Some(lockgate::access::ApiKeys::from_json(KEYS).expect("keys"));
+    let other = Gateway::start(other).await;
+    let fair = acquire(&gw, "app:fair", json!({"owner": "erin", "ttl_ms": 30_000})).await;
+    let fair_waiter = {
+        let worker = other.client_as(WORKER);
+        tokio::spawn(async move {
+            let body = json!({"owner": "dave", "fair": true, "priority": 3, "wait_ms": 20_000});
+            json_of(worker.acquire("app:fair", &body, None, None).await)
+        })
+    };
+    let (row, _) = wait_for(
+        &gw,
+        &browser,
+        "a fair waiter on app:fair",
+        &format!("const r = (() => {{ {ROW} }})(); return r && r.queue !== '—' ? r : null;"),
+        json!(["app:fair"]),
+    )
+    .await;
+    let queue = row["queue"].as_str().expect("queue");
+    assert!(queue.starts_with("1. dave (priority 3) "), "{queue}");
+    assert_eq!(row["waiters"], "—", "{row}");
+    assert_eq!(row["waiting"], "0 (1 queued, fair)", "{row}");
+
     // Markup in an owner and in metadata is shown as text and runs nothing.
     let owner = "<img src=x onerror=alert(1)>";
     let script = "</script><script>alert(2)</script>";
@@ -431,6 +459,9 @@ async fn the_console_shows_locks_live_and_revokes_with_the_scope() {
 
     release(&gw, "app:busy", &busy).await;
     let (status, _) = waiter.await.expect("waiter");
+    assert_eq!(status, 201);
+    release(&gw, "app:fair", &fair).await;
+    let (status, _) = fair_waiter.await.expect("fair waiter");
     assert_eq!(status, 201);
     let errors: Vec<(String, String)> = browser
         .console()

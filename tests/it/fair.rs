@@ -26,10 +26,14 @@ const DEAD_GATEWAY_BOUND: Duration = Duration::from_millis(2_500 + 500);
 /// A fair waiter for `name` sent to `on`: when granted it releases the lock at once, and
 /// answers its fence.
 fn waiter(on: &Gateway, name: &str, priority: u8, wait_ms: u64) -> JoinHandle<u64> {
+    let body = json!({"fair": true, "priority": priority, "wait_ms": wait_ms, "ttl_ms": 10_000});
+    waiter_asking(on, name, body)
+}
+
+/// A waiter for `name` sent to `on` with the acquire `body`, as [`waiter`].
+fn waiter_asking(on: &Gateway, name: &str, body: serde_json::Value) -> JoinHandle<u64> {
     let (locks, name) = (on.locks(), name.to_owned());
     tokio::spawn(async move {
-        let body =
-            json!({"fair": true, "priority": priority, "wait_ms": wait_ms, "ttl_ms": 10_000});
         let grant = locks.acquire(&name, body).await.done(201);
         locks.release(&name, &grant.token).await.done(204);
         grant.fence
@@ -502,6 +506,183 @@ async fn a_fair_hold_stream_is_told_its_place() {
     assert_eq!(lines.next().await, None, "the stream ends");
     locks.release(name, &holder.token).await.done(204);
     no_queue_left(&redis).await;
+}
+
+/// The places `GET /locks/{name}` shows at the head of the queue, in order: each one's owner
+/// (if any), priority, whether it waits in the gateway asked, and how long it has had its
+/// place (if said).
+async fn places(gw: &Gateway, name: &str) -> Vec<(Option<String>, u64, bool, Option<u64>)> {
+    let (status, seen) = status_json(gw.inspect(name).await).await;
+    assert_eq!(status, 200, "{seen}");
+    let Some(queue) = seen.get("queue") else {
+        return Vec::new();
+    };
+    let place = |place: &serde_json::Value| {
+        (
+            place["owner"].as_str().map(str::to_owned),
+            place["priority"].as_u64().expect("priority"),
+            place["here"].as_bool().expect("here"),
+            place["waited_ms"].as_u64(),
+        )
+    };
+    queue
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(place)
+        .collect()
+}
+
+/// The places as [`places`] shows them, without their times.
+async fn whose(gw: &Gateway, name: &str) -> Vec<(Option<String>, u64, bool)> {
+    let seen = places(gw, name).await;
+    seen.into_iter()
+        .map(|(owner, priority, here, _)| (owner, priority, here))
+        .collect()
+}
+
+fn owned(owner: &str) -> Option<String> {
+    Some(owner.to_owned())
+}
+
+/// Inspect shows the head of a fair queue whichever gateway its waiters wait in: each place's
+/// owner, priority and time, and whether it waits in the gateway asked, in queue order. A
+/// dead gateway's place is not shown, an older lockgate's is (without owner or time), and a
+/// place given up leaves nothing of it in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inspect_shows_the_fleets_queue() {
+    let redis = RedisServer::start();
+    let a = Gateway::start(redis_config(&redis.url())).await;
+    let b = Gateway::start(redis_config(&redis.url())).await;
+    let name = "fair:shown";
+    let (queue, live) = (
+        format!("lockgate:{{{name}}}:queue"),
+        format!("lockgate:{{{name}}}:queue:live"),
+    );
+    let holder = hold(&a, name).await;
+    let asking = |owner: Option<&str>, priority: u8| {
+        let mut body = json!({"fair": true, "priority": priority, "wait_ms": 60_000});
+        if let Some(owner) = owner {
+            body["owner"] = json!(owner);
+        }
+        body
+    };
+    let first = waiter_asking(&a, name, asking(Some("pod-a"), 0));
+    until_queued(&b, name, 1).await;
+    let second = waiter_asking(&b, name, asking(Some("pod-b"), 5));
+    until_queued(&b, name, 2).await;
+    let third = waiter_asking(&b, name, asking(None, 0));
+    until_queued(&b, name, 3).await;
+    // Written by hand: a place of a dead gateway at the very head, and one of a live gateway
+    // an older lockgate took (no description) at the very end.
+    let (secs, _): (u64, u64) = redis.query(&redis::cmd("TIME")).expect("TIME");
+    let hand_written = [
+        ("0000dead0000dead", 0u64, secs - 1),
+        ("feedfacefeedface", 9 << 44 | 1 << 40, secs + 60),
+    ];
+    for (gateway, score, deadline) in hand_written {
+        let _: () = redis
+            .query(
+                redis::cmd("ZADD")
+                    .arg(&queue)
+                    .arg(score)
+                    .arg(format!("{gateway}:1")),
+            )
+            .expect("ZADD");
+        let _: () = redis
+            .query(
+                redis::cmd("HSET")
+                    .arg(&live)
+                    .arg(gateway)
+                    .arg(deadline * 1000),
+            )
+            .expect("HSET");
+    }
+
+    let seen = places(&a, name).await;
+    let shown: Vec<_> = seen.iter().map(|p| (p.0.clone(), p.1, p.2)).collect();
+    assert_eq!(
+        shown,
+        [
+            (owned("pod-b"), 5, false),
+            (owned("pod-a"), 0, true),
+            (None, 0, false),
+            (None, 0, false),
+        ],
+        "as the first gateway shows the queue"
+    );
+    let times: Vec<Option<u64>> = seen.iter().map(|p| p.3).collect();
+    let (b_time, a_time, third_time) = (times[0], times[1], times[2]);
+    assert!(
+        a_time >= b_time && b_time >= third_time && third_time.is_some(),
+        "the first to come has waited longest: {times:?}"
+    );
+    assert!(a_time < Some(60_000), "{times:?}");
+    assert_eq!(times[3], None, "an older lockgate's place says no time");
+    assert_eq!(
+        whose(&b, name).await,
+        [
+            (owned("pod-b"), 5, true),
+            (owned("pod-a"), 0, false),
+            (None, 0, true),
+            (None, 0, false),
+        ],
+        "as the second gateway shows it"
+    );
+
+    first.abort();
+    eventually(Duration::from_secs(5), "pod-a's place given up", || async {
+        (whose(&b, name).await.len() == 3).then_some(())
+    })
+    .await;
+    // Every description left in the liveness hash (a field with a `:`) is a queued place's.
+    let fields: Vec<String> = redis.query(redis::cmd("HKEYS").arg(&live)).expect("HKEYS");
+    let members: Vec<String> = redis
+        .query(redis::cmd("ZRANGE").arg(&queue).arg(0).arg(-1))
+        .expect("ZRANGE");
+    let described: Vec<&String> = fields.iter().filter(|f| f.contains(':')).collect();
+    assert_eq!(described.len(), 2, "{fields:?}");
+    assert!(
+        described.iter().all(|field| members.contains(field)),
+        "{fields:?} {members:?}"
+    );
+
+    let _: () = redis
+        .query(
+            redis::cmd("HSET")
+                .arg(&live)
+                .arg("feedfacefeedface")
+                .arg((secs - 1) * 1000),
+        )
+        .expect("HSET");
+    a.locks().release(name, &holder).await.done(204);
+    let (second, third) = (second.await.expect("task"), third.await.expect("task"));
+    assert!(second < third, "granted in queue order");
+    no_queue_left(&redis).await;
+}
+
+/// The memory store shows its queue as Redis does (every waiter here).
+#[tokio::test]
+async fn the_memory_store_shows_its_queue() {
+    let gw = Gateway::dev().await;
+    let name = "fair:shown";
+    let holder = hold(&gw, name).await;
+    let body = |owner: &str, priority: u8| json!({"fair": true, "owner": owner, "priority": priority, "wait_ms": 60_000});
+    let low = waiter_asking(&gw, name, body("low", 1));
+    until_queued(&gw, name, 1).await;
+    let high = waiter_asking(&gw, name, body("high", 7));
+    until_queued(&gw, name, 2).await;
+    let seen = places(&gw, name).await;
+    assert_eq!(
+        seen.iter()
+            .map(|p| (p.0.clone(), p.1, p.2))
+            .collect::<Vec<_>>(),
+        [(owned("high"), 7, true), (owned("low"), 1, true)]
+    );
+    assert!(seen.iter().all(|p| p.3.is_some()), "{seen:?}");
+    gw.locks().release(name, &holder).await.done(204);
+    let (high, low) = (high.await.expect("task"), low.await.expect("task"));
+    assert!(high < low, "granted in queue order");
 }
 
 /// A fair waiter with an `Idempotency-Key` keeps its place for a moment after its request

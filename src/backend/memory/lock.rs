@@ -37,7 +37,7 @@ impl MemoryBackend {
             }
             let shared = is_marker(&held.token);
             if let Some(place) = place {
-                let (position, score) = state.enqueue(name, place);
+                let (position, score) = state.enqueue(name, place, attempt.owner());
                 return Ok(AcquireOutcome::Queued {
                     position,
                     score,
@@ -57,7 +57,7 @@ impl MemoryBackend {
         // Free: only for the queue's head, if anyone is queued.
         let mut new_head = false;
         if let Some(place) = place {
-            let (position, score) = state.enqueue(name, place);
+            let (position, score) = state.enqueue(name, place, attempt.owner());
             if position > 1 {
                 drop(state);
                 self.announce_head(name);

@@ -227,6 +227,7 @@ impl Held {
             shared: is_marker(&self.token),
             holds: Marks::of(&self.token).reentrant.then_some(self.holds),
             queued: 0,
+            queue: Vec::new(),
         }
     }
 }
@@ -369,9 +370,10 @@ impl LeaseStore for MemoryBackend {
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         let (mut state, now) = self.state_now();
-        let queued = state.queued(name);
+        let (queued, queue) = (state.queued(name), state.queue_view(name));
         Ok(state.live_lock(name, now).map(|held| Inspection {
             queued,
+            queue,
             ..held.inspection(now)
         }))
     }

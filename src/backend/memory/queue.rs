@@ -3,30 +3,40 @@
 //! kept; a waiter leaves when its wait ends.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::SystemTime;
 
 use super::{MemoryBackend, State, announce, feed};
-use crate::backend::queue::MAX_PRIORITY;
-use crate::backend::{BackendError, QueuePlace, ReleaseFeed};
-
-/// Scores of places, as on Redis: `(9 - priority) · 2^44 + arrival`.
-const PRIORITY_STEP: u64 = 1 << 44;
+use crate::backend::queue::{MAX_PRIORITY, PLACES_SHOWN, PRIORITY_STEP, priority_of};
+use crate::backend::{BackendError, QueuePlace, QueuedWaiter, ReleaseFeed};
 
 #[derive(Debug, Default)]
 pub(super) struct Queue {
     /// Waiters by score.
     places: BTreeMap<u64, u64>,
-    /// Scores by waiter.
-    scores: HashMap<u64, u64>,
+    /// Scores by waiter, and whom each place is for (as on Redis, since when and its owner).
+    scores: HashMap<u64, (u64, Described)>,
     arrivals: u64,
 }
 
+/// What a place says of its waiter (on Redis, its field in the queue's liveness hash).
+#[derive(Debug)]
+struct Described {
+    since: SystemTime,
+    owner: Option<String>,
+}
+
 impl State {
-    /// Puts `place` in the queue of `name` unless it is there (at its old score, if it has
-    /// one). Its position (1: first) and score.
-    pub(super) fn enqueue(&mut self, name: &str, place: QueuePlace) -> (u32, u64) {
+    /// Puts `place` in the queue of `name` for `owner`, unless it is there (at its old score,
+    /// if it has one). Its position (1: first) and score.
+    pub(super) fn enqueue(
+        &mut self,
+        name: &str,
+        place: QueuePlace,
+        owner: Option<&str>,
+    ) -> (u32, u64) {
         let queue = self.queues.entry(name.to_owned()).or_default();
         let score = match queue.scores.get(&place.waiter) {
-            Some(&score) => score,
+            Some(&(score, _)) => score,
             None => {
                 queue.arrivals += 1;
                 let score = place.score.unwrap_or(
@@ -34,7 +44,11 @@ impl State {
                         + queue.arrivals,
                 );
                 queue.places.insert(score, place.waiter);
-                queue.scores.insert(place.waiter, score);
+                let described = Described {
+                    since: SystemTime::now(),
+                    owner: owner.map(str::to_owned),
+                };
+                queue.scores.insert(place.waiter, (score, described));
                 score
             }
         };
@@ -52,7 +66,7 @@ impl State {
     /// waiter was first and another follows.
     pub(super) fn leave_queue(&mut self, name: &str, waiter: u64) -> Option<u64> {
         let queue = self.queues.get_mut(name)?;
-        let score = queue.scores.remove(&waiter)?;
+        let (score, _) = queue.scores.remove(&waiter)?;
         let was_head = queue.places.first_key_value().map(|(&s, _)| s) == Some(score);
         queue.places.remove(&score);
         if queue.places.is_empty() {
@@ -60,6 +74,28 @@ impl State {
             return None;
         }
         was_head.then(|| self.queue_head(name)).flatten()
+    }
+
+    /// The first places of the queue of `name`, in order (one process is one gateway: every
+    /// waiter is here).
+    pub(super) fn queue_view(&self, name: &str) -> Vec<QueuedWaiter> {
+        let Some(queue) = self.queues.get(name) else {
+            return Vec::new();
+        };
+        let view = queue
+            .places
+            .iter()
+            .take(PLACES_SHOWN)
+            .filter_map(|(&score, waiter)| {
+                let (_, described) = queue.scores.get(waiter)?;
+                Some(QueuedWaiter {
+                    priority: priority_of(score),
+                    owner: described.owner.clone(),
+                    since: Some(described.since),
+                    here: true,
+                })
+            });
+        view.collect()
     }
 
     /// Fair waiters queued for `name`.

@@ -259,7 +259,7 @@ impl RedisBackend {
         let all = [lock, counter, queue, live, claim_key, holder_key];
         let mut call = evalsha(&FAIR_ACQUIRE, &all[..if bare { 4 } else { 6 }]);
         call.arg(attempt.stem).arg(millis(attempt.ttl()));
-        self.queue_args(&mut call, place);
+        self.queue_args(&mut call, place, attempt.owner());
         if !bare {
             claim_and_holder(&mut call, attempt.claim, attempt.holder());
         }

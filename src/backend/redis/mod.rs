@@ -20,7 +20,7 @@
 //! | `lockgate:{orders:42}:holder` | who holds the grant (`owner`, `metadata`; see `backend::holder`), only when the acquire named one | the lease |
 //! | `lockgate:{orders:42}:holds` | a reentrant grant's hold count, a hash: its token → count, only while it is held more than once (`reenter.lua`) | the lease |
 //! | `lockgate:{orders:42}:queue` | fair waiters in line, a sorted set (see `backend::queue`, `fair_head.lua`) | while any waits; 6 s after the last gateway's word |
-//! | `lockgate:{orders:42}:queue:live` | each gateway's liveness deadline for the queue, and its arrival counter | as the queue |
+//! | `lockgate:{orders:42}:queue:live` | each gateway's liveness deadline for the queue, its arrival counter, and each place's owner and time (shown by inspect) | as the queue |
 //!
 //! and the pub/sub channels `lockgate:{orders:42}:released`, on which releases are announced to
 //! gateways with waiters for the name (see `notify`), and `lockgate:{orders:42}:head:<gateway>`,

@@ -163,6 +163,7 @@ impl RedisBackend {
                 keys.holder(),
                 keys.holds(),
                 keys.queue(),
+                keys.queue_live(),
             ],
         );
         if with_grant {
@@ -197,6 +198,7 @@ impl RedisBackend {
             shared: matches!(reply.get(3), Some(Value::Int(1))),
             holds: count(4),
             queued: count(5).unwrap_or(0),
+            queue: self.queue_view(reply.get(7)),
         };
         Ok(Some((seen, grant)))
     }

@@ -5,19 +5,24 @@
 local PRIORITY_STEP = 17592186044416 -- 2^44
 
 -- Puts `member` in `queue` unless it is there (at `score` if given: a place it had before it
--- was skipped), and marks its gateway alive for `window` ms from `now`; both keys then live
--- three windows more. Returns the member's score.
-local function enqueue(queue, live, member, priority, score, now, window)
+-- was skipped), and marks its gateway alive for `window` ms from `now` (Redis TIME, `time` as
+-- its reply); both keys then live three windows more. A member put in is described in `live`
+-- by `<seconds>:<microseconds>:<owner>` (`owner` may be ''): whom the place is for and since
+-- when, what inspect shows of the queue (TIME's two strings as they are: a number made text
+-- in Lua costs Redis more than the rest of the description). Returns the member's score.
+local function enqueue(queue, live, member, priority, score, owner, time, now, window)
   local kept = redis.call('ZSCORE', queue, member)
   if kept then
     score = tonumber(kept)
+    redis.call('HSET', live, gateway_of(member), now + window)
   else
     if not score then
       score = (9 - priority) * PRIORITY_STEP + redis.call('HINCRBY', live, '#seq', 1)
     end
     redis.call('ZADD', queue, score, member)
+    redis.call('HSET', live, gateway_of(member), now + window,
+      member, time[1] .. ':' .. time[2] .. ':' .. owner)
   end
-  redis.call('HSET', live, gateway_of(member), now + window)
   redis.call('PEXPIRE', queue, 3 * window)
   redis.call('PEXPIRE', live, 3 * window)
   return score
@@ -38,9 +43,12 @@ local function leave_queue(lock, queue, live, member, now)
   redis.call('ZREM', queue, member)
   if rank == 0 then
     local head, gateway = queue_head(queue, live, now)
-    if head then
-      call_head(lock, gateway)
+    if not head then
+      -- The last: queue_head() deleted both keys, the description with them.
+      return 1
     end
+    call_head(lock, gateway)
   end
+  redis.call('HDEL', live, member)
   return 1
 end

@@ -15,9 +15,10 @@
 -- ARGV[4]  its priority, 0 to 9
 -- ARGV[5]  the score of the place it had, or '' for a new place
 -- ARGV[6]  how long its gateway counts as alive from now, in milliseconds
--- ARGV[7]  (with KEYS[5]) the claim id, or '' for none
--- ARGV[8]  (with KEYS[5]) the holder record after its fence field (`"owner":"pod-a"}`), or ''
---          for none: stored as `{"fence":<fence>,` .. ARGV[8]
+-- ARGV[7]  the waiter's owner, or '': shown, with the time it took its place, by inspect
+-- ARGV[8]  (with KEYS[5]) the claim id, or '' for none
+-- ARGV[9]  (with KEYS[5]) the holder record after its fence field (`"owner":"pod-a"}`), or ''
+--          for none: stored as `{"fence":<fence>,` .. ARGV[9]
 --
 -- A grant is announced on the channel `<KEYS[1]>:acquired`.
 --
@@ -35,15 +36,15 @@ local holder = redis.call('GET', KEYS[1])
 if holder then
   local ours = fence_text_of(holder, ARGV[1])
   if ours then
-    if KEYS[5] and ARGV[7] ~= '' then
-      redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[2])
+    if KEYS[5] and ARGV[8] ~= '' then
+      redis.call('SET', KEYS[5], ARGV[8], 'PX', ARGV[2])
     end
     leave_queue(KEYS[1], queue, live, member, now)
     return {2, tonumber(ours), redis.call('PTTL', KEYS[1])}
   end
 end
-local score = enqueue(queue, live, member, tonumber(ARGV[4]), tonumber(ARGV[5]), now,
-  tonumber(ARGV[6]))
+local score = enqueue(queue, live, member, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[7], time,
+  now, tonumber(ARGV[6]))
 if holder then
   return {4, redis.call('PTTL', KEYS[1]), redis.call('ZRANK', queue, member) + 1, score}
 end
@@ -60,11 +61,11 @@ redis.call('SET', KEYS[1], ARGV[1] .. '.' .. text, 'PX', ARGV[2])
 -- Announced to gateways watching the name (GET /locks/{name}/events).
 redis.call('PUBLISH', KEYS[1] .. ':acquired', '')
 if KEYS[5] then
-  if ARGV[7] ~= '' then
-    redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[2])
-  end
   if ARGV[8] ~= '' then
-    redis.call('SET', KEYS[6], holder_record(text, ARGV[8]), 'PX', ARGV[2])
+    redis.call('SET', KEYS[5], ARGV[8], 'PX', ARGV[2])
+  end
+  if ARGV[9] ~= '' then
+    redis.call('SET', KEYS[6], holder_record(text, ARGV[9]), 'PX', ARGV[2])
   end
 end
 return fence

@@ -5,7 +5,9 @@
 -- The queue is a sorted set of members `<gateway>:<waiter>` scored
 -- (9 - priority) * 2^44 + arrival (exact in a double: at most 10 * 2^44 < 2^53), and beside
 -- it a hash of each gateway's deadline (Redis TIME, ms) until which its waiters count as
--- alive, and the arrival counter, field `#seq` (gateway identities are hex: no clash).
+-- alive, the arrival counter, field `#seq`, and each member's description (see enqueue() in
+-- fair.lua), field the member itself (gateway identities are hex, members have a `:`: no
+-- clash).
 
 -- Redis TIME (the reply of redis.call('TIME')) in milliseconds.
 local function time_ms(time)
@@ -33,5 +35,6 @@ local function queue_head(queue, live, now)
       return head, gateway
     end
     redis.call('ZREM', queue, head)
+    redis.call('HDEL', live, head)
   end
 end

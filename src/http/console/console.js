@@ -258,6 +258,7 @@
       row.waiting = lock.waiting || 0;
       row.waiters = lock.waiters || [];
       row.queued = lock.queued;
+      row.queue = lock.queue || [];
       row.holdCount = lock.hold_count;
       row.sharedHolders = lock.shared_holders || [];
       if (lock.acquired_at) row.acquiredAt = Date.parse(lock.acquired_at);
@@ -422,6 +423,22 @@
       .join(', ');
   }
 
+  // The head of a fair lock's queue, every gateway's waiters in turn: each one's owner, its
+  // priority when it has one, `here` for this gateway's, and how long it has had its place.
+  function queueText(queue) {
+    if (!queue || !queue.length) return '—';
+    return queue
+      .map((place, i) => {
+        const notes = [];
+        if (place.priority > 0) notes.push('priority ' + place.priority);
+        if (place.here) notes.push('here');
+        return (i + 1) + '. ' + (place.owner || '(no owner)') +
+          (notes.length ? ' (' + notes.join(', ') + ')' : '') +
+          (place.waited_ms === undefined ? '' : ' ' + duration(place.waited_ms));
+      })
+      .join(', ');
+  }
+
   function ownerText(row) {
     if (row.mode === 'shared' && row.sharedHolders && row.sharedHolders.length) {
       return row.sharedHolders.map((holder) => holder.owner || '(no owner)').join(', ');
@@ -468,6 +485,7 @@
       const waitCell = cell(tr, String(waiting), 'num waiting-count', 'Waiting');
       if (lock.waiting > 0 || lock.queued > 0) waitCell.classList.add('waiting');
       cell(tr, waitersText(lock.waiters), 'owner waiters', 'Waiters here');
+      cell(tr, queueText(lock.queue), 'owner queue', 'Fair queue');
       revokeCell(tr, 'lock', lock);
       tr.addEventListener('click', () => {
         state.selected = state.selected === lock.name ? null : lock.name;

@@ -1,12 +1,14 @@
 //! What inspect and listing answer about a held lock (`GET /locks/{name}`, `GET /locks`).
 
+use std::time::SystemTime;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::{LockMode, expires_at, whole_number};
-use crate::backend::GrantView;
 use crate::backend::fence::granted_at;
+use crate::backend::{GrantView, QueuedWaiter};
 use crate::lock::wait::WaiterView;
 use crate::lock::{LockName, LockState, millis};
 
@@ -74,6 +76,11 @@ pub struct LockInfoBody {
     /// head of the queue, where they are skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued: Option<u32>,
+    /// The first 16 places of that queue whose gateway is alive, in order (the first is
+    /// next): each waiter's `owner` (where it sent one), priority, how long it has had its
+    /// place, and whether it waits in this gateway. Absent when none wait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue: Vec<QueuedBody>,
     /// `exclusive` (one holder: the fields above are its) or `shared` (readers hold it: each
     /// is in `shared_holders`, and `ttl_ms` is the longest's).
     #[serde(default = "exclusive")]
@@ -136,6 +143,7 @@ impl LockInfoBody {
             waiting: u64::try_from(state.waiting).unwrap_or(u64::MAX),
             waiters: state.waiters.into_iter().map(WaiterBody::new).collect(),
             queued: (state.queued > 0).then_some(state.queued),
+            queue: state.queue.into_iter().map(QueuedBody::new).collect(),
             mode,
             shared_holders: state.shared.into_iter().map(PermitBody::new).collect(),
         }
@@ -169,6 +177,37 @@ impl WaiterBody {
             metadata,
             waited_ms: millis(waiter.since.elapsed()),
             fair: waiter.fair,
+        }
+    }
+}
+
+/// A place in a lock's fair queue, as anyone may see it (any gateway's waiter).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QueuedBody {
+    /// The `owner` its waiter sent with its acquire, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The `priority` it asked, 0 to 9 (9 first).
+    #[schema(maximum = 9)]
+    pub priority: u8,
+    /// Milliseconds since it took its place, by Redis's clock against this gateway's
+    /// (informative); absent for a place an older lockgate took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
+    /// Its waiter waits in this gateway (it is then also among `waiters`).
+    #[serde(default)]
+    pub here: bool,
+}
+
+impl QueuedBody {
+    fn new(place: QueuedWaiter) -> Self {
+        Self {
+            owner: place.owner,
+            priority: place.priority,
+            waited_ms: place
+                .since
+                .map(|since| millis(SystemTime::now().duration_since(since).unwrap_or_default())),
+            here: place.here,
         }
     }
 }
