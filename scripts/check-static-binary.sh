@@ -46,8 +46,8 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# The root: the binary, and what distroless/static-debian12 has in /etc, as a pod sees it
-# (Kubernetes writes resolv.conf and hosts into every container).
+# The root: the binary, and what distroless/static-debian12 has in /etc but its CA bundle, as a
+# pod sees it (Kubernetes writes resolv.conf and hosts into every container).
 root=$work/root
 mkdir -p "$root/etc" "$root/tmp" "$root/dev"
 # The devices every container runtime makes (OCI runtime spec, "Default Devices").
@@ -60,10 +60,8 @@ echo "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin" >"$root/etc/pas
 echo "hosts: files dns" >"$root/etc/nsswitch.conf"
 echo "nameserver 127.0.0.1" >"$root/etc/resolv.conf"
 printf '127.0.0.1 localhost\n127.0.0.1 redis-by-hosts.lockgate.test\n' >"$root/etc/hosts"
-# The image's CA bundle (ca-certificates): the HTTP client behind `lockgate healthcheck` and
-# `lockgate run` will not start without any certificate to trust.
-mkdir -p "$root/etc/ssl/certs"
-cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
+# No CA bundle (distroless `static` has one, `scratch` has none): Redis over plain TCP and
+# `lockgate healthcheck` of a plain-HTTP gateway need none.
 
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \

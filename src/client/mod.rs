@@ -56,8 +56,14 @@ impl Client {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
+        let mut http = reqwest::Client::builder().default_headers(headers);
+        if base.starts_with("http://") {
+            // No TLS to verify: trust no certificate rather than load the system's, so that a
+            // plain-HTTP client starts where there is no CA bundle (an image built `FROM
+            // scratch`); the platform verifier refuses to start without one.
+            http = http.tls_certs_only(std::iter::empty());
+        }
+        let http = http
             .build()
             .map_err(|e| ClientError::Setup(format!("cannot set up an HTTP client: {e}")))?;
         Ok(Self::with_http(http, base))
