@@ -234,6 +234,31 @@ async fn the_memory_store_queues_as_redis_does() {
     in_order(&[&gw], "fair:memory", &arrivals(20, 1, true)).await;
 }
 
+/// Redis's clock, in seconds.
+fn redis_seconds(redis: &RedisServer) -> u64 {
+    let (secs, _): (u64, u64) = redis.query(&redis::cmd("TIME")).expect("TIME");
+    secs
+}
+
+/// A place in the queue of `name` written by hand, as `gateway`'s waiter 1 would take it at
+/// `score` (with no description: as an older lockgate takes it).
+fn place_by_hand(redis: &RedisServer, name: &str, gateway: &str, score: u64) {
+    let mut zadd = redis::cmd("ZADD");
+    zadd.arg(format!("lockgate:{{{name}}}:queue"))
+        .arg(score)
+        .arg(format!("{gateway}:1"));
+    let _: () = redis.query(&zadd).expect("ZADD");
+}
+
+/// Sets `gateway`'s liveness deadline for the queue of `name` to `secs` (Redis's clock).
+fn alive_until(redis: &RedisServer, name: &str, gateway: &str, secs: u64) {
+    let mut hset = redis::cmd("HSET");
+    hset.arg(format!("lockgate:{{{name}}}:queue:live"))
+        .arg(gateway)
+        .arg(secs * 1000);
+    let _: () = redis.query(&hset).expect("HSET");
+}
+
 /// An acquire that is not fair does not overtake a queue of live waiters, and a queue of
 /// waiters whose gateway is dead holds nothing up (written into Redis by hand: a member of a
 /// gateway whose deadline is far ahead, then one whose deadline has passed).
@@ -242,27 +267,9 @@ async fn unfair_acquires_do_not_overtake_a_live_queue() {
     let redis = RedisServer::start();
     let gw = Gateway::start(redis_config(&redis.url())).await;
     let name = "fair:overtake";
-    let (queue, live) = (
-        format!("lockgate:{{{name}}}:queue"),
-        format!("lockgate:{{{name}}}:queue:live"),
-    );
-    let (secs, _): (u64, u64) = redis.query(&redis::cmd("TIME")).expect("TIME");
-    let _: () = redis
-        .query(
-            redis::cmd("ZADD")
-                .arg(&queue)
-                .arg(1)
-                .arg("feedfacefeedface:1"),
-        )
-        .expect("ZADD");
-    let _: () = redis
-        .query(
-            redis::cmd("HSET")
-                .arg(&live)
-                .arg("feedfacefeedface")
-                .arg((secs + 60) * 1000),
-        )
-        .expect("HSET");
+    let secs = redis_seconds(&redis);
+    place_by_hand(&redis, name, "feedfacefeedface", 1);
+    alive_until(&redis, name, "feedfacefeedface", secs + 60);
     let locks = gw.locks();
     for body in [json!({}), json!({"fair": true}), json!({"wait_ms": 300})] {
         let problem = locks
@@ -274,14 +281,7 @@ async fn unfair_acquires_do_not_overtake_a_live_queue() {
             "{body}: {problem:?}"
         );
     }
-    let _: () = redis
-        .query(
-            redis::cmd("HSET")
-                .arg(&live)
-                .arg("feedfacefeedface")
-                .arg((secs - 1) * 1000),
-        )
-        .expect("HSET");
+    alive_until(&redis, name, "feedfacefeedface", secs - 1);
     let grant = locks.acquire(name, json!({})).await;
     assert_eq!(
         grant.status(),
@@ -575,28 +575,14 @@ async fn inspect_shows_the_fleets_queue() {
     until_queued(&b, name, 3).await;
     // Written by hand: a place of a dead gateway at the very head, and one of a live gateway
     // an older lockgate took (no description) at the very end.
-    let (secs, _): (u64, u64) = redis.query(&redis::cmd("TIME")).expect("TIME");
+    let secs = redis_seconds(&redis);
     let hand_written = [
         ("0000dead0000dead", 0u64, secs - 1),
         ("feedfacefeedface", 9 << 44 | 1 << 40, secs + 60),
     ];
     for (gateway, score, deadline) in hand_written {
-        let _: () = redis
-            .query(
-                redis::cmd("ZADD")
-                    .arg(&queue)
-                    .arg(score)
-                    .arg(format!("{gateway}:1")),
-            )
-            .expect("ZADD");
-        let _: () = redis
-            .query(
-                redis::cmd("HSET")
-                    .arg(&live)
-                    .arg(gateway)
-                    .arg(deadline * 1000),
-            )
-            .expect("HSET");
+        place_by_hand(&redis, name, gateway, score);
+        alive_until(&redis, name, gateway, deadline);
     }
 
     let seen = places(&a, name).await;
@@ -647,14 +633,7 @@ async fn inspect_shows_the_fleets_queue() {
         "{fields:?} {members:?}"
     );
 
-    let _: () = redis
-        .query(
-            redis::cmd("HSET")
-                .arg(&live)
-                .arg("feedfacefeedface")
-                .arg((secs - 1) * 1000),
-        )
-        .expect("HSET");
+    alive_until(&redis, name, "feedfacefeedface", secs - 1);
     a.locks().release(name, &holder).await.done(204);
     let (second, third) = (second.await.expect("task"), third.await.expect("task"));
     assert!(second < third, "granted in queue order");
