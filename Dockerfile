@@ -11,7 +11,8 @@ FROM rust:1.95-bookworm AS build
 # build.rs reads it (src/build_info.rs): `lockgate --version`, `lockgate_build_info`.
 ARG LOCKGATE_BUILD_REVISION=unknown
 WORKDIR /src
-# Cargo needs every target the manifest names (the integration tests, the examples).
+# Cargo needs every target the manifest names (the integration tests, the examples) and the
+# workspace's other member (the simulated Redis of the tests, sim/redis).
 COPY Cargo.toml Cargo.lock build.rs ./
 # The allocator's settings and the release binary's link (.cargo/config.toml, link/cc.sh).
 COPY .cargo ./.cargo
@@ -19,6 +20,7 @@ COPY link ./link
 COPY src ./src
 COPY tests ./tests
 COPY examples ./examples
+COPY sim ./sim
 COPY scripts/build-static.sh ./scripts/
 # jemalloc builds from C source with the image's cc and make; link/cc.sh uses its nm and c++filt.
 # A fully static binary (glibc linked in): scripts/build-static.sh says how, and

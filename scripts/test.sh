@@ -114,8 +114,10 @@ case " $servers " in
     ;;
 esac
 
-# Unit tests and doc tests once; the end-to-end suite once per server.
+# Unit tests and doc tests once (lockgate's and the simulated Redis's, sim/redis); the
+# end-to-end suite once per server.
 cargo test --locked --lib --bins "$@"
+cargo test --locked -p sim-redis --lib "$@"
 for server in $servers; do
     echo "== end-to-end tests on $server ($("$server-server" --version | head -n 1))" >&2
     LOCKGATE_TEST_SERVER=$server cargo test --locked --test it "$@"

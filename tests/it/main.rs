@@ -27,6 +27,8 @@
 //! * `metrics`: the Prometheus metrics.
 //! * `limits`: the concurrency limit, the request timeout, large requests.
 //! * `max_hold`: bounded holds (`max_hold_ms`, `--max-hold`).
+//! * `simulated_redis`: the simulated Redis of the deterministic simulation (sim/redis)
+//!   against a real Redis or Valkey: the same replies to what gateways really sent.
 //! * `min_hold`: minimum holds (`min_hold_ms`, `lockgate run --min-hold`): once per schedule.
 //! * `reentrant`: reentrant locks (`reentrant: true`, `hold_count`).
 //! * `shutdown`: graceful shutdown of the real binary.
@@ -89,5 +91,6 @@ mod rwlocks;
 mod security;
 mod semaphores;
 mod shutdown;
+mod simulated_redis;
 mod traces;
 mod waiting;

@@ -46,10 +46,11 @@ impl ClockOffset {
         let library = shim()?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let file = dir.path().join("offset");
-        std::fs::write(&file, 0i64.to_ne_bytes()).map_err(|e| e.to_string())?;
+        std::fs::write(&file, [0u8; 16]).map_err(|e| e.to_string())?;
         let env = vec![
             ("LD_PRELOAD".to_owned(), library.display().to_string()),
             ("CLOCK_SHIM_FILE".to_owned(), file.display().to_string()),
+            ("CLOCK_SHIM_POSIX_MONOTONIC".to_owned(), "1".to_owned()),
         ];
         Ok((Self { _dir: dir, file }, env))
     }
@@ -65,5 +66,17 @@ impl ClockOffset {
         file.seek(std::io::SeekFrom::Start(0)).expect("seek");
         file.write_all(&micros.to_ne_bytes())
             .expect("write the offset");
+    }
+
+    /// Stops the server's wall clock at `micros` since the epoch (until set again).
+    pub fn freeze_at(&self, micros: i64) {
+        use std::io::{Seek, Write};
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.file)
+            .expect("open the offset file");
+        file.seek(std::io::SeekFrom::Start(8)).expect("seek");
+        file.write_all(&micros.to_ne_bytes())
+            .expect("write the frozen time");
     }
 }

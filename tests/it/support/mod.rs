@@ -7,6 +7,7 @@ pub mod clock;
 pub mod gateway;
 pub mod history;
 pub mod keys;
+pub mod monitor;
 pub mod postgres;
 pub mod process;
 pub mod proxy;

@@ -1,0 +1,359 @@
+//! The server: connections over any byte stream (an in-memory duplex in the simulation, no
+//! socket of the OS), each read command run whole under one lock, and the replies and
+//! published messages written in the order the commands ran.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
+use tokio::sync::mpsc;
+
+use crate::clock::Clock;
+use crate::commands::{Data, Flavor, parse_i64, upper};
+use crate::keyspace::Entry;
+use crate::pubsub::ConnId;
+use crate::resp::{self, Frame};
+use crate::scripting::Scripting;
+
+/// Commands Redis 7.0 does not have, answered as Redis 7.0 answers them (lockgate asks for
+/// them on servers that have them).
+const NOT_IN_REDIS_7_0: &[&str] = &["DELIFEQ", "DELEX"];
+
+#[derive(Debug)]
+struct Node {
+    data: Data,
+    scripting: Scripting,
+    next_conn: ConnId,
+}
+
+/// A simulated Redis server. Clones share it.
+#[derive(Debug, Clone)]
+pub struct Server {
+    node: Arc<Mutex<Node>>,
+}
+
+/// What a command asks of its connection besides its reply.
+enum Then {
+    Reply(Frame),
+    /// `WAIT` with replicas the server does not have: the reply after `timeout` (never, for 0).
+    Block {
+        timeout: Option<Duration>,
+        reply: Frame,
+    },
+    Close(Frame),
+    /// A subscription's confirmations, queued as they were made: no reply of its own.
+    Nothing,
+}
+
+impl Server {
+    /// A server whose clock is `clock`, with Redis 7.0's manners.
+    pub fn new(clock: Clock) -> Self {
+        Self::with_flavor(clock, Flavor::Redis7)
+    }
+
+    /// A server whose clock is `clock`, writing doubles as `flavor` says.
+    pub fn with_flavor(clock: Clock, flavor: Flavor) -> Self {
+        Self {
+            node: Arc::new(Mutex::new(Node {
+                data: Data {
+                    clock,
+                    flavor,
+                    ..Data::default()
+                },
+                scripting: Scripting::new(),
+                next_conn: 0,
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Node> {
+        self.node.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.lock().data.clock.clone()
+    }
+
+    /// A new client connection: the client's end of an in-memory stream whose other end this
+    /// server serves (on a task of the current runtime).
+    pub fn connect(&self) -> DuplexStream {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(self.clone().serve(server));
+        client
+    }
+
+    /// Every live key and its entry, for comparing with another server's.
+    pub fn snapshot(&self) -> BTreeMap<Vec<u8>, Entry> {
+        let mut node = self.lock();
+        let now = node.data.clock.now_ms();
+        node.data.db.snapshot(now)
+    }
+
+    /// Commands the simulation was asked for and does not have, in the order asked.
+    pub fn gaps(&self) -> Vec<String> {
+        self.lock().data.gaps.clone()
+    }
+
+    /// A restart without persistence: every key and cached script forgotten.
+    pub fn forget_everything(&self) {
+        let mut node = self.lock();
+        node.data.db.clear();
+        node.scripting.flush();
+    }
+
+    /// Serves one connection until the client closes it or sends `QUIT`.
+    pub async fn serve<S>(self, stream: S)
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (mut reader, mut writer) = tokio::io::split(stream);
+        let (outbox, mut outgoing) = mpsc::unbounded_channel::<Frame>();
+        let conn = {
+            let mut node = self.lock();
+            let conn = node.next_conn;
+            node.next_conn += 1;
+            node.data.pubsub.open(conn, outbox);
+            conn
+        };
+        let write = async move {
+            let mut bytes = Vec::new();
+            while let Some(frame) = outgoing.recv().await {
+                bytes.clear();
+                frame.encode(&mut bytes);
+                if writer.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+            let _ = writer.shutdown().await;
+        };
+        let server = self.clone();
+        let read = async move {
+            let mut buf = Vec::new();
+            let mut chunk = vec![0u8; 16 * 1024];
+            'reading: loop {
+                loop {
+                    let (frame, used) = match resp::parse(&buf) {
+                        Ok(Some(parsed)) => parsed,
+                        Ok(None) => break,
+                        Err(e) => {
+                            server
+                                .reply(conn, Frame::error(format!("ERR Protocol error: {}", e.0)));
+                            break 'reading;
+                        }
+                    };
+                    buf.drain(..used);
+                    match server.execute(conn, frame) {
+                        Then::Reply(reply) => server.reply(conn, reply),
+                        Then::Block { timeout, reply } => {
+                            match timeout {
+                                Some(timeout) => tokio::time::sleep(timeout).await,
+                                None => std::future::pending::<()>().await,
+                            }
+                            server.reply(conn, reply);
+                        }
+                        Then::Nothing => {}
+                        Then::Close(reply) => {
+                            server.reply(conn, reply);
+                            break 'reading;
+                        }
+                    }
+                }
+                match reader.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            // Closing the outbox lets the writer finish what is queued, then shut down.
+            server.lock().data.pubsub.close(conn);
+        };
+        let writer = tokio::spawn(write);
+        read.await;
+        let _ = writer.await;
+    }
+
+    fn reply(&self, conn: ConnId, frame: Frame) {
+        self.lock().data.pubsub.send(conn, frame);
+    }
+
+    /// Runs one command and queues its reply, under the lock, so that what it publishes and
+    /// what it answers are ordered with every other command.
+    fn execute(&self, conn: ConnId, frame: Frame) -> Then {
+        let mut node = self.lock();
+        let args: Vec<Vec<u8>> = match frame {
+            Frame::Array(items) if !items.is_empty() => {
+                let mut args = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        Frame::Bulk(bytes) => args.push(bytes),
+                        _ => {
+                            return Then::Close(Frame::error(
+                                "ERR Protocol error: expected a bulk string",
+                            ));
+                        }
+                    }
+                }
+                args
+            }
+            _ => return Then::Close(Frame::error("ERR Protocol error: expected an array")),
+        };
+        let name = upper(&args[0]);
+        let rest = &args[1..];
+        let Node {
+            data, scripting, ..
+        } = &mut *node;
+        let subscribed = data.pubsub.count(conn) > 0;
+        if subscribed
+            && ![
+                "SUBSCRIBE",
+                "PSUBSCRIBE",
+                "UNSUBSCRIBE",
+                "PUNSUBSCRIBE",
+                "PING",
+                "QUIT",
+                "RESET",
+            ]
+            .contains(&name.as_str())
+        {
+            return Then::Reply(Frame::error(format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                name.to_ascii_lowercase()
+            )));
+        }
+        let reply = match name.as_str() {
+            "PING" if subscribed => Frame::Array(vec![
+                Frame::bulk("pong"),
+                Frame::bulk(rest.first().map(Vec::as_slice).unwrap_or_default()),
+            ]),
+            "PING" => match rest.first() {
+                None => Frame::Simple("PONG".into()),
+                Some(text) => Frame::bulk(text),
+            },
+            "ECHO" if rest.len() == 1 => Frame::bulk(&rest[0]),
+            "QUIT" => return Then::Close(Frame::ok()),
+            "SELECT" if rest.len() == 1 => match parse_i64(&rest[0]) {
+                Some(0) => Frame::ok(),
+                Some(_) => data.not_simulated("SELECT of a database other than 0".into()),
+                None => Frame::error("ERR value is not an integer or out of range"),
+            },
+            "CLIENT" => match rest.first().map(|s| upper(s)).as_deref() {
+                Some("SETNAME") => Frame::ok(),
+                Some("SETINFO") => {
+                    Frame::error("ERR unknown subcommand 'SETINFO'. Try CLIENT HELP.")
+                }
+                _ => data.not_simulated("CLIENT subcommands other than SETNAME".into()),
+            },
+            "WAIT" if rest.len() == 2 => {
+                let (Some(replicas), Some(timeout)) = (parse_i64(&rest[0]), parse_i64(&rest[1]))
+                else {
+                    return Then::Reply(Frame::error(
+                        "ERR value is not an integer or out of range",
+                    ));
+                };
+                if replicas <= 0 {
+                    Frame::Integer(0)
+                } else {
+                    return Then::Block {
+                        timeout: (timeout > 0).then(|| Duration::from_millis(timeout as u64)),
+                        reply: Frame::Integer(0),
+                    };
+                }
+            }
+            "SUBSCRIBE" | "PSUBSCRIBE" if !rest.is_empty() => {
+                let pattern = name == "PSUBSCRIBE";
+                let kind = if pattern { "psubscribe" } else { "subscribe" };
+                for channel in rest {
+                    data.pubsub.subscribe(conn, channel, pattern);
+                    let count = data.pubsub.count(conn) as i64;
+                    data.pubsub.send(
+                        conn,
+                        Frame::Array(vec![
+                            Frame::bulk(kind),
+                            Frame::bulk(channel),
+                            Frame::Integer(count),
+                        ]),
+                    );
+                }
+                return Then::Nothing;
+            }
+            "UNSUBSCRIBE" | "PUNSUBSCRIBE" => {
+                let pattern = name == "PUNSUBSCRIBE";
+                let kind = if pattern {
+                    "punsubscribe"
+                } else {
+                    "unsubscribe"
+                };
+                let names = if rest.is_empty() {
+                    if pattern {
+                        data.pubsub.patterns_of(conn)
+                    } else {
+                        data.pubsub.channels_of(conn)
+                    }
+                } else {
+                    rest.to_vec()
+                };
+                if names.is_empty() {
+                    data.pubsub.send(
+                        conn,
+                        Frame::Array(vec![
+                            Frame::bulk(kind),
+                            Frame::Nil,
+                            Frame::Integer(data.pubsub.count(conn) as i64),
+                        ]),
+                    );
+                }
+                for channel in names {
+                    data.pubsub.unsubscribe(conn, &channel, pattern);
+                    let count = data.pubsub.count(conn) as i64;
+                    data.pubsub.send(
+                        conn,
+                        Frame::Array(vec![
+                            Frame::bulk(kind),
+                            Frame::bulk(&channel),
+                            Frame::Integer(count),
+                        ]),
+                    );
+                }
+                return Then::Nothing;
+            }
+            "EVAL" | "EVALSHA" if rest.len() >= 2 => {
+                scripting.eval(data, name == "EVALSHA", &rest[0], &rest[1..])
+            }
+            "SCRIPT" if !rest.is_empty() => match upper(&rest[0]).as_str() {
+                "LOAD" if rest.len() == 2 => match scripting.load(&rest[1]) {
+                    Ok(sha) => Frame::bulk(sha),
+                    Err(e) => e,
+                },
+                "EXISTS" if rest.len() >= 2 => Frame::Array(
+                    rest[1..]
+                        .iter()
+                        .map(|sha| Frame::Integer(i64::from(scripting.exists(sha))))
+                        .collect(),
+                ),
+                "FLUSH" => {
+                    scripting.flush();
+                    Frame::ok()
+                }
+                other => {
+                    let other = other.to_owned();
+                    data.not_simulated(format!("SCRIPT {other}"))
+                }
+            },
+            _ if NOT_IN_REDIS_7_0.contains(&name.as_str()) => {
+                let mut text = format!(
+                    "ERR unknown command '{}', with args beginning with: ",
+                    String::from_utf8_lossy(&args[0])
+                );
+                for arg in rest {
+                    text.push_str(&format!("'{}' ", String::from_utf8_lossy(arg)));
+                }
+                Frame::error(text)
+            }
+            _ => match data.run(&name, rest) {
+                Some(reply) => reply,
+                None => data.not_simulated(name.clone()),
+            },
+        };
+        Then::Reply(reply)
+    }
+}
