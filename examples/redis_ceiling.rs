@@ -127,6 +127,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         metrics: Arc::default(),
         reconnected: Arc::default(),
         data_loss: None,
+        transport: None,
     })?);
     let client = redis::Client::open(url.as_str())?;
     let mut conn = client.get_multiplexed_async_connection().await?;

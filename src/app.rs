@@ -40,18 +40,33 @@ pub enum StartupError {
     Random(getrandom::Error),
 }
 
+/// What an embedder puts in place of a default, beside the configuration (flags cannot say
+/// it): how Redis connections travel. The deterministic simulation is the one embedder that
+/// sets anything here.
+#[derive(Debug, Clone, Default)]
+pub struct Wiring {
+    /// The transport of the connections to every `redis://` node (a standalone server, each
+    /// Redlock node): redis-rs's own TCP when `None`.
+    pub redis_transport: Option<Arc<dyn crate::backend::redis::transport::Transport>>,
+}
+
 /// Builds the lock service the configuration describes. Connecting to Redis happens on first
 /// use, so this succeeds while Redis is still starting; readiness tells when it is reachable.
 pub fn build_service(
     config: &Config,
     metrics: &Arc<Metrics>,
     reconnected: &Arc<Notify>,
+    wiring: &Wiring,
 ) -> Result<LockService, StartupError> {
     // Shared by the service, which counts every lease, and each node's data-loss guard, which
     // writes the longest into the node's marker.
     let longest = Arc::new(LongestLease::default());
     let redis = |target: RedisTarget, timeout: Duration| {
         crate::tls::install_crypto_provider();
+        let transport = match &target {
+            RedisTarget::Url(_) => wiring.redis_transport.clone(),
+            _ => None,
+        };
         let options = RedisOptions {
             target,
             key_prefix: config.key_prefix.clone(),
@@ -68,6 +83,7 @@ pub fn build_service(
                 longest: longest.clone(),
                 metrics: metrics.clone(),
             }),
+            transport,
         };
         RedisBackend::new(options).map_err(|e| match e {
             BackendError::Config(message) => StartupError::Config(message),
@@ -146,9 +162,14 @@ pub struct Assembled {
 
 /// Assembles the service, the router and the serving options a configuration describes.
 pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
+    assemble_with(config, &Wiring::default())
+}
+
+/// [`assemble`], with an embedder's [`Wiring`].
+pub fn assemble_with(config: &Config, wiring: &Wiring) -> Result<Assembled, StartupError> {
     let metrics = Arc::new(Metrics::new(&crate::http::lease_kinds()));
     let reconnected = Arc::new(Notify::new());
-    let service = Arc::new(build_service(config, &metrics, &reconnected)?);
+    let service = Arc::new(build_service(config, &metrics, &reconnected, wiring)?);
     let traces = Tracing::from_env().map_err(StartupError::Config)?;
     let guards = Guards {
         backend: service.backend().clone(),

@@ -29,6 +29,8 @@
 //! * `max_hold`: bounded holds (`max_hold_ms`, `--max-hold`).
 //! * `simulated_redis`: the simulated Redis of the deterministic simulation (sim/redis)
 //!   against a real Redis or Valkey: the same replies to what gateways really sent.
+//! * `simulation`: the deterministic simulation's world: gateways over a simulated Redis on one
+//!   paused runtime per seed, the history judged afterwards.
 //! * `min_hold`: minimum holds (`min_hold_ms`, `lockgate run --min-hold`): once per schedule.
 //! * `reentrant`: reentrant locks (`reentrant: true`, `hold_count`).
 //! * `shutdown`: graceful shutdown of the real binary.
@@ -92,5 +94,6 @@ mod security;
 mod semaphores;
 mod shutdown;
 mod simulated_redis;
+mod simulation;
 mod traces;
 mod waiting;

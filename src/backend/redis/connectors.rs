@@ -13,6 +13,7 @@ use super::connection::{Connect, ConnectFailure, Opened};
 use super::features::{self, NativeCommands};
 use super::scripts;
 use super::source::NodeSource;
+use super::transport;
 use crate::backend::BackendError;
 use crate::backend::data_loss::{DataLossGuard, Marker};
 use redis::aio::ConnectionLike;
@@ -84,8 +85,7 @@ impl Connect for NodeConnector {
             error,
             refused: false,
         })?;
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&self.config)
+        let mut conn = transport::multiplexed(&client, &self.config, self.source.transport())
             .await
             .map_err(|e| ConnectFailure::of(&e))?;
         let replies: Vec<redis::Value> = self

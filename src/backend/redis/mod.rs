@@ -65,6 +65,7 @@ mod sentinel;
 mod setup;
 mod source;
 mod store;
+pub mod transport;
 
 pub use features::NativeCommands;
 pub use grants::{GrantSetScripts, OwnScripts};

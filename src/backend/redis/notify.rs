@@ -430,14 +430,14 @@ impl Connection {
     /// Opens the pub/sub connection and finds out which channels to use.
     async fn open(&self) -> Result<(redis::aio::PubSub, Mode), crate::backend::BackendError> {
         let client = self.source.client().await?;
-        let mode = if self.keyspace_allowed && keyspace_enabled(&client).await {
+        let transport = self.source.transport();
+        let mode = if self.keyspace_allowed && keyspace_enabled(&client, transport).await {
             let db = client.get_connection_info().redis_settings().db();
             Mode::Keyspace(format!("__keyspace@{db}__:"))
         } else {
             Mode::Released
         };
-        let pubsub = client
-            .get_async_pubsub()
+        let pubsub = super::transport::pubsub(&client, transport)
             .await
             .map_err(|e| classify_connect(&e))?;
         Ok((pubsub, mode))
@@ -571,8 +571,12 @@ impl Connection {
 }
 
 /// Whether the server publishes keyspace notifications of generic commands (`DEL`).
-async fn keyspace_enabled(client: &redis::Client) -> bool {
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+async fn keyspace_enabled(
+    client: &redis::Client,
+    transport: Option<&dyn super::transport::Transport>,
+) -> bool {
+    let config = redis::AsyncConnectionConfig::new();
+    let Ok(mut conn) = super::transport::multiplexed(client, &config, transport).await else {
         return false;
     };
     let flags: redis::RedisResult<(String, String)> = redis::cmd("CONFIG")

@@ -97,10 +97,10 @@ impl DedicatedPool {
             Some(found) => found,
             None => {
                 let client = self.source.client().await?;
-                let conn = client
-                    .get_multiplexed_async_connection_with_config(&self.config)
-                    .await
-                    .map_err(|e| classify_connect(&e))?;
+                let conn =
+                    super::transport::multiplexed(&client, &self.config, self.source.transport())
+                        .await
+                        .map_err(|e| classify_connect(&e))?;
                 (current, generation, conn)
             }
         };

@@ -17,6 +17,7 @@ use super::notify::Notifier;
 use super::pool::DedicatedPool;
 use super::sentinel::MasterTracker;
 use super::source::NodeSource;
+use super::transport::Transport;
 use super::{Commands, DataLossWatch, RedisBackend, Waits};
 use crate::backend::BackendError;
 use crate::backend::data_loss::{DataLossGuard, DataLossOptions, RangeGuards};
@@ -62,6 +63,9 @@ pub struct RedisOptions {
     /// The guard against a node that forgot its data (see `backend::data_loss`): `None` for
     /// none.
     pub data_loss: Option<DataLossOptions>,
+    /// How connections reach the node of a `redis://` target, when not over redis-rs's own TCP
+    /// (see [`super::transport`]; Sentinel and Cluster have none).
+    pub transport: Option<Arc<dyn Transport>>,
 }
 
 impl RedisBackend {
@@ -167,6 +171,7 @@ impl RedisBackend {
                     node,
                     options.ca_certificates.as_deref(),
                     options.timeout,
+                    options.transport.clone(),
                 )?);
                 let connector = NodeConnector {
                     source: source.clone(),
@@ -214,10 +219,19 @@ impl RedisBackend {
         target: RedisTarget,
         ca: Option<&[u8]>,
         timeout: Duration,
+        transport: Option<Arc<dyn Transport>>,
     ) -> Result<NodeSource, BackendError> {
+        if transport.is_some() && !matches!(target, RedisTarget::Url(_)) {
+            return Err(BackendError::Config(
+                "a transport of its own is for a redis:// target only".into(),
+            ));
+        }
         match target {
             RedisTarget::Url(url) => open_client(url.as_str(), ca)
-                .map(NodeSource::Direct)
+                .map(|client| match transport {
+                    Some(transport) => NodeSource::Carried { client, transport },
+                    None => NodeSource::Direct(client),
+                })
                 .map_err(|e| unusable("the redis url is not usable", e)),
             RedisTarget::Sentinel {
                 sentinels,
@@ -305,6 +319,7 @@ mod tests {
             ca_certificates: None,
             metrics: Arc::default(),
             reconnected: Arc::default(),
+            transport: None,
             data_loss: None,
         };
         assert!(RedisBackend::new(options).is_err());

@@ -7,14 +7,23 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use std::sync::Arc;
+
 use redis::Client;
 
 use super::sentinel::MasterTracker;
+use super::transport::Transport;
 use crate::backend::BackendError;
 
 pub enum NodeSource {
     /// One server, always the same.
     Direct(Client),
+    /// One server, always the same, reached over a transport of the embedder's (see
+    /// [`super::transport`]): the simulation's in-memory network.
+    Carried {
+        client: Client,
+        transport: Arc<dyn Transport>,
+    },
     /// The master the Sentinels name for a group.
     Sentinel(MasterTracker),
     /// Any of several nodes, tried in turn: each call moves to the next, so a reconnect after a
@@ -29,6 +38,11 @@ impl std::fmt::Debug for NodeSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Direct(client) => f.debug_tuple("Direct").field(client).finish(),
+            Self::Carried { client, transport } => f
+                .debug_struct("Carried")
+                .field("client", client)
+                .field("transport", transport)
+                .finish(),
             Self::Sentinel(tracker) => f
                 .debug_struct("Sentinel")
                 .field("generation", &tracker.generation())
@@ -45,7 +59,7 @@ impl NodeSource {
     /// A client for the node to use now.
     pub async fn client(&self) -> Result<Client, BackendError> {
         match self {
-            Self::Direct(client) => Ok(client.clone()),
+            Self::Direct(client) | Self::Carried { client, .. } => Ok(client.clone()),
             Self::Sentinel(tracker) => tracker.master().await,
             Self::AnyOf { clients, next } => {
                 let index = next.fetch_add(1, Ordering::Relaxed) % clients.len().max(1);
@@ -59,6 +73,14 @@ impl NodeSource {
 }
 
 impl NodeSource {
+    /// The transport connections to the node go over, when not redis-rs's own TCP.
+    pub fn transport(&self) -> Option<&dyn Transport> {
+        match self {
+            Self::Carried { transport, .. } => Some(transport.as_ref()),
+            _ => None,
+        }
+    }
+
     /// How many times the node moved (a Sentinel failover) so far; connections opened in an
     /// older generation are replaced. Always 0 for a fixed node.
     pub fn generation(&self) -> u64 {

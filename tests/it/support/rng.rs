@@ -22,6 +22,11 @@ impl Rng {
         Self(seed)
     }
 
+    /// Seeded with `seed` (a simulation's, which prints it itself).
+    pub fn from_seed(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+
     /// A number below `below` (0 when `below` is 0).
     pub fn next(&mut self, below: u64) -> u64 {
         self.0 ^= self.0 >> 12;

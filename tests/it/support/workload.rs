@@ -415,7 +415,7 @@ pub fn outcome_of<T: serde::Serialize>(reply: Reply<T>, expect: Expect) -> Outco
 }
 
 /// What `status` and `body` say happened, for an answer of the kind `expect`.
-fn judge(status: u16, body: &Value, expect: Expect) -> Outcome {
+pub fn judge(status: u16, body: &Value, expect: Expect) -> Outcome {
     let kind = body["type"]
         .as_str()
         .and_then(|t| t.rsplit('/').next())
