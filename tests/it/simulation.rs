@@ -2,14 +2,18 @@
 //! redis-rs) over a simulated Redis (sim/redis) reached through an in-memory network, clients
 //! calling the gateways' routers in-process, everything on one paused tokio runtime per seed,
 //! whose clock is the simulated time. The seed picks every client's steps (names, ttls, waits,
-//! holds, renewals, releases, hang-ups); the history is judged afterwards by the fault suite's
-//! checker, and with the clients stopped and every lease over, nothing may be left in Redis
-//! but the per-slot fence counter and the node's marker.
+//! holds, sometimes past the lease, renewals, releases) and a nemesis's faults, one at a time
+//! for 7 of the 10 simulated seconds: delays, partitions, lost replies (the command ran, its
+//! answer cut), pauses (SIGSTOP), restarts with and without data, and refusals (`BUSY`, `OOM`,
+//! `TRYAGAIN`, `LOADING`). The history is judged afterwards by the fault suite's checker (after
+//! a data loss: no overlap, fences increasing, no 5xx but 503; holders may find their lock gone)
+//! and, with every lease over, nothing may be left in Redis but the per-slot fence counter and
+//! the node's marker.
 //!
-//! What is not simulated yet (see docs/development.md, "The deterministic simulation"): faults
-//! (delays, drops, partitions, pauses, restarts, clock steps, lost replies), replicas and
-//! Redlock; and a run is not yet reproducible byte for byte (tokens come from the OS, tokio's
-//! `select!` picks branches at random).
+//! `LOCKGATE_SIM_SEED=n` replays one seed, `LOCKGATE_SIM_SEEDS=a..b` runs a range; a failing
+//! seed prints the line that replays it. Not simulated yet (docs/development.md, "The
+//! deterministic simulation"): clock steps, replicas and `WAIT`, Redlock, the other kinds of
+//! lease; and a run is not yet reproducible byte for byte.
 
 use std::collections::HashMap;
 use std::io;
@@ -23,6 +27,8 @@ use lockgate::backend::redis::transport::{Opening, Stream, Transport};
 use lockgate::http::App;
 use serde_json::{Value, json};
 use sim_redis::{Clock, Server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::sync::watch;
 use tower::ServiceExt;
 
 use crate::support::gateway::redis_config;
@@ -36,25 +42,183 @@ const REDIS: &str = "sim-redis-1:6379";
 /// Where the simulated wall clock starts (an instant in 2027).
 const EPOCH_US: i64 = 1_800_000_000_000_000;
 
-/// The simulation's network: a node's address, its simulated server.
+/// The network's faults of the moment (the nemesis sets them).
 #[derive(Debug, Default)]
-struct Network {
-    nodes: Mutex<HashMap<String, Server>>,
+struct Weather {
+    /// Each chunk's delay, each way.
+    delay: Duration,
+    /// Replies to lose: the connection that would carry one is cut instead, after the command
+    /// ran.
+    lose_replies: u32,
+    /// No new connection goes through.
+    partitioned: bool,
 }
 
-impl Transport for Network {
-    fn open(&self, address: &str) -> Opening {
-        let server = self.nodes.lock().expect("network").get(address).cloned();
-        Box::pin(async move {
-            match server {
-                Some(server) => Ok(Box::new(server.connect()) as Box<dyn Stream>),
-                None => Err(io::Error::new(
-                    io::ErrorKind::ConnectionRefused,
-                    "no simulated node at this address",
-                )),
-            }
+/// The simulation's network: a node's address, its simulated server; every connection goes
+/// through a pump that delays, cuts and loses replies as the weather says.
+#[derive(Debug)]
+struct Network {
+    nodes: Mutex<HashMap<String, Server>>,
+    weather: Mutex<Weather>,
+    /// Increased at each partition: connections opened before are cut.
+    cuts: watch::Sender<u64>,
+}
+
+impl Network {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            nodes: Mutex::default(),
+            weather: Mutex::default(),
+            cuts: watch::Sender::new(0),
         })
     }
+
+    fn weather(&self) -> std::sync::MutexGuard<'_, Weather> {
+        self.weather.lock().expect("weather")
+    }
+
+    /// A partition: every connection cut, none opened, until [`Network::heal`].
+    fn partition(&self) {
+        self.weather().partitioned = true;
+        self.cuts.send_modify(|cut| *cut += 1);
+    }
+
+    fn heal(&self) {
+        *self.weather() = Weather::default();
+    }
+}
+
+/// The transport the gateways are wired with: the network itself.
+#[derive(Debug)]
+struct Links(Arc<Network>);
+
+impl Transport for Links {
+    fn open(&self, address: &str) -> Opening {
+        let network = self.0.clone();
+        let server = network.nodes.lock().expect("network").get(address).cloned();
+        Box::pin(async move {
+            let server = match server {
+                Some(server) if !network.weather().partitioned => server,
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionRefused,
+                        "the simulated node is not reachable",
+                    ));
+                }
+            };
+            let (client, near) = tokio::io::duplex(64 * 1024);
+            let far = server.connect();
+            tokio::spawn(pump(near, far, network));
+            Ok(Box::new(client) as Box<dyn Stream>)
+        })
+    }
+}
+
+/// Carries a connection's bytes both ways, each chunk after the weather's delay, until either
+/// end closes, a partition cuts it, or a reply to lose comes.
+async fn pump(near: DuplexStream, far: DuplexStream, network: Arc<Network>) {
+    let mut cuts = network.cuts.subscribe();
+    let (mut near_read, mut near_write) = tokio::io::split(near);
+    let (mut far_read, mut far_write) = tokio::io::split(far);
+    let delay = |network: &Network| network.weather().delay;
+    let up = async {
+        let mut chunk = vec![0u8; 16 * 1024];
+        loop {
+            let n = match near_read.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            tokio::time::sleep(delay(&network)).await;
+            if far_write.write_all(&chunk[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    let down = async {
+        let mut chunk = vec![0u8; 16 * 1024];
+        loop {
+            let n = match far_read.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            {
+                let mut weather = network.weather();
+                if weather.lose_replies > 0 {
+                    weather.lose_replies -= 1;
+                    return;
+                }
+            }
+            tokio::time::sleep(delay(&network)).await;
+            if near_write.write_all(&chunk[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = cuts.changed() => {}
+        _ = up => {}
+        _ = down => {}
+    }
+}
+
+/// Faults, one at a time, each for a while, as the seed says, until `until`; then all healed.
+/// Returns what it did, in order.
+async fn nemesis(
+    mut rng: Rng,
+    network: Arc<Network>,
+    server: Server,
+    until: tokio::time::Instant,
+) -> Vec<&'static str> {
+    let mut done = Vec::new();
+    let ms = |rng: &mut Rng, from: u64, to: u64| Duration::from_millis(from + rng.next(to - from));
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(ms(&mut rng, 0, 1500)).await;
+        let fault = rng.next(7);
+        tracing::warn!(fault, "nemesis");
+        done.push(
+            [
+                "delay",
+                "partition",
+                "lost replies",
+                "pause",
+                "restart",
+                "restart without data",
+                "refusals",
+            ][fault as usize],
+        );
+        match fault {
+            0 => {
+                network.weather().delay = ms(&mut rng, 1, 60);
+                tokio::time::sleep(ms(&mut rng, 200, 2000)).await;
+            }
+            1 => {
+                network.partition();
+                tokio::time::sleep(ms(&mut rng, 100, 1500)).await;
+            }
+            2 => network.weather().lose_replies = 1 + rng.next(3) as u32,
+            3 => {
+                server.pause();
+                tokio::time::sleep(ms(&mut rng, 100, 1500)).await;
+                server.resume();
+            }
+            4 => server.restart(true),
+            5 => server.restart(false),
+            _ => {
+                let errors = [
+                    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+                    "OOM command not allowed when used memory > 'maxmemory'.",
+                    "TRYAGAIN Multiple keys request during rehashing of slot",
+                    "LOADING Redis is loading the dataset in memory",
+                ];
+                server.refuse_next(errors[rng.index(errors.len())], 1 + rng.next(4) as u32);
+            }
+        }
+        network.heal();
+    }
+    network.heal();
+    server.resume();
+    done
 }
 
 /// What one seed's world did.
@@ -68,6 +232,38 @@ struct Run {
 /// Seeds of the fixed set that `cargo test` runs.
 const SEEDS: u64 = 20;
 
+/// The seeds to run: `LOCKGATE_SIM_SEED=n` replays one, `LOCKGATE_SIM_SEEDS=a..b` runs a range
+/// (`b` excluded), else the fixed set `1..=SEEDS`.
+fn seeds() -> std::ops::Range<u64> {
+    let var = |name| std::env::var(name).ok();
+    if let Some(one) = var("LOCKGATE_SIM_SEED").and_then(|s| s.parse::<u64>().ok()) {
+        return one..one + 1;
+    }
+    if let Some(range) = var("LOCKGATE_SIM_SEEDS")
+        && let Some((from, to)) = range.split_once("..")
+        && let (Ok(from), Ok(to)) = (from.parse(), to.parse())
+    {
+        return from..to;
+    }
+    1..SEEDS + 1
+}
+
+/// Says, if its seed's world panics, how to run that seed again.
+struct Replay(u64);
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "seed {} failed at commit {}; replay: LOCKGATE_SIM_SEED={} cargo test --test it -- simulation:: --nocapture",
+                self.0,
+                lockgate::build_info::REVISION,
+                self.0
+            );
+        }
+    }
+}
+
 /// Every seed of the fixed set: no two holders of a name at once, fences increasing, no
 /// refusal while a grant was valid, no 5xx but 503, nothing left in Redis at the end.
 #[test]
@@ -76,18 +272,22 @@ fn gateways_over_a_simulated_redis_keep_the_lock_promise() {
     let mut simulated = Duration::ZERO;
     let mut ops = 0;
     let mut grants = 0;
-    for seed in 1..=SEEDS {
+    let seeds = seeds();
+    let count = seeds.end - seeds.start;
+    for seed in seeds {
+        let replay = Replay(seed);
         let run = run_seed(seed);
+        drop(replay);
         simulated += run.simulated;
         ops += run.ops;
         grants += run.grants;
     }
     let real = started.elapsed();
     eprintln!(
-        "{SEEDS} seeds, {ops} operations, {grants} grants, {:.1} s simulated in {:.2} s ({:.1} seeds/s)",
+        "{count} seeds, {ops} operations, {grants} grants, {:.1} s simulated in {:.2} s ({:.1} seeds/s)",
         simulated.as_secs_f64(),
         real.as_secs_f64(),
-        SEEDS as f64 / real.as_secs_f64()
+        count as f64 / real.as_secs_f64()
     );
     assert!(grants > 0, "the workload granted nothing");
 }
@@ -104,17 +304,18 @@ fn run_seed(seed: u64) -> Run {
 }
 
 async fn world(seed: u64) -> Run {
+    crate::support::gateway::trace_if_asked();
     let mut rng = Rng::from_seed(seed);
     let clock = Clock::ticking_from(EPOCH_US);
     let server = Server::new(clock);
-    let network = Arc::new(Network::default());
+    let network = Network::new();
     network
         .nodes
         .lock()
         .expect("network")
         .insert(REDIS.to_owned(), server.clone());
     let wiring = lockgate::app::Wiring {
-        redis_transport: Some(network.clone()),
+        redis_transport: Some(Arc::new(Links(network.clone()))),
     };
     let gateways: Vec<App> = (0..2)
         .map(|_| {
@@ -143,6 +344,14 @@ async fn world(seed: u64) -> Run {
             begun + lasts,
         ))));
     }
+    let faults_end = begun + lasts * 7 / 10;
+    let nemesis = tokio::spawn(Box::pin(nemesis(
+        Rng::from_seed(rng.next(u64::MAX)),
+        network.clone(),
+        server.clone(),
+        faults_end,
+    )));
+    let faults = nemesis.await.expect("the nemesis");
     for client in clients {
         client.await.expect("a client");
     }
@@ -159,7 +368,17 @@ async fn world(seed: u64) -> Run {
     assert!(gaps.is_empty(), "seed {seed}: not simulated: {gaps:?}");
 
     let report = history.check();
-    report.assert_clean(&format!("simulation-seed-{seed}"));
+    let name = format!("simulation-seed-{seed}");
+    if std::env::var_os("LOCKGATE_SIM_SEED").is_some() {
+        eprintln!("seed {seed}: faults {faults:?}");
+    }
+    if faults.contains(&"restart without data") {
+        // Redis forgot the locks it held: their holders find them gone (documented); what
+        // must hold is that nobody else was granted one while it may still run.
+        report.assert_none(&name, &["overlap", "fence-order", "server-error"]);
+    } else {
+        report.assert_clean(&name);
+    }
     Run {
         ops: report.ops.len(),
         grants: report
@@ -210,7 +429,8 @@ async fn client_steps(
             tokio::time::sleep(Duration::from_millis(rng.next(200))).await;
             continue;
         };
-        tokio::time::sleep(Duration::from_millis(rng.next(ttl_ms))).await;
+        // Now and then past the lease: a paused, stale holder.
+        tokio::time::sleep(Duration::from_millis(rng.next(ttl_ms * 3 / 2))).await;
         if rng.next(2) == 0 {
             let invoke = history.now_us();
             let (status, body) =

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::clock::Clock;
 use crate::commands::{Data, Flavor, parse_i64, upper};
@@ -25,13 +25,38 @@ struct Node {
     data: Data,
     scripting: Scripting,
     next_conn: ConnId,
+    /// An error the next commands get instead of running (a fault: `BUSY`, `OOM`, …), and
+    /// how many more get it.
+    refusing: Option<(String, u32)>,
+}
+
+/// What the simulation does to the server besides commands: pauses (SIGSTOP) and restarts.
+#[derive(Debug)]
+struct Control {
+    paused: watch::Sender<bool>,
+    /// Increased by every restart: connections of an older one are closed.
+    generation: watch::Sender<u64>,
 }
 
 /// A simulated Redis server. Clones share it.
 #[derive(Debug, Clone)]
 pub struct Server {
     node: Arc<Mutex<Node>>,
+    control: Arc<Control>,
 }
+
+/// Commands a refusing server still answers (the connection's own, as Redis answers them
+/// while loading or busy).
+const ALWAYS_ANSWERED: &[&str] = &[
+    "PING",
+    "QUIT",
+    "SUBSCRIBE",
+    "PSUBSCRIBE",
+    "UNSUBSCRIBE",
+    "PUNSUBSCRIBE",
+    "CLIENT",
+    "SELECT",
+];
 
 /// What a command asks of its connection besides its reply.
 enum Then {
@@ -63,8 +88,44 @@ impl Server {
                 },
                 scripting: Scripting::new(),
                 next_conn: 0,
+                refusing: None,
             })),
+            control: Arc::new(Control {
+                paused: watch::Sender::new(false),
+                generation: watch::Sender::new(0),
+            }),
         }
+    }
+
+    /// Stops answering (SIGSTOP): commands wait, connections stay open.
+    pub fn pause(&self) {
+        self.control.paused.send_replace(true);
+    }
+
+    /// Answers again (SIGCONT).
+    pub fn resume(&self) {
+        self.control.paused.send_replace(false);
+    }
+
+    /// A restart: every connection closed, the script cache empty, and the data kept (an
+    /// append-only file or a snapshot taken just before) or forgotten (no persistence).
+    pub fn restart(&self, keep_data: bool) {
+        {
+            let mut node = self.lock();
+            if !keep_data {
+                node.data.db.clear();
+            }
+            node.scripting.flush();
+            node.refusing = None;
+        }
+        self.control.generation.send_modify(|g| *g += 1);
+        self.resume();
+    }
+
+    /// The next `count` commands get `error` instead of running (`BUSY …`, `OOM …`,
+    /// `TRYAGAIN …`, `LOADING …`): a fault Redis reports without running the command.
+    pub fn refuse_next(&self, error: &str, count: u32) {
+        self.lock().refusing = Some((error.to_owned(), count));
     }
 
     fn lock(&self) -> MutexGuard<'_, Node> {
@@ -95,13 +156,6 @@ impl Server {
         self.lock().data.gaps.clone()
     }
 
-    /// A restart without persistence: every key and cached script forgotten.
-    pub fn forget_everything(&self) {
-        let mut node = self.lock();
-        node.data.db.clear();
-        node.scripting.flush();
-    }
-
     /// Serves one connection until the client closes it or sends `QUIT`.
     pub async fn serve<S>(self, stream: S)
     where
@@ -128,6 +182,8 @@ impl Server {
             let _ = writer.shutdown().await;
         };
         let server = self.clone();
+        let mut generation = self.control.generation.subscribe();
+        let mut paused = self.control.paused.subscribe();
         let read = async move {
             let mut buf = Vec::new();
             let mut chunk = vec![0u8; 16 * 1024];
@@ -143,6 +199,16 @@ impl Server {
                         }
                     };
                     buf.drain(..used);
+                    // A paused server runs nothing; a restart ends the connection.
+                    tokio::select! {
+                        biased;
+                        _ = generation.changed() => break 'reading,
+                        running = paused.wait_for(|paused| !*paused) => {
+                            if running.is_err() {
+                                break 'reading;
+                            }
+                        }
+                    }
                     match server.execute(conn, frame) {
                         Then::Reply(reply) => server.reply(conn, reply),
                         Then::Block { timeout, reply } => {
@@ -159,9 +225,13 @@ impl Server {
                         }
                     }
                 }
-                match reader.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                tokio::select! {
+                    biased;
+                    _ = generation.changed() => break,
+                    read = reader.read(&mut chunk) => match read {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    },
                 }
             }
             // Closing the outbox lets the writer finish what is queued, then shut down.
@@ -198,6 +268,16 @@ impl Server {
             _ => return Then::Close(Frame::error("ERR Protocol error: expected an array")),
         };
         let name = upper(&args[0]);
+        if !ALWAYS_ANSWERED.contains(&name.as_str())
+            && let Some((error, left)) = node.refusing.as_mut()
+        {
+            let reply = Frame::error(error.clone());
+            *left -= 1;
+            if *left == 0 {
+                node.refusing = None;
+            }
+            return Then::Reply(reply);
+        }
         let rest = &args[1..];
         let Node {
             data, scripting, ..

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 /// With `LOCKGATE_TEST_LOG` set (an `EnvFilter`, e.g. `lockgate=debug`), in-process gateways
 /// log to stderr: run the test with `--nocapture` to read why something failed.
-fn trace_if_asked() {
+pub fn trace_if_asked() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     if let Ok(filter) = std::env::var("LOCKGATE_TEST_LOG") {
         ONCE.call_once(|| {

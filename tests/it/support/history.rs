@@ -318,8 +318,16 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
     in_order.sort_by_key(|op| (op.invoke_us, op.id));
     for op in in_order {
         match (&op.call, &op.outcome) {
-            (Call::Renew { token, ttl_ms }, Outcome::Renewed { .. } | Outcome::NoAnswer { .. }) => {
-                if let Some(&index) = by_token.get(token.as_str()) {
+            (Call::Renew { token, ttl_ms }, outcome) => {
+                // A renewal refused as a bad request never ran; any other may have (a 503
+                // after a timeout, no answer), even one whose answer says it failed.
+                let never_ran = matches!(
+                    outcome,
+                    Outcome::Refused { status, .. } if (400..500).contains(status)
+                );
+                if let Some(&index) = by_token.get(token.as_str())
+                    && !never_ran
+                {
                     // The holder gave up whatever was promised beyond the end it asked for,
                     // when it asked (the server may apply the renewal at once); an answer
                     // opens a window up to the end the gateway says is left.
@@ -329,7 +337,7 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
                             window.1 = window.1.min(asked_end);
                         }
                     }
-                    if let Outcome::Renewed { ttl_ms, .. } = op.outcome {
+                    if let Outcome::Renewed { ttl_ms, .. } = outcome {
                         grants[index]
                             .windows
                             .push((op.complete_us, op.invoke_us + ttl_ms * 1000));

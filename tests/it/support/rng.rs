@@ -22,9 +22,13 @@ impl Rng {
         Self(seed)
     }
 
-    /// Seeded with `seed` (a simulation's, which prints it itself).
+    /// Seeded with `seed` (a simulation's, which prints it itself), mixed (splitmix64) so
+    /// that neighbouring seeds start far apart.
     pub fn from_seed(seed: u64) -> Self {
-        Self(seed | 1)
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Self((z ^ (z >> 31)) | 1)
     }
 
     /// A number below `below` (0 when `below` is 0).
