@@ -5,8 +5,8 @@
 //! native command) and answers with a token, a fence and the validity left.
 //!
 //! Modules, from the outside in. Dependencies point one way, `http → lock → backend`;
-//! `config` is read by `app` and `cli` only; `telemetry`, `access`, `name`, `operation` and
-//! `tls` are leaves that the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
+//! `config` is read by `app` and `cli` only; `telemetry`, `access`, `name`, `operation`,
+//! `tls` and `wall_clock` are leaves that the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
 //! `lock` none of `http`, `config`, `access`. `client` uses `http`'s bodies, nothing above.
 //! `primitive` uses `http`, `lock` and `backend`; of them, only `http`'s route table names
 //! it (one line per kind that has routes).
@@ -29,6 +29,7 @@
 //! * [`client`]: a typed client of lockgate's own API, used by [`cli`].
 //! * [`cli`]: `lockgate run` and `lockgate healthcheck`.
 //! * [`tls`]: the process-wide rustls crypto provider.
+//! * [`wall_clock`]: the time of day the gateway reads (the simulation sets it per thread).
 
 pub mod access;
 pub mod app;
@@ -44,3 +45,4 @@ pub mod operation;
 pub mod primitive;
 pub mod telemetry;
 pub mod tls;
+pub mod wall_clock;

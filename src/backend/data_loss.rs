@@ -14,10 +14,17 @@
 //! this gateway knows of).
 //!
 //! **Lock-delay.** Then new grants on that node are held back for the longest lease that may
-//! still run: the marker's `lease_ms` as last read (or this gateway's own longest, if larger),
-//! at most `--max-ttl`. Every lease granted before the loss has ended by its holder's count
-//! when the hold-back ends (it was granted before the detection, with at most that ttl). This
-//! is Consul's lock-delay, and the advice of the Redlock description for restarted nodes.
+//! still run, at most `--max-ttl`: the marker's `lease_ms` as last read, this gateway's own
+//! longest, and what the other gateways knew. That last part matters: a gateway raises the
+//! marker at its next look after granting a longer lease, so a lease longer than any before,
+//! granted less than a look before the loss, is known only to its own gateway (the
+//! deterministic simulation found this: another gateway granted the name at once). So the
+//! hold-back lasts at least [`MERGE_FOR`] (three looks), and during that time every look at
+//! the new marker takes in its `lease_ms`, which every gateway raises to its own longest at
+//! its first look after the loss (`marker.lua`), extending the hold-back. Every lease granted
+//! before the loss has ended by its holder's count when the hold-back ends (it was granted
+//! before the detection, with at most that ttl). This is Consul's lock-delay, and the advice
+//! of the Redlock description for restarted nodes.
 //! Acquires answer 503 `grants-held-back` with `Retry-After`; waiting acquires wait through
 //! it; renewals and releases go on (they find nothing, the node forgot). With
 //! `--data-loss-hold-back false` the loss is only logged and counted.
@@ -34,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::guards::HoldBack;
+use super::guards::{CLOCK_CHECK_EVERY, HoldBack};
 use crate::telemetry::Metrics;
 
 /// What a node's marker said (see `marker.lua`).
@@ -86,11 +93,27 @@ pub struct DataLossOptions {
     pub metrics: Arc<Metrics>,
 }
 
+/// After a loss, how long grants stay held back at least, while every gateway's longest lease
+/// is gathered in the new marker: each gateway looks at least every [`CLOCK_CHECK_EVERY`] and
+/// raises the new marker's `lease_ms` to its own longest at its first look after the loss; three
+/// looks leave room for the round trips.
+pub const MERGE_FOR: Duration = Duration::from_millis(3 * CLOCK_CHECK_EVERY.as_millis() as u64);
+
+/// The new marker after a loss, while the other gateways' longest leases are taken in.
+#[derive(Debug)]
+struct Merging {
+    id: String,
+    until: tokio::time::Instant,
+    /// The longest lease the hold-back already covers.
+    covered: Duration,
+}
+
 /// One node's guard: the marker last seen, and the grants held back.
 #[derive(Debug)]
 pub struct DataLossGuard {
     options: DataLossOptions,
     seen: Mutex<Option<Marker>>,
+    merging: Mutex<Option<Merging>>,
     held_back: HoldBack,
     /// Also extended by a hold-back here: a Cluster's, which lets every range's check end on
     /// one atomic load while no master forgot (see [`RangeGuards::held_back`]).
@@ -102,6 +125,7 @@ impl DataLossGuard {
         Self {
             options,
             seen: Mutex::default(),
+            merging: Mutex::default(),
             held_back: HoldBack::default(),
             any: None,
         }
@@ -140,23 +164,53 @@ impl DataLossGuard {
             return false;
         };
         if before.id == marker.id {
+            self.merge(&marker);
             return false;
         }
         let own = Duration::from_millis(self.lease_ms());
-        let span = before.lease.max(own).min(self.options.max_ttl);
+        let known = before.lease.max(own).max(marker.lease);
+        let span = known.max(MERGE_FOR).min(self.options.max_ttl);
         self.options.metrics.redis_data_loss();
+        self.hold_for(span);
+        *self.merging.lock().unwrap_or_else(|p| p.into_inner()) = Some(Merging {
+            id: marker.id.clone(),
+            until: tokio::time::Instant::now() + MERGE_FOR,
+            covered: known,
+        });
+        tracing::error!(
+            %node,
+            held_back_ms = if self.options.hold_back { span.as_millis() } else { 0 },
+            "the Redis node forgot its data (restarted without persistence, flushed, or an empty replica promoted): every lock granted on it before is gone while its holder may still work; new grants on it are held back for the longest lease granted (at least 1.5 s, at most --max-ttl) unless --data-loss-hold-back false"
+        );
+        true
+    }
+}
+
+impl DataLossGuard {
+    fn hold_for(&self, span: Duration) {
         if self.options.hold_back {
             self.held_back.hold_for(span);
             if let Some(any) = &self.any {
                 any.hold_for(span);
             }
         }
-        tracing::error!(
-            %node,
-            held_back_ms = if self.options.hold_back { span.as_millis() } else { 0 },
-            "the Redis node forgot its data (restarted without persistence, flushed, or an empty replica promoted): every lock granted on it before is gone while its holder may still work; new grants on it are held back for the longest lease granted (at most --max-ttl) unless --data-loss-hold-back false"
-        );
-        true
+    }
+
+    /// Soon after a loss, a longer lease in the new marker (another gateway's longest) holds
+    /// grants back for that long from now.
+    fn merge(&self, marker: &Marker) {
+        let mut merging = self.merging.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(merge) = merging.as_mut() else {
+            return;
+        };
+        if merge.id != marker.id || tokio::time::Instant::now() >= merge.until {
+            *merging = None;
+            return;
+        }
+        if marker.lease > merge.covered {
+            merge.covered = marker.lease;
+            self.hold_for(marker.lease.min(self.options.max_ttl));
+        }
     }
 }
 
@@ -253,5 +307,30 @@ mod tests {
         off.observe("n", marker("a", 30, false));
         assert!(off.observe("n", marker("b", 0, true)));
         assert_eq!(off.held_back(), None);
+    }
+
+    /// After a loss the hold-back lasts at least MERGE_FOR, and a longer lease that another
+    /// gateway put into the new marker within that time extends it (the simulation's seed: a
+    /// 965 ms lease granted by the other gateway just before the node restarted); a raise
+    /// after that time does not.
+    #[tokio::test(start_paused = true)]
+    async fn a_loss_takes_in_the_longest_lease_the_other_gateways_knew() {
+        let guard = guard(true);
+        guard.observe("n", marker("a", 0, true));
+        assert!(guard.observe("n", marker("b", 0, true)));
+        let left = guard.held_back().expect("held back");
+        assert!(left >= MERGE_FOR - Duration::from_millis(1), "{left:?}");
+
+        tokio::time::advance(CLOCK_CHECK_EVERY).await;
+        assert!(!guard.observe("n", marker("b", 30, false)));
+        let left = guard.held_back().expect("held back");
+        assert!(left > Duration::from_secs(29), "{left:?}");
+
+        let late = self::guard(true);
+        late.observe("n", marker("a", 0, true));
+        late.observe("n", marker("b", 0, true));
+        tokio::time::advance(MERGE_FOR).await;
+        assert!(!late.observe("n", marker("b", 30, false)));
+        assert_eq!(late.held_back(), None);
     }
 }

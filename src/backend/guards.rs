@@ -34,7 +34,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, the machine's monotonic one outside a simulation (a paused runtime).
+use tokio::time::Instant;
 
 use tokio::sync::Notify;
 

@@ -144,7 +144,7 @@ impl RedlockBackend {
     }
 
     /// The clock of every node (see `backend::guards`).
-    pub(crate) async fn clocks(&self) -> Vec<super::guards::NodeLook<(u64, std::time::Instant)>> {
+    pub(crate) async fn clocks(&self) -> Vec<super::guards::NodeLook<(u64, tokio::time::Instant)>> {
         join_all(self.nodes.iter().map(RedisBackend::clocks))
             .await
             .into_iter()

@@ -218,7 +218,7 @@ pub struct ServeArgs {
 
     /// After a Redis node forgot its data (restarted without persistence, flushed, an empty
     /// replica promoted), hold new grants on it back for the longest lease granted there (at
-    /// most --max-ttl), so that none overlaps a lease it forgot. Seen by every gateway through
+    /// least 1.5 s, at most --max-ttl), so that none overlaps a lease it forgot. Seen by every gateway through
     /// a marker key on each node.
     #[arg(long, env = "LOCKGATE_DATA_LOSS_HOLD_BACK", default_value_t = true, action = ArgAction::Set, value_parser = BoolishValueParser::new())]
     pub data_loss_hold_back: bool,

@@ -124,7 +124,7 @@ impl CursorSeal {
         // A nonce only needs to be unique; should the OS refuse randomness (it does not on any
         // supported system), the time keeps it so for this process.
         if getrandom::fill(&mut nonce).is_err() {
-            let now = std::time::SystemTime::now()
+            let now = crate::wall_clock::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default()
                 .as_nanos();

@@ -118,7 +118,7 @@ impl<P: Primitive> Hold<P> {
     ) -> Self {
         let hold_ends = grant.token.hold_deadline().map(|deadline| {
             let left = deadline
-                .duration_since(std::time::SystemTime::now())
+                .duration_since(crate::wall_clock::now())
                 .unwrap_or_default();
             Instant::now() + left
         });

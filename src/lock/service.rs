@@ -186,7 +186,7 @@ impl LockService {
         end: HoldEnd,
     ) {
         let Some(held) = fence::granted_at(fence)
-            .and_then(|granted| SystemTime::now().duration_since(granted).ok())
+            .and_then(|granted| crate::wall_clock::now().duration_since(granted).ok())
         else {
             return;
         };

@@ -146,7 +146,7 @@ impl LockToken {
         let deadline = self.hold_deadline()?;
         Some(
             deadline
-                .duration_since(SystemTime::now())
+                .duration_since(crate::wall_clock::now())
                 .unwrap_or_default(),
         )
     }

@@ -411,3 +411,34 @@ async fn a_revoke_on_redis_leaves_no_reader_behind() {
     }
     revoking_a_read_locked_name_takes_it_from_every_reader(&gw).await;
 }
+
+/// A reader's release that finds the name held by a writer, its readers' set left behind (a
+/// Redis clock stepped back revives keys that had expired uncollected), is refused, and the
+/// writer's lock keeps its expiry. The simulation found such a release moving the writer's
+/// expiry to the readers' (a stale reader ending a writer's lock early).
+#[tokio::test]
+async fn a_stale_readers_release_leaves_a_writers_lock_alone() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let locks = gw.locks();
+    let name = "stale-readers";
+    let first = locks.acquire(name, shared(5_000)).await.done(201);
+    locks.acquire(name, shared(5_000)).await.done(201);
+    let key = format!("lockgate:{{{name}}}");
+    let mut writer = redis::cmd("SET");
+    writer
+        .arg(&key)
+        .arg("AAAAAAAAAAAAAAAAAAAAAA.1800000000000000")
+        .arg("PX")
+        .arg(60_000);
+    let _: () = redis.query(&writer).expect("SET");
+
+    locks
+        .release(name, &first.token)
+        .await
+        .refused(404, "lock-not-held");
+    let ttl: i64 = redis.query(redis::cmd("PTTL").arg(&key)).expect("PTTL");
+    assert!(ttl > 50_000, "the writer's lock now ends in {ttl} ms");
+    let value: String = redis.query(redis::cmd("GET").arg(&key)).expect("GET");
+    assert_eq!(value, "AAAAAAAAAAAAAAAAAAAAAA.1800000000000000");
+}

@@ -174,7 +174,7 @@ async fn nemesis(
     let ms = |rng: &mut Rng, from: u64, to: u64| Duration::from_millis(from + rng.next(to - from));
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(ms(&mut rng, 0, 1500)).await;
-        let fault = rng.next(7);
+        let fault = rng.next(8);
         tracing::warn!(fault, "nemesis");
         done.push(
             [
@@ -185,6 +185,7 @@ async fn nemesis(
                 "restart",
                 "restart without data",
                 "refusals",
+                "clock step back",
             ][fault as usize],
         );
         match fault {
@@ -204,6 +205,7 @@ async fn nemesis(
             }
             4 => server.restart(true),
             5 => server.restart(false),
+            7 => server.clock().step_us(-(rng.next(500_000) as i64 + 1)),
             _ => {
                 let errors = [
                     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
@@ -229,23 +231,31 @@ struct Run {
     simulated: Duration,
 }
 
-/// Seeds of the fixed set that `cargo test` runs.
+/// Seeds of the fixed set that `cargo test` runs: `1..=SEEDS`, then [`FOUND`].
 const SEEDS: u64 = 20;
 
+/// Seeds that found a bug in lockgate, kept in the fixed set; each fails without its fix (with
+/// this workload and nemesis: a change to either gives a seed another world, and such seeds
+/// are found again by running a range without the fix). 34: a node restarted without its
+/// data soon after the other gateway granted a longer lease than any before, which the
+/// hold-back did not cover (`backend::data_loss::MERGE_FOR`); 232: a stale reader's release
+/// moving the expiry of the writer that held the name (`shared_release.lua`).
+const FOUND: &[u64] = &[34, 232];
+
 /// The seeds to run: `LOCKGATE_SIM_SEED=n` replays one, `LOCKGATE_SIM_SEEDS=a..b` runs a range
-/// (`b` excluded), else the fixed set `1..=SEEDS`.
-fn seeds() -> std::ops::Range<u64> {
+/// (`b` excluded), else the fixed set.
+fn seeds() -> Vec<u64> {
     let var = |name| std::env::var(name).ok();
     if let Some(one) = var("LOCKGATE_SIM_SEED").and_then(|s| s.parse::<u64>().ok()) {
-        return one..one + 1;
+        return vec![one];
     }
     if let Some(range) = var("LOCKGATE_SIM_SEEDS")
         && let Some((from, to)) = range.split_once("..")
-        && let (Ok(from), Ok(to)) = (from.parse(), to.parse())
+        && let (Ok(from), Ok(to)) = (from.parse::<u64>(), to.parse::<u64>())
     {
-        return from..to;
+        return (from..to).collect();
     }
-    1..SEEDS + 1
+    (1..=SEEDS).chain(FOUND.iter().copied()).collect()
 }
 
 /// Says, if its seed's world panics, how to run that seed again.
@@ -273,7 +283,7 @@ fn gateways_over_a_simulated_redis_keep_the_lock_promise() {
     let mut ops = 0;
     let mut grants = 0;
     let seeds = seeds();
-    let count = seeds.end - seeds.start;
+    let count = seeds.len();
     for seed in seeds {
         let replay = Replay(seed);
         let run = run_seed(seed);
@@ -307,6 +317,12 @@ async fn world(seed: u64) -> Run {
     crate::support::gateway::trace_if_asked();
     let mut rng = Rng::from_seed(seed);
     let clock = Clock::ticking_from(EPOCH_US);
+    // The gateways' time of day: the same start as Redis's, never stepped with it (another
+    // machine's clock).
+    let gateways_clock = Clock::ticking_from(EPOCH_US);
+    let _time_of_day = lockgate::wall_clock::simulate(move || {
+        std::time::UNIX_EPOCH + Duration::from_micros(gateways_clock.now_us() as u64)
+    });
     let server = Server::new(clock);
     let network = Network::new();
     network
@@ -327,6 +343,7 @@ async fn world(seed: u64) -> Run {
         .collect();
 
     let history = Arc::new(History::new());
+    let bounded = Arc::new(Mutex::new(Vec::new()));
     let names = ["a", "b"];
     let lasts = Duration::from_secs(10);
     let begun = tokio::time::Instant::now();
@@ -342,6 +359,7 @@ async fn world(seed: u64) -> Run {
             history,
             names,
             begun + lasts,
+            bounded.clone(),
         ))));
     }
     let faults_end = begun + lasts * 7 / 10;
@@ -355,13 +373,22 @@ async fn world(seed: u64) -> Run {
     for client in clients {
         client.await.expect("a client");
     }
-    // Every lease is over once the longest ttl has passed.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Every lease is over once the longest ttl (and the clock's steps back) have passed, and
+    // a fair queue whose gateway could not take a waiter's place out (a fault) expires three
+    // liveness windows after its last heartbeat (`backend::queue`).
+    let longest_ttl = Duration::from_secs(2);
+    let steps_back = Duration::from_millis(500);
+    let queues = 3 * lockgate::backend::queue::LIVENESS;
+    tokio::time::sleep(queues.max(longest_ttl + steps_back) + Duration::from_secs(1)).await;
+    let now_ms = server.clock().now_ms();
     let left: Vec<String> = server
         .snapshot()
-        .into_keys()
-        .map(|key| String::from_utf8_lossy(&key).into_owned())
-        .filter(|key| key != "lockgate:fences" && key != "lockgate:marker")
+        .into_iter()
+        .map(|(key, entry)| {
+            let ttl = entry.expires_at_ms.map(|at| at - now_ms);
+            format!("{} (ttl {ttl:?} ms)", String::from_utf8_lossy(&key))
+        })
+        .filter(|key| !key.starts_with("lockgate:fences ") && !key.starts_with("lockgate:marker "))
         .collect();
     assert!(left.is_empty(), "seed {seed}: left in Redis: {left:?}");
     let gaps = server.gaps();
@@ -375,9 +402,42 @@ async fn world(seed: u64) -> Run {
     if faults.contains(&"restart without data") {
         // Redis forgot the locks it held: their holders find them gone (documented); what
         // must hold is that nobody else was granted one while it may still run.
-        report.assert_none(&name, &["overlap", "fence-order", "server-error"]);
+        report.assert_none(
+            &name,
+            &[
+                "overlap",
+                "fence-order",
+                "server-error",
+                "unknown-token-accepted",
+            ],
+        );
     } else {
         report.assert_clean(&name);
+    }
+    // A renewal never extends a grant past its `max_hold_ms`.
+    for hold in bounded.lock().expect("bounded holds").iter() {
+        for op in &report.ops {
+            if let (Call::Renew { token, .. }, Outcome::Renewed { ttl_ms, .. }) =
+                (&op.call, &op.outcome)
+                && *token == hold.token
+            {
+                let end = op.invoke_us + ttl_ms * 1000;
+                // The API speaks whole milliseconds, and the gateway rounds the last renewal's
+                // ttl up to one (src/lock/promise.rs, `within_hold`): a lease may end within a
+                // millisecond after the bound, never later.
+                let bound = hold.acquired_us + hold.max_hold_ms * 1000 + 1000;
+                if end > bound {
+                    let path = report.save(&name);
+                    panic!(
+                        "seed {seed}: renewal #{} of a grant held at most {} ms ends {} µs past it (history: {})",
+                        op.id,
+                        hold.max_hold_ms,
+                        end - bound,
+                        path.display()
+                    );
+                }
+            }
+        }
     }
     Run {
         ops: report.ops.len(),
@@ -390,8 +450,18 @@ async fn world(seed: u64) -> Run {
     }
 }
 
-/// A client's life: acquire (some waiting), then hold, look, renew, release or let the lease
-/// run out, as the seed says; until `until`.
+/// What a client remembers of a grant with a bounded hold, to check its renewals.
+#[derive(Debug)]
+struct BoundedHold {
+    token: String,
+    acquired_us: u64,
+    max_hold_ms: u64,
+}
+
+/// A client's life: acquire (plain, shared, fair with a priority, or with an `Idempotency-Key`
+/// retried after a 503; some waiting, some with a bounded hold, some hung up on), then hold
+/// (now and then past the lease), look, renew, release or let the lease run out; and now and
+/// then a release or renewal with a token it was never given. Until `until`.
 async fn client_steps(
     client: usize,
     app: App,
@@ -399,43 +469,103 @@ async fn client_steps(
     history: Arc<History>,
     names: [&'static str; 2],
     until: tokio::time::Instant,
+    bounded: Arc<Mutex<Vec<BoundedHold>>>,
 ) {
+    let mut keys = 0;
     while tokio::time::Instant::now() < until {
         let name = names[rng.index(names.len())];
+        if rng.next(8) == 0 {
+            forge(client, &app, &mut rng, &history, name).await;
+            continue;
+        }
         let ttl_ms = 200 + rng.next(1800);
         let wait_ms = if rng.next(3) == 0 { 0 } else { rng.next(1500) };
-        let invoke = history.now_us();
-        let (status, body) = call(
-            &app,
-            Method::POST,
-            &format!("/locks/{name}"),
-            Some(json!({"ttl_ms": ttl_ms, "wait_ms": wait_ms})),
-            None,
-        )
-        .await;
-        let outcome = judge(status, &body, Expect::Grant);
-        history.record(
-            client,
-            name,
-            Call::Acquire {
-                ttl_ms,
-                wait_ms,
-                shared: false,
-            },
-            invoke,
-            outcome.clone(),
-        );
-        let Outcome::Granted { token, .. } = outcome else {
+        let shared = rng.next(5) == 0;
+        let mut body = json!({"ttl_ms": ttl_ms, "wait_ms": wait_ms});
+        if shared {
+            body["mode"] = json!("shared");
+        } else if rng.next(4) == 0 {
+            body["fair"] = json!(true);
+            body["priority"] = json!(rng.next(3));
+        }
+        let max_hold_ms = (rng.next(4) == 0).then(|| ttl_ms + rng.next(2000));
+        if let Some(max) = max_hold_ms {
+            body["max_hold_ms"] = json!(max);
+        }
+        let key = (rng.next(4) == 0).then(|| {
+            keys += 1;
+            format!("simulation-client-{client}-{keys:08}")
+        });
+        // A client that hangs up before its answer (its acquire may still be granted, and
+        // must then be withdrawn or left to expire).
+        let patience = (rng.next(8) == 0).then(|| Duration::from_millis(rng.next(wait_ms + 200)));
+        let call = Call::Acquire {
+            ttl_ms,
+            wait_ms,
+            shared,
+        };
+        let mut outcome;
+        let mut tries = 0;
+        loop {
+            let invoke = history.now_us();
+            let sent = send(
+                &app,
+                Method::POST,
+                &format!("/locks/{name}"),
+                Some(&body),
+                &[("Idempotency-Key", key.as_deref())],
+                patience,
+            )
+            .await;
+            outcome = answered(sent, Expect::Grant);
+            history.record(client, name, call.clone(), invoke, outcome.clone());
+            tries += 1;
+            let unsettled = matches!(
+                outcome,
+                Outcome::NoAnswer { .. } | Outcome::Refused { status: 503, .. }
+            );
+            // Only a keyed acquire may be sent again: its retry finds its own grant.
+            if !(key.is_some() && unsettled && tries < 3) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.next(100))).await;
+        }
+        let Outcome::Granted {
+            token,
+            fence,
+            ttl_ms,
+            ..
+        } = outcome
+        else {
             tokio::time::sleep(Duration::from_millis(rng.next(200))).await;
             continue;
         };
+        if let Some(max_hold_ms) = max_hold_ms {
+            bounded.lock().expect("bounded holds").push(BoundedHold {
+                token: token.clone(),
+                acquired_us: history.now_us(),
+                max_hold_ms,
+            });
+        }
         // Now and then past the lease: a paused, stale holder.
         tokio::time::sleep(Duration::from_millis(rng.next(ttl_ms * 3 / 2))).await;
         if rng.next(2) == 0 {
             let invoke = history.now_us();
-            let (status, body) =
-                call(&app, Method::GET, &format!("/locks/{name}"), None, None).await;
-            let outcome = judge(status, &body, Expect::Inspection);
+            let sent = send(
+                &app,
+                Method::GET,
+                &format!("/locks/{name}"),
+                None,
+                &[],
+                None,
+            )
+            .await;
+            let expect = if shared {
+                Expect::Permit(fence)
+            } else {
+                Expect::Inspection
+            };
+            let outcome = answered(sent, expect);
             history.record(
                 client,
                 name,
@@ -449,53 +579,116 @@ async fn client_steps(
         if rng.next(3) == 0 {
             let ttl_ms = 200 + rng.next(1800);
             let invoke = history.now_us();
-            let (status, body) = call(
+            let sent = send(
                 &app,
                 Method::PATCH,
                 &format!("/locks/{name}"),
-                Some(json!({"ttl_ms": ttl_ms})),
-                Some(&token),
+                Some(&json!({"ttl_ms": ttl_ms})),
+                &[("Lock-Token", Some(&token))],
+                None,
             )
             .await;
-            let outcome = judge(status, &body, Expect::Renewal);
-            history.record(
-                client,
-                name,
-                Call::Renew {
-                    token: token.clone(),
-                    ttl_ms,
-                },
-                invoke,
-                outcome,
-            );
+            let outcome = answered(sent, Expect::Renewal);
+            let call = Call::Renew {
+                token: token.clone(),
+                ttl_ms,
+            };
+            history.record(client, name, call, invoke, outcome);
         }
         if rng.next(4) != 0 {
             let invoke = history.now_us();
-            let (status, body) = call(
+            let sent = send(
                 &app,
                 Method::DELETE,
                 &format!("/locks/{name}"),
                 None,
-                Some(&token),
+                &[("Lock-Token", Some(&token))],
+                None,
             )
             .await;
-            let outcome = judge(status, &body, Expect::Release);
+            let outcome = answered(sent, Expect::Release);
             history.record(client, name, Call::Release { token }, invoke, outcome);
         }
     }
 }
 
-/// One request to a gateway's router, in-process: its status and JSON body.
-async fn call(
+/// A release or renewal with a token this client was never given: the readers' marker, a
+/// made-up token of the right shape, or one with another name's stem. None may be accepted.
+async fn forge(client: usize, app: &App, rng: &mut Rng, history: &History, name: &str) {
+    let forged = match rng.next(3) {
+        0 => "~shared".to_owned(),
+        1 => format!(
+            "{}.{}",
+            rng.text(
+                b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+                22
+            ),
+            EPOCH_US as u64 + rng.next(10_000_000)
+        ),
+        _ => format!("{}.1", rng.text(b"abcdef0123456789", 22)),
+    };
+    let renew = rng.next(2) == 0;
+    let invoke = history.now_us();
+    let (method, body, expect) = if renew {
+        (Method::PATCH, Some(json!({"ttl_ms": 500})), Expect::Renewal)
+    } else {
+        (Method::DELETE, None, Expect::Release)
+    };
+    let sent = send(
+        app,
+        method,
+        &format!("/locks/{name}"),
+        body.as_ref(),
+        &[("Lock-Token", Some(&forged))],
+        None,
+    )
+    .await;
+    let outcome = answered(sent, expect);
+    let call = if renew {
+        Call::Renew {
+            token: forged,
+            ttl_ms: 500,
+        }
+    } else {
+        Call::Release { token: forged }
+    };
+    history.record(client, name, call, invoke, outcome);
+}
+
+/// An answer as the history records it; none when the client hung up first. A bounded hold's
+/// validity is the shorter of its `ttl_ms` and its `max_hold_left_ms` (the lease ends at the
+/// bound, docs/api.md), as a careful client counts it.
+fn answered(sent: Option<(u16, Value)>, expect: Expect) -> Outcome {
+    match sent {
+        Some((status, mut body)) => {
+            if let (Some(ttl), Some(left)) =
+                (body["ttl_ms"].as_u64(), body["max_hold_left_ms"].as_u64())
+            {
+                body["ttl_ms"] = json!(ttl.min(left));
+            }
+            judge(status, &body, expect)
+        }
+        None => Outcome::NoAnswer {
+            error: "the client hung up".into(),
+        },
+    }
+}
+
+/// One request to a gateway's router, in-process: its status and JSON body, or `None` when
+/// `patience` ran out first (the request is dropped: a client that hung up).
+async fn send(
     app: &App,
     method: Method,
     path: &str,
-    body: Option<Value>,
-    token: Option<&str>,
-) -> (u16, Value) {
+    body: Option<&Value>,
+    headers: &[(&str, Option<&str>)],
+    patience: Option<Duration>,
+) -> Option<(u16, Value)> {
     let mut request = Request::builder().method(method).uri(path);
-    if let Some(token) = token {
-        request = request.header("Lock-Token", token);
+    for (name, value) in headers {
+        if let Some(value) = value {
+            request = request.header(*name, *value);
+        }
     }
     let request = match body {
         Some(body) => request
@@ -504,16 +697,22 @@ async fn call(
         None => request.body(Body::empty()),
     }
     .expect("a request");
-    let response = app.clone().oneshot(request).await.expect("infallible");
-    let status = response.status().as_u16();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map(|collected| collected.to_bytes().to_vec())
-        .unwrap_or_default();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    let answer = async {
+        let response = app.clone().oneshot(request).await.expect("infallible");
+        let status = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map(|collected| collected.to_bytes().to_vec())
+            .unwrap_or_default();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    };
+    match patience {
+        Some(patience) => tokio::time::timeout(patience, answer).await.ok(),
+        None => Some(answer.await),
+    }
 }

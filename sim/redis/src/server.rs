@@ -268,6 +268,16 @@ impl Server {
             _ => return Then::Close(Frame::error("ERR Protocol error: expected an array")),
         };
         let name = upper(&args[0]);
+        if std::env::var_os("SIM_REDIS_TRACE").is_some() {
+            let shown: Vec<String> = args
+                .iter()
+                .map(|a| String::from_utf8_lossy(&a[..a.len().min(48)]).into_owned())
+                .collect();
+            eprintln!(
+                "sim-redis {} conn {conn}: {shown:?}",
+                node.data.clock.now_ms()
+            );
+        }
         if !ALWAYS_ANSWERED.contains(&name.as_str())
             && let Some((error, left)) = node.refusing.as_mut()
         {

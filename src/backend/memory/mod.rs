@@ -18,7 +18,7 @@ mod queue;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
@@ -233,7 +233,7 @@ impl Held {
 }
 
 fn wall_clock_micros() -> u64 {
-    SystemTime::now()
+    crate::wall_clock::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }

@@ -45,7 +45,7 @@ impl State {
                 );
                 queue.places.insert(score, place.waiter);
                 let described = Described {
-                    since: SystemTime::now(),
+                    since: crate::wall_clock::now(),
                     owner: owner.map(str::to_owned),
                 };
                 queue.scores.insert(place.waiter, (score, described));

@@ -41,11 +41,13 @@ impl RedisBackend {
 
     /// The clock of every node that holds locks (`TIME`, in microseconds since the epoch),
     /// with the gateway's monotonic instant its answer came back at.
-    pub(crate) async fn clocks(&self) -> Vec<NodeLook<(u64, Instant)>> {
+    pub(crate) async fn clocks(&self) -> Vec<NodeLook<(u64, tokio::time::Instant)>> {
         self.ask_each_node(redis::cmd("TIME"), |reply| {
             let (seconds, micros): (u64, u64) = redis::from_redis_value(reply)
                 .map_err(|e| BackendError::Protocol(format!("TIME: {e}")))?;
-            Ok((seconds * 1_000_000 + micros, Instant::now()))
+            // The monotonic reading the clock guard compares with: tokio's (a simulation's
+            // paused clock, the machine's otherwise).
+            Ok((seconds * 1_000_000 + micros, tokio::time::Instant::now()))
         })
         .await
     }

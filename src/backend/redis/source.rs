@@ -5,9 +5,8 @@
 //! error, a `READONLY` reply, or a switch the Sentinels announced (see [`super::sentinel`]),
 //! the connection is dropped, and the next connect goes where the Sentinels now point.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use redis::Client;
 

@@ -1,7 +1,5 @@
 //! What inspect and listing answer about a held lock (`GET /locks/{name}`, `GET /locks`).
 
-use std::time::SystemTime;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -204,9 +202,13 @@ impl QueuedBody {
         Self {
             owner: place.owner,
             priority: place.priority,
-            waited_ms: place
-                .since
-                .map(|since| millis(SystemTime::now().duration_since(since).unwrap_or_default())),
+            waited_ms: place.since.map(|since| {
+                millis(
+                    crate::wall_clock::now()
+                        .duration_since(since)
+                        .unwrap_or_default(),
+                )
+            }),
             here: place.here,
         }
     }

@@ -256,7 +256,7 @@ impl LockRenewalBody {
 fn left_ms(deadline: SystemTime) -> u64 {
     millis(
         deadline
-            .duration_since(SystemTime::now())
+            .duration_since(crate::wall_clock::now())
             .unwrap_or_default(),
     )
 }

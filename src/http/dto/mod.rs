@@ -12,7 +12,7 @@ pub use info::{LockInfoBody, LockListBody, PermitBody};
 pub use lease::{LockGrantBody, LockHeldOnBody, LockHoldsBody, LockReleaseBody, LockRenewalBody};
 pub use multi::MultiAcquireBody;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::{Deserialize, Serialize};
@@ -338,5 +338,5 @@ pub(crate) fn whole_number<'de, D: Deserializer<'de>>(
 }
 
 pub(crate) fn expires_at(remaining: Duration) -> String {
-    rfc3339::text(SystemTime::now() + remaining, Fraction::Millis)
+    rfc3339::text(crate::wall_clock::now() + remaining, Fraction::Millis)
 }

@@ -42,7 +42,11 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock (the machine's monotonic one, unless a simulation paused it): the request's
+// deadline is a tokio timer.
+use tokio::time::Instant;
 
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, header};
@@ -324,9 +328,7 @@ where
         log.span = span.take();
         log._slot = slot;
         // From the clock reading the request already took (`sleep` would read it again).
-        let deadline = tokio::time::sleep_until(
-            tokio::time::Instant::from_std(started) + gate.timeout(operation),
-        );
+        let deadline = tokio::time::sleep_until(started + gate.timeout(operation));
         let inner = match handler {
             Some(handler) => handler(req, self.app.clone()),
             None => {

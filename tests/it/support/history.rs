@@ -122,6 +122,9 @@ pub enum Violation {
     VanishedWhileValid { grant: usize, op: usize },
     /// A 5xx other than 503.
     ServerError { op: usize },
+    /// A release or renew accepted for a token no acquire of the name returned (a forged token,
+    /// a marker, another name's).
+    UnknownTokenAccepted { op: usize },
 }
 
 impl Violation {
@@ -132,6 +135,7 @@ impl Violation {
             Self::RefusedWhileValid { .. } => "refused-while-valid",
             Self::VanishedWhileValid { .. } => "vanished-while-valid",
             Self::ServerError { .. } => "server-error",
+            Self::UnknownTokenAccepted { .. } => "unknown-token-accepted",
         }
     }
 
@@ -142,7 +146,7 @@ impl Violation {
             Self::RefusedWhileValid { grant, op } | Self::VanishedWhileValid { grant, op } => {
                 vec![grant, op]
             }
-            Self::ServerError { op } => vec![op],
+            Self::ServerError { op } | Self::UnknownTokenAccepted { op } => vec![op],
         }
     }
 }
@@ -310,6 +314,16 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
                     });
                 }
             }
+        }
+    }
+    for op in ops {
+        if let (
+            Call::Release { token } | Call::Renew { token, .. },
+            Outcome::Released | Outcome::Renewed { .. },
+        ) = (&op.call, &op.outcome)
+            && !by_token.contains_key(token.as_str())
+        {
+            violations.push(Violation::UnknownTokenAccepted { op: op.id });
         }
     }
     // In the order they were sent: a renewal sets the lease's end, and one to a shorter ttl
@@ -569,6 +583,7 @@ impl Report {
                 "refused-while-valid",
                 "vanished-while-valid",
                 "server-error",
+                "unknown-token-accepted",
             ],
         );
     }
