@@ -58,25 +58,23 @@ impl ClockOffset {
     /// Moves the server's wall clock to `micros` ahead of the real one (in place: the server
     /// has the file mapped).
     pub fn set(&self, micros: i64) {
-        use std::io::{Seek, Write};
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&self.file)
-            .expect("open the offset file");
-        file.seek(std::io::SeekFrom::Start(0)).expect("seek");
-        file.write_all(&micros.to_ne_bytes())
-            .expect("write the offset");
+        self.write(0, micros);
     }
 
     /// Stops the server's wall clock at `micros` since the epoch (until set again).
     pub fn freeze_at(&self, micros: i64) {
+        self.write(8, micros);
+    }
+
+    /// Writes one of the file's two numbers (the offset at 0, the frozen time at 8).
+    fn write(&self, at: u64, micros: i64) {
         use std::io::{Seek, Write};
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .open(&self.file)
-            .expect("open the offset file");
-        file.seek(std::io::SeekFrom::Start(8)).expect("seek");
+            .expect("open the clock file");
+        file.seek(std::io::SeekFrom::Start(at)).expect("seek");
         file.write_all(&micros.to_ne_bytes())
-            .expect("write the frozen time");
+            .expect("write the clock file");
     }
 }
