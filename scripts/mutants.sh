@@ -8,6 +8,8 @@
 #   scripts/mutants.sh                         # every mutant, seeds 1..200
 #   LOCKGATE_MUTANT_SEEDS=1..1000 scripts/mutants.sh sim/mutants/fence-from-the-clock.patch
 #
+# The seeds run one at a time (LOCKGATE_SIM_THREADS=1), so that the seed reported is the first
+# of the range that catches the mutant (side by side, another thread may fail first).
 # A mutant not caught within the seeds is a gap: a fault or a client the simulation lacks.
 # Exits 1 if any mutant was not caught. The files the patches touch must be as committed.
 set -euo pipefail
@@ -37,7 +39,7 @@ for patch in "${patches[@]}"; do
     applied=$patch
     cargo test --quiet --locked --test it --no-run 2>/dev/null
     started=$(date +%s.%N)
-    out=$(LOCKGATE_SIM_SEEDS=$seeds cargo test --quiet --locked --test it -- simulation:: --nocapture 2>&1 || true)
+    out=$(LOCKGATE_SIM_THREADS=${LOCKGATE_SIM_THREADS:-1} LOCKGATE_SIM_SEEDS=$seeds cargo test --quiet --locked --test it -- simulation::gateways --nocapture 2>&1 || true)
     ended=$(date +%s.%N)
     git apply -R "$patch"
     applied=

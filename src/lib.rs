@@ -6,7 +6,7 @@
 //!
 //! Modules, from the outside in. Dependencies point one way, `http → lock → backend`;
 //! `config` is read by `app` and `cli` only; `telemetry`, `access`, `name`, `operation`,
-//! `tls` and `wall_clock` are leaves that the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
+//! `tls`, `wall_clock`, `entropy` and `watch` are leaves that the others use; `backend` imports none of `http`, `config`, `access`, `app` or `cli`, and
 //! `lock` none of `http`, `config`, `access`. `client` uses `http`'s bodies, nothing above.
 //! `primitive` uses `http`, `lock` and `backend`; of them, only `http`'s route table names
 //! it (one line per kind that has routes).
@@ -30,6 +30,10 @@
 //! * [`cli`]: `lockgate run` and `lockgate healthcheck`.
 //! * [`tls`]: the process-wide rustls crypto provider.
 //! * [`wall_clock`]: the time of day the gateway reads (the simulation sets it per thread).
+//! * [`entropy`]: every random byte the gateway uses, from the OS (the simulation seeds it per
+//!   thread).
+//! * [`watch`]: a watch channel whose waiters wake in a fixed order (tokio's wakes them in a
+//!   random one).
 
 pub mod access;
 pub mod app;
@@ -38,6 +42,7 @@ pub mod build_info;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod entropy;
 pub mod http;
 pub mod lock;
 pub mod name;
@@ -46,3 +51,4 @@ pub mod primitive;
 pub mod telemetry;
 pub mod tls;
 pub mod wall_clock;
+pub mod watch;

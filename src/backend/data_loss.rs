@@ -136,7 +136,7 @@ impl DataLossGuard {
         let mut bytes = [0u8; 16];
         // A failed OS generator leaves zeros: the id then only tells less (two losses in a
         // row could look alike), never wrongly that nothing was lost.
-        let _ = getrandom::fill(&mut bytes);
+        let _ = crate::entropy::fill(&mut bytes);
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 

@@ -11,14 +11,14 @@
 /// lands between the attempt and the wait is not lost.
 #[derive(Debug)]
 pub struct ReleaseFeed {
-    receiver: tokio::sync::watch::Receiver<()>,
+    receiver: crate::watch::Receiver<()>,
     /// Ends the subscription when the feed is dropped.
     _subscription: Box<dyn std::fmt::Debug + Send + Sync>,
 }
 
 impl ReleaseFeed {
     pub fn new(
-        receiver: tokio::sync::watch::Receiver<()>,
+        receiver: crate::watch::Receiver<()>,
         subscription: impl std::fmt::Debug + Send + Sync + 'static,
     ) -> Self {
         Self {
@@ -27,14 +27,14 @@ impl ReleaseFeed {
         }
     }
 
-    pub fn receiver(&self) -> tokio::sync::watch::Receiver<()> {
+    pub fn receiver(&self) -> crate::watch::Receiver<()> {
         self.receiver.clone()
     }
 
     /// One feed that changes when any of `feeds` does (the names of a set, the nodes of
     /// Redlock), for as long as it is kept.
     pub fn merged(feeds: Vec<ReleaseFeed>) -> ReleaseFeed {
-        let (sender, receiver) = tokio::sync::watch::channel(());
+        let (sender, receiver) = crate::watch::channel(());
         let mut receivers: Vec<_> = feeds.iter().map(ReleaseFeed::receiver).collect();
         let merge = tokio::spawn(async move {
             loop {
@@ -50,7 +50,7 @@ impl ReleaseFeed {
 
     /// A feed that never changes: for what is never granted.
     pub fn silent() -> ReleaseFeed {
-        let (sender, receiver) = tokio::sync::watch::channel(());
+        let (sender, receiver) = crate::watch::channel(());
         ReleaseFeed::new(receiver, sender)
     }
 }

@@ -299,6 +299,7 @@ pub fn watch(
             }
             drop(backend);
             tokio::select! {
+                biased;
                 () = tokio::time::sleep(CLOCK_CHECK_EVERY) => {}
                 () = reconnected.notified() => memory_due = Instant::now(),
             }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use crate::watch;
 use tokio::time::Instant;
 
 use super::LockName;
@@ -155,6 +155,7 @@ impl LockService {
             .join(leased.kind(), name.as_str(), request.holder.as_ref())
             .map_err(|TooManyWaiters| LockError::TooManyWaiters)?;
         tokio::select! {
+            biased;
             () = ticket.turn() => {}
             () = tokio::time::sleep_until(deadline) => {
                 self.record_wait(leased, name, (deadline, request.wait), WaitEnd::TimedOut);
@@ -184,6 +185,7 @@ impl LockService {
                     at = at.min(Instant::now() + every);
                 }
                 tokio::select! {
+                    biased;
                     () = next_release(&mut releases) => {}
                     () = tokio::time::sleep_until(at.min(deadline)) => {}
                     () = self.shutdown.cancelled() => return Err(LockError::ShuttingDown),

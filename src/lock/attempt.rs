@@ -54,7 +54,7 @@ impl LockService {
         match derived {
             Some(stem) => Ok((
                 stem.clone(),
-                Some(Claim(super::entropy::u64().map_err(random_failed)?)),
+                Some(Claim(crate::entropy::u64().map_err(random_failed)?)),
             )),
             None => Ok((TokenStem::random().map_err(random_failed)?, None)),
         }

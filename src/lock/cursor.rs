@@ -123,7 +123,7 @@ impl CursorSeal {
         let mut nonce = [0u8; NONCE_BYTES];
         // A nonce only needs to be unique; should the OS refuse randomness (it does not on any
         // supported system), the time keeps it so for this process.
-        if getrandom::fill(&mut nonce).is_err() {
+        if crate::entropy::fill(&mut nonce).is_err() {
             let now = crate::wall_clock::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default()

@@ -6,7 +6,7 @@
 //! it, at the end of the lease it was told of, and at least every [`RECHECK`] (which also
 //! keeps this gateway alive in the queue).
 
-use tokio::sync::watch;
+use crate::watch;
 use tokio::time::Instant;
 
 use super::LockName;
@@ -138,6 +138,7 @@ impl LockService {
             while !ticket.is_front() {
                 let looks = positions.is_some();
                 tokio::select! {
+                    biased;
                     () = ticket.turn.notified() => {
                         ticket.take_over();
                         wake_at = Instant::now() + RECHECK;
@@ -149,6 +150,7 @@ impl LockService {
             }
             if ticket.is_front() {
                 tokio::select! {
+                    biased;
                     () = next_head(&mut ticket.heads) => {}
                     () = next_release(&mut releases), if first => {}
                     () = tokio::time::sleep_until(wake_at.min(deadline)) => {}

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use std::time::Duration;
 
-use tokio::sync::{Notify, OnceCell, watch};
+use tokio::sync::{Notify, OnceCell};
+
+use crate::watch;
 
 use super::LockName;
 use super::token::TokenStem;

@@ -155,6 +155,7 @@ impl<P: Primitive> Hold<P> {
         loop {
             let hold_ends = self.hold_ends;
             tokio::select! {
+                biased;
                 () = tokio::time::sleep_until(self.next_renewal) => {}
                 () = sleep_until_some(hold_ends) => {
                     let name = self.ending.name.clone();

@@ -7,7 +7,6 @@ mod attempt;
 mod budget;
 pub mod contention;
 pub mod cursor;
-mod entropy;
 pub mod error;
 pub mod events;
 mod fair;

@@ -157,10 +157,7 @@ impl Drop for Running {
     }
 }
 
-type Feeds = (
-    tokio::sync::watch::Receiver<()>,
-    tokio::sync::watch::Receiver<()>,
-);
+type Feeds = (crate::watch::Receiver<()>, crate::watch::Receiver<()>);
 
 impl Observer {
     async fn run(
@@ -181,6 +178,7 @@ impl Observer {
                 (a, b) => a.or(b),
             };
             tokio::select! {
+                biased;
                 changed = feeds.0.changed() => if changed.is_err() { return },
                 changed = feeds.1.changed() => if changed.is_err() { return },
                 () = crate::backend::sleep_until_some(wake) => {}

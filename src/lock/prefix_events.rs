@@ -147,24 +147,13 @@ impl Follower {
         let mut sweep = tokio::time::interval(LINGER / 5);
         let mut walk_at: Option<Instant> = None;
         loop {
+            // In a fixed order (the simulation replays a seed byte for byte): the rare branches
+            // first; a name's events before the news of new grants, whose flood ends in a
+            // `Missed` and a walk, never in a lost event of a followed name.
             tokio::select! {
-                news = granted.next() => match news {
-                    None => return,
-                    Some(GrantNews::Granted(name)) => {
-                        let Ok(name) = LockName::from_string(name) else { continue };
-                        if let Some(followed) = self.followed.get_mut(&name) {
-                            followed.announced = Some(Instant::now());
-                        } else if self.follow_all(vec![name], Why::Granted).await.is_err() {
-                            return;
-                        }
-                    }
-                    Some(GrantNews::Missed) => walk_at = Some(Instant::now()),
-                },
-                Some((name, event)) = self.streams.next() => {
-                    if self.tell(name, event).await.is_err() {
-                        return;
-                    }
-                }
+                biased;
+                () = self.events.closed() => return,
+                _ = sweep.tick() => self.let_go(),
                 () = crate::backend::sleep_until_some(walk_at) => {
                     walk_at = None;
                     match self.walk().await {
@@ -183,8 +172,23 @@ impl Follower {
                         }
                     }
                 }
-                _ = sweep.tick() => self.let_go(),
-                () = self.events.closed() => return,
+                Some((name, event)) = self.streams.next() => {
+                    if self.tell(name, event).await.is_err() {
+                        return;
+                    }
+                }
+                news = granted.next() => match news {
+                    None => return,
+                    Some(GrantNews::Granted(name)) => {
+                        let Ok(name) = LockName::from_string(name) else { continue };
+                        if let Some(followed) = self.followed.get_mut(&name) {
+                            followed.announced = Some(Instant::now());
+                        } else if self.follow_all(vec![name], Why::Granted).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(GrantNews::Missed) => walk_at = Some(Instant::now()),
+                },
             }
         }
     }
@@ -238,6 +242,7 @@ impl Follower {
             (name.clone(), watcher, stop.clone()),
             |(name, mut watcher, stop)| async move {
                 let event = tokio::select! {
+                    biased;
                     event = watcher.next() => event?,
                     () = stop.cancelled() => return None,
                 };

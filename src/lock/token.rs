@@ -50,10 +50,10 @@ const DERIVATION_CONTEXT: &[u8] = b"lockgate/token/v1";
 pub struct TokenStem(String);
 
 impl TokenStem {
-    /// A new stem from the OS CSPRNG (see `lock::entropy`).
+    /// A new stem from the OS CSPRNG (see `entropy`).
     pub fn random() -> Result<Self, getrandom::Error> {
         let mut bytes = [0u8; TOKEN_BYTES];
-        super::entropy::fill(&mut bytes)?;
+        crate::entropy::fill(&mut bytes)?;
         Ok(Self(URL_SAFE_NO_PAD.encode(bytes)))
     }
 
@@ -201,7 +201,7 @@ impl TokenSecret {
     /// service (set `LOCKGATE_TOKEN_SECRET` there).
     pub fn random() -> Result<Self, getrandom::Error> {
         let mut bytes = vec![0u8; 32];
-        getrandom::fill(&mut bytes)?;
+        crate::entropy::fill(&mut bytes)?;
         Ok(Self(bytes))
     }
 

@@ -16,7 +16,9 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::{Notify, OnceCell, watch};
+use tokio::sync::{Notify, OnceCell};
+
+use crate::watch;
 use tokio::time::Instant;
 
 use crate::backend::{Holder, ReleaseFeed};

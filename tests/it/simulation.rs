@@ -10,13 +10,20 @@
 //! and, with every lease over, nothing may be left in Redis but the per-slot fence counter and
 //! the node's marker.
 //!
-//! `LOCKGATE_SIM_SEED=n` replays one seed, `LOCKGATE_SIM_SEEDS=a..b` runs a range; a failing
-//! seed prints the line that replays it. Not simulated yet (docs/development.md, "The
-//! deterministic simulation"): clock steps, replicas and `WAIT`, Redlock, the other kinds of
-//! lease; and a run is not yet reproducible byte for byte.
+//! `cargo test` runs the fixed set (a thousand seeds and those that found bugs), one world per
+//! core at a time. `LOCKGATE_SIM_SEED=n` replays one seed and writes its history to
+//! target/histories/; `LOCKGATE_SIM_SEEDS=a..b` runs a range (the long run;
+//! `LOCKGATE_SIM_THREADS` worlds side by side); a failing seed prints the line that replays
+//! it. A seed replays byte for byte: the gateways' random bytes follow it
+//! (`lockgate::entropy::simulate`), every `select!` in lockgate is `biased` (tokio's picks a
+//! branch at random), and lockgate's watch channels wake their waiters in a fixed order
+//! (`lockgate::watch`; tokio's in a random one). Not simulated yet (docs/development.md, "The
+//! deterministic simulation"): replicas and `WAIT`, Sentinel, Redlock, the other kinds of
+//! lease.
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,10 +32,10 @@ use axum::http::{Method, Request};
 use http_body_util::BodyExt;
 use lockgate::backend::redis::transport::{Opening, Stream, Transport};
 use lockgate::http::App;
+use lockgate::watch;
 use serde_json::{Value, json};
 use sim_redis::{Clock, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use tokio::sync::watch;
 use tower::ServiceExt;
 
 use crate::support::gateway::redis_config;
@@ -226,13 +233,18 @@ async fn nemesis(
 /// What one seed's world did.
 #[derive(Debug)]
 struct Run {
+    seed: u64,
     ops: usize,
     grants: usize,
     simulated: Duration,
+    /// The history as `Report::save` writes it: a replay of the seed gives these bytes.
+    history: Vec<u8>,
+    /// Every command the simulated Redis ran, folded ([`Server::digest`]).
+    commands: u64,
 }
 
 /// Seeds of the fixed set that `cargo test` runs: `1..=SEEDS`, then [`FOUND`].
-const SEEDS: u64 = 20;
+const SEEDS: u64 = 1000;
 
 /// Seeds that found a bug in lockgate, kept in the fixed set; each fails without its fix
 /// (`scripts/mutants.sh` applies the bug again and finds the first such seed; a change to the
@@ -260,6 +272,15 @@ fn seeds() -> Vec<u64> {
     (1..=SEEDS).chain(FOUND.iter().copied()).collect()
 }
 
+/// Worlds run side by side, one per thread: `LOCKGATE_SIM_THREADS`, else one per core.
+fn threads() -> usize {
+    std::env::var("LOCKGATE_SIM_THREADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .max(1)
+}
+
 /// Says, if its seed's world panics, how to run that seed again.
 struct Replay(u64);
 
@@ -276,32 +297,111 @@ impl Drop for Replay {
     }
 }
 
+/// Runs every seed of `seeds`, [`threads`] worlds at a time (each on a thread of its own: a
+/// world's clocks and random bytes are its thread's), and returns their runs in seed order.
+/// The first failing seed stops the others and fails the call; a long range prints its
+/// progress every ten thousand seeds.
+fn run_all(seeds: &[u64]) -> Vec<Run> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let runs = Mutex::new(Vec::with_capacity(seeds.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads().min(seeds.len()) {
+            scope.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&seed) = seeds.get(index) else {
+                        return;
+                    };
+                    if index > 0 && index.is_multiple_of(10_000) {
+                        eprintln!("simulation: {index} of {} seeds run", seeds.len());
+                    }
+                    let replay = Replay(seed);
+                    let run = std::panic::catch_unwind(|| run_seed(seed));
+                    match run {
+                        Ok(run) => {
+                            drop(replay);
+                            runs.lock().expect("runs").push(run);
+                        }
+                        Err(panic) => {
+                            failed.store(true, Ordering::Relaxed);
+                            // Unwinding again, with `replay` alive: it prints the line.
+                            std::panic::resume_unwind(panic);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let mut runs = runs.into_inner().expect("runs");
+    runs.sort_by_key(|run| seeds.iter().position(|&seed| seed == run.seed));
+    runs
+}
+
 /// Every seed of the fixed set: no two holders of a name at once, fences increasing, no
 /// refusal while a grant was valid, no 5xx but 503, nothing left in Redis at the end.
 #[test]
 fn gateways_over_a_simulated_redis_keep_the_lock_promise() {
     let started = std::time::Instant::now();
-    let mut simulated = Duration::ZERO;
-    let mut ops = 0;
-    let mut grants = 0;
     let seeds = seeds();
-    let count = seeds.len();
-    for seed in seeds {
-        let replay = Replay(seed);
-        let run = run_seed(seed);
-        drop(replay);
-        simulated += run.simulated;
-        ops += run.ops;
-        grants += run.grants;
-    }
+    let runs = run_all(&seeds);
     let real = started.elapsed();
+    let simulated: Duration = runs.iter().map(|run| run.simulated).sum();
+    let ops: usize = runs.iter().map(|run| run.ops).sum();
+    let grants: usize = runs.iter().map(|run| run.grants).sum();
     eprintln!(
-        "{count} seeds, {ops} operations, {grants} grants, {:.1} s simulated in {:.2} s ({:.1} seeds/s)",
+        "{} seeds on {} threads, {ops} operations, {grants} grants, {:.0} s simulated in {:.1} s ({:.1} seeds/s, {:.0}x real time)",
+        seeds.len(),
+        threads().min(seeds.len()),
         simulated.as_secs_f64(),
         real.as_secs_f64(),
-        count as f64 / real.as_secs_f64()
+        seeds.len() as f64 / real.as_secs_f64(),
+        simulated.as_secs_f64() / real.as_secs_f64(),
     );
+    if let [run] = &runs[..] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+            "target/histories/simulation-seed-{}.json",
+            run.seed
+        ));
+        eprintln!(
+            "seed {}: history in {} ({} bytes), commands digest {:016x}",
+            run.seed,
+            path.display(),
+            run.history.len(),
+            run.commands
+        );
+    }
     assert!(grants > 0, "the workload granted nothing");
+}
+
+/// A seed run again (here on another thread, after other worlds ran on this one) gives the
+/// same history byte for byte, and its Redis ran the same commands at the same instants.
+#[test]
+fn a_seed_replays_byte_for_byte() {
+    let seeds: Vec<u64> = [3, 17].into_iter().chain(FOUND.iter().copied()).collect();
+    let first = run_all(&seeds);
+    let again: Vec<Run> = std::thread::scope(|scope| {
+        scope
+            .spawn(|| seeds.iter().rev().map(|&seed| run_seed(seed)).collect())
+            .join()
+            .expect("the replays")
+    });
+    for (first, again) in first.iter().zip(again.iter().rev()) {
+        assert_eq!(first.seed, again.seed);
+        assert!(
+            first.history == again.history,
+            "seed {}: the replay's history differs ({} and {} bytes; LOCKGATE_SIM_SEED={} twice, then compare the files)",
+            first.seed,
+            first.history.len(),
+            again.history.len(),
+            first.seed
+        );
+        assert_eq!(
+            first.commands, again.commands,
+            "seed {}: the replay's Redis ran other commands",
+            first.seed
+        );
+    }
 }
 
 /// One seed's world, on a runtime of its own whose clock is paused (it moves only when every
@@ -325,6 +425,8 @@ async fn world(seed: u64) -> Run {
     let _time_of_day = lockgate::wall_clock::simulate(move || {
         std::time::UNIX_EPOCH + Duration::from_micros(gateways_clock.now_us() as u64)
     });
+    // The gateways' random bytes (tokens, queue and marker ids) follow the seed too.
+    let _random_bytes = lockgate::entropy::simulate(rng.next(u64::MAX));
     let server = Server::new(clock);
     let network = Network::new();
     network
@@ -400,6 +502,7 @@ async fn world(seed: u64) -> Run {
     let name = format!("simulation-seed-{seed}");
     if std::env::var_os("LOCKGATE_SIM_SEED").is_some() {
         eprintln!("seed {seed}: faults {faults:?}");
+        report.save(&name);
     }
     if faults.contains(&"restart without data") {
         // Redis forgot the locks it held: their holders find them gone (documented); what
@@ -442,6 +545,9 @@ async fn world(seed: u64) -> Run {
         }
     }
     Run {
+        seed,
+        history: report.to_json(),
+        commands: server.digest(),
         ops: report.ops.len(),
         grants: report
             .ops

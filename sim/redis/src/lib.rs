@@ -25,6 +25,7 @@ pub mod pubsub;
 pub mod resp;
 pub mod scripting;
 pub mod server;
+mod signal;
 
 pub use clock::Clock;
 pub use keyspace::{Entry, Value};

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+
+use crate::signal::Signal;
 
 use crate::clock::Clock;
 use crate::commands::{Data, Flavor, parse_i64, upper};
@@ -28,15 +30,24 @@ struct Node {
     /// An error the next commands get instead of running (a fault: `BUSY`, `OOM`, …), and
     /// how many more get it.
     refusing: Option<(String, u32)>,
+    /// Every command run so far, folded (FNV-1a over the clock's millisecond, the connection
+    /// and the arguments): two runs that sent the same commands at the same instants have the
+    /// same digest.
+    digest: u64,
+    /// `SIM_REDIS_TRACE` is set: every command is printed.
+    trace: bool,
 }
 
 /// What the simulation does to the server besides commands: pauses (SIGSTOP) and restarts.
 #[derive(Debug)]
 struct Control {
-    paused: watch::Sender<bool>,
+    paused: Signal<bool>,
     /// Increased by every restart: connections of an older one are closed.
-    generation: watch::Sender<u64>,
+    generation: Signal<u64>,
 }
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0100_0000_01b3;
 
 /// A simulated Redis server. Clones share it.
 #[derive(Debug, Clone)]
@@ -89,22 +100,24 @@ impl Server {
                 scripting: Scripting::new(),
                 next_conn: 0,
                 refusing: None,
+                digest: FNV_OFFSET,
+                trace: std::env::var_os("SIM_REDIS_TRACE").is_some(),
             })),
             control: Arc::new(Control {
-                paused: watch::Sender::new(false),
-                generation: watch::Sender::new(0),
+                paused: Signal::new(false),
+                generation: Signal::new(0),
             }),
         }
     }
 
     /// Stops answering (SIGSTOP): commands wait, connections stay open.
     pub fn pause(&self) {
-        self.control.paused.send_replace(true);
+        self.control.paused.modify(|paused| *paused = true);
     }
 
     /// Answers again (SIGCONT).
     pub fn resume(&self) {
-        self.control.paused.send_replace(false);
+        self.control.paused.modify(|paused| *paused = false);
     }
 
     /// A restart: every connection closed, the script cache empty, and the data kept (an
@@ -118,7 +131,7 @@ impl Server {
             node.scripting.flush();
             node.refusing = None;
         }
-        self.control.generation.send_modify(|g| *g += 1);
+        self.control.generation.modify(|g| *g += 1);
         self.resume();
     }
 
@@ -149,6 +162,11 @@ impl Server {
         let mut node = self.lock();
         let now = node.data.clock.now_ms();
         node.data.db.snapshot(now)
+    }
+
+    /// A digest of every command run so far, with its instant and connection (see `Node`).
+    pub fn digest(&self) -> u64 {
+        self.lock().digest
     }
 
     /// Commands the simulation was asked for and does not have, in the order asked.
@@ -182,8 +200,8 @@ impl Server {
             let _ = writer.shutdown().await;
         };
         let server = self.clone();
-        let mut generation = self.control.generation.subscribe();
-        let mut paused = self.control.paused.subscribe();
+        let control = self.control.clone();
+        let born = control.generation.get();
         let read = async move {
             let mut buf = Vec::new();
             let mut chunk = vec![0u8; 16 * 1024];
@@ -202,12 +220,8 @@ impl Server {
                     // A paused server runs nothing; a restart ends the connection.
                     tokio::select! {
                         biased;
-                        _ = generation.changed() => break 'reading,
-                        running = paused.wait_for(|paused| !*paused) => {
-                            if running.is_err() {
-                                break 'reading;
-                            }
-                        }
+                        () = control.generation.changed_from(&born) => break 'reading,
+                        () = control.paused.wait_for(|paused| !*paused) => {}
                     }
                     match server.execute(conn, frame) {
                         Then::Reply(reply) => server.reply(conn, reply),
@@ -227,7 +241,7 @@ impl Server {
                 }
                 tokio::select! {
                     biased;
-                    _ = generation.changed() => break,
+                    () = control.generation.changed_from(&born) => break,
                     read = reader.read(&mut chunk) => match read {
                         Ok(0) | Err(_) => break,
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
@@ -268,7 +282,18 @@ impl Server {
             _ => return Then::Close(Frame::error("ERR Protocol error: expected an array")),
         };
         let name = upper(&args[0]);
-        if std::env::var_os("SIM_REDIS_TRACE").is_some() {
+        let now_ms = node.data.clock.now_ms();
+        let mut digest = node.digest;
+        for part in [&now_ms.to_le_bytes()[..], &conn.to_le_bytes()[..]]
+            .into_iter()
+            .chain(args.iter().map(Vec::as_slice))
+        {
+            for byte in part.iter().chain(&[0xff]) {
+                digest = (digest ^ u64::from(*byte)).wrapping_mul(FNV_PRIME);
+            }
+        }
+        node.digest = digest;
+        if node.trace {
             let shown: Vec<String> = args
                 .iter()
                 .map(|a| String::from_utf8_lossy(&a[..a.len().min(48)]).into_owned())

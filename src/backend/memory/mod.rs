@@ -20,7 +20,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, UNIX_EPOCH};
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
+
+use crate::watch;
 use tokio::time::Instant;
 
 use super::fence::{fence_of, next_fence};

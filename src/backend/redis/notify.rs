@@ -58,7 +58,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use redis::aio::PubSubSink;
 use redis::{ErrorKind, ServerErrorKind};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::watch;
 
 use super::errors::classify_connect;
 use super::source::NodeSource;
@@ -99,8 +101,10 @@ pub struct Notifier {
 #[derive(Debug)]
 struct Shared {
     /// Lock keys somebody watches, with their feeds. The connection is subscribed to exactly
-    /// these, give or take the commands still queued.
-    feeds: Mutex<HashMap<String, Feed>>,
+    /// these, give or take the commands still queued. Ordered, so that a resubscription and a
+    /// wake-up of every watcher go in one order, the same in every run (the simulation replays
+    /// a seed byte for byte).
+    feeds: Mutex<BTreeMap<String, Feed>>,
     /// Where the messages of patterns go, by the start of their channel.
     routes: Mutex<Routes>,
     commands: mpsc::UnboundedSender<Command>,
@@ -255,7 +259,7 @@ impl Drop for Unwatch {
 }
 
 impl Shared {
-    fn feeds(&self) -> MutexGuard<'_, HashMap<String, Feed>> {
+    fn feeds(&self) -> MutexGuard<'_, BTreeMap<String, Feed>> {
         self.feeds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -510,13 +514,31 @@ impl Connection {
                 } else {
                     idle_until = None;
                 }
+                // In a fixed order (the simulation replays a seed byte for byte): the rare
+                // branches first, then the local commands (bounded by the waiters), the
+                // messages last, so that a flood of messages never keeps a waiter unsubscribed
+                // (they wait in the socket meanwhile).
                 tokio::select! {
+                    biased;
                     () = crate::backend::sleep_until_some(idle_until) => {
                         idle = self.shared.feeds().is_empty();
                         if idle {
                             break;
                         }
                         continue;
+                    }
+                    command = inbox.recv() => {
+                        let Some(command) = command else { return };
+                        if execute(&mut sink, &mode, &self.shared, command, &mut inbox).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(()) = master_moved(&mut moves) => break,
+                    _ = ping.tick() => {
+                        let answered = tokio::time::timeout(self.timeout, sink.ping::<redis::Value>()).await;
+                        if !matches!(answered, Ok(Ok(_))) {
+                            break;
+                        }
                     }
                     message = stream.next() => match message {
                         Some(message) => {
@@ -533,19 +555,6 @@ impl Connection {
                         }
                         None => break,
                     },
-                    command = inbox.recv() => {
-                        let Some(command) = command else { return };
-                        if execute(&mut sink, &mode, &self.shared, command, &mut inbox).await.is_err() {
-                            break;
-                        }
-                    }
-                    Some(()) = master_moved(&mut moves) => break,
-                    _ = ping.tick() => {
-                        let answered = tokio::time::timeout(self.timeout, sink.ping::<redis::Value>()).await;
-                        if !matches!(answered, Ok(Ok(_))) {
-                            break;
-                        }
-                    }
                 }
             }
             if idle {
@@ -607,6 +616,7 @@ async fn pause(backoff: &mut Duration, inbox: &mut mpsc::UnboundedReceiver<Comma
     tokio::pin!(pause);
     loop {
         tokio::select! {
+            biased;
             () = &mut pause => break,
             command = inbox.recv() => if command.is_none() { return false },
         }

@@ -22,10 +22,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use crate::watch;
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use redis::{Client, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
-use tokio::sync::watch;
 
 use crate::backend::{AbortOnDrop, BackendError};
 

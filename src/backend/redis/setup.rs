@@ -196,7 +196,7 @@ impl RedisBackend {
         };
         // Names this gateway's fair waiters in queues (see `backend::queue`): random, so that a
         // restarted gateway never answers for the waiters of the one before.
-        let gateway = getrandom::u64()
+        let gateway = crate::entropy::u64()
             .map(|id| format!("{id:016x}"))
             .map_err(|e| BackendError::Config(format!("os random generator: {e}")))?;
         Ok(Self {

@@ -90,7 +90,7 @@ impl NodeSource {
     }
 
     /// Changes of [`Self::generation`], where it can change.
-    pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+    pub fn changes(&self) -> Option<crate::watch::Receiver<u64>> {
         match self {
             Self::Sentinel(tracker) => Some(tracker.changes()),
             _ => None,

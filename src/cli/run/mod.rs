@@ -96,7 +96,7 @@ const RETRY_FLOOR: Duration = Duration::from_millis(100);
 /// Up to `RETRY_FLOOR` of jitter, so that runs refused together do not retry together.
 fn jitter() -> Duration {
     let mut byte = [0u8; 1];
-    let _ = getrandom::fill(&mut byte);
+    let _ = crate::entropy::fill(&mut byte);
     RETRY_FLOOR * u32::from(byte[0]) / 255
 }
 /// After a renewal that did not get through, try again this often (sooner for short ttls).

@@ -122,7 +122,7 @@ impl Gate {
     pub fn new(options: GateOptions, metrics: Arc<Metrics>, routes: RouteTable) -> Self {
         let mut seed = [0u8; 4];
         // Request ids need only be unlikely to repeat across restarts, not secret.
-        let _ = getrandom::fill(&mut seed);
+        let _ = crate::entropy::fill(&mut seed);
         Self {
             metrics,
             hosts: options.keys.is_none().then_some(options.hosts),

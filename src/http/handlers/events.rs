@@ -247,7 +247,11 @@ fn event_response(
     let bytes = stream::unfold(
         (Box::pin(events), watched, shutdown),
         move |(mut events, watched, shutdown)| async move {
+            // Shutdown first, then events, a keep-alive only when none came (in a fixed order:
+            // the simulation replays a seed byte for byte).
             let bytes = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return None,
                 event = events.next() => encode(&event?, ndjson),
                 () = tokio::time::sleep(KEEP_ALIVE) => {
                     if ndjson {
@@ -256,7 +260,6 @@ fn event_response(
                         Bytes::from_static(b": keep-alive\n\n")
                     }
                 }
-                () = shutdown.cancelled() => return None,
             };
             Some((Ok::<_, Infallible>(bytes), (events, watched, shutdown)))
         },

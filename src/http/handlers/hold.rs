@@ -42,7 +42,7 @@ use crate::lock::{
 use crate::lock::{LeaseRequest, RawLease};
 use crate::primitive::shared::Shared;
 use crate::telemetry::metrics::Metrics;
-use tokio::sync::watch;
+use crate::watch;
 
 pub const NDJSON: &str = "application/x-ndjson";
 

@@ -542,9 +542,14 @@ impl Report {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/histories");
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join(format!("{name}.json"));
-        let doc = serde_json::json!({"violations": self.violations, "ops": self.ops});
-        let _ = std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap_or_default());
+        let _ = std::fs::write(&path, self.to_json());
         path
+    }
+
+    /// The history and its violations as [`Report::save`] writes them (indented JSON).
+    pub fn to_json(&self) -> Vec<u8> {
+        let doc = serde_json::json!({"violations": self.violations, "ops": self.ops});
+        serde_json::to_vec_pretty(&doc).unwrap_or_default()
     }
 
     /// Panics, saving the history, unless there is no violation of any kind in `kinds`.
