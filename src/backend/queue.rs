@@ -18,7 +18,10 @@
 //! up at most `LIVENESS + RECHECK` after their gateway was last heard from. A waiter that was
 //! skipped while alive (its gateway partitioned away, then back) takes its old place again
 //! with its next attempt: it keeps its score. A waiter that gives up or whose client goes
-//! away leaves at once. Both keys expire by themselves `3 · LIVENESS` after the last
+//! away leaves at once, and its gateway tries again until the place is out should the store
+//! not answer (`lock::fair_lines::LEAVE_RETRY_FIRST`): a place left behind by a live gateway
+//! is never skipped, and would hold the queue up for as long as that gateway has other
+//! waiters of the name. Both keys expire by themselves `3 · LIVENESS` after the last
 //! gateway's word, and are deleted when the last waiter leaves: nothing outlives the queue.
 //!
 //! Hand-off goes to the head only: the script that grants the head, or removes it, publishes

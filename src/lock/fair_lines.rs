@@ -2,7 +2,8 @@
 //! the score of each one's place; see `backend::queue`): only the first of a line, its front,
 //! looks at the store; the others wait to become the front (`fair.rs` says what the front
 //! does). A waiter that leaves without the lock (its wait ran out, its client went away)
-//! leaves the store's queue at once, in the background, and passes the front on; one with an
+//! leaves the store's queue at once, in the background (again and again until the store takes
+//! the place out, [`LEAVE_RETRY_FIRST`]), and passes the front on; one with an
 //! idempotency key keeps its place for [`KEYED_PLACE_KEPT`] first, for a retry with the same
 //! key (a long wait made of several requests, as `lockgate run` makes them) to take it again.
 
@@ -25,6 +26,16 @@ use crate::backend::{Backend, Holder, LeaseStore, Leased, ReleaseFeed, Watched};
 /// request with the same key (to this gateway) within it takes the place again. Meanwhile the
 /// place may hold the queue up, if it comes first, for as long.
 pub const KEYED_PLACE_KEPT: Duration = Duration::from_secs(1);
+
+/// A place whose waiter left but could not take it out of the store's queue (a fault) is taken
+/// out again after this, then after twice as long each time, up to [`LEAVE_RETRY_MOST`], until
+/// it is out. Left there, it would head the queue for as long as this gateway has other
+/// waiters of the name: their attempts keep this gateway alive in the queue's liveness, so the
+/// place is never skipped as a dead gateway's is (found by the deterministic simulation).
+pub const LEAVE_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest pause between two tries to take a left place out (see [`LEAVE_RETRY_FIRST`]):
+/// what a place left behind can hold its queue up after the store answers again.
+pub const LEAVE_RETRY_MOST: Duration = Duration::from_secs(2);
 
 /// Waiters with an idempotency key are numbered from the key (the same key, the same place);
 /// with this bit set, apart from the others, which are counted from 0.
@@ -247,18 +258,28 @@ impl Drop for FairTicket<'_> {
             let (backend, name, waiter) = (self.backend.clone(), self.name.clone(), self.waiter);
             let kept = self.keyed.then(|| self.lines.lines.clone());
             runtime.spawn(async move {
-                if let Some(lines) = kept {
+                if kept.is_some() {
                     tokio::time::sleep(KEYED_PLACE_KEPT).await;
-                    let back = lock_lines(&lines)
-                        .get(name.as_str())
-                        .is_some_and(|line| line.keyed.contains_key(&waiter));
-                    if back {
-                        // A request with the same key took the place again.
-                        return;
-                    }
                 }
-                if let Err(err) = backend.leave(Leased::Lock(&name), waiter).await {
-                    tracing::debug!(lock = %name, error = %err, "could not leave a fair queue; the place is skipped once this gateway's liveness lapses");
+                let mut pause = LEAVE_RETRY_FIRST;
+                loop {
+                    if let Some(lines) = &kept {
+                        let back = lock_lines(lines)
+                            .get(name.as_str())
+                            .is_some_and(|line| line.keyed.contains_key(&waiter));
+                        if back {
+                            // A request with the same key took the place again.
+                            return;
+                        }
+                    }
+                    match backend.leave(Leased::Lock(&name), waiter).await {
+                        Ok(_) => return,
+                        Err(err) => {
+                            tracing::debug!(lock = %name, error = %err, retry_ms = pause.as_millis() as u64, "could not leave a fair queue; trying again");
+                        }
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(LEAVE_RETRY_MOST);
                 }
             });
         }

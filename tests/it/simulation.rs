@@ -4,11 +4,14 @@
 //! whose clock is the simulated time. The seed picks every client's steps (names, ttls, waits,
 //! holds, sometimes past the lease, renewals, releases) and a nemesis's faults, one at a time
 //! for 7 of the 10 simulated seconds: delays, partitions, lost replies (the command ran, its
-//! answer cut), pauses (SIGSTOP), restarts with and without data, and refusals (`BUSY`, `OOM`,
-//! `TRYAGAIN`, `LOADING`). The history is judged afterwards by the fault suite's checker (after
-//! a data loss: no overlap, fences increasing, no 5xx but 503; holders may find their lock gone)
-//! and, with every lease over, nothing may be left in Redis but the per-slot fence counter and
-//! the node's marker.
+//! answer cut), pauses (SIGSTOP), restarts with and without data, refusals (`BUSY`, `OOM`,
+//! `TRYAGAIN`, `LOADING`), steps back of Redis's clock and a gateway that dies (cut off for the
+//! rest of the run, as if SIGKILLed). With the faults over, a fair waiter on a live gateway
+//! must be granted each name within its wait (liveness: no lease, hold-back or queue place
+//! left behind holds a name up for good). The history is judged afterwards by the fault suite's
+//! checker (after a data loss: no overlap, fences increasing, no 5xx but 503; holders may find
+//! their lock gone) and, with every lease over, nothing may be left in Redis but the per-slot
+//! fence counter and the node's marker.
 //!
 //! `cargo test` runs the fixed set (a thousand seeds and those that found bugs), one world per
 //! core at a time. `LOCKGATE_SIM_SEED=n` replays one seed and writes its history to
@@ -69,6 +72,9 @@ struct Network {
     weather: Mutex<Weather>,
     /// Increased at each partition: connections opened before are cut.
     cuts: watch::Sender<u64>,
+    /// Gateways that died (for the rest of the run: no connection of theirs goes through, as
+    /// if SIGKILLed; their clients get 503s).
+    dead: Mutex<std::collections::BTreeSet<usize>>,
 }
 
 impl Network {
@@ -77,6 +83,7 @@ impl Network {
             nodes: Mutex::default(),
             weather: Mutex::default(),
             cuts: watch::Sender::new(0),
+            dead: Mutex::default(),
         })
     }
 
@@ -93,19 +100,36 @@ impl Network {
     fn heal(&self) {
         *self.weather() = Weather::default();
     }
+
+    /// `gateway` dies: its connections are cut (every connection is: the others reconnect)
+    /// and it never opens one again.
+    fn kill(&self, gateway: usize) {
+        self.dead.lock().expect("dead").insert(gateway);
+        self.cuts.send_modify(|cut| *cut += 1);
+    }
+
+    fn is_dead(&self, gateway: usize) -> bool {
+        self.dead.lock().expect("dead").contains(&gateway)
+    }
 }
 
-/// The transport the gateways are wired with: the network itself.
+/// The transport a gateway is wired with: the network, as that gateway reaches it.
 #[derive(Debug)]
-struct Links(Arc<Network>);
+struct Links {
+    network: Arc<Network>,
+    gateway: usize,
+}
 
 impl Transport for Links {
     fn open(&self, address: &str) -> Opening {
-        let network = self.0.clone();
+        let network = self.network.clone();
+        let gateway = self.gateway;
         let server = network.nodes.lock().expect("network").get(address).cloned();
         Box::pin(async move {
             let server = match server {
-                Some(server) if !network.weather().partitioned => server,
+                Some(server) if !network.weather().partitioned && !network.is_dead(gateway) => {
+                    server
+                }
                 _ => {
                     return Err(io::Error::new(
                         io::ErrorKind::ConnectionRefused,
@@ -169,19 +193,21 @@ async fn pump(near: DuplexStream, far: DuplexStream, network: Arc<Network>) {
     }
 }
 
-/// Faults, one at a time, each for a while, as the seed says, until `until`; then all healed.
-/// Returns what it did, in order.
+/// Faults, one at a time, each for a while, as the seed says, until `until`; then all healed
+/// but a dead gateway (one of `gateways` at most dies, for good). Returns what it did, in
+/// order.
 async fn nemesis(
     mut rng: Rng,
     network: Arc<Network>,
     server: Server,
+    gateways: usize,
     until: tokio::time::Instant,
 ) -> Vec<&'static str> {
     let mut done = Vec::new();
     let ms = |rng: &mut Rng, from: u64, to: u64| Duration::from_millis(from + rng.next(to - from));
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(ms(&mut rng, 0, 1500)).await;
-        let fault = rng.next(8);
+        let fault = rng.next(9);
         tracing::warn!(fault, "nemesis");
         done.push(
             [
@@ -193,6 +219,7 @@ async fn nemesis(
                 "restart without data",
                 "refusals",
                 "clock step back",
+                "a gateway dies",
             ][fault as usize],
         );
         match fault {
@@ -213,6 +240,12 @@ async fn nemesis(
             4 => server.restart(true),
             5 => server.restart(false),
             7 => server.clock().step_us(-(rng.next(500_000) as i64 + 1)),
+            // One gateway at most, for the rest of the run.
+            8 => {
+                if network.dead.lock().expect("dead").is_empty() {
+                    network.kill(rng.index(gateways));
+                }
+            }
             _ => {
                 let errors = [
                     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
@@ -434,11 +467,14 @@ async fn world(seed: u64) -> Run {
         .lock()
         .expect("network")
         .insert(REDIS.to_owned(), server.clone());
-    let wiring = lockgate::app::Wiring {
-        redis_transport: Some(Arc::new(Links(network.clone()))),
-    };
     let gateways: Vec<App> = (0..2)
-        .map(|_| {
+        .map(|gateway| {
+            let wiring = lockgate::app::Wiring {
+                redis_transport: Some(Arc::new(Links {
+                    network: network.clone(),
+                    gateway,
+                })),
+            };
             let config = redis_config(&format!("redis://{REDIS}"));
             let assembled = lockgate::app::assemble_with(&config, &wiring).expect("a gateway");
             assembled.guards.watch();
@@ -471,11 +507,46 @@ async fn world(seed: u64) -> Run {
         Rng::from_seed(rng.next(u64::MAX)),
         network.clone(),
         server.clone(),
+        gateways.len(),
         faults_end,
     )));
     let faults = nemesis.await.expect("the nemesis");
     for client in clients {
         client.await.expect("a client");
+    }
+    // Liveness: with the faults over, each name goes to a fair waiter of a live gateway within
+    // its wait, which covers every lease that may still run (the longest ttl, Redis's clock
+    // steps back, a data loss's hold-back) and the liveness window after which a dead
+    // gateway's waiters stop holding the queue up.
+    let live = (0..gateways.len())
+        .find(|gateway| !network.is_dead(*gateway))
+        .expect("a live gateway");
+    let prober = 4;
+    for name in names {
+        let (ttl_ms, wait_ms) = (1000, 8000);
+        let body = json!({"ttl_ms": ttl_ms, "wait_ms": wait_ms, "fair": true});
+        let path = format!("/locks/{name}");
+        let invoke = history.now_us();
+        let sent = send(&gateways[live], Method::POST, &path, Some(&body), &[], None).await;
+        let outcome = answered(sent, Expect::Grant);
+        let call = Call::Acquire {
+            ttl_ms,
+            wait_ms,
+            shared: false,
+        };
+        history.record(prober, name, call, invoke, outcome.clone());
+        let Outcome::Granted { token, .. } = outcome else {
+            panic!(
+                "seed {seed}: with the faults over, a fair acquire of {name:?} waiting {wait_ms} ms got {outcome:?} (faults: {faults:?}); Redis at {} ms holds {:?}",
+                server.clock().now_ms(),
+                server.snapshot()
+            );
+        };
+        let invoke = history.now_us();
+        let headers = [("Lock-Token", Some(token.as_str()))];
+        let sent = send(&gateways[live], Method::DELETE, &path, None, &headers, None).await;
+        let outcome = answered(sent, Expect::Release);
+        history.record(prober, name, Call::Release { token }, invoke, outcome);
     }
     // Every lease is over once the longest ttl (and the clock's steps back) have passed, and
     // a fair queue whose gateway could not take a waiter's place out (a fault) expires three
