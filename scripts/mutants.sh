@@ -3,7 +3,8 @@
 # small patch that brings back a bug, said in its opening comment) in turn, runs the
 # simulation's seeds until one fails, and prints a table: the mutant, whether it was caught,
 # by which seed (how many seeds it took) and how long the simulation ran; then takes the
-# mutant out again, also when interrupted.
+# mutant out again, also when interrupted. A patch runs the locks' world unless a line of its
+# opening comment names another: `# world: semaphores` or `# world: multi-locks`.
 #
 #   scripts/mutants.sh                         # every mutant, seeds 1..200
 #   LOCKGATE_MUTANT_SEEDS=1..1000 scripts/mutants.sh sim/mutants/fence-from-the-clock.patch
@@ -39,11 +40,16 @@ for patch in "${patches[@]}"; do
     applied=$patch
     cargo test --quiet --locked --test it --no-run 2>/dev/null
     started=$(date +%s.%N)
-    out=$(LOCKGATE_SIM_THREADS=${LOCKGATE_SIM_THREADS:-1} LOCKGATE_SIM_SEEDS=$seeds cargo test --quiet --locked --test it -- simulation::gateways --nocapture 2>&1 || true)
+    case $(sed -n 's/^# world: //p' "$patch") in
+    semaphores) test=semaphores_over_a_simulated_redis_keep_their_promise ;;
+    multi-locks) test=multi_locks_over_a_simulated_redis_keep_their_promise ;;
+    *) test=gateways_over_a_simulated_redis_keep_the_lock_promise ;;
+    esac
+    out=$(LOCKGATE_SIM_THREADS=${LOCKGATE_SIM_THREADS:-1} LOCKGATE_SIM_SEEDS=$seeds cargo test --quiet --locked --test it -- "simulation::$test" --exact --nocapture 2>&1 || true)
     ended=$(date +%s.%N)
     git apply -R "$patch"
     applied=
-    seed=$( (grep -o 'seed [0-9]* failed at commit' <<<"$out" || true) | head -n 1 | awk '{print $2}')
+    seed=$( (grep -o 'seed [0-9]* of the [a-z-]* failed at commit' <<<"$out" || true) | head -n 1 | awk '{print $2}')
     secs=$(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.1f", b - a }')
     if [ -n "$seed" ]; then
         printf '%-32s %-8s %-6s %-6s %s\n' "$name" yes "$seed" $((seed - first + 1)) "$secs"
