@@ -167,6 +167,7 @@ pub fn assemble(config: &Config) -> Result<Assembled, StartupError> {
 
 /// [`assemble`], with an embedder's [`Wiring`].
 pub fn assemble_with(config: &Config, wiring: &Wiring) -> Result<Assembled, StartupError> {
+    crate::primitive::build_redis_scripts();
     let metrics = Arc::new(Metrics::new(&crate::http::lease_kinds()));
     let reconnected = Arc::new(Notify::new());
     let service = Arc::new(build_service(config, &metrics, &reconnected, wiring)?);

@@ -14,3 +14,14 @@
 
 pub mod semaphore;
 pub mod shared;
+
+/// Builds every kind's Redis scripts now (each is built on its first use otherwise): a
+/// connection is given every script built so far (`backend::redis::scripts::load_all`), so a
+/// gateway's first connections then load the same scripts whatever this process did before.
+/// The deterministic simulation runs many gateways in one process, and a seed must replay
+/// alike after other seeds and alone (it did not: a seed's world loaded fewer scripts at first
+/// when it ran first, and failed only after others). Cheap: a few KiB of text, once.
+pub fn build_redis_scripts() {
+    std::sync::LazyLock::force(shared::store::READERS.scripts);
+    std::sync::LazyLock::force(semaphore::store::PERMITS.scripts);
+}

@@ -101,10 +101,10 @@ pub(super) mod prelude {
 }
 
 /// The sources of the scripts kinds keep in their own modules ([`Lua::assembled`]), as each
-/// is built. A kind's scripts are built on its first use, after the first connections were
-/// made; a connection made after that (to a restarted or failed-over server, whose cache is
-/// empty) is given them too. Before its first use a kind's script is loaded by its first
-/// NOSCRIPT.
+/// is built: every connection made after that (to a restarted or failed-over server, whose
+/// cache is empty) is given them too. The composition root builds them all before the first
+/// connection (`primitive::build_redis_scripts`); one not built yet would be loaded by its
+/// first NOSCRIPT.
 static ASSEMBLED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
 /// SCRIPT LOAD of every script, in one pipeline: the built-in ones and those kinds have built.
