@@ -5,7 +5,7 @@
 //! Every attempt at a grant needs a fresh stem (16 bytes) and, with an idempotency key, a
 //! claim (8 bytes). One `getrandom` system call for each was half a system call per request
 //! of the lock-cycle benchmark. So the bytes are fetched from the OS in blocks of
-//! [`BLOCK`] bytes per thread, and each byte is handed out once and then zeroed: still the
+//! `BLOCK` bytes per thread, and each byte is handed out once and then zeroed: still the
 //! output of the OS CSPRNG, with no generator of ours in between, only fetched ahead. (A
 //! forked process would share a thread's block; lockgate forks only to exec the command of
 //! `lockgate run`, which never reads it.)

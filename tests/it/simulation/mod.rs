@@ -80,12 +80,12 @@ const OTHER_SEEDS: u64 = 250;
 /// the workload or the nemesis gives every seed another world, and these numbers are found
 /// again that way). 16: a fair waiter's place left behind by a leave Redis did not answer,
 /// heading the queue for good (`lock::fair_lines::LEAVE_RETRY_FIRST`; mutant
-/// `failed-leave-not-retried`); 47: a node restarted without its data soon after the other
+/// `failed-leave-not-retried`); 169: a node restarted without its data soon after the other
 /// gateway granted a longer lease than any before, which the hold-back did not cover
 /// (`backend::data_loss::MERGE_FOR`; mutant `data-loss-hold-back-without-merging`); 1092: a
 /// stale reader's release moving the expiry of the writer that held the name
 /// (`shared_release.lua`; mutant `stale-reader-release-moves-a-writer`).
-const FOUND: &[u64] = &[16, 47, 1092];
+const FOUND: &[u64] = &[16, 169, 1092];
 
 /// The seeds to run: `LOCKGATE_SIM_SEED=n` replays one, `LOCKGATE_SIM_SEEDS=a..b` runs a range
 /// (`b` excluded), else `fixed`.
