@@ -14,7 +14,9 @@
 //!   majority end up holding the final token, the grant is withdrawn everywhere and reported
 //!   unavailable, since the next fence could otherwise go backwards. Without a majority every
 //!   partial grant is withdrawn at once, on the nodes that timed out too (their grant may have
-//!   landed). The validity is the smallest ttl a granting node reported, less the clock drift
+//!   landed), without a message to the name's waiters: it never held the lock, and the message
+//!   would wake them to take the free node and withdraw it in turn, in a loop for as long as
+//!   the holder holds. The validity is the smallest ttl a granting node reported, less the clock drift
 //!   allowance (0.01 × ttl + 2 ms), less the time the whole round took (subtracted by the
 //!   `lock` layer, which counts from before the first request left).
 //! * **release** answers what a majority answered: released, not held or not owner (a node
@@ -25,7 +27,9 @@
 //! * **renew** succeeds when a majority renewed. When a majority says the token does not hold
 //!   the lock, the minority renewals are released (no lock, only keys in the next holder's
 //!   way); when nodes did not answer, nothing is undone and the answer is "unavailable".
-//! * **inspect** reports the lock held when a majority holds the same grant.
+//! * **inspect** reports the lock held when a majority holds the same grant, with the fence a
+//!   majority of its copies holds (a node that ran the acquire after its deadline holds a
+//!   fence of its own, nobody's), or the highest while the grant is being finalized.
 //!
 //! Clocks: Redlock assumes the nodes' clocks run at about the same rate (the drift allowance
 //! covers 1%), not that they agree; fences additionally assume no node's wall clock steps back
@@ -69,6 +73,17 @@ fn retry_after(mut held: Vec<Option<Duration>>, free: usize, quorum: usize) -> O
     // Keys without an expiry never free up by themselves: sort them last.
     held.sort_by_key(|ttl| ttl.unwrap_or(Duration::MAX));
     held.get(needed - 1).copied().flatten()
+}
+
+/// The fence of a grant whose copies on the nodes hold `fences`: the one `quorum` of them hold
+/// (the holder's, once finalized), else the highest (finalizing, every copy is raised to it).
+fn grant_fence(fences: impl Iterator<Item = Option<u64>>, quorum: usize) -> Option<u64> {
+    let fences: Vec<u64> = fences.flatten().collect();
+    let held_by_quorum = fences
+        .iter()
+        .copied()
+        .find(|fence| fences.iter().filter(|other| *other == fence).count() >= quorum);
+    held_by_quorum.or_else(|| fences.iter().copied().max())
 }
 
 /// The verdict of a majority on a release: `None` when the answers make no majority.
@@ -197,17 +212,27 @@ impl RedlockBackend {
         ))
     }
 
-    /// Withdraws the grant `withdrawal` names on the nodes at `indices`, best effort.
+    /// Withdraws the grant `withdrawal` names on the nodes at `indices`, best effort. A grant
+    /// that `never_held` a majority goes without a message to the name's waiters (see
+    /// [`RedisBackend::withdraw_partial_lock`]).
     async fn withdraw_on(
         &self,
         indices: impl IntoIterator<Item = usize>,
         name: &str,
         withdrawal: Withdrawal<'_>,
+        never_held: bool,
     ) {
-        let withdrawals = indices
-            .into_iter()
-            .filter_map(|i| self.nodes.get(i))
-            .map(|n| n.withdraw_lock(name, withdrawal));
+        let withdrawals =
+            indices
+                .into_iter()
+                .filter_map(|i| self.nodes.get(i))
+                .map(|n| async move {
+                    if never_held {
+                        n.withdraw_partial_lock(name, withdrawal).await
+                    } else {
+                        n.withdraw_lock(name, withdrawal).await
+                    }
+                });
         for outcome in join_all(withdrawals).await {
             if let Err(err) = outcome {
                 tracing::warn!(lock = name, error = %err, "redlock: could not withdraw a partial grant; it expires at its ttl");
@@ -266,7 +291,10 @@ impl RedlockBackend {
         // of its token's stem, the same on every node, not by its fence: each node gives it a
         // fence of its own, and the gateway raises them all to the highest just after (see
         // `acquire_lock`), so a look in between sees a majority whose fences differ. Its fence
-        // is the highest of its copies: the one it ends with, and its holder was given.
+        // is the one a majority of the nodes holds, once they do: the holder's (a node that
+        // missed the grant's deadline may run its script later, with a fence of its own and
+        // higher, that nobody was given: found by the simulation); before, the highest of its
+        // copies, the one it ends with.
         let mut grants: HashMap<GrantKey, Vec<(usize, Inspection)>> = HashMap::new();
         for (index, outcome) in outcomes.into_iter().enumerate() {
             if let Ok(Some((seen, grant))) = outcome {
@@ -281,7 +309,7 @@ impl RedlockBackend {
         if let Some(seen) = grants.values().find(|seen| seen.len() >= quorum) {
             let inspection = Inspection {
                 ttl: seen.iter().map(|(_, s)| s.ttl).min().flatten(),
-                fence: seen.iter().filter_map(|(_, s)| s.fence).max(),
+                fence: grant_fence(seen.iter().map(|(_, s)| s.fence), quorum),
                 // Every node of the grant was given the same holder; one that lost its record
                 // (it expired a moment earlier) does not hide it.
                 holder: seen.iter().find_map(|(_, s)| s.holder.clone()),
@@ -379,7 +407,7 @@ impl RedlockBackend {
                 .map(|(i, _)| i)
         };
         if holders.len() < self.quorum() {
-            self.withdraw_on(maybe_ours(), name, attempt.withdrawal())
+            self.withdraw_on(maybe_ours(), name, attempt.withdrawal(), true)
                 .await;
             let held: Vec<Option<Duration>> = answers
                 .iter()
@@ -419,7 +447,8 @@ impl RedlockBackend {
         }
         .unwrap_or(0);
         if self.finalize(name, stem, fence, &holders).await < self.quorum() {
-            self.withdraw_on(maybe_ours(), name, attempt.withdrawal())
+            // A majority held it: its waiters are told it went.
+            self.withdraw_on(maybe_ours(), name, attempt.withdrawal(), false)
                 .await;
             return Err(BackendError::NoReply(
                 "redlock: could not give a majority of nodes the grant's fence".into(),
@@ -700,6 +729,18 @@ mod tests {
     fn drift_is_one_percent_plus_two_milliseconds() {
         assert_eq!(drift(Duration::from_secs(10)), 102 * MS);
         assert_eq!(drift(Duration::from_millis(100)), 3 * MS);
+    }
+
+    #[test]
+    fn a_grants_fence_is_its_majoritys_then_its_highest() {
+        // Finalized, with a late copy that issued its own fence after the holder was answered.
+        assert_eq!(
+            grant_fence([Some(7), Some(7), Some(9)].into_iter(), 2),
+            Some(7)
+        );
+        // Finalizing: the copies are raised to the highest.
+        assert_eq!(grant_fence([Some(5), Some(8)].into_iter(), 2), Some(8));
+        assert_eq!(grant_fence([None, None].into_iter(), 2), None);
     }
 
     #[test]

@@ -61,7 +61,7 @@ async fn the_simulated_redis_answers_as_the_real_one() {
     }
     let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let gw = Gateway::start(lua_only(redlock_config(&urls, Duration::from_millis(500)))).await;
-    Box::pin(redlock_traffic(&gw)).await;
+    Box::pin(redlock_traffic(&gw, &nodes)).await;
     for (i, monitor) in monitors.into_iter().enumerate() {
         recordings.push((
             ["redlock 1", "redlock 2", "redlock 3"][i],
@@ -363,7 +363,7 @@ async fn fair_traffic(gw: &Gateway, redis: &RedisServer) {
 }
 
 /// Acquire, renew, inspect, release over Redlock.
-async fn redlock_traffic(gw: &Gateway) {
+async fn redlock_traffic(gw: &Gateway, nodes: &[RedisServer; 3]) {
     let locks = gw.locks();
     for i in 0..3 {
         let name = format!("sim:redlock:{i}");
@@ -371,6 +371,23 @@ async fn redlock_traffic(gw: &Gateway) {
         json_of(locks.inspect(&name).await);
         json_of(locks.renew(&name, &held, json!({"ttl_ms": 9000})).await);
         json_of(locks.release(&name, &held).await);
+    }
+    // Held on two nodes by a client of its own: the gateway's grant on the third is partial,
+    // and withdrawn without a word to the name's waiters.
+    let key = "lockgate:{sim:redlock:partial}";
+    for node in &nodes[..2] {
+        let set = redis::cmd("SET")
+            .arg(key)
+            .arg("theirs")
+            .arg("PX")
+            .arg(60_000)
+            .clone();
+        node.query::<()>(&set).expect("SET");
+    }
+    let (status, body) = json_of(locks.acquire("sim:redlock:partial", json!({})).await);
+    assert_eq!(status, 409, "{body}");
+    for node in &nodes[..2] {
+        node.query::<()>(redis::cmd("DEL").arg(key)).expect("DEL");
     }
 }
 

@@ -36,7 +36,18 @@ struct Node {
     digest: u64,
     /// `SIM_REDIS_TRACE` is set: every command is printed.
     trace: bool,
+    /// The clock's millisecond of the last command, and how many ran in it.
+    instant: (i64, u32),
+    /// What ran in a millisecond of more than [`SPIN_LIMIT`] commands, if any did.
+    spun: Option<String>,
 }
+
+/// Commands in one millisecond of the simulated clock beyond which a client is taken to loop
+/// without ever waiting: time, which moves only when every task waits, would never move again,
+/// and the world would spin for good. From then on, until the clock moves, every command is
+/// refused, and [`Server::spun`] says so (a world's run fails on it instead of hanging). A
+/// busy world runs a few dozen commands in a millisecond.
+pub const SPIN_LIMIT: u32 = 20_000;
 
 /// What the simulation does to the server besides commands: pauses (SIGSTOP) and restarts.
 #[derive(Debug)]
@@ -102,6 +113,8 @@ impl Server {
                 refusing: None,
                 digest: FNV_OFFSET,
                 trace: std::env::var_os("SIM_REDIS_TRACE").is_some(),
+                instant: (i64::MIN, 0),
+                spun: None,
             })),
             control: Arc::new(Control {
                 paused: Signal::new(false),
@@ -167,6 +180,12 @@ impl Server {
     /// A digest of every command run so far, with its instant and connection (see `Node`).
     pub fn digest(&self) -> u64 {
         self.lock().digest
+    }
+
+    /// The first command past [`SPIN_LIMIT`] in one millisecond, with that millisecond: a
+    /// loop that never waits.
+    pub fn spun(&self) -> Option<String> {
+        self.lock().spun.clone()
     }
 
     /// Commands the simulation was asked for and does not have, in the order asked.
@@ -302,6 +321,21 @@ impl Server {
                 "sim-redis {} conn {conn}: {shown:?}",
                 node.data.clock.now_ms()
             );
+        }
+        node.instant = match node.instant {
+            (ms, count) if ms == now_ms => (ms, count.saturating_add(1)),
+            _ => (now_ms, 1),
+        };
+        if node.instant.1 > SPIN_LIMIT {
+            if node.spun.is_none() {
+                node.spun = Some(format!(
+                    "{name} on connection {conn} was command {} at {now_ms} ms",
+                    node.instant.1
+                ));
+            }
+            return Then::Reply(Frame::error(
+                "ERR sim-redis: too many commands in one simulated millisecond (a loop that never waits)",
+            ));
         }
         if !ALWAYS_ANSWERED.contains(&name.as_str())
             && let Some((error, left)) = node.refusing.as_mut()

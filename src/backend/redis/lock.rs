@@ -310,15 +310,41 @@ impl RedisBackend {
         name: &str,
         withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
+        self.withdraw_lock_saying(name, withdrawal, true).await
+    }
+
+    /// Withdraws a Redlock partial grant: as [`Self::withdraw_lock`], without a message on the
+    /// name's channel. The grant held no majority, so nobody waits for it to go; a message
+    /// would wake every waiter of the name on this node, each of which, the lock held on a
+    /// majority, takes this node and withdraws it again: a loop of round trips for as long as
+    /// the holder holds (found by the simulation, docs/development.md).
+    pub(crate) async fn withdraw_partial_lock(
+        &self,
+        name: &str,
+        withdrawal: Withdrawal<'_>,
+    ) -> Result<bool, BackendError> {
+        self.withdraw_lock_saying(name, withdrawal, false).await
+    }
+
+    async fn withdraw_lock_saying(
+        &self,
+        name: &str,
+        withdrawal: Withdrawal<'_>,
+        announce: bool,
+    ) -> Result<bool, BackendError> {
         let keys = self.keys(name);
         let mut call = if Marks::of(withdrawal.stem).holder {
             evalsha(&WITHDRAW, &[keys.lock(), keys.claim(), keys.holder()])
         } else {
             evalsha(&WITHDRAW, &[keys.lock(), keys.claim()])
         };
-        call.arg(withdrawal.stem)
-            .arg(keys.channel())
-            .arg(claim_arg(withdrawal.claim));
+        call.arg(withdrawal.stem);
+        if announce {
+            call.arg(keys.channel());
+        } else {
+            call.arg("");
+        }
+        call.arg(claim_arg(withdrawal.claim));
         self.script::<i64>(&WITHDRAW, &call)
             .await
             .map(|withdrawn| withdrawn == 1)

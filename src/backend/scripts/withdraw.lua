@@ -7,7 +7,8 @@
 -- KEYS[2]  the claim key
 -- KEYS[3]  (stems marked as having one) the holder key
 -- ARGV[1]  the token stem
--- ARGV[2]  the name's release channel
+-- ARGV[2]  the name's release channel, or '' to withdraw without a word (a Redlock partial
+--          grant: see `RedlockBackend::acquire_lock`)
 -- ARGV[3]  claim id, or '' when the stem is this attempt's alone
 --
 -- Returns 1 withdrawn, 0 nothing of this attempt's was held.
@@ -26,5 +27,7 @@ if KEYS[3] then
 else
   redis.call('DEL', KEYS[1])
 end
-redis.call('PUBLISH', ARGV[2], '')
+if ARGV[2] ~= '' then
+  redis.call('PUBLISH', ARGV[2], '')
+end
 return 1

@@ -1,4 +1,5 @@
-//! The clients of the worlds of the other kinds of lease: semaphores and multi-locks. The same
+//! The clients of the worlds of the other kinds of lease: semaphores, multi-locks and Redlock's
+//! exclusive locks. The same
 //! life as a lock's client (`clients.rs`): acquire (some waiting, some with a bounded hold, half
 //! with an `Idempotency-Key` sent again after a 503 or a hang-up, some hung up on), hold (now
 //! and then past the lease), look, renew, release or let the lease run out, and now and then a
@@ -29,6 +30,9 @@ pub enum Kind {
     Semaphores,
     /// Multi-locks: two of `a`, `b` and `c` at once.
     MultiLocks,
+    /// Exclusive locks of `a` and `b` kept by Redlock over three simulated nodes (the one kind
+    /// Redlock offers).
+    Redlock,
 }
 
 impl Kind {
@@ -38,6 +42,7 @@ impl Kind {
             Self::Locks => "locks",
             Self::Semaphores => "semaphores",
             Self::MultiLocks => "multi-locks",
+            Self::Redlock => "redlock",
         }
     }
 
@@ -47,13 +52,14 @@ impl Kind {
             Self::Locks => "gateways_over_a_simulated_redis_keep_the_lock_promise",
             Self::Semaphores => "semaphores_over_a_simulated_redis_keep_their_promise",
             Self::MultiLocks => "multi_locks_over_a_simulated_redis_keep_their_promise",
+            Self::Redlock => "redlock_over_three_simulated_nodes_keeps_the_lock_promise",
         }
     }
 
     /// The names its clients take (each name's grants are judged together).
     pub fn names(self) -> &'static [&'static str] {
         match self {
-            Self::Locks => &["a", "b"],
+            Self::Locks | Self::Redlock => &["a", "b"],
             Self::Semaphores => &["s1", "s2"],
             Self::MultiLocks => &["a", "b", "c"],
         }
@@ -63,7 +69,7 @@ impl Kind {
     pub fn limit(self) -> usize {
         match self {
             Self::Semaphores => PERMITS as usize,
-            Self::Locks | Self::MultiLocks => 1,
+            Self::Locks | Self::MultiLocks | Self::Redlock => 1,
         }
     }
 
@@ -74,7 +80,7 @@ impl Kind {
         mut fields: serde_json::Value,
     ) -> (String, serde_json::Value) {
         match self {
-            Self::Locks => (format!("/locks/{}", names[0]), fields),
+            Self::Locks | Self::Redlock => (format!("/locks/{}", names[0]), fields),
             Self::Semaphores => {
                 fields["permits"] = json!(PERMITS);
                 (format!("/semaphores/{}", names[0]), fields)
@@ -89,7 +95,7 @@ impl Kind {
     /// Where the grant of `names` is renewed and released.
     pub fn lease(self, names: &[&str]) -> String {
         match self {
-            Self::Locks => format!("/locks/{}", names[0]),
+            Self::Locks | Self::Redlock => format!("/locks/{}", names[0]),
             Self::Semaphores => format!("/semaphores/{}", names[0]),
             Self::MultiLocks => {
                 let query: Vec<String> = names.iter().map(|name| format!("name={name}")).collect();
@@ -103,7 +109,9 @@ impl Kind {
     fn inspect(self, name: &str, fence: u64) -> (String, Expect) {
         match self {
             Self::Semaphores => (format!("/semaphores/{name}"), Expect::Permit(fence)),
-            Self::Locks | Self::MultiLocks => (format!("/locks/{name}"), Expect::Inspection),
+            Self::Locks | Self::MultiLocks | Self::Redlock => {
+                (format!("/locks/{name}"), Expect::Inspection)
+            }
         }
     }
 
@@ -111,7 +119,7 @@ impl Kind {
     fn pick(self, rng: &mut Rng) -> Vec<&'static str> {
         let names = self.names();
         match self {
-            Self::Locks | Self::Semaphores => vec![names[rng.index(names.len())]],
+            Self::Locks | Self::Semaphores | Self::Redlock => vec![names[rng.index(names.len())]],
             Self::MultiLocks => {
                 let first = rng.index(names.len());
                 let second = (first + 1 + rng.index(names.len() - 1)) % names.len();
@@ -137,7 +145,7 @@ fn record(
     }
 }
 
-/// A client of a semaphores' or a multi-locks' world, until `until`.
+/// A client of a semaphores', a multi-locks' or a Redlock world, until `until`.
 pub async fn lease_steps(
     kind: Kind,
     client: usize,

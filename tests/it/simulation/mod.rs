@@ -23,9 +23,10 @@
 //! (`lockgate::watch`; tokio's in a random one).
 //!
 //! A world's clients take one kind of lease ([`Kind`]): locks (plain, shared and fair,
-//! `clients.rs`), semaphores or multi-locks (`leases.rs`); each kind has its fixed set. Not
-//! simulated yet (docs/development.md, "The deterministic simulation"): replicas and `WAIT`,
-//! Sentinel, Redlock, reentrant locks, hold streams.
+//! `clients.rs`), semaphores or multi-locks (`leases.rs`) on one node, or plain locks kept by
+//! Redlock over three nodes, a node's faults striking one of them; each kind has its fixed
+//! set. Not simulated yet (docs/development.md, "The deterministic simulation"): replicas and
+//! `WAIT`, Sentinel, reentrant locks, hold streams.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,7 +37,7 @@ use lockgate::http::App;
 use serde_json::json;
 use sim_redis::{Clock, Server};
 
-use crate::support::gateway::redis_config;
+use crate::support::gateway::{redis_config, redlock_config};
 use crate::support::history::{Call, History, Outcome, Violation};
 use crate::support::rng::Rng;
 use crate::support::workload::Expect;
@@ -51,6 +52,12 @@ use network::{Links, Network, nemesis};
 
 /// The address of the simulated Redis.
 const REDIS: &str = "sim-redis-1:6379";
+
+/// The addresses of a Redlock world's three nodes.
+const REDLOCK_NODES: [&str; 3] = ["sim-redis-1:6379", "sim-redis-2:6379", "sim-redis-3:6379"];
+
+/// How long a Redlock gateway waits for one node (as the fault suite's trio).
+const REDLOCK_NODE_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Where the simulated wall clock starts (an instant in 2027).
 const EPOCH_US: i64 = 1_800_000_000_000_000;
@@ -191,6 +198,13 @@ fn multi_locks_over_a_simulated_redis_keep_their_promise() {
     run_fixed_set(Kind::MultiLocks, 1..=OTHER_SEEDS);
 }
 
+/// The same promise for Redlock over three simulated nodes, the faults striking one node at
+/// a time (a partition isolates one): a majority decides.
+#[test]
+fn redlock_over_three_simulated_nodes_keeps_the_lock_promise() {
+    run_fixed_set(Kind::Redlock, 1..=OTHER_SEEDS);
+}
+
 /// Runs the seeds asked for (`fixed` unless the environment says others) and prints the rate.
 fn run_fixed_set(kind: Kind, fixed: impl Iterator<Item = u64>) {
     let started = std::time::Instant::now();
@@ -245,6 +259,7 @@ fn a_seed_replays_byte_for_byte() {
         ),
         (Kind::Semaphores, vec![5]),
         (Kind::MultiLocks, vec![7]),
+        (Kind::Redlock, vec![11]),
     ];
     for (kind, seeds) in worlds {
         let first = run_all(kind, &seeds);
@@ -305,13 +320,27 @@ async fn world(kind: Kind, seed: u64) -> Run {
     });
     // The gateways' random bytes (tokens, queue and marker ids) follow the seed too.
     let _random_bytes = lockgate::entropy::simulate(rng.next(u64::MAX));
-    let server = Server::new(clock);
     let network = Network::new();
+    // One node, or three Redlock nodes, each with a clock of its own (other machines).
+    let nodes: Vec<(String, Server)> = match kind {
+        Kind::Redlock => REDLOCK_NODES
+            .iter()
+            .map(|address| {
+                let clock = Clock::ticking_from(EPOCH_US);
+                ((*address).to_owned(), Server::new(clock))
+            })
+            .collect(),
+        _ => vec![(REDIS.to_owned(), Server::new(clock))],
+    };
     network
         .nodes
         .lock()
         .expect("network")
-        .insert(REDIS.to_owned(), server.clone());
+        .extend(nodes.iter().cloned());
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|(address, _)| format!("redis://{address}"))
+        .collect();
     let gateways: Vec<App> = (0..2)
         .map(|gateway| {
             let wiring = lockgate::app::Wiring {
@@ -320,7 +349,10 @@ async fn world(kind: Kind, seed: u64) -> Run {
                     gateway,
                 })),
             };
-            let config = redis_config(&format!("redis://{REDIS}"));
+            let config = match kind {
+                Kind::Redlock => redlock_config(&urls, REDLOCK_NODE_TIMEOUT),
+                _ => redis_config(&urls[0]),
+            };
             let assembled = lockgate::app::assemble_with(&config, &wiring).expect("a gateway");
             assembled.guards.watch();
             assembled.router
@@ -359,7 +391,7 @@ async fn world(kind: Kind, seed: u64) -> Run {
     let nemesis = tokio::spawn(Box::pin(nemesis(
         Rng::from_seed(rng.next(u64::MAX)),
         network.clone(),
-        server.clone(),
+        nodes.clone(),
         gateways.len(),
         faults_end,
     )));
@@ -399,9 +431,11 @@ async fn world(kind: Kind, seed: u64) -> Run {
         }
         let Outcome::Granted { token, .. } = outcome else {
             panic!(
-                "seed {seed}: with the faults over, an acquire of {names:?} waiting {wait_ms} ms got {outcome:?} (faults: {faults:?}); Redis at {} ms holds {:?}",
-                server.clock().now_ms(),
-                server.snapshot()
+                "seed {seed}: with the faults over, an acquire of {names:?} waiting {wait_ms} ms got {outcome:?} (faults: {faults:?}); Redis holds {:?}",
+                nodes
+                    .iter()
+                    .map(|(address, server)| (address, server.clock().now_ms(), server.snapshot()))
+                    .collect::<Vec<_>>()
             );
         };
         let invoke = history.now_us();
@@ -431,19 +465,26 @@ async fn world(kind: Kind, seed: u64) -> Run {
     let steps_back = Duration::from_millis(500);
     let queues = 3 * lockgate::backend::queue::LIVENESS;
     tokio::time::sleep(queues.max(longest_ttl + steps_back) + Duration::from_secs(1)).await;
-    let now_ms = server.clock().now_ms();
-    let left: Vec<String> = server
-        .snapshot()
-        .into_iter()
-        .map(|(key, entry)| {
-            let ttl = entry.expires_at_ms.map(|at| at - now_ms);
-            format!("{} (ttl {ttl:?} ms)", String::from_utf8_lossy(&key))
-        })
-        .filter(|key| !key.starts_with("lockgate:fences ") && !key.starts_with("lockgate:marker "))
-        .collect();
-    assert!(left.is_empty(), "seed {seed}: left in Redis: {left:?}");
-    let gaps = server.gaps();
-    assert!(gaps.is_empty(), "seed {seed}: not simulated: {gaps:?}");
+    for (address, server) in &nodes {
+        let now_ms = server.clock().now_ms();
+        let left: Vec<String> = server
+            .snapshot()
+            .into_iter()
+            .map(|(key, entry)| {
+                let ttl = entry.expires_at_ms.map(|at| at - now_ms);
+                format!("{} (ttl {ttl:?} ms)", String::from_utf8_lossy(&key))
+            })
+            .filter(|key| {
+                !key.starts_with("lockgate:fences ") && !key.starts_with("lockgate:marker ")
+            })
+            .collect();
+        assert!(left.is_empty(), "seed {seed}: left in {address}: {left:?}");
+        let gaps = server.gaps();
+        assert!(gaps.is_empty(), "seed {seed}: not simulated: {gaps:?}");
+        if let Some(spun) = server.spun() {
+            panic!("seed {seed}: a loop that never waits: at {address}, {spun}");
+        }
+    }
 
     let report = history.check();
     let name = history_name(kind, seed);
@@ -522,7 +563,10 @@ async fn world(kind: Kind, seed: u64) -> Run {
         kind,
         seed,
         history: report.to_json(),
-        commands: server.digest(),
+        // One node's digest as it is; several folded in their order.
+        commands: nodes.iter().fold(0, |folded, (_, server)| {
+            folded.rotate_left(1) ^ server.digest()
+        }),
         ops: report.ops.len(),
         grants: report
             .ops

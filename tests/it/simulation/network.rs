@@ -25,6 +25,8 @@ pub struct Weather {
     pub lose_replies: u32,
     /// No new connection goes through.
     pub partitioned: bool,
+    /// No new connection to this node goes through (a partition of one Redlock node).
+    pub isolated: Option<String>,
 }
 
 /// The simulation's network: a node's address, its simulated server; every connection goes
@@ -35,6 +37,8 @@ pub struct Network {
     weather: Mutex<Weather>,
     /// Increased at each partition: connections opened before are cut.
     cuts: watch::Sender<u64>,
+    /// Increased when a node is isolated: that node's connections are cut.
+    node_cuts: watch::Sender<u64>,
     /// Gateways that died (for the rest of the run: no connection of theirs goes through, as
     /// if SIGKILLed; their clients get 503s).
     dead: Mutex<BTreeSet<usize>>,
@@ -46,6 +50,7 @@ impl Network {
             nodes: Mutex::default(),
             weather: Mutex::default(),
             cuts: watch::Sender::new(0),
+            node_cuts: watch::Sender::new(0),
             dead: Mutex::default(),
         })
     }
@@ -58,6 +63,18 @@ impl Network {
     pub fn partition(&self) {
         self.weather().partitioned = true;
         self.cuts.send_modify(|cut| *cut += 1);
+    }
+
+    /// A partition of one node: its connections cut, none opened, until [`Network::heal`];
+    /// the other nodes' connections carry on.
+    pub fn isolate(&self, address: &str) {
+        self.weather().isolated = Some(address.to_owned());
+        self.node_cuts.send_modify(|cut| *cut += 1);
+    }
+
+    fn reaches(&self, address: &str) -> bool {
+        let weather = self.weather();
+        !weather.partitioned && weather.isolated.as_deref() != Some(address)
     }
 
     pub fn heal(&self) {
@@ -88,11 +105,10 @@ impl Transport for Links {
         let network = self.network.clone();
         let gateway = self.gateway;
         let server = network.nodes.lock().expect("network").get(address).cloned();
+        let address = address.to_owned();
         Box::pin(async move {
             let server = match server {
-                Some(server) if !network.weather().partitioned && !network.is_dead(gateway) => {
-                    server
-                }
+                Some(server) if network.reaches(&address) && !network.is_dead(gateway) => server,
                 _ => {
                     return Err(io::Error::new(
                         io::ErrorKind::ConnectionRefused,
@@ -102,16 +118,31 @@ impl Transport for Links {
             };
             let (client, near) = tokio::io::duplex(64 * 1024);
             let far = server.connect();
-            tokio::spawn(pump(near, far, network));
+            tokio::spawn(pump(near, far, network, address));
             Ok(Box::new(client) as Box<dyn Stream>)
         })
     }
 }
 
-/// Carries a connection's bytes both ways, each chunk after the weather's delay, until either
-/// end closes, a partition cuts it, or a reply to lose comes.
-async fn pump(near: DuplexStream, far: DuplexStream, network: Arc<Network>) {
+/// Carries a connection's bytes to and from the node at `address` both ways, each chunk after
+/// the weather's delay, until either end closes, a partition cuts it (or one isolating that
+/// node), or a reply to lose comes.
+async fn pump(near: DuplexStream, far: DuplexStream, network: Arc<Network>, address: String) {
     let mut cuts = network.cuts.subscribe();
+    let mut node_cuts = network.node_cuts.subscribe();
+    let cut = async {
+        loop {
+            tokio::select! {
+                biased;
+                _ = cuts.changed() => return,
+                changed = node_cuts.changed() => {
+                    if changed.is_err() || !network.reaches(&address) {
+                        return;
+                    }
+                }
+            }
+        }
+    };
     let (mut near_read, mut near_write) = tokio::io::split(near);
     let (mut far_read, mut far_write) = tokio::io::split(far);
     let delay = |network: &Network| network.weather().delay;
@@ -150,19 +181,20 @@ async fn pump(near: DuplexStream, far: DuplexStream, network: Arc<Network>) {
     };
     tokio::select! {
         biased;
-        _ = cuts.changed() => {}
+        _ = cut => {}
         _ = up => {}
         _ = down => {}
     }
 }
 
 /// Faults, one at a time, each for a while, as the seed says, until `until`; then all healed
-/// but a dead gateway (one of `gateways` at most dies, for good). Returns what it did, in
-/// order.
+/// but a dead gateway (one of `gateways` at most dies, for good). A fault of a node (a pause,
+/// a restart, refusals, a clock step, a partition) strikes one of `nodes` (address, server),
+/// picked by the seed when there are several. Returns what it did, in order.
 pub async fn nemesis(
     mut rng: Rng,
     network: Arc<Network>,
-    server: Server,
+    nodes: Vec<(String, Server)>,
     gateways: usize,
     until: tokio::time::Instant,
 ) -> Vec<&'static str> {
@@ -171,7 +203,12 @@ pub async fn nemesis(
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(ms(&mut rng, 0, 1500)).await;
         let fault = rng.next(9);
-        tracing::warn!(fault, "nemesis");
+        // One node's world draws nothing more (its seeds' worlds stay what they were).
+        let (address, server) = match &nodes[..] {
+            [one] => one,
+            several => &several[rng.index(several.len())],
+        };
+        tracing::warn!(fault, address, "nemesis");
         done.push(
             [
                 "delay",
@@ -191,7 +228,11 @@ pub async fn nemesis(
                 tokio::time::sleep(ms(&mut rng, 200, 2000)).await;
             }
             1 => {
-                network.partition();
+                if nodes.len() == 1 {
+                    network.partition();
+                } else {
+                    network.isolate(address);
+                }
                 tokio::time::sleep(ms(&mut rng, 100, 1500)).await;
             }
             2 => network.weather().lose_replies = 1 + rng.next(6) as u32,
@@ -222,6 +263,8 @@ pub async fn nemesis(
         network.heal();
     }
     network.heal();
-    server.resume();
+    for (_, server) in &nodes {
+        server.resume();
+    }
     done
 }
