@@ -45,8 +45,8 @@ struct Node {
 /// Commands in one millisecond of the simulated clock beyond which a client is taken to loop
 /// without ever waiting: time, which moves only when every task waits, would never move again,
 /// and the world would spin for good. From then on, until the clock moves, every command is
-/// refused, and [`Server::spun`] says so (a world's run fails on it instead of hanging). A
-/// busy world runs a few dozen commands in a millisecond.
+/// refused, [`Server::spun`] says so and [`Server::spinning`] returns (a world fails on it
+/// instead of hanging). A busy world runs a few dozen commands in a millisecond.
 pub const SPIN_LIMIT: u32 = 20_000;
 
 /// What the simulation does to the server besides commands: pauses (SIGSTOP) and restarts.
@@ -55,6 +55,8 @@ struct Control {
     paused: Signal<bool>,
     /// Increased by every restart: connections of an older one are closed.
     generation: Signal<u64>,
+    /// Set once a millisecond ran more than [`SPIN_LIMIT`] commands.
+    spun: Signal<bool>,
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -119,6 +121,7 @@ impl Server {
             control: Arc::new(Control {
                 paused: Signal::new(false),
                 generation: Signal::new(0),
+                spun: Signal::new(false),
             }),
         }
     }
@@ -186,6 +189,12 @@ impl Server {
     /// loop that never waits.
     pub fn spun(&self) -> Option<String> {
         self.lock().spun.clone()
+    }
+
+    /// Returns once a millisecond ran more than [`SPIN_LIMIT`] commands ([`Server::spun`] says
+    /// which): a world waits for it beside its clients, and fails at once instead of spinning.
+    pub async fn spinning(&self) {
+        self.control.spun.wait_for(|spun| *spun).await;
     }
 
     /// Commands the simulation was asked for and does not have, in the order asked.
@@ -332,6 +341,7 @@ impl Server {
                     "{name} on connection {conn} was command {} at {now_ms} ms",
                     node.instant.1
                 ));
+                self.control.spun.modify(|spun| *spun = true);
             }
             return Then::Reply(Frame::error(
                 "ERR sim-redis: too many commands in one simulated millisecond (a loop that never waits)",

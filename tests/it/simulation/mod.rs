@@ -359,220 +359,239 @@ async fn world(kind: Kind, seed: u64) -> Run {
         })
         .collect();
 
-    let history = Arc::new(History::with_limit(kind.limit()));
-    let bounded = Arc::new(Mutex::new(Vec::new()));
-    let lasts = Duration::from_secs(10);
-    let begun = tokio::time::Instant::now();
-    let mut clients = Vec::new();
-    // Each client's gateway, by index.
-    let mut gateway_of = Vec::new();
-    for client in 0..4 {
-        let gateway = rng.index(gateways.len());
-        gateway_of.push(gateway);
-        let app = gateways[gateway].clone();
-        let steps = Rng::from_seed(rng.next(u64::MAX));
-        let (history, bounded, until) = (history.clone(), bounded.clone(), begun + lasts);
-        clients.push(match kind {
-            Kind::Locks => tokio::spawn(Box::pin(client_steps(
-                client,
-                app,
-                steps,
-                history,
-                ["a", "b"],
-                until,
-                bounded,
-            ))),
-            _ => tokio::spawn(Box::pin(lease_steps(
-                kind, client, app, steps, history, until, bounded,
-            ))),
-        });
-    }
-    let faults_end = begun + lasts * 7 / 10;
-    let nemesis = tokio::spawn(Box::pin(nemesis(
-        Rng::from_seed(rng.next(u64::MAX)),
-        network.clone(),
-        nodes.clone(),
-        gateways.len(),
-        faults_end,
-    )));
-    let faults = nemesis.await.expect("the nemesis");
-    for client in clients {
-        client.await.expect("a client");
-    }
-    // Liveness: with the faults over, each name goes to a client of a live gateway within its
-    // wait (a fair waiter's, for locks), which covers every lease that may still run (the
-    // longest ttl, Redis's clock steps back, a data loss's hold-back) and the liveness window
-    // after which a dead gateway's waiters stop holding a queue up.
-    let live = (0..gateways.len())
-        .find(|gateway| !network.is_dead(*gateway))
-        .expect("a live gateway");
-    let probes: Vec<Vec<&str>> = match kind {
-        Kind::MultiLocks => vec![kind.names().to_vec()],
-        _ => kind.names().iter().map(|name| vec![*name]).collect(),
-    };
-    let prober = 4;
-    for names in probes {
-        let (ttl_ms, wait_ms) = (1000, 8000);
-        let mut fields = json!({"ttl_ms": ttl_ms, "wait_ms": wait_ms});
-        if kind == Kind::Locks {
-            fields["fair"] = json!(true);
+    // The world's life, beside a watch for a loop that never waits (simulated time would stop
+    // and the world spin for good): that fails the seed at once, saying where.
+    let life = async {
+        let history = Arc::new(History::with_limit(kind.limit()));
+        let bounded = Arc::new(Mutex::new(Vec::new()));
+        let lasts = Duration::from_secs(10);
+        let begun = tokio::time::Instant::now();
+        let mut clients = Vec::new();
+        // Each client's gateway, by index.
+        let mut gateway_of = Vec::new();
+        for client in 0..4 {
+            let gateway = rng.index(gateways.len());
+            gateway_of.push(gateway);
+            let app = gateways[gateway].clone();
+            let steps = Rng::from_seed(rng.next(u64::MAX));
+            let (history, bounded, until) = (history.clone(), bounded.clone(), begun + lasts);
+            clients.push(match kind {
+                Kind::Locks => tokio::spawn(Box::pin(client_steps(
+                    client,
+                    app,
+                    steps,
+                    history,
+                    ["a", "b"],
+                    until,
+                    bounded,
+                ))),
+                _ => tokio::spawn(Box::pin(lease_steps(
+                    kind, client, app, steps, history, until, bounded,
+                ))),
+            });
         }
-        let (path, body) = kind.acquire(&names, fields);
-        let invoke = history.now_us();
-        let sent = send(&gateways[live], Method::POST, &path, Some(&body), &[], None).await;
-        let outcome = answered(sent, Expect::Grant);
-        let call = Call::Acquire {
-            ttl_ms,
-            wait_ms,
-            shared: false,
-        };
-        for name in &names {
-            history.record(prober, name, call.clone(), invoke, outcome.clone());
+        let faults_end = begun + lasts * 7 / 10;
+        let nemesis = tokio::spawn(Box::pin(nemesis(
+            Rng::from_seed(rng.next(u64::MAX)),
+            network.clone(),
+            nodes.clone(),
+            gateways.len(),
+            faults_end,
+        )));
+        let faults = nemesis.await.expect("the nemesis");
+        for client in clients {
+            client.await.expect("a client");
         }
-        let Outcome::Granted { token, .. } = outcome else {
-            panic!(
-                "seed {seed}: with the faults over, an acquire of {names:?} waiting {wait_ms} ms got {outcome:?} (faults: {faults:?}); Redis holds {:?}",
-                nodes
-                    .iter()
-                    .map(|(address, server)| (address, server.clock().now_ms(), server.snapshot()))
-                    .collect::<Vec<_>>()
-            );
+        // Liveness: with the faults over, each name goes to a client of a live gateway within its
+        // wait (a fair waiter's, for locks), which covers every lease that may still run (the
+        // longest ttl, Redis's clock steps back, a data loss's hold-back) and the liveness window
+        // after which a dead gateway's waiters stop holding a queue up.
+        let live = (0..gateways.len())
+            .find(|gateway| !network.is_dead(*gateway))
+            .expect("a live gateway");
+        let probes: Vec<Vec<&str>> = match kind {
+            Kind::MultiLocks => vec![kind.names().to_vec()],
+            _ => kind.names().iter().map(|name| vec![*name]).collect(),
         };
-        let invoke = history.now_us();
-        let headers = [("Lock-Token", Some(token.as_str()))];
-        let lease = kind.lease(&names);
-        let sent = send(
-            &gateways[live],
-            Method::DELETE,
-            &lease,
-            None,
-            &headers,
-            None,
-        )
-        .await;
-        let outcome = answered(sent, Expect::Release);
-        for name in &names {
-            let call = Call::Release {
-                token: token.clone(),
+        let prober = 4;
+        for names in probes {
+            let (ttl_ms, wait_ms) = (1000, 8000);
+            let mut fields = json!({"ttl_ms": ttl_ms, "wait_ms": wait_ms});
+            if kind == Kind::Locks {
+                fields["fair"] = json!(true);
+            }
+            let (path, body) = kind.acquire(&names, fields);
+            let invoke = history.now_us();
+            let sent = send(&gateways[live], Method::POST, &path, Some(&body), &[], None).await;
+            let outcome = answered(sent, Expect::Grant);
+            let call = Call::Acquire {
+                ttl_ms,
+                wait_ms,
+                shared: false,
             };
-            history.record(prober, name, call, invoke, outcome.clone());
+            for name in &names {
+                history.record(prober, name, call.clone(), invoke, outcome.clone());
+            }
+            let Outcome::Granted { token, .. } = outcome else {
+                panic!(
+                    "seed {seed}: with the faults over, an acquire of {names:?} waiting {wait_ms} ms got {outcome:?} (faults: {faults:?}); Redis holds {:?}",
+                    nodes
+                        .iter()
+                        .map(|(address, server)| (
+                            address,
+                            server.clock().now_ms(),
+                            server.snapshot()
+                        ))
+                        .collect::<Vec<_>>()
+                );
+            };
+            let invoke = history.now_us();
+            let headers = [("Lock-Token", Some(token.as_str()))];
+            let lease = kind.lease(&names);
+            let sent = send(
+                &gateways[live],
+                Method::DELETE,
+                &lease,
+                None,
+                &headers,
+                None,
+            )
+            .await;
+            let outcome = answered(sent, Expect::Release);
+            for name in &names {
+                let call = Call::Release {
+                    token: token.clone(),
+                };
+                history.record(prober, name, call, invoke, outcome.clone());
+            }
         }
-    }
-    // Every lease is over once the longest ttl (and the clock's steps back) have passed, and
-    // a fair queue whose gateway could not take a waiter's place out (a fault) expires three
-    // liveness windows after its last heartbeat (`backend::queue`).
-    let longest_ttl = Duration::from_secs(2);
-    let steps_back = Duration::from_millis(500);
-    let queues = 3 * lockgate::backend::queue::LIVENESS;
-    tokio::time::sleep(queues.max(longest_ttl + steps_back) + Duration::from_secs(1)).await;
-    for (address, server) in &nodes {
-        let now_ms = server.clock().now_ms();
-        let left: Vec<String> = server
-            .snapshot()
-            .into_iter()
-            .map(|(key, entry)| {
-                let ttl = entry.expires_at_ms.map(|at| at - now_ms);
-                format!("{} (ttl {ttl:?} ms)", String::from_utf8_lossy(&key))
-            })
-            .filter(|key| {
-                !key.starts_with("lockgate:fences ") && !key.starts_with("lockgate:marker ")
-            })
-            .collect();
-        assert!(left.is_empty(), "seed {seed}: left in {address}: {left:?}");
-        let gaps = server.gaps();
-        assert!(gaps.is_empty(), "seed {seed}: not simulated: {gaps:?}");
-        if let Some(spun) = server.spun() {
-            panic!("seed {seed}: a loop that never waits: at {address}, {spun}");
+        // Every lease is over once the longest ttl (and the clock's steps back) have passed, and
+        // a fair queue whose gateway could not take a waiter's place out (a fault) expires three
+        // liveness windows after its last heartbeat (`backend::queue`).
+        let longest_ttl = Duration::from_secs(2);
+        let steps_back = Duration::from_millis(500);
+        let queues = 3 * lockgate::backend::queue::LIVENESS;
+        tokio::time::sleep(queues.max(longest_ttl + steps_back) + Duration::from_secs(1)).await;
+        for (address, server) in &nodes {
+            let now_ms = server.clock().now_ms();
+            let left: Vec<String> = server
+                .snapshot()
+                .into_iter()
+                .map(|(key, entry)| {
+                    let ttl = entry.expires_at_ms.map(|at| at - now_ms);
+                    format!("{} (ttl {ttl:?} ms)", String::from_utf8_lossy(&key))
+                })
+                .filter(|key| {
+                    !key.starts_with("lockgate:fences ") && !key.starts_with("lockgate:marker ")
+                })
+                .collect();
+            assert!(left.is_empty(), "seed {seed}: left in {address}: {left:?}");
+            let gaps = server.gaps();
+            assert!(gaps.is_empty(), "seed {seed}: not simulated: {gaps:?}");
         }
-    }
 
-    let report = history.check();
-    let name = history_name(kind, seed);
-    if std::env::var_os("LOCKGATE_SIM_SEED").is_some() {
-        eprintln!("seed {seed}: faults {faults:?}");
-        report.save(&name);
-    }
-    if faults.contains(&"restart without data") && faults.contains(&"a gateway dies") {
-        // The double fault docs/modes.md names ("A node that forgets"): a gateway that dies
-        // may take the knowledge of its longest lease with it, so a grant of its client may
-        // be overlapped after the loss (documented). Any other overlap is not.
-        report.assert_none(
-            &name,
-            &["fence-order", "server-error", "unknown-token-accepted"],
-        );
-        for violation in &report.violations {
-            if let Violation::Overlap { first, .. } = *violation {
-                let granted_by = report
-                    .ops
-                    .iter()
-                    .find(|op| op.id == first)
-                    .map(|op| op.client);
-                let documented = granted_by
-                    .and_then(|client| gateway_of.get(client))
-                    .is_some_and(|gateway| network.is_dead(*gateway));
-                if !documented {
-                    let path = report.save(&name);
-                    panic!(
-                        "seed {seed}: {violation:?} after a data loss, the earlier grant by a live gateway's client (history: {})",
-                        path.display()
-                    );
+        let report = history.check();
+        let name = history_name(kind, seed);
+        if std::env::var_os("LOCKGATE_SIM_SEED").is_some() {
+            eprintln!("seed {seed}: faults {faults:?}");
+            report.save(&name);
+        }
+        if faults.contains(&"restart without data") && faults.contains(&"a gateway dies") {
+            // The double fault docs/modes.md names ("A node that forgets"): a gateway that dies
+            // may take the knowledge of its longest lease with it, so a grant of its client may
+            // be overlapped after the loss (documented). Any other overlap is not.
+            report.assert_none(
+                &name,
+                &["fence-order", "server-error", "unknown-token-accepted"],
+            );
+            for violation in &report.violations {
+                if let Violation::Overlap { first, .. } = *violation {
+                    let granted_by = report
+                        .ops
+                        .iter()
+                        .find(|op| op.id == first)
+                        .map(|op| op.client);
+                    let documented = granted_by
+                        .and_then(|client| gateway_of.get(client))
+                        .is_some_and(|gateway| network.is_dead(*gateway));
+                    if !documented {
+                        let path = report.save(&name);
+                        panic!(
+                            "seed {seed}: {violation:?} after a data loss, the earlier grant by a live gateway's client (history: {})",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        } else if faults.contains(&"restart without data") {
+            // Redis forgot the locks it held: their holders find them gone (documented); what
+            // must hold is that nobody else was granted one while it may still run.
+            report.assert_none(
+                &name,
+                &[
+                    "overlap",
+                    "fence-order",
+                    "server-error",
+                    "unknown-token-accepted",
+                ],
+            );
+        } else {
+            report.assert_clean(&name);
+        }
+        // A renewal never extends a grant past its `max_hold_ms`.
+        for hold in bounded.lock().expect("bounded holds").iter() {
+            for op in &report.ops {
+                if let (Call::Renew { token, .. }, Outcome::Renewed { ttl_ms, .. }) =
+                    (&op.call, &op.outcome)
+                    && *token == hold.token
+                {
+                    let end = op.invoke_us + ttl_ms * 1000;
+                    // The API speaks whole milliseconds, and the gateway rounds the last renewal's
+                    // ttl up to one (src/lock/promise.rs, `within_hold`): a lease may end within a
+                    // millisecond after the bound, never later.
+                    let bound = hold.acquired_us + hold.max_hold_ms * 1000 + 1000;
+                    if end > bound {
+                        let path = report.save(&name);
+                        panic!(
+                            "seed {seed}: renewal #{} of a grant held at most {} ms ends {} µs past it (history: {})",
+                            op.id,
+                            hold.max_hold_ms,
+                            end - bound,
+                            path.display()
+                        );
+                    }
                 }
             }
         }
-    } else if faults.contains(&"restart without data") {
-        // Redis forgot the locks it held: their holders find them gone (documented); what
-        // must hold is that nobody else was granted one while it may still run.
-        report.assert_none(
-            &name,
-            &[
-                "overlap",
-                "fence-order",
-                "server-error",
-                "unknown-token-accepted",
-            ],
-        );
-    } else {
-        report.assert_clean(&name);
-    }
-    // A renewal never extends a grant past its `max_hold_ms`.
-    for hold in bounded.lock().expect("bounded holds").iter() {
-        for op in &report.ops {
-            if let (Call::Renew { token, .. }, Outcome::Renewed { ttl_ms, .. }) =
-                (&op.call, &op.outcome)
-                && *token == hold.token
-            {
-                let end = op.invoke_us + ttl_ms * 1000;
-                // The API speaks whole milliseconds, and the gateway rounds the last renewal's
-                // ttl up to one (src/lock/promise.rs, `within_hold`): a lease may end within a
-                // millisecond after the bound, never later.
-                let bound = hold.acquired_us + hold.max_hold_ms * 1000 + 1000;
-                if end > bound {
-                    let path = report.save(&name);
-                    panic!(
-                        "seed {seed}: renewal #{} of a grant held at most {} ms ends {} µs past it (history: {})",
-                        op.id,
-                        hold.max_hold_ms,
-                        end - bound,
-                        path.display()
-                    );
-                }
-            }
+        Run {
+            kind,
+            seed,
+            history: report.to_json(),
+            // One node's digest as it is; several folded in their order.
+            commands: nodes.iter().fold(0, |folded, (_, server)| {
+                folded.rotate_left(1) ^ server.digest()
+            }),
+            ops: report.ops.len(),
+            grants: report
+                .ops
+                .iter()
+                .filter(|op| matches!(op.outcome, Outcome::Granted { .. }))
+                .count(),
+            simulated: begun.elapsed(),
         }
-    }
-    Run {
-        kind,
-        seed,
-        history: report.to_json(),
-        // One node's digest as it is; several folded in their order.
-        commands: nodes.iter().fold(0, |folded, (_, server)| {
-            folded.rotate_left(1) ^ server.digest()
-        }),
-        ops: report.ops.len(),
-        grants: report
-            .ops
-            .iter()
-            .filter(|op| matches!(op.outcome, Outcome::Granted { .. }))
-            .count(),
-        simulated: begun.elapsed(),
+    };
+    let spinning = futures_util::future::select_all(
+        nodes.iter().map(|(_, server)| Box::pin(server.spinning())),
+    );
+    tokio::select! {
+        biased;
+        (_, index, _) = spinning => {
+            let (address, server) = &nodes[index];
+            panic!(
+                "seed {seed}: a loop that never waits: at {address}, {}",
+                server.spun().unwrap_or_default()
+            );
+        }
+        run = Box::pin(life) => run,
     }
 }
