@@ -520,6 +520,13 @@ impl RedlockBackend {
             match outcome {
                 Ok(RenewOutcome::Renewed(lease)) => renewed.push((index, lease)),
                 Ok(RenewOutcome::NotOwner) => not_owner += 1,
+                // A node that forgot its data (held back from new grants for as long as a
+                // lease it forgot may run) says nothing of this one: with its "not held"
+                // counted, a lock left on a minority after the loss would be released here
+                // while its holder's validity runs, and granted again (found by the
+                // simulation). It counts as a node that did not answer.
+                Ok(RenewOutcome::NotHeld)
+                    if self.nodes[index].data_loss_hold_back(name).is_some() => {}
                 Ok(RenewOutcome::NotHeld) => not_held += 1,
                 // Never asked of a node (above).
                 Ok(RenewOutcome::Reentered { .. }) | Err(_) => {}
