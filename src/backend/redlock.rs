@@ -12,13 +12,15 @@
 //!   gets the token `<stem>.<fence>` and lifts its fence counter to it (`finalize.lua`). Any
 //!   later majority shares a node with this one, so its fence is larger. If fewer than a
 //!   majority end up holding the final token, the grant is withdrawn everywhere and reported
-//!   unavailable, since the next fence could otherwise go backwards. Without a majority every
-//!   partial grant is withdrawn at once, on the nodes that timed out too (their grant may have
-//!   landed), without a message to the name's waiters: it never held the lock, and the message
-//!   would wake them to take the free node and withdraw it in turn, in a loop for as long as
-//!   the holder holds. The validity is the smallest ttl a granting node reported, less the clock drift
-//!   allowance (0.01 × ttl + 2 ms), less the time the whole round took (subtracted by the
-//!   `lock` layer, which counts from before the first request left).
+//!   unavailable, since the next fence could otherwise go backwards. The nodes that did not
+//!   answer in time are finalized too, in the background: one may run the acquire late, and
+//!   its copy then takes the holder's token. Without a majority every partial grant is
+//!   withdrawn at once, on the nodes that timed out too (their grant may have landed), without
+//!   a message to the name's waiters: it never held the lock, and the message would wake them
+//!   to take the free node and withdraw it in turn, in a loop for as long as the holder holds.
+//!   The validity is the smallest ttl a granting node reported, less the clock drift allowance
+//!   (0.01 × ttl + 2 ms), less the time the whole round took (subtracted by the `lock` layer,
+//!   which counts from before the first request left).
 //! * **release** answers what a majority answered: released, not held or not owner (a node
 //!   holding another token and a node not holding it both say "not yours", so together they
 //!   make a majority for "not held"). When the nodes that answered cannot make a majority for
@@ -26,10 +28,17 @@
 //!   is safe to retry.
 //! * **renew** succeeds when a majority renewed. When a majority says the token does not hold
 //!   the lock, the minority renewals are released (no lock, only keys in the next holder's
-//!   way); when nodes did not answer, nothing is undone and the answer is "unavailable".
+//!   way); when nodes did not answer, nothing is undone and the answer is "unavailable". A node
+//!   kept out of new grants after a data loss (below) counts as one that did not answer: its
+//!   "not held" may be a grant it forgot, and believing it released a lock its holder still
+//!   held (found by the simulation, seed 497).
 //! * **inspect** reports the lock held when a majority holds the same grant, with the fence a
-//!   majority of its copies holds (a node that ran the acquire after its deadline holds a
-//!   fence of its own, nobody's), or the highest while the grant is being finalized.
+//!   majority of its copies holds. A node that ran the acquire after its deadline holds a fence
+//!   of its own, nobody's, until its background finalization; so copies that differ tell the
+//!   fence only when the grant is on every node (it is being finalized: the highest, which
+//!   every copy is raised to). When they differ and a node did not show its copy, a silent
+//!   finalized copy and a late one look like a grant being finalized: the answer is
+//!   "unavailable" (a listing shows the lock without a fence), never a fence nobody holds.
 //!
 //! Clocks: Redlock assumes the nodes' clocks run at about the same rate (the drift allowance
 //! covers 1%), not that they agree; fences additionally assume no node's wall clock steps back
@@ -42,6 +51,7 @@
 //! partial grant must be read together to check them against each other.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -58,7 +68,8 @@ use crate::backend::{
 
 #[derive(Debug)]
 pub struct RedlockBackend {
-    nodes: Vec<RedisBackend>,
+    /// Shared with the background finalizations of late nodes (see `acquire_lock`).
+    nodes: Vec<Arc<RedisBackend>>,
 }
 
 /// The clock drift allowance of a lease: 0.01 × ttl + 2 ms.
@@ -75,15 +86,35 @@ fn retry_after(mut held: Vec<Option<Duration>>, free: usize, quorum: usize) -> O
     held.get(needed - 1).copied().flatten()
 }
 
-/// The fence of a grant whose copies on the nodes hold `fences`: the one `quorum` of them hold
-/// (the holder's, once finalized), else the highest (finalizing, every copy is raised to it).
-fn grant_fence(fences: impl Iterator<Item = Option<u64>>, quorum: usize) -> Option<u64> {
-    let fences: Vec<u64> = fences.flatten().collect();
-    let held_by_quorum = fences
-        .iter()
-        .copied()
-        .find(|fence| fences.iter().filter(|other| *other == fence).count() >= quorum);
-    held_by_quorum.or_else(|| fences.iter().copied().max())
+/// What the copies of one grant on the nodes tell of its fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GrantFence {
+    /// A majority of the copies holds this fence: the holder's, once finalized.
+    Final(Option<u64>),
+    /// The grant is on every node and the copies differ: it is being finalized, and every
+    /// copy is raised to the highest, this one.
+    Finalizing(Option<u64>),
+    /// The copies that answered hold no fence in common and a node did not show its copy:
+    /// either the grant is being finalized (the highest is the holder's), or a node ran its
+    /// acquire after the deadline with a fence of its own, nobody's, while a finalized copy
+    /// is silent (the highest is not the holder's). Fences alone cannot tell which.
+    Open,
+}
+
+impl GrantFence {
+    /// The fence of a grant whose copies, on `nodes` nodes, hold `fences`.
+    fn of(fences: &[Option<u64>], quorum: usize, nodes: usize) -> Self {
+        let held_by_quorum = fences
+            .iter()
+            .find(|fence| fences.iter().filter(|other| other == fence).count() >= quorum);
+        match held_by_quorum {
+            Some(&fence) => Self::Final(fence),
+            None if fences.len() == nodes => {
+                Self::Finalizing(fences.iter().copied().flatten().max())
+            }
+            None => Self::Open,
+        }
+    }
 }
 
 /// The verdict of a majority on a release: `None` when the answers make no majority.
@@ -144,7 +175,7 @@ impl RedlockBackend {
     pub(crate) async fn memory_policies(
         &self,
     ) -> Vec<super::guards::NodeLook<super::guards::MemoryPolicy>> {
-        join_all(self.nodes.iter().map(RedisBackend::memory_policies))
+        join_all(self.nodes.iter().map(|node| node.memory_policies()))
             .await
             .into_iter()
             .flatten()
@@ -160,7 +191,7 @@ impl RedlockBackend {
 
     /// The clock of every node (see `backend::guards`).
     pub(crate) async fn clocks(&self) -> Vec<super::guards::NodeLook<(u64, tokio::time::Instant)>> {
-        join_all(self.nodes.iter().map(RedisBackend::clocks))
+        join_all(self.nodes.iter().map(|node| node.clocks()))
             .await
             .into_iter()
             .flatten()
@@ -170,12 +201,14 @@ impl RedlockBackend {
     /// Looks at every node's marker (see `backend::data_loss`): a node that forgot its data
     /// is kept out of new grants for a while (see `acquire_lock`).
     pub(crate) async fn check_markers(&self) {
-        join_all(self.nodes.iter().map(RedisBackend::check_marker)).await;
+        join_all(self.nodes.iter().map(|node| node.check_marker())).await;
     }
 
     /// `nodes` are the single-node backends, each bounded by the per-node timeout.
     pub fn new(nodes: Vec<RedisBackend>) -> Self {
-        Self { nodes }
+        Self {
+            nodes: nodes.into_iter().map(Arc::new).collect(),
+        }
     }
 
     fn quorum(&self) -> usize {
@@ -189,7 +222,10 @@ impl RedlockBackend {
         name: &str,
     ) -> Result<(Option<Inspection>, bool), BackendError> {
         Ok(match self.majority_view(name).await? {
-            Some((seen, _, settled)) => (Some(seen), settled),
+            Some(view) => {
+                let settled = view.settled;
+                (Some(self.known_fence(view)?), settled)
+            }
             None => (None, true),
         })
     }
@@ -214,7 +250,7 @@ impl RedlockBackend {
 
     /// Withdraws the grant `withdrawal` names on the nodes at `indices`, best effort. A grant
     /// that `never_held` a majority goes without a message to the name's waiters (see
-    /// [`RedisBackend::withdraw_partial_lock`]).
+    /// [`RedisBackend::withdraw_lock_telling`]).
     async fn withdraw_on(
         &self,
         indices: impl IntoIterator<Item = usize>,
@@ -222,17 +258,10 @@ impl RedlockBackend {
         withdrawal: Withdrawal<'_>,
         never_held: bool,
     ) {
-        let withdrawals =
-            indices
-                .into_iter()
-                .filter_map(|i| self.nodes.get(i))
-                .map(|n| async move {
-                    if never_held {
-                        n.withdraw_partial_lock(name, withdrawal).await
-                    } else {
-                        n.withdraw_lock(name, withdrawal).await
-                    }
-                });
+        let withdrawals = indices
+            .into_iter()
+            .filter_map(|i| self.nodes.get(i))
+            .map(|n| n.withdraw_lock_telling(name, withdrawal, !never_held));
         for outcome in join_all(withdrawals).await {
             if let Err(err) = outcome {
                 tracing::warn!(lock = name, error = %err, "redlock: could not withdraw a partial grant; it expires at its ttl");
@@ -269,6 +298,34 @@ impl RedlockBackend {
     }
 }
 
+impl RedlockBackend {
+    /// Finalizes the grant, in the background, on the nodes that did not answer its acquire in
+    /// time: one may run the acquire late, giving the grant a copy with a fence of its own,
+    /// nobody's. The finalization goes on the node's command connection, the one the acquire
+    /// went on (unless it asked for replicas: a `WAIT` connection, where the order is not
+    /// promised), so it runs after it there and the late copy takes the holder's token and
+    /// fence, and the node's counter is lifted to it. Without it, that copy
+    /// would show its fence whenever a finalized copy does not answer (see [`GrantFence`]),
+    /// and refuse the holder's release and renewals until it expires.
+    fn finalize_late_nodes(&self, answers: &[Answer], name: &str, stem: &str, fence: u64) {
+        let late: Vec<Arc<RedisBackend>> = answers
+            .iter()
+            .zip(&self.nodes)
+            .filter(|(answer, _)| matches!(answer, Answer::Failed))
+            .map(|(_, node)| node.clone())
+            .collect();
+        if late.is_empty() {
+            return;
+        }
+        let (name, stem) = (name.to_owned(), stem.to_owned());
+        tokio::spawn(async move {
+            // Best effort: a node that does not hold a copy has nothing to finalize, and a
+            // copy left unfinalized expires at its ttl.
+            join_all(late.iter().map(|node| node.finalize(&name, &stem, fence))).await;
+        });
+    }
+}
+
 /// What tells one grant's copies on the nodes apart from other grants: the digest of its
 /// token's stem, or, for a token no lockgate wrote (no stem to read), its fence.
 #[derive(Debug, Hash, PartialEq, Eq)]
@@ -277,24 +334,31 @@ enum GrantKey {
     Fence(Option<u64>),
 }
 
+/// What a majority of the nodes holds for a name.
+#[derive(Debug)]
+struct MajorityView {
+    /// The grant, with its fence when the copies tell it (see [`GrantFence`]).
+    seen: Inspection,
+    /// The lowest index of the nodes that hold it.
+    lowest: usize,
+    fence: GrantFence,
+    /// Whether every node holds it, with one fence: its fence is final and seen everywhere.
+    settled: bool,
+}
+
 impl RedlockBackend {
-    /// What a majority of nodes holds for `name`, with the lowest index of the nodes that
-    /// hold it and whether its fence is final (every node holds it, with one fence); `None`
-    /// when no grant can have a majority. An error when the nodes that answered leave it open.
-    async fn majority_view(
-        &self,
-        name: &str,
-    ) -> Result<Option<(Inspection, usize, bool)>, BackendError> {
+    /// What a majority of nodes holds for `name`; `None` when no grant can have a majority.
+    /// An error when the nodes that answered leave it open.
+    async fn majority_view(&self, name: &str) -> Result<Option<MajorityView>, BackendError> {
         let outcomes = join_all(self.nodes.iter().map(|n| n.inspect_grant(name))).await;
         let unanswered = outcomes.iter().filter(|o| o.is_err()).count();
         // Each grant with what the nodes that hold it saw. A grant is told apart by the digest
         // of its token's stem, the same on every node, not by its fence: each node gives it a
         // fence of its own, and the gateway raises them all to the highest just after (see
-        // `acquire_lock`), so a look in between sees a majority whose fences differ. Its fence
-        // is the one a majority of the nodes holds, once they do: the holder's (a node that
-        // missed the grant's deadline may run its script later, with a fence of its own and
-        // higher, that nobody was given: found by the simulation); before, the highest of its
-        // copies, the one it ends with.
+        // `acquire_lock`), so a look in between sees a majority whose fences differ. Which
+        // fence is the grant's is `GrantFence`'s question: a node that missed the grant's
+        // deadline may run its script later, with a fence of its own that nobody was given
+        // (found by the simulation, seeds 8 and 1733).
         let mut grants: HashMap<GrantKey, Vec<(usize, Inspection)>> = HashMap::new();
         for (index, outcome) in outcomes.into_iter().enumerate() {
             if let Ok(Some((seen, grant))) = outcome {
@@ -306,22 +370,32 @@ impl RedlockBackend {
             }
         }
         let quorum = self.quorum();
-        if let Some(seen) = grants.values().find(|seen| seen.len() >= quorum) {
-            let inspection = Inspection {
-                ttl: seen.iter().map(|(_, s)| s.ttl).min().flatten(),
-                fence: grant_fence(seen.iter().map(|(_, s)| s.fence), quorum),
+        if let Some(copies) = grants.values().find(|seen| seen.len() >= quorum) {
+            let fences: Vec<Option<u64>> = copies.iter().map(|(_, s)| s.fence).collect();
+            let fence = GrantFence::of(&fences, quorum, self.nodes.len());
+            let seen = Inspection {
+                ttl: copies.iter().map(|(_, s)| s.ttl).min().flatten(),
+                fence: match fence {
+                    GrantFence::Final(fence) | GrantFence::Finalizing(fence) => fence,
+                    GrantFence::Open => None,
+                },
                 // Every node of the grant was given the same holder; one that lost its record
                 // (it expired a moment earlier) does not hide it.
-                holder: seen.iter().find_map(|(_, s)| s.holder.clone()),
+                holder: copies.iter().find_map(|(_, s)| s.holder.clone()),
                 shared: false,
                 // Redlock keeps no reentrant lock, and no fair queue.
                 holds: None,
                 queued: 0,
                 queue: Vec::new(),
             };
-            let settled = seen.len() == self.nodes.len()
-                && seen.iter().all(|(_, s)| s.fence == inspection.fence);
-            return Ok(Some((inspection, seen[0].0, settled)));
+            let settled =
+                copies.len() == self.nodes.len() && fences.iter().all(|f| *f == seen.fence);
+            return Ok(Some(MajorityView {
+                seen,
+                lowest: copies[0].0,
+                fence,
+                settled,
+            }));
         }
         // "Not held" only when no grant could have a majority, whatever the silent nodes hold.
         let could_be_held = grants
@@ -334,6 +408,21 @@ impl RedlockBackend {
             ));
         }
         Ok(None)
+    }
+}
+
+impl RedlockBackend {
+    /// The grant `view` saw, once its fence is told; unavailable while it is open (see
+    /// [`GrantFence::Open`]): showing the highest copy's could show a fence nobody holds.
+    fn known_fence(&self, view: MajorityView) -> Result<Inspection, BackendError> {
+        if view.fence == GrantFence::Open {
+            return Err(BackendError::Unavailable(
+                "redlock: the nodes that answered hold the grant with different fences, and one \
+                 did not answer"
+                    .into(),
+            ));
+        }
+        Ok(view.seen)
     }
 }
 
@@ -352,7 +441,9 @@ impl Walk for RedlockBackend {
     async fn look(&self, node: usize, names: Vec<String>) -> Looked<Inspection> {
         let views = join_all(names.iter().map(|name| self.majority_view(name))).await;
         listing::kept(names, views, |view| {
-            view.and_then(|(seen, lowest, _)| (lowest == node).then_some(seen))
+            // A grant whose fence is open is listed without one: one name's passing doubt
+            // does not fail the page.
+            view.and_then(|view| (view.lowest == node).then_some(view.seen))
         })
     }
 }
@@ -454,6 +545,7 @@ impl RedlockBackend {
                 "redlock: could not give a majority of nodes the grant's fence".into(),
             ));
         }
+        self.finalize_late_nodes(&answers, name, stem, fence);
         let shortest = holders
             .iter()
             .map(|(_, lease)| lease.ttl)
@@ -688,7 +780,10 @@ impl LeaseStore for RedlockBackend {
     }
 
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
-        Ok(self.majority_view(name).await?.map(|(seen, ..)| seen))
+        self.majority_view(name)
+            .await?
+            .map(|view| self.known_fence(view))
+            .transpose()
     }
 
     async fn list(&self, request: PageRequest<'_>) -> Result<ListPage, BackendError> {
@@ -706,7 +801,7 @@ impl LeaseStore for RedlockBackend {
     }
 
     async fn ping(&self) -> Result<(), BackendError> {
-        let answered = join_all(self.nodes.iter().map(RedisBackend::ping))
+        let answered = join_all(self.nodes.iter().map(|node| node.ping()))
             .await
             .into_iter()
             .filter(Result::is_ok)
@@ -739,15 +834,21 @@ mod tests {
     }
 
     #[test]
-    fn a_grants_fence_is_its_majoritys_then_its_highest() {
+    fn a_grants_fence_is_its_majoritys_then_while_on_every_node_its_highest() {
+        let of = |fences: &[Option<u64>]| GrantFence::of(fences, 2, 3);
         // Finalized, with a late copy that issued its own fence after the holder was answered.
+        assert_eq!(of(&[Some(7), Some(7), Some(9)]), GrantFence::Final(Some(7)));
+        assert_eq!(of(&[Some(7), Some(7)]), GrantFence::Final(Some(7)));
+        // Finalizing on every node: the copies are raised to the highest.
         assert_eq!(
-            grant_fence([Some(7), Some(7), Some(9)].into_iter(), 2),
-            Some(7)
+            of(&[Some(5), Some(8), Some(6)]),
+            GrantFence::Finalizing(Some(8))
         );
-        // Finalizing: the copies are raised to the highest.
-        assert_eq!(grant_fence([Some(5), Some(8)].into_iter(), 2), Some(8));
-        assert_eq!(grant_fence([None, None].into_iter(), 2), None);
+        // Two copies that differ, the third node silent: finalizing (8 is the holder's), or a
+        // finalized copy (5) beside a late one (8) with the other finalized copy silent.
+        assert_eq!(of(&[Some(5), Some(8)]), GrantFence::Open);
+        // Tokens no lockgate wrote carry no fence.
+        assert_eq!(of(&[None, None]), GrantFence::Final(None));
     }
 
     #[test]

@@ -304,33 +304,27 @@ impl RedisBackend {
         release_outcome(&RELEASE, self.script::<i64>(&RELEASE, &call).await?)
     }
 
-    /// Withdraws the grant of the lock `name` that `withdrawal` names.
+    /// Withdraws the grant of the lock `name` that `withdrawal` names, and tells the name's
+    /// waiters.
     pub(crate) async fn withdraw_lock(
         &self,
         name: &str,
         withdrawal: Withdrawal<'_>,
     ) -> Result<bool, BackendError> {
-        self.withdraw_lock_saying(name, withdrawal, true).await
+        self.withdraw_lock_telling(name, withdrawal, true).await
     }
 
-    /// Withdraws a Redlock partial grant: as [`Self::withdraw_lock`], without a message on the
-    /// name's channel. The grant held no majority, so nobody waits for it to go; a message
-    /// would wake every waiter of the name on this node, each of which, the lock held on a
-    /// majority, takes this node and withdraws it again: a loop of round trips for as long as
-    /// the holder holds (found by the simulation, docs/development.md).
-    pub(crate) async fn withdraw_partial_lock(
+    /// Withdraws the grant of the lock `name` that `withdrawal` names (a Redlock grant's copy
+    /// on this node), with a message on the name's channel when `tell_waiters`. A partial
+    /// grant, one that never held a majority, goes without: nobody waits for it to go, and the
+    /// message would wake every waiter of the name on this node, each of which, the lock held
+    /// on a majority, takes this node and withdraws it again: a loop of round trips for as
+    /// long as the holder holds (found by the simulation, docs/development.md).
+    pub(crate) async fn withdraw_lock_telling(
         &self,
         name: &str,
         withdrawal: Withdrawal<'_>,
-    ) -> Result<bool, BackendError> {
-        self.withdraw_lock_saying(name, withdrawal, false).await
-    }
-
-    async fn withdraw_lock_saying(
-        &self,
-        name: &str,
-        withdrawal: Withdrawal<'_>,
-        announce: bool,
+        tell_waiters: bool,
     ) -> Result<bool, BackendError> {
         let keys = self.keys(name);
         let mut call = if Marks::of(withdrawal.stem).holder {
@@ -339,7 +333,7 @@ impl RedisBackend {
             evalsha(&WITHDRAW, &[keys.lock(), keys.claim()])
         };
         call.arg(withdrawal.stem);
-        if announce {
+        if tell_waiters {
             call.arg(keys.channel());
         } else {
             call.arg("");

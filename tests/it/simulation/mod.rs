@@ -99,9 +99,12 @@ const FOUND: &[u64] = &[16, 169, 1092];
 /// that it had taken part in; the holder's renewal counted the node's "not held" towards a
 /// majority and released the copy left on the third node, and the name was granted again
 /// while the first grant ran (`RedlockBackend::renew_lock`; mutant
-/// `redlock-renewal-believes-a-node-that-forgot`). The Redlock world's seeds 2 and 8 found
-/// the other two (docs/development.md).
-const REDLOCK_FOUND: &[u64] = &[497];
+/// `redlock-renewal-believes-a-node-that-forgot`). 1733: a node ran an acquire after its
+/// deadline, with a fence of its own, and a finalized copy did not answer an inspect, which
+/// showed the late copy's fence (`GrantFence::Open`, `RedlockBackend::finalize_late_nodes`;
+/// mutant `redlock-late-copy-shows-its-fence`). The Redlock world's seeds 2 and 8 found the
+/// other two (docs/development.md).
+const REDLOCK_FOUND: &[u64] = &[497, 1733];
 
 /// The seeds to run: `LOCKGATE_SIM_SEED=n` replays one, `LOCKGATE_SIM_SEEDS=a..b` runs a range
 /// (`b` excluded), else `fixed`.
