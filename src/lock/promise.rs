@@ -2,7 +2,7 @@
 //! re-entry: the replica acknowledgements a request required ([`check_replicas`]), the
 //! validity left once the store answered ([`validity`], counted from before the request was
 //! sent; see [`super::validity`]), and a bounded hold's deadline, which a renewal never
-//! passes ([`bounded_renewal`]).
+//! passes ([`bounded_renewal`]) and no answer promises past ([`within_hold_bound`]).
 
 use std::time::Duration;
 
@@ -50,6 +50,18 @@ pub(super) fn bounded_renewal(
         ack: replicas.ack(),
         one_more_hold: false,
     })
+}
+
+/// `validity`, ended at `token`'s hold bound if it has one (rounded up as [`within_hold`]
+/// rounds). A re-entry keeps a lease that lasts longer than it asks for, and a lease can last
+/// past the bound it was granted within when Redis's clock stepped back since (every lease
+/// then lasts longer than granted): its holder is still promised no more than the bound, as a
+/// renewal's holder is.
+pub(super) fn within_hold_bound(validity: Validity, token: &LockToken) -> Validity {
+    match token.hold_left() {
+        Some(left) => validity.at_most(Instant::now() + whole_millis_up(left)),
+        None => validity,
+    }
 }
 
 /// `ttl`, cut to what is left of a bounded hold (`hold_left`), rounded up to whole

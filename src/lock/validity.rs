@@ -37,6 +37,13 @@ impl Validity {
         self.until
     }
 
+    /// This promise, ended at `until` if that comes first.
+    pub fn at_most(self, until: Instant) -> Self {
+        Self {
+            until: self.until.min(until),
+        }
+    }
+
     /// Time left at `now` (zero once past).
     pub fn remaining(&self, now: Instant) -> Duration {
         self.until.saturating_duration_since(now)
