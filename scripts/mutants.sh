@@ -4,8 +4,8 @@
 # simulation's seeds until one fails, and prints a table: the mutant, whether it was caught,
 # by which seed (how many seeds it took) and how long the simulation ran; then takes the
 # mutant out again, also when interrupted. A patch runs the locks' world unless a line of its
-# opening comment names another: `# world: semaphores`, `# world: multi-locks` or
-# `# world: redlock`.
+# opening comment names another: `# world: semaphores`, `# world: multi-locks`,
+# `# world: redlock` or `# world: holds`.
 #
 #   scripts/mutants.sh                         # every mutant, seeds 1..200
 #   LOCKGATE_MUTANT_SEEDS=1..1000 scripts/mutants.sh sim/mutants/fence-from-the-clock.patch
@@ -45,6 +45,7 @@ for patch in "${patches[@]}"; do
     semaphores) test=semaphores_over_a_simulated_redis_keep_their_promise ;;
     multi-locks) test=multi_locks_over_a_simulated_redis_keep_their_promise ;;
     redlock) test=redlock_over_three_simulated_nodes_keeps_the_lock_promise ;;
+    holds) test=hold_streams_and_reentrant_locks_over_a_simulated_redis_keep_their_promise ;;
     *) test=gateways_over_a_simulated_redis_keep_the_lock_promise ;;
     esac
     out=$(LOCKGATE_SIM_THREADS=${LOCKGATE_SIM_THREADS:-1} LOCKGATE_SIM_SEEDS=$seeds cargo test --quiet --locked --test it -- "simulation::$test" --exact --nocapture 2>&1 || true)

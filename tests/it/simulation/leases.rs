@@ -33,6 +33,8 @@ pub enum Kind {
     /// Exclusive locks of `a` and `b` kept by Redlock over three simulated nodes (the one kind
     /// Redlock offers).
     Redlock,
+    /// Locks of `a` and `b` held by hold streams and reentrant locks (`holds.rs`).
+    Holds,
 }
 
 impl Kind {
@@ -43,6 +45,7 @@ impl Kind {
             Self::Semaphores => "semaphores",
             Self::MultiLocks => "multi-locks",
             Self::Redlock => "redlock",
+            Self::Holds => "holds",
         }
     }
 
@@ -53,13 +56,16 @@ impl Kind {
             Self::Semaphores => "semaphores_over_a_simulated_redis_keep_their_promise",
             Self::MultiLocks => "multi_locks_over_a_simulated_redis_keep_their_promise",
             Self::Redlock => "redlock_over_three_simulated_nodes_keeps_the_lock_promise",
+            Self::Holds => {
+                "hold_streams_and_reentrant_locks_over_a_simulated_redis_keep_their_promise"
+            }
         }
     }
 
     /// The names its clients take (each name's grants are judged together).
     pub fn names(self) -> &'static [&'static str] {
         match self {
-            Self::Locks | Self::Redlock => &["a", "b"],
+            Self::Locks | Self::Redlock | Self::Holds => &["a", "b"],
             Self::Semaphores => &["s1", "s2"],
             Self::MultiLocks => &["a", "b", "c"],
         }
@@ -69,7 +75,7 @@ impl Kind {
     pub fn limit(self) -> usize {
         match self {
             Self::Semaphores => PERMITS as usize,
-            Self::Locks | Self::MultiLocks | Self::Redlock => 1,
+            Self::Locks | Self::MultiLocks | Self::Redlock | Self::Holds => 1,
         }
     }
 
@@ -80,7 +86,7 @@ impl Kind {
         mut fields: serde_json::Value,
     ) -> (String, serde_json::Value) {
         match self {
-            Self::Locks | Self::Redlock => (format!("/locks/{}", names[0]), fields),
+            Self::Locks | Self::Redlock | Self::Holds => (format!("/locks/{}", names[0]), fields),
             Self::Semaphores => {
                 fields["permits"] = json!(PERMITS);
                 (format!("/semaphores/{}", names[0]), fields)
@@ -95,7 +101,7 @@ impl Kind {
     /// Where the grant of `names` is renewed and released.
     pub fn lease(self, names: &[&str]) -> String {
         match self {
-            Self::Locks | Self::Redlock => format!("/locks/{}", names[0]),
+            Self::Locks | Self::Redlock | Self::Holds => format!("/locks/{}", names[0]),
             Self::Semaphores => format!("/semaphores/{}", names[0]),
             Self::MultiLocks => {
                 let query: Vec<String> = names.iter().map(|name| format!("name={name}")).collect();
@@ -109,7 +115,7 @@ impl Kind {
     fn inspect(self, name: &str, fence: u64) -> (String, Expect) {
         match self {
             Self::Semaphores => (format!("/semaphores/{name}"), Expect::Permit(fence)),
-            Self::Locks | Self::MultiLocks | Self::Redlock => {
+            Self::Locks | Self::MultiLocks | Self::Redlock | Self::Holds => {
                 (format!("/locks/{name}"), Expect::Inspection)
             }
         }
@@ -119,7 +125,9 @@ impl Kind {
     fn pick(self, rng: &mut Rng) -> Vec<&'static str> {
         let names = self.names();
         match self {
-            Self::Locks | Self::Semaphores | Self::Redlock => vec![names[rng.index(names.len())]],
+            Self::Locks | Self::Semaphores | Self::Redlock | Self::Holds => {
+                vec![names[rng.index(names.len())]]
+            }
             Self::MultiLocks => {
                 let first = rng.index(names.len());
                 let second = (first + 1 + rng.index(names.len() - 1)) % names.len();

@@ -23,10 +23,11 @@
 //! (`lockgate::watch`; tokio's in a random one).
 //!
 //! A world's clients take one kind of lease ([`Kind`]): locks (plain, shared and fair,
-//! `clients.rs`), semaphores or multi-locks (`leases.rs`) on one node, or plain locks kept by
-//! Redlock over three nodes, a node's faults striking one of them; each kind has its fixed
-//! set. Not simulated yet (docs/development.md, "The deterministic simulation"): replicas and
-//! `WAIT`, Sentinel, reentrant locks, hold streams.
+//! `clients.rs`), semaphores or multi-locks (`leases.rs`), hold streams and reentrant locks
+//! (`holds.rs`) on one node, or plain locks kept by Redlock over three nodes, a node's faults
+//! striking one of them; each kind has its fixed set. Not simulated yet (docs/development.md,
+//! "The deterministic simulation"): replicas and `WAIT`, Sentinel, Redis's clock stepping
+//! forward.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,10 +44,12 @@ use crate::support::rng::Rng;
 use crate::support::workload::Expect;
 
 mod clients;
+mod holds;
 mod leases;
 mod network;
 
 use clients::{answered, client_steps, send};
+use holds::hold_steps;
 use leases::{Kind, lease_steps};
 use network::{Links, Network, nemesis};
 
@@ -81,6 +84,9 @@ const SEEDS: u64 = 1000;
 
 /// Seeds of the semaphores' and the multi-locks' fixed sets: `1..=OTHER_SEEDS` each.
 const OTHER_SEEDS: u64 = 250;
+
+/// Seeds of the holds' fixed set: `1..=HOLD_SEEDS`.
+const HOLD_SEEDS: u64 = 200;
 
 /// Seeds that found a bug in lockgate, kept in the locks' fixed set; each fails without its
 /// fix (`scripts/mutants.sh` applies the bug again and finds the first such seed; a change to
@@ -218,6 +224,14 @@ fn redlock_over_three_simulated_nodes_keeps_the_lock_promise() {
     run_fixed_set(Kind::Redlock, (1..=OTHER_SEEDS).chain(beyond));
 }
 
+/// The same promise for hold streams and reentrant locks: a stream's lock held while its
+/// watchdog renews it and released when the client hangs up, a reentrant lock held until its
+/// last hold is given back.
+#[test]
+fn hold_streams_and_reentrant_locks_over_a_simulated_redis_keep_their_promise() {
+    run_fixed_set(Kind::Holds, 1..=HOLD_SEEDS);
+}
+
 /// Runs the seeds asked for (`fixed` unless the environment says others) and prints the rate.
 fn run_fixed_set(kind: Kind, fixed: impl Iterator<Item = u64>) {
     let started = std::time::Instant::now();
@@ -273,6 +287,7 @@ fn a_seed_replays_byte_for_byte() {
         (Kind::Semaphores, vec![5]),
         (Kind::MultiLocks, vec![7]),
         (Kind::Redlock, vec![11]),
+        (Kind::Holds, vec![13]),
     ];
     for (kind, seeds) in worlds {
         let first = run_all(kind, &seeds);
@@ -398,6 +413,9 @@ async fn world(kind: Kind, seed: u64) -> Run {
                     until,
                     bounded,
                 ))),
+                Kind::Holds => tokio::spawn(Box::pin(hold_steps(
+                    client, app, steps, history, until, bounded,
+                ))),
                 _ => tokio::spawn(Box::pin(lease_steps(
                     kind, client, app, steps, history, until, bounded,
                 ))),
@@ -430,7 +448,7 @@ async fn world(kind: Kind, seed: u64) -> Run {
         for names in probes {
             let (ttl_ms, wait_ms) = (1000, 8000);
             let mut fields = json!({"ttl_ms": ttl_ms, "wait_ms": wait_ms});
-            if kind == Kind::Locks {
+            if matches!(kind, Kind::Locks | Kind::Holds) {
                 fields["fair"] = json!(true);
             }
             let (path, body) = kind.acquire(&names, fields);
@@ -554,8 +572,10 @@ async fn world(kind: Kind, seed: u64) -> Run {
         // A renewal never extends a grant past its `max_hold_ms`.
         for hold in bounded.lock().expect("bounded holds").iter() {
             for op in &report.ops {
-                if let (Call::Renew { token, .. }, Outcome::Renewed { ttl_ms, .. }) =
-                    (&op.call, &op.outcome)
+                if let (
+                    Call::Renew { token, .. } | Call::Reenter { token, .. },
+                    Outcome::Renewed { ttl_ms, .. },
+                ) = (&op.call, &op.outcome)
                     && *token == hold.token
                 {
                     let end = op.invoke_us + ttl_ms * 1000;

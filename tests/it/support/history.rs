@@ -9,11 +9,12 @@
 //!   [`History::with_limit`]: never more than `limit` grants valid at once; for a read/write
 //!   lock, shared grants may overlap each other, never an exclusive one). A grant is valid from
 //!   when its answer was read until invoke time + the `ttl_ms` it returned (a renewal adds
-//!   renew invoke + its `ttl_ms`), and no longer once its holder sent the release. Counting
-//!   from the invoke time is what a careful client does: the gateway's `ttl_ms` is what was
-//!   left when the answer was built, which is later.
+//!   renew invoke + its `ttl_ms`, as does a reentrant lock's re-entry), and no longer once its
+//!   holder sent the release (a reentrant lock's release answered with holds left does not end
+//!   it). Counting from the invoke time is what a careful client does: the gateway's `ttl_ms`
+//!   is what was left when the answer was built, which is later.
 //! * **fences**: a grant that completed before another was sent has a smaller fence.
-//! * **honest refusals**: a release or renew by the holder answered 404/409 before the
+//! * **honest refusals**: a release, renew or re-entry by the holder answered 404/409 before the
 //!   holder's validity ended means the lock vanished while it was promised.
 //! * **vanished grants**: holders inspect their lock before releasing; a 404, or another
 //!   fence, seen entirely within the holder's validity means the same.
@@ -53,6 +54,12 @@ pub enum Call {
     Inspect {
         token: String,
     },
+    /// A reentrant lock taken again by its holder (`reentrant: true` with its `Lock-Token`):
+    /// a renewal that never shortens the lease and counts one hold more.
+    Reenter {
+        token: String,
+        ttl_ms: u64,
+    },
 }
 
 /// What came back.
@@ -71,6 +78,11 @@ pub enum Outcome {
         ttl_ms: u64,
     },
     Released,
+    /// 200 to a reentrant lock's release: one hold given back, `hold_count` left, the lock
+    /// still held (the grant goes on).
+    HoldsLeft {
+        hold_count: u64,
+    },
     /// Inspect: held, with this fence (if shown) and ttl.
     Held {
         fence: Option<u64>,
@@ -321,8 +333,8 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
     }
     for op in ops {
         if let (
-            Call::Release { token } | Call::Renew { token, .. },
-            Outcome::Released | Outcome::Renewed { .. },
+            Call::Release { token } | Call::Renew { token, .. } | Call::Reenter { token, .. },
+            Outcome::Released | Outcome::HoldsLeft { .. } | Outcome::Renewed { .. },
         ) = (&op.call, &op.outcome)
             && !by_token.contains_key(token.as_str())
         {
@@ -361,6 +373,16 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
                     }
                 }
             }
+            // A re-entry never shortens the lease: its answer only opens a window.
+            (Call::Reenter { token, .. }, Outcome::Renewed { ttl_ms, .. }) => {
+                if let Some(&index) = by_token.get(token.as_str()) {
+                    grants[index]
+                        .windows
+                        .push((op.complete_us, op.invoke_us + ttl_ms * 1000));
+                }
+            }
+            // One hold given back of several: the lock is still the holder's.
+            (Call::Release { .. }, Outcome::HoldsLeft { .. }) => {}
             (Call::Release { token }, _) => {
                 if let Some(&index) = by_token.get(token.as_str()) {
                     let released = &mut grants[index].released_us;
@@ -374,7 +396,10 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
     // Holders told "not held" / "not owner", or seeing another state, while still valid.
     for op in ops {
         let (token, refused) = match (&op.call, &op.outcome) {
-            (Call::Release { token } | Call::Renew { token, .. }, outcome) => (
+            (
+                Call::Release { token } | Call::Renew { token, .. } | Call::Reenter { token, .. },
+                outcome,
+            ) => (
                 token,
                 matches!(outcome, Outcome::NotHeld | Outcome::NotOwner),
             ),
@@ -620,6 +645,7 @@ fn redact(call: &Call) -> &'static str {
         Call::Renew { .. } => "renew",
         Call::Release { .. } => "release",
         Call::Inspect { .. } => "inspect",
+        Call::Reenter { .. } => "re-enter",
     }
 }
 
@@ -851,5 +877,56 @@ mod tests {
         ];
         let kinds: Vec<&str> = check(&ops, 1).iter().map(Violation::kind).collect();
         assert_eq!(kinds, ["overlap"]);
+    }
+
+    /// A re-entry opens a window without shortening the lease; a release answered with holds
+    /// left does not end the grant (a grant of another then is an overlap), the last one does;
+    /// a re-entry refused while valid, or accepted with a token never given, is a violation.
+    #[test]
+    fn reentries_extend_and_only_the_last_release_ends_the_grant() {
+        let reenter = |token: &str, ttl_ms| Call::Reenter {
+            token: token.into(),
+            ttl_ms,
+        };
+        let renewed = |ttl_ms| Outcome::Renewed { fence: 1, ttl_ms };
+        let held = [
+            op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
+            // Asks for 2 ms: the lease still runs to 10 ms, and now to 11 ms.
+            op(1, "a", reenter("t1", 2), 1000, 1100, renewed(10)),
+            op(
+                2,
+                "a",
+                release("t1"),
+                2000,
+                2100,
+                Outcome::HoldsLeft { hold_count: 1 },
+            ),
+            op(3, "a", ACQ, 3000, 9000, grant("t2", 2, 10)),
+        ];
+        let kinds: Vec<&str> = check(&held, 1).iter().map(Violation::kind).collect();
+        assert_eq!(kinds, ["overlap"]);
+        let freed = [
+            op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
+            op(1, "a", reenter("t1", 2), 1000, 1100, renewed(10)),
+            op(
+                2,
+                "a",
+                release("t1"),
+                2000,
+                2100,
+                Outcome::HoldsLeft { hold_count: 1 },
+            ),
+            op(3, "a", release("t1"), 2200, 2300, Outcome::Released),
+            op(4, "a", ACQ, 3000, 9000, grant("t2", 2, 10)),
+        ];
+        assert!(check(&freed, 1).is_empty(), "{:?}", check(&freed, 1));
+        let refused = [
+            op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
+            op(1, "a", reenter("t1", 10), 1000, 1100, Outcome::NotOwner),
+            op(2, "a", reenter("forged", 10), 1000, 1100, renewed(10)),
+        ];
+        let mut kinds: Vec<&str> = check(&refused, 1).iter().map(Violation::kind).collect();
+        kinds.sort_unstable();
+        assert_eq!(kinds, ["refused-while-valid", "unknown-token-accepted"]);
     }
 }

@@ -448,6 +448,9 @@ pub fn judge(status: u16, body: &Value, expect: Expect) -> Outcome {
             }
         }
         (204, Expect::Release) => Outcome::Released,
+        (200, Expect::Release) if body["hold_count"].is_u64() => Outcome::HoldsLeft {
+            hold_count: body["hold_count"].as_u64().unwrap_or(0),
+        },
         (404, _) if kind == "lock-not-held" => Outcome::NotHeld,
         (409, _) if kind == "not-owner" => Outcome::NotOwner,
         (409, _) if kind == "lock-held" => Outcome::Busy,
