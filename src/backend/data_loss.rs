@@ -206,10 +206,11 @@ impl DataLossGuard {
     /// After a loss, a longer lease in the new marker (another gateway's longest) holds grants
     /// back until the loss was noticed here plus that lease: the lease was granted before the
     /// loss, so it ends by then, however late it is learnt here. Learnt late when this gateway,
-    /// or the one that granted it, could not reach the node for a while after the loss: with
-    /// only the first [`MERGE_FOR`] taken in, the simulation saw the name granted again while
-    /// that lease ran (the holds' world, seed 2697: a 1.9 s hold granted just before a
-    /// restart without data, read in the marker after the other gateway's 1.7 s hold-back).
+    /// or the one that granted it, could not reach the node for a while after the loss (a
+    /// partition, a pause): with only the first [`MERGE_FOR`] taken in, the simulation saw the
+    /// name granted again while that lease ran (the holds' world, seed 14165; first a 1.9 s
+    /// hold stream granted just before a restart without data, read in the marker after the
+    /// other gateway's 1.7 s hold-back had ended).
     fn merge(&self, marker: &Marker) {
         let mut merging = self.merging.lock().unwrap_or_else(|p| p.into_inner());
         let Some(merge) = merging.as_mut() else {

@@ -8,7 +8,8 @@
 //! A re-entry extends the lease as a renewal does: it counts towards the longest lease the
 //! data-loss guard holds grants back for, and its answer promises nothing past a bounded
 //! hold's bound (`promise::within_hold_bound`). The deterministic simulation found both
-//! missing (holds' world, seeds 661 and 36 of its first run).
+//! missing (holds' world, seeds 145 and 36; mutants `reentry-not-in-the-data-loss-hold-back`
+//! and `reentry-promises-past-its-bound`).
 //!
 //! A re-entry is not idempotent: one whose answer was lost (503 `outcome-unknown`) may have
 //! counted, and a release that is repeated gives back two holds. Inspect shows the count
