@@ -224,7 +224,7 @@ impl RedlockBackend {
         Ok(match self.majority_view(name).await? {
             Some(view) => {
                 let settled = view.settled;
-                (Some(self.known_fence(view)?), settled)
+                (Some(view.known_fence()?), settled)
             }
             None => (None, true),
         })
@@ -346,6 +346,21 @@ struct MajorityView {
     settled: bool,
 }
 
+impl MajorityView {
+    /// The grant seen, once its fence is told; unavailable while it is open (see
+    /// [`GrantFence::Open`]): showing the highest copy's could show a fence nobody holds.
+    fn known_fence(self) -> Result<Inspection, BackendError> {
+        if self.fence == GrantFence::Open {
+            return Err(BackendError::Unavailable(
+                "redlock: the copies of the grant differ in their fences, and not every node \
+                 holds one"
+                    .into(),
+            ));
+        }
+        Ok(self.seen)
+    }
+}
+
 impl RedlockBackend {
     /// What a majority of nodes holds for `name`; `None` when no grant can have a majority.
     /// An error when the nodes that answered leave it open.
@@ -408,21 +423,6 @@ impl RedlockBackend {
             ));
         }
         Ok(None)
-    }
-}
-
-impl RedlockBackend {
-    /// The grant `view` saw, once its fence is told; unavailable while it is open (see
-    /// [`GrantFence::Open`]): showing the highest copy's could show a fence nobody holds.
-    fn known_fence(&self, view: MajorityView) -> Result<Inspection, BackendError> {
-        if view.fence == GrantFence::Open {
-            return Err(BackendError::Unavailable(
-                "redlock: the nodes that answered hold the grant with different fences, and one \
-                 did not answer"
-                    .into(),
-            ));
-        }
-        Ok(view.seen)
     }
 }
 
@@ -782,7 +782,7 @@ impl LeaseStore for RedlockBackend {
     async fn inspect(&self, name: &str) -> Result<Option<Inspection>, BackendError> {
         self.majority_view(name)
             .await?
-            .map(|view| self.known_fence(view))
+            .map(MajorityView::known_fence)
             .transpose()
     }
 
