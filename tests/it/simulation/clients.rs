@@ -23,6 +23,80 @@ pub struct BoundedHold {
     pub max_hold_ms: u64,
 }
 
+impl BoundedHold {
+    /// Remembers the grant of `token`, just answered, if it was asked with a `max_hold_ms`.
+    pub fn note(
+        bounded: &Mutex<Vec<Self>>,
+        history: &History,
+        token: &str,
+        max_hold_ms: Option<u64>,
+    ) {
+        if let Some(max_hold_ms) = max_hold_ms {
+            bounded.lock().expect("bounded holds").push(Self {
+                token: token.to_owned(),
+                acquired_us: history.now_us(),
+                max_hold_ms,
+            });
+        }
+    }
+}
+
+/// An acquire as a client sends it.
+pub struct Acquire<'a> {
+    pub path: &'a str,
+    pub body: &'a Value,
+    /// Its `Idempotency-Key`, if it has one.
+    pub key: Option<&'a str>,
+    /// How long the client waits for the answer before it hangs up (for good, if unset).
+    pub patience: Option<Duration>,
+    /// How the history records it.
+    pub call: Call,
+}
+
+/// Sends `acquire` and records each attempt once per name of `names`; with an
+/// `Idempotency-Key`, sends it again (three attempts in all) after a 503 or no answer: its
+/// retry finds its own grant. A client that gave up waiting retries at once (its first attempt
+/// may still be in flight, and its undo behind it); one told 503 pauses first. The last
+/// attempt's outcome.
+pub async fn acquire(
+    app: &App,
+    rng: &mut Rng,
+    history: &History,
+    client: usize,
+    names: &[&str],
+    acquire: Acquire<'_>,
+) -> Outcome {
+    let mut tries = 0;
+    loop {
+        let invoke = history.now_us();
+        let headers = [("Idempotency-Key", acquire.key)];
+        let sent = send(
+            app,
+            Method::POST,
+            acquire.path,
+            Some(acquire.body),
+            &headers,
+            acquire.patience,
+        )
+        .await;
+        let outcome = answered(sent, Expect::Grant);
+        for name in names {
+            history.record(client, name, acquire.call.clone(), invoke, outcome.clone());
+        }
+        tries += 1;
+        let unsettled = matches!(
+            outcome,
+            Outcome::NoAnswer { .. } | Outcome::Refused { status: 503, .. }
+        );
+        if !(acquire.key.is_some() && unsettled && tries < 3) {
+            return outcome;
+        }
+        if !matches!(outcome, Outcome::NoAnswer { .. }) {
+            tokio::time::sleep(Duration::from_millis(rng.next(100))).await;
+        }
+    }
+}
+
 /// A client's life: acquire (plain, shared, fair with a priority, or with an `Idempotency-Key`
 /// retried after a 503; some waiting, some with a bounded hold, some hung up on), then hold
 /// (now and then past the lease), look, renew, release or let the lease run out; and now and
@@ -64,41 +138,19 @@ pub async fn client_steps(
         // A client that hangs up before its answer (its acquire may still be granted, and
         // must then be withdrawn or left to expire).
         let patience = (rng.next(8) == 0).then(|| Duration::from_millis(rng.next(wait_ms + 200)));
-        let call = Call::Acquire {
-            ttl_ms,
-            wait_ms,
-            shared,
+        let path = format!("/locks/{name}");
+        let sent = Acquire {
+            path: &path,
+            body: &body,
+            key: key.as_deref(),
+            patience,
+            call: Call::Acquire {
+                ttl_ms,
+                wait_ms,
+                shared,
+            },
         };
-        let mut outcome;
-        let mut tries = 0;
-        loop {
-            let invoke = history.now_us();
-            let sent = send(
-                &app,
-                Method::POST,
-                &format!("/locks/{name}"),
-                Some(&body),
-                &[("Idempotency-Key", key.as_deref())],
-                patience,
-            )
-            .await;
-            outcome = answered(sent, Expect::Grant);
-            history.record(client, name, call.clone(), invoke, outcome.clone());
-            tries += 1;
-            let unsettled = matches!(
-                outcome,
-                Outcome::NoAnswer { .. } | Outcome::Refused { status: 503, .. }
-            );
-            // Only a keyed acquire may be sent again: its retry finds its own grant.
-            if !(key.is_some() && unsettled && tries < 3) {
-                break;
-            }
-            // A client that gave up waiting retries at once (its first attempt may still be in
-            // flight, and its undo behind it); one told 503 pauses first.
-            if !matches!(outcome, Outcome::NoAnswer { .. }) {
-                tokio::time::sleep(Duration::from_millis(rng.next(100))).await;
-            }
-        }
+        let outcome = acquire(&app, &mut rng, &history, client, &[name], sent).await;
         let Outcome::Granted {
             token,
             fence,
@@ -109,13 +161,7 @@ pub async fn client_steps(
             tokio::time::sleep(Duration::from_millis(rng.next(200))).await;
             continue;
         };
-        if let Some(max_hold_ms) = max_hold_ms {
-            bounded.lock().expect("bounded holds").push(BoundedHold {
-                token: token.clone(),
-                acquired_us: history.now_us(),
-                max_hold_ms,
-            });
-        }
+        BoundedHold::note(&bounded, &history, &token, max_hold_ms);
         // Now and then past the lease: a paused, stale holder.
         tokio::time::sleep(Duration::from_millis(rng.next(ttl_ms * 3 / 2))).await;
         if rng.next(2) == 0 {

@@ -20,7 +20,7 @@ use lockgate::http::App;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use super::clients::{BoundedHold, answered, send};
+use super::clients::{Acquire, BoundedHold, acquire, answered, send};
 use crate::support::history::{Call, History, Outcome};
 use crate::support::rng::Rng;
 use crate::support::workload::Expect;
@@ -104,13 +104,7 @@ async fn hold(
         tokio::time::sleep(Duration::from_millis(rng.next(200))).await;
         return;
     };
-    if let Some(max_hold_ms) = max_hold_ms {
-        bounded.lock().expect("bounded holds").push(BoundedHold {
-            token: token.clone(),
-            acquired_us: history.now_us(),
-            max_hold_ms,
-        });
-    }
+    BoundedHold::note(bounded, history, &token, max_hold_ms);
     let held_for_ms = rng.next(ttl_ms * 3);
     let hang_up = tokio::time::Instant::now() + Duration::from_millis(held_for_ms);
     // The holder's look at its lock while it holds it, from a task of its own (the holder keeps
@@ -287,42 +281,23 @@ async fn reentrant(
     }
     let key = (rng.next(2) == 0).then_some(key);
     let patience = (rng.next(8) == 0).then(|| Duration::from_millis(rng.next(wait_ms + 200)));
-    let call = Call::Acquire {
-        ttl_ms,
-        wait_ms,
-        shared: false,
+    let sent = Acquire {
+        path: &path,
+        body: &body,
+        key: key.as_deref(),
+        patience,
+        call: Call::Acquire {
+            ttl_ms,
+            wait_ms,
+            shared: false,
+        },
     };
-    let mut outcome;
-    let mut tries = 0;
-    loop {
-        let invoke = history.now_us();
-        let headers = [("Idempotency-Key", key.as_deref())];
-        let sent = send(app, Method::POST, &path, Some(&body), &headers, patience).await;
-        outcome = answered(sent, Expect::Grant);
-        history.record(client, name, call.clone(), invoke, outcome.clone());
-        tries += 1;
-        let unsettled = matches!(
-            outcome,
-            Outcome::NoAnswer { .. } | Outcome::Refused { status: 503, .. }
-        );
-        if !(key.is_some() && unsettled && tries < 3) {
-            break;
-        }
-        if !matches!(outcome, Outcome::NoAnswer { .. }) {
-            tokio::time::sleep(Duration::from_millis(rng.next(100))).await;
-        }
-    }
+    let outcome = acquire(app, rng, history, client, &[name], sent).await;
     let Outcome::Granted { token, ttl_ms, .. } = outcome else {
         tokio::time::sleep(Duration::from_millis(rng.next(200))).await;
         return;
     };
-    if let Some(max_hold_ms) = max_hold_ms {
-        bounded.lock().expect("bounded holds").push(BoundedHold {
-            token: token.clone(),
-            acquired_us: history.now_us(),
-            max_hold_ms,
-        });
-    }
+    BoundedHold::note(bounded, history, &token, max_hold_ms);
     let headers = [("Lock-Token", Some(token.as_str()))];
     // The holds the client counts; `None` once a re-entry's answer was lost (it may have
     // counted).

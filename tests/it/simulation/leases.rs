@@ -13,7 +13,7 @@ use axum::http::Method;
 use lockgate::http::App;
 use serde_json::json;
 
-use super::clients::{BoundedHold, answered, send};
+use super::clients::{Acquire, BoundedHold, acquire, answered, send};
 use crate::support::history::{Call, History, Outcome};
 use crate::support::rng::Rng;
 use crate::support::workload::Expect;
@@ -183,31 +183,18 @@ pub async fn lease_steps(
             format!("simulation-client-{client}-{keys:08}")
         });
         let patience = (rng.next(8) == 0).then(|| Duration::from_millis(rng.next(wait_ms + 200)));
-        let call = Call::Acquire {
-            ttl_ms,
-            wait_ms,
-            shared: false,
+        let sent = Acquire {
+            path: &path,
+            body: &body,
+            key: key.as_deref(),
+            patience,
+            call: Call::Acquire {
+                ttl_ms,
+                wait_ms,
+                shared: false,
+            },
         };
-        let mut outcome;
-        let mut tries = 0;
-        loop {
-            let invoke = history.now_us();
-            let headers = [("Idempotency-Key", key.as_deref())];
-            let sent = send(&app, Method::POST, &path, Some(&body), &headers, patience).await;
-            outcome = answered(sent, Expect::Grant);
-            record(&history, client, &names, &call, invoke, &outcome);
-            tries += 1;
-            let unsettled = matches!(
-                outcome,
-                Outcome::NoAnswer { .. } | Outcome::Refused { status: 503, .. }
-            );
-            if !(key.is_some() && unsettled && tries < 3) {
-                break;
-            }
-            if !matches!(outcome, Outcome::NoAnswer { .. }) {
-                tokio::time::sleep(Duration::from_millis(rng.next(100))).await;
-            }
-        }
+        let outcome = acquire(&app, &mut rng, &history, client, &names, sent).await;
         let Outcome::Granted {
             token,
             fence,
@@ -218,13 +205,7 @@ pub async fn lease_steps(
             tokio::time::sleep(Duration::from_millis(rng.next(200))).await;
             continue;
         };
-        if let Some(max_hold_ms) = max_hold_ms {
-            bounded.lock().expect("bounded holds").push(BoundedHold {
-                token: token.clone(),
-                acquired_us: history.now_us(),
-                max_hold_ms,
-            });
-        }
+        BoundedHold::note(&bounded, &history, &token, max_hold_ms);
         tokio::time::sleep(Duration::from_millis(rng.next(ttl_ms * 3 / 2))).await;
         if rng.next(2) == 0 {
             for name in &names {
