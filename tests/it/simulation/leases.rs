@@ -35,6 +35,8 @@ pub enum Kind {
     Redlock,
     /// Locks of `a` and `b` held by hold streams and reentrant locks (`holds.rs`).
     Holds,
+    /// The locks' world, whose Redis clock the nemesis also steps forward.
+    ForwardSteps,
 }
 
 impl Kind {
@@ -46,6 +48,7 @@ impl Kind {
             Self::MultiLocks => "multi-locks",
             Self::Redlock => "redlock",
             Self::Holds => "holds",
+            Self::ForwardSteps => "forward-steps",
         }
     }
 
@@ -59,13 +62,16 @@ impl Kind {
             Self::Holds => {
                 "hold_streams_and_reentrant_locks_over_a_simulated_redis_keep_their_promise"
             }
+            Self::ForwardSteps => {
+                "locks_over_a_redis_whose_clock_steps_forward_keep_the_documented_promise"
+            }
         }
     }
 
     /// The names its clients take (each name's grants are judged together).
     pub fn names(self) -> &'static [&'static str] {
         match self {
-            Self::Locks | Self::Redlock | Self::Holds => &["a", "b"],
+            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps => &["a", "b"],
             Self::Semaphores => &["s1", "s2"],
             Self::MultiLocks => &["a", "b", "c"],
         }
@@ -75,7 +81,7 @@ impl Kind {
     pub fn limit(self) -> usize {
         match self {
             Self::Semaphores => PERMITS as usize,
-            Self::Locks | Self::MultiLocks | Self::Redlock | Self::Holds => 1,
+            Self::Locks | Self::MultiLocks | Self::Redlock | Self::Holds | Self::ForwardSteps => 1,
         }
     }
 
@@ -86,7 +92,9 @@ impl Kind {
         mut fields: serde_json::Value,
     ) -> (String, serde_json::Value) {
         match self {
-            Self::Locks | Self::Redlock | Self::Holds => (format!("/locks/{}", names[0]), fields),
+            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps => {
+                (format!("/locks/{}", names[0]), fields)
+            }
             Self::Semaphores => {
                 fields["permits"] = json!(PERMITS);
                 (format!("/semaphores/{}", names[0]), fields)
@@ -101,7 +109,9 @@ impl Kind {
     /// Where the grant of `names` is renewed and released.
     pub fn lease(self, names: &[&str]) -> String {
         match self {
-            Self::Locks | Self::Redlock | Self::Holds => format!("/locks/{}", names[0]),
+            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps => {
+                format!("/locks/{}", names[0])
+            }
             Self::Semaphores => format!("/semaphores/{}", names[0]),
             Self::MultiLocks => {
                 let query: Vec<String> = names.iter().map(|name| format!("name={name}")).collect();
@@ -115,7 +125,7 @@ impl Kind {
     fn inspect(self, name: &str, fence: u64) -> (String, Expect) {
         match self {
             Self::Semaphores => (format!("/semaphores/{name}"), Expect::Permit(fence)),
-            Self::Locks | Self::MultiLocks | Self::Redlock | Self::Holds => {
+            Self::Locks | Self::MultiLocks | Self::Redlock | Self::Holds | Self::ForwardSteps => {
                 (format!("/locks/{name}"), Expect::Inspection)
             }
         }
@@ -125,7 +135,7 @@ impl Kind {
     fn pick(self, rng: &mut Rng) -> Vec<&'static str> {
         let names = self.names();
         match self {
-            Self::Locks | Self::Semaphores | Self::Redlock | Self::Holds => {
+            Self::Locks | Self::Semaphores | Self::Redlock | Self::Holds | Self::ForwardSteps => {
                 vec![names[rng.index(names.len())]]
             }
             Self::MultiLocks => {

@@ -13,6 +13,7 @@ use lockgate::watch;
 use sim_redis::Server;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
+use crate::support::history::History;
 use crate::support::rng::Rng;
 
 /// The network's faults of the moment (the nemesis sets them).
@@ -190,13 +191,16 @@ async fn pump(near: DuplexStream, far: DuplexStream, network: Arc<Network>, addr
 /// Faults, one at a time, each for a while, as the seed says, until `until`; then all healed
 /// but a dead gateway (one of `gateways` at most dies, for good). A fault of a node (a pause,
 /// a restart, refusals, a clock step, a partition) strikes one of `nodes` (address, server),
-/// picked by the seed when there are several. Returns what it did, in order.
+/// picked by the seed when there are several. With `steps_forward`, half the clock steps are
+/// forward (0.1 to 3 s), each recorded in that history for its checker. Returns what it did,
+/// in order.
 pub async fn nemesis(
     mut rng: Rng,
     network: Arc<Network>,
     nodes: Vec<(String, Server)>,
     gateways: usize,
     until: tokio::time::Instant,
+    steps_forward: Option<Arc<History>>,
 ) -> Vec<&'static str> {
     let mut done = Vec::new();
     let ms = |rng: &mut Rng, from: u64, to: u64| Duration::from_millis(from + rng.next(to - from));
@@ -243,7 +247,15 @@ pub async fn nemesis(
             }
             4 => server.restart(true),
             5 => server.restart(false),
-            7 => server.clock().step_us(-(rng.next(500_000) as i64 + 1)),
+            7 => match &steps_forward {
+                Some(history) if rng.next(2) == 0 => {
+                    let by = ms(&mut rng, 100, 3000);
+                    server.clock().step_us(by.as_micros() as i64);
+                    history.clock_stepped_forward(by);
+                    *done.last_mut().expect("this fault") = "clock step forward";
+                }
+                _ => server.clock().step_us(-(rng.next(500_000) as i64 + 1)),
+            },
             // One gateway at most, for the rest of the run.
             8 => {
                 if network.dead.lock().expect("dead").is_empty() {

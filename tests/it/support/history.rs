@@ -170,6 +170,8 @@ pub struct History {
     ops: Mutex<Vec<Op>>,
     /// Grants of one name that may be valid at once: 1 for locks, the permits of a semaphore.
     limit: usize,
+    /// Steps forward of Redis's clock: when (µs since the history began) and by how much.
+    steps_forward: Mutex<Vec<(u64, u64)>>,
 }
 
 impl Default for History {
@@ -196,6 +198,7 @@ impl History {
             started: Instant::now(),
             ops: Mutex::default(),
             limit,
+            steps_forward: Mutex::default(),
         }
     }
 
@@ -228,10 +231,30 @@ impl History {
         op
     }
 
+    /// Redis's clock stepped forward by `by`, now: every lease valid then ends that much
+    /// earlier (at once if it had less left), before lockgate can notice (docs/modes.md). The
+    /// checker shortens the validity of the grants valid now accordingly; nothing else.
+    pub fn clock_stepped_forward(&self, by: std::time::Duration) {
+        let by_us = u64::try_from(by.as_micros()).unwrap_or(u64::MAX);
+        let at = self.now_us();
+        self.steps_forward.lock().expect("steps").push((at, by_us));
+    }
+
+    /// How far Redis's clock stepped forward up to `at_us` (that instant included), in all (µs).
+    pub fn stepped_forward_by(&self, at_us: u64) -> u64 {
+        let steps = self.steps_forward.lock().expect("steps");
+        steps
+            .iter()
+            .filter(|(at, _)| *at <= at_us)
+            .map(|(_, by)| by)
+            .sum()
+    }
+
     /// Judges the whole history.
     pub fn check(&self) -> Report {
         let ops = self.ops.lock().expect("history").clone();
-        let mut violations = check(&ops, self.limit);
+        let steps = self.steps_forward.lock().expect("steps").clone();
+        let mut violations = check(&ops, self.limit, &steps);
         // In one order whatever the checker's maps iterated in: a seed of the simulation
         // replays its saved history byte for byte.
         violations.sort_by_key(|violation| (violation.kind(), violation.ops()));
@@ -277,7 +300,7 @@ impl Grant {
     }
 }
 
-fn check(ops: &[Op], limit: usize) -> Vec<Violation> {
+fn check(ops: &[Op], limit: usize, steps_forward: &[(u64, u64)]) -> Vec<Violation> {
     let mut violations = Vec::new();
     for op in ops {
         if let Outcome::Refused { status, .. } = op.outcome
@@ -292,12 +315,17 @@ fn check(ops: &[Op], limit: usize) -> Vec<Violation> {
         by_name.entry(op.name.as_str()).or_default().push(op);
     }
     for ops in by_name.values() {
-        check_name(ops, limit, &mut violations);
+        check_name(ops, limit, steps_forward, &mut violations);
     }
     violations
 }
 
-fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
+fn check_name(
+    ops: &[&Op],
+    limit: usize,
+    steps_forward: &[(u64, u64)],
+    violations: &mut Vec<Violation>,
+) {
     // Grants, keyed by token. A replay is the same grant answered again.
     let mut grants: Vec<Grant> = Vec::new();
     let mut by_token: HashMap<&str, usize> = HashMap::new();
@@ -390,6 +418,17 @@ fn check_name(ops: &[&Op], limit: usize, violations: &mut Vec<Violation>) {
                 }
             }
             _ => {}
+        }
+    }
+
+    // A step forward of Redis's clock ends the leases it finds that much earlier.
+    for &(at, by) in steps_forward {
+        for grant in grants.iter_mut() {
+            for window in grant.windows.iter_mut() {
+                if window.0 <= at && at < window.1 {
+                    window.1 = window.1.saturating_sub(by).max(at);
+                }
+            }
         }
     }
 
@@ -705,12 +744,12 @@ mod tests {
             op(0, "a", SHARED, 0, 100, grant("r1", 1, 10)),
             op(1, "a", SHARED, 50, 200, grant("r2", 2, 10)),
         ];
-        assert!(check(&ops, 1).is_empty(), "{:?}", check(&ops, 1));
+        assert!(check(&ops, 1, &[]).is_empty(), "{:?}", check(&ops, 1, &[]));
         let ops = [
             op(0, "a", SHARED, 0, 100, grant("r1", 1, 10)),
             op(1, "a", ACQ, 50, 200, grant("w", 2, 10)),
         ];
-        assert_eq!(check(&ops, 1)[0].kind(), "overlap");
+        assert_eq!(check(&ops, 1, &[])[0].kind(), "overlap");
     }
 
     fn release(token: &str) -> Call {
@@ -727,12 +766,12 @@ mod tests {
             op(1, "a", release("t1"), 200, 300, Outcome::Released),
             op(2, "a", ACQ, 250, 400, grant("t2", 2, 10)),
         ];
-        assert!(check(&ok, 1).is_empty(), "{:?}", check(&ok, 1));
+        assert!(check(&ok, 1, &[]).is_empty(), "{:?}", check(&ok, 1, &[]));
         let bad = [
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
             op(1, "a", ACQ, 50, 200, grant("t2", 2, 10)),
         ];
-        let found = check(&bad, 1);
+        let found = check(&bad, 1, &[]);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].kind(), "overlap");
     }
@@ -744,13 +783,13 @@ mod tests {
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
             op(1, "a", ACQ, 50, 200, grant("t2", 2, 10)),
         ];
-        assert!(check(&ops, 2).is_empty(), "{:?}", check(&ops, 2));
+        assert!(check(&ops, 2, &[]).is_empty(), "{:?}", check(&ops, 2, &[]));
         let ops = [
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
             op(1, "a", ACQ, 50, 200, grant("t2", 2, 10)),
             op(2, "a", ACQ, 60, 300, grant("t3", 3, 10)),
         ];
-        let found = check(&ops, 2);
+        let found = check(&ops, 2, &[]);
         assert!(
             !found.is_empty() && found.iter().all(|v| v.kind() == "overlap"),
             "{found:?}"
@@ -764,12 +803,12 @@ mod tests {
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 5)),
             op(1, "a", ACQ, 4000, 5200, grant("t2", 2, 10)),
         ];
-        assert!(check(&ops, 1).is_empty());
+        assert!(check(&ops, 1, &[]).is_empty());
         let ops = [
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 5)),
             op(1, "a", ACQ, 4000, 4900, grant("t2", 2, 10)),
         ];
-        assert_eq!(check(&ops, 1)[0].kind(), "overlap");
+        assert_eq!(check(&ops, 1, &[])[0].kind(), "overlap");
     }
 
     /// Fences must grow in real-time order only.
@@ -779,13 +818,17 @@ mod tests {
             op(0, "a", ACQ, 0, 100, grant("t1", 5, 1)),
             op(1, "a", ACQ, 2000, 2100, grant("t2", 5, 1)),
         ];
-        assert_eq!(check(&ops, 1)[0].kind(), "fence-order");
+        assert_eq!(check(&ops, 1, &[])[0].kind(), "fence-order");
         // Concurrent acquires may be ordered either way (one of them expired at once).
         let ops = [
             op(0, "a", ACQ, 0, 3000, grant("t1", 5, 1)),
             op(1, "a", ACQ, 10, 4000, grant("t2", 4, 1)),
         ];
-        assert!(check(&ops, 1).iter().all(|v| v.kind() != "fence-order"));
+        assert!(
+            check(&ops, 1, &[])
+                .iter()
+                .all(|v| v.kind() != "fence-order")
+        );
     }
 
     /// A holder refused while still valid, or seeing its lock gone, is a violation.
@@ -804,7 +847,7 @@ mod tests {
             op(2, "a", release("t1"), 400, 500, Outcome::NotHeld),
             op(3, "a", release("t1"), 9000, 11000, Outcome::NotHeld),
         ];
-        let kinds: Vec<&str> = check(&ops, 1).iter().map(Violation::kind).collect();
+        let kinds: Vec<&str> = check(&ops, 1, &[]).iter().map(Violation::kind).collect();
         assert_eq!(kinds, ["refused-while-valid", "vanished-while-valid"]);
     }
 
@@ -840,7 +883,7 @@ mod tests {
                 },
             ),
         ];
-        let kinds: Vec<&str> = check(&ops, 1).iter().map(Violation::kind).collect();
+        let kinds: Vec<&str> = check(&ops, 1, &[]).iter().map(Violation::kind).collect();
         assert_eq!(kinds, ["server-error", "overlap"]);
     }
 
@@ -869,13 +912,13 @@ mod tests {
             shorten(1000),
             op(2, "a", ACQ, 0, 3001, grant("t2", 2, 10)),
         ];
-        assert!(check(&ops, 1).is_empty(), "{:?}", check(&ops, 1));
+        assert!(check(&ops, 1, &[]).is_empty(), "{:?}", check(&ops, 1, &[]));
         let ops = [
             op(0, "a", ACQ, 0, 0, grant("t1", 1, 10)),
             shorten(1000),
             op(2, "a", ACQ, 0, 2500, grant("t2", 2, 10)),
         ];
-        let kinds: Vec<&str> = check(&ops, 1).iter().map(Violation::kind).collect();
+        let kinds: Vec<&str> = check(&ops, 1, &[]).iter().map(Violation::kind).collect();
         assert_eq!(kinds, ["overlap"]);
     }
 
@@ -903,7 +946,7 @@ mod tests {
             ),
             op(3, "a", ACQ, 3000, 9000, grant("t2", 2, 10)),
         ];
-        let kinds: Vec<&str> = check(&held, 1).iter().map(Violation::kind).collect();
+        let kinds: Vec<&str> = check(&held, 1, &[]).iter().map(Violation::kind).collect();
         assert_eq!(kinds, ["overlap"]);
         let freed = [
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
@@ -919,14 +962,51 @@ mod tests {
             op(3, "a", release("t1"), 2200, 2300, Outcome::Released),
             op(4, "a", ACQ, 3000, 9000, grant("t2", 2, 10)),
         ];
-        assert!(check(&freed, 1).is_empty(), "{:?}", check(&freed, 1));
+        assert!(
+            check(&freed, 1, &[]).is_empty(),
+            "{:?}",
+            check(&freed, 1, &[])
+        );
         let refused = [
             op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
             op(1, "a", reenter("t1", 10), 1000, 1100, Outcome::NotOwner),
             op(2, "a", reenter("forged", 10), 1000, 1100, renewed(10)),
         ];
-        let mut kinds: Vec<&str> = check(&refused, 1).iter().map(Violation::kind).collect();
+        let mut kinds: Vec<&str> = check(&refused, 1, &[])
+            .iter()
+            .map(Violation::kind)
+            .collect();
         kinds.sort_unstable();
         assert_eq!(kinds, ["refused-while-valid", "unknown-token-accepted"]);
+    }
+
+    /// A step forward of Redis's clock ends the grants valid then that much earlier: a grant
+    /// after that end is no overlap, one before it is; a grant made after the step is not cut.
+    #[test]
+    fn a_step_forward_ends_the_leases_it_finds_earlier() {
+        // t1 valid until 10,000 µs; a 4 ms step at 2,000 µs ends it at 6,000.
+        let steps = [(2000, 4000)];
+        let ops = [
+            op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
+            op(1, "a", ACQ, 5000, 6500, grant("t2", 2, 10)),
+        ];
+        assert!(
+            check(&ops, 1, &steps).is_empty(),
+            "{:?}",
+            check(&ops, 1, &steps)
+        );
+        let ops = [
+            op(0, "a", ACQ, 0, 100, grant("t1", 1, 10)),
+            op(1, "a", ACQ, 5000, 5500, grant("t2", 2, 10)),
+        ];
+        let kinds: Vec<&str> = check(&ops, 1, &steps).iter().map(Violation::kind).collect();
+        assert_eq!(kinds, ["overlap"]);
+        // Granted after the step: its whole validity stands.
+        let ops = [
+            op(0, "a", ACQ, 3000, 3100, grant("t1", 1, 10)),
+            op(1, "a", ACQ, 9000, 9500, grant("t2", 2, 10)),
+        ];
+        let kinds: Vec<&str> = check(&ops, 1, &steps).iter().map(Violation::kind).collect();
+        assert_eq!(kinds, ["overlap"]);
     }
 }
