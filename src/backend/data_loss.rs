@@ -19,16 +19,16 @@
 //! marker at its next look after granting a longer lease, so a lease longer than any before,
 //! granted less than a look before the loss, is known only to its own gateway (the
 //! deterministic simulation found this: another gateway granted the name at once). So the
-//! hold-back lasts at least [`MERGE_FOR`] (three looks), and every later look at the new
-//! marker takes in its `lease_ms`, which every gateway raises to its own longest at its first
-//! look after the loss (`marker.lua`): a longer one holds grants back until the detection
-//! plus that lease (also when a gateway cut off from the node for a while learns it late; for
-//! `--max-ttl` after the detection). Every lease granted before the loss has ended by its
-//! holder's count when the hold-back ends (it was granted before the detection, with at most
-//! that ttl). What it cannot cover: a lease known only to a gateway that has not reached the
-//! node since the loss, while this one's hold-back has ended — a double fault (the loss, and a
-//! gateway dead or cut off right after it). This is Consul's lock-delay, and the advice of the
-//! Redlock description for restarted nodes.
+//! hold-back lasts at least [`MERGE_FOR`] (three looks), and the first three looks at the new
+//! marker (over at least that time: looks, not time alone, for a node that could not be
+//! reached for a while) take in its `lease_ms`, which every gateway raises to its own longest
+//! at its first look after the loss (`marker.lua`): a longer one holds grants back until the
+//! detection plus that lease. Every lease granted before the loss has ended by its holder's
+//! count when the hold-back ends (it was granted before the detection, with at most that
+//! ttl). What it cannot cover: a lease known only to a gateway that did not reach the node
+//! while this one looked — a double fault (the loss, and that gateway dead or cut off right
+//! after it). This is Consul's lock-delay, and the advice of the Redlock description for
+//! restarted nodes.
 //! Acquires answer 503 `grants-held-back` with `Retry-After`; waiting acquires wait through
 //! it; renewals and releases go on (they find nothing, the node forgot). With
 //! `--data-loss-hold-back false` the loss is only logged and counted.
@@ -103,14 +103,24 @@ pub struct DataLossOptions {
 /// looks leave room for the round trips.
 pub const MERGE_FOR: Duration = Duration::from_millis(3 * CLOCK_CHECK_EVERY.as_millis() as u64);
 
-/// The new marker after a loss, while the other gateways' longest leases are taken in: for as
-/// long as a lease granted before the loss may run (`--max-ttl` after it was noticed here).
+/// How many looks at the new marker after a loss take in the other gateways' longest leases
+/// (with at least [`MERGE_FOR`] gone by): each gateway raises the marker at its first look.
+const MERGE_LOOKS: u32 = 3;
+
+/// The new marker after a loss, while the other gateways' longest leases are taken in: until
+/// this gateway has looked at it [`MERGE_LOOKS`] times and [`MERGE_FOR`] has gone by (looks,
+/// not time alone: a gateway that could not reach the node for a while still takes in what
+/// the others raised meanwhile), and never past `--max-ttl` after the loss was noticed. Not
+/// for longer: the marker also grows with leases granted after the loss, which the node keeps
+/// and which must hold nothing back.
 #[derive(Debug)]
 struct Merging {
     id: String,
     /// When this gateway noticed the loss: every lease the node forgot was granted before, so
     /// it ends by then plus its ttl.
     noticed: tokio::time::Instant,
+    /// Looks at the new marker since.
+    looks: u32,
     /// The longest lease the hold-back already covers.
     covered: Duration,
 }
@@ -182,6 +192,7 @@ impl DataLossGuard {
         *self.merging.lock().unwrap_or_else(|p| p.into_inner()) = Some(Merging {
             id: marker.id.clone(),
             noticed: tokio::time::Instant::now(),
+            looks: 0,
             covered: known,
         });
         tracing::error!(
@@ -204,10 +215,10 @@ impl DataLossGuard {
     }
 
     /// After a loss, a longer lease in the new marker (another gateway's longest) holds grants
-    /// back until the loss was noticed here plus that lease: the lease was granted before the
-    /// loss, so it ends by then, however late it is learnt here. Learnt late when this gateway,
-    /// or the one that granted it, could not reach the node for a while after the loss (a
-    /// partition, a pause): with only the first [`MERGE_FOR`] taken in, the simulation saw the
+    /// back until the loss was noticed here plus that lease: a lease the node forgot was
+    /// granted before the loss, so it ends by then, however late it is learnt here. Learnt
+    /// late when the node could not be reached for a while after the loss (a pause, a
+    /// partition): with the first [`MERGE_FOR`] of time alone taken in, the simulation saw the
     /// name granted again while that lease ran (the holds' world, seed 14165; first a 1.9 s
     /// hold stream granted just before a restart without data, read in the marker after the
     /// other gateway's 1.7 s hold-back had ended).
@@ -228,6 +239,10 @@ impl DataLossGuard {
             if let Some(left) = ends.checked_duration_since(now) {
                 self.hold_for(left);
             }
+        }
+        merge.looks += 1;
+        if merge.looks >= MERGE_LOOKS && now >= merge.noticed + MERGE_FOR {
+            *merging = None;
         }
     }
 }
@@ -330,7 +345,8 @@ mod tests {
     /// After a loss the hold-back lasts at least MERGE_FOR, and a longer lease that another
     /// gateway put into the new marker extends it to the loss's detection plus that lease (the
     /// simulation's seed: a 965 ms lease granted by the other gateway just before the node
-    /// restarted): also when it is read after MERGE_FOR (holds' world seed 2697), never past
+    /// restarted): also when it is read after MERGE_FOR by a gateway that could not look
+    /// meanwhile (holds' world seed 14165), not after three looks over MERGE_FOR, never past
     /// the detection plus `--max-ttl`, and not at all once that lease has run out.
     #[tokio::test(start_paused = true)]
     async fn a_loss_takes_in_the_longest_lease_the_other_gateways_knew() {
@@ -361,6 +377,19 @@ mod tests {
             left > until - Duration::from_millis(1) && left <= until,
             "{left:?}"
         );
+
+        // Three looks over MERGE_FOR, then a longer lease in the marker: one granted after the
+        // loss (the node keeps it), which holds nothing back.
+        let settled = self::guard(true);
+        settled.observe("n", marker("a", 0, true));
+        settled.observe("n", marker("b", 0, true));
+        for _ in 0..MERGE_LOOKS {
+            tokio::time::advance(CLOCK_CHECK_EVERY).await;
+            assert!(!settled.observe("n", marker("b", 0, false)));
+        }
+        tokio::time::advance(MERGE_FOR).await;
+        assert!(!settled.observe("n", marker("b", 30, false)));
+        assert_eq!(settled.held_back(), None);
 
         let over = self::guard(true);
         over.observe("n", marker("a", 0, true));
