@@ -96,7 +96,7 @@ const HOLD_SEEDS: u64 = 200;
 /// its fixed set (as [`FOUND`]). 14165: after a restart without data, a gateway that could
 /// not reach the node for a while read the other gateway's longer lease in the new marker
 /// after its own hold-back had ended, ignored it, and granted the name while that lease ran
-/// (`DataLossGuard::merge`; mutant `data-loss-merge-for-three-looks-only`, which took 14,165
+/// (`DataLossGuard::merge`; mutant `data-loss-merge-by-time-alone`, which took 14,165
 /// seeds). The holds' world's seeds 36 and 145 found the other two (docs/development.md).
 const HOLD_FOUND: &[u64] = &[14165];
 
