@@ -1019,3 +1019,125 @@ fn frame_text(frame: &Frame) -> String {
         other => format!("{other:?}"),
     }
 }
+
+/// The simulated replica, `WAIT` and a Sentinel behave as Redis's do for what the failover
+/// world relies on: a write reaches the replica a lag later, and `WAIT` answers once it has;
+/// a replica refuses writes (a script's too) and serves reads; a failover keeps what the
+/// replica received and loses what was on its way; a Sentinel names the master with its
+/// epoch and announces a switch; the old master made a replica takes the new one's keyspace.
+#[tokio::test(start_paused = true)]
+async fn the_simulated_replica_and_sentinel_behave_as_redis_does() {
+    let args =
+        |words: &[&str]| -> Vec<Vec<u8>> { words.iter().map(|w| w.as_bytes().to_vec()).collect() };
+    let epoch_us = 1_800_000_000_000_000;
+    let (master, replica) = (
+        Server::new(Clock::ticking_from(epoch_us)),
+        Server::new(Clock::ticking_from(epoch_us)),
+    );
+    master.replicate_to(&replica, Duration::from_millis(20));
+    let (mut to_master, mut to_replica) =
+        (Wire::new(master.connect()), Wire::new(replica.connect()));
+    let ask = async |wire: &mut Wire<tokio::io::DuplexStream>, words: &[&str]| {
+        wire.send(&args(words)).await;
+        wire.read().await
+    };
+
+    let sent = tokio::time::Instant::now();
+    assert_eq!(ask(&mut to_master, &["SET", "a", "1"]).await, Frame::ok());
+    assert_eq!(
+        ask(&mut to_master, &["WAIT", "1", "100"]).await,
+        Frame::Integer(1)
+    );
+    assert_eq!(
+        sent.elapsed(),
+        Duration::from_millis(20),
+        "acknowledged a lag later"
+    );
+    assert_eq!(
+        ask(&mut to_master, &["WAIT", "1", "100"]).await,
+        Frame::Integer(1)
+    );
+    assert_eq!(
+        sent.elapsed(),
+        Duration::from_millis(20),
+        "nothing new to wait for"
+    );
+    assert_eq!(ask(&mut to_replica, &["GET", "a"]).await, Frame::bulk("1"));
+    let refused =
+        |frame: Frame| matches!(frame, Frame::Error(text) if text.starts_with("READONLY"));
+    assert!(refused(ask(&mut to_replica, &["SET", "b", "2"]).await));
+    let write = "return redis.call('SET', KEYS[1], '1')";
+    assert!(refused(
+        ask(&mut to_replica, &["EVAL", write, "1", "b"]).await
+    ));
+    let read = "return redis.call('GET', KEYS[1])";
+    assert_eq!(
+        ask(&mut to_replica, &["EVAL", read, "1", "a"]).await,
+        Frame::bulk("1")
+    );
+
+    // A failover while a write is on its way: the promoted replica never gets it.
+    assert_eq!(ask(&mut to_master, &["SET", "c", "3"]).await, Frame::ok());
+    master.stop_replicating();
+    replica.promote();
+    let waited = tokio::time::Instant::now();
+    assert_eq!(
+        ask(&mut to_master, &["WAIT", "1", "50"]).await,
+        Frame::Integer(0)
+    );
+    assert_eq!(
+        waited.elapsed(),
+        Duration::from_millis(50),
+        "no replica: the timeout"
+    );
+    assert_eq!(ask(&mut to_replica, &["GET", "c"]).await, Frame::Nil);
+    assert_eq!(ask(&mut to_replica, &["SET", "d", "4"]).await, Frame::ok());
+
+    // The Sentinel.
+    let sentinel = Server::sentinel(Clock::ticking_from(epoch_us), "locks", "sim-redis-1:6379");
+    let (mut asker, mut listener) = (Wire::new(sentinel.connect()), Wire::new(sentinel.connect()));
+    let fields = |frame: Frame| -> HashMap<String, String> {
+        bulks(frame)
+            .chunks(2)
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(&kv[0]).into_owned(),
+                    String::from_utf8_lossy(&kv[1]).into_owned(),
+                )
+            })
+            .collect()
+    };
+    let answer = fields(ask(&mut asker, &["SENTINEL", "MASTER", "locks"]).await);
+    assert_eq!(
+        (
+            answer["ip"].as_str(),
+            answer["port"].as_str(),
+            answer["config-epoch"].as_str()
+        ),
+        ("sim-redis-1", "6379", "1")
+    );
+    listener.send(&args(&["SUBSCRIBE", "+switch-master"])).await;
+    listener.read().await;
+    assert_eq!(sentinel.listeners("+switch-master"), 1);
+    sentinel.announce_master("sim-redis-2:6379");
+    assert_eq!(
+        listener.read().await,
+        Frame::Array(vec![
+            Frame::bulk("message"),
+            Frame::bulk("+switch-master"),
+            Frame::bulk("locks sim-redis-1 6379 sim-redis-2 6379"),
+        ])
+    );
+    let answer = fields(ask(&mut asker, &["SENTINEL", "MASTER", "locks"]).await);
+    assert_eq!(
+        (answer["ip"].as_str(), answer["config-epoch"].as_str()),
+        ("sim-redis-2", "2")
+    );
+
+    // The old master rejoins as the new one's replica: its own last write is gone.
+    replica.replicate_to(&master, Duration::from_millis(20));
+    assert_eq!(ask(&mut to_master, &["GET", "c"]).await, Frame::Nil);
+    assert_eq!(ask(&mut to_master, &["GET", "d"]).await, Frame::bulk("4"));
+    assert!(refused(ask(&mut to_master, &["SET", "e", "5"]).await));
+    assert!(master.gaps().is_empty() && replica.gaps().is_empty() && sentinel.gaps().is_empty());
+}

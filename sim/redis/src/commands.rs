@@ -41,7 +41,25 @@ pub struct Data {
     /// Commands refused because the simulation does not have them (each a line saying which):
     /// a run that meets one is not simulating what lockgate does against Redis.
     pub gaps: Vec<String>,
+    /// A replica's: writes are answered `READONLY` (from a script too, as Redis 7 does for a
+    /// script without flags: it runs, and its first write fails).
+    pub read_only: bool,
 }
+
+/// The data commands that write, which a replica refuses.
+const WRITES: &[&str] = &[
+    "SET",
+    "DEL",
+    "PEXPIRE",
+    "HSET",
+    "HDEL",
+    "HINCRBY",
+    "ZADD",
+    "ZREM",
+    "ZREMRANGEBYSCORE",
+    "ZUNIONSTORE",
+    "FLUSHALL",
+];
 
 type Args<'a> = &'a [Vec<u8>];
 type Hash = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -50,6 +68,11 @@ impl Data {
     /// Runs a data command (`name` in capitals, `args` after the name); `None` if `name` is not
     /// one (the connection's and the scripts' commands are elsewhere).
     pub fn run(&mut self, name: &str, args: Args) -> Option<Frame> {
+        if self.read_only && WRITES.contains(&name) {
+            return Some(Frame::error(
+                "READONLY You can't write against a read only replica.",
+            ));
+        }
         let now = self.clock.now_ms();
         let reply = match name {
             "GET" => arity(args, 1, 1).unwrap_or_else(|| self.get(&args[0], now)),
@@ -145,7 +168,7 @@ impl Data {
                 ])
             }),
             "SCAN" => arity(args, 1, usize::MAX).unwrap_or_else(|| self.scan(args, now)),
-            "INFO" => Frame::bulk(info()),
+            "INFO" => Frame::bulk(info(self.read_only)),
             "CONFIG" => arity(args, 1, usize::MAX).unwrap_or_else(|| self.config(args)),
             "COMMAND" => self.command_info(args),
             "FLUSHALL" => {
@@ -693,7 +716,7 @@ impl Data {
 }
 
 /// `INFO`: the fields lockgate reads, as Redis 7.0 writes them.
-fn info() -> String {
+fn info(read_only: bool) -> String {
     [
         "# Server",
         &format!("redis_version:{REDIS_VERSION}"),
@@ -704,8 +727,11 @@ fn info() -> String {
         "maxmemory_policy:noeviction",
         "",
         "# Replication",
-        "role:master",
-        "connected_slaves:0",
+        if read_only {
+            "role:slave"
+        } else {
+            "role:master"
+        },
         "",
     ]
     .join("\r\n")

@@ -71,9 +71,13 @@ pub struct Entry {
 }
 
 /// One database (lockgate uses database 0 only).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Db {
     entries: BTreeMap<Vec<u8>, Entry>,
+    /// Changes so far (Redis's `server.dirty`): a command that moved it is a write, which
+    /// replication sends on (`crate::replication`). A key found expired counts (Redis sends
+    /// its `DEL` on), as does a key taken to change (`get_mut`).
+    dirty: u64,
 }
 
 impl Db {
@@ -85,6 +89,7 @@ impl Db {
                 ..
             }) if now_ms > *when => {
                 self.entries.remove(key);
+                self.dirty += 1;
                 false
             }
             Some(_) => true,
@@ -102,6 +107,7 @@ impl Db {
 
     pub fn get_mut(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
         if self.expire_if_needed(key, now_ms) {
+            self.dirty += 1;
             self.entries.get_mut(key)
         } else {
             None
@@ -109,11 +115,13 @@ impl Db {
     }
 
     pub fn insert(&mut self, key: Vec<u8>, entry: Entry) {
+        self.dirty += 1;
         self.entries.insert(key, entry);
     }
 
     pub fn remove(&mut self, key: &[u8], now_ms: i64) -> Option<Entry> {
         if self.expire_if_needed(key, now_ms) {
+            self.dirty += 1;
             self.entries.remove(key)
         } else {
             None
@@ -136,6 +144,12 @@ impl Db {
 
     /// Forgets everything (a restart without persistence, `FLUSHALL`).
     pub fn clear(&mut self) {
+        self.dirty += 1;
         self.entries.clear();
+    }
+
+    /// How many changes so far (see `dirty`).
+    pub fn dirty(&self) -> u64 {
+        self.dirty
     }
 }

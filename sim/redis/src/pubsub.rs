@@ -44,6 +44,11 @@ impl PubSub {
         }
     }
 
+    /// The connections subscribed to `channel` (not by a pattern).
+    pub fn listeners(&self, channel: &[u8]) -> usize {
+        self.channels.get(channel).map_or(0, Vec::len)
+    }
+
     /// `PUBLISH`: the number of listeners reached.
     pub fn publish(&self, channel: &[u8], message: &[u8]) -> i64 {
         let mut reached = 0;

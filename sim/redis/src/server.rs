@@ -2,7 +2,7 @@
 //! socket of the OS), each read command run whole under one lock, and the replies and
 //! published messages written in the order the commands ran.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -13,10 +13,13 @@ use crate::signal::Signal;
 
 use crate::clock::Clock;
 use crate::commands::{Data, Flavor, parse_i64, upper};
+use crate::keyspace::Db;
 use crate::keyspace::Entry;
 use crate::pubsub::ConnId;
+use crate::replication::Feed;
 use crate::resp::{self, Frame};
 use crate::scripting::Scripting;
+use crate::sentinel::Sentinel;
 
 /// Commands Redis 7.0 does not have, answered as Redis 7.0 answers them (lockgate asks for
 /// them on servers that have them).
@@ -40,7 +43,40 @@ struct Node {
     instant: (i64, u32),
     /// What ran in a millisecond of more than [`SPIN_LIMIT`] commands, if any did.
     spun: Option<String>,
+    /// Write commands run so far (Redis's replication offset).
+    offset: u64,
+    /// Each connection's offset after its last command: what its `WAIT` waits for.
+    written: HashMap<ConnId, u64>,
+    /// The replica this master feeds, if any.
+    feed: Option<Feed>,
+    /// Set when this server is a Sentinel, not a Redis.
+    sentinel: Option<Sentinel>,
 }
+
+impl Node {
+    /// Replicas holding `offset` (0 or 1), after delivering what has arrived.
+    fn replicas_holding(&mut self, offset: u64) -> i64 {
+        let now_ms = self.data.clock.now_ms();
+        match self.feed.as_mut() {
+            Some(feed) => {
+                feed.deliver(now_ms);
+                i64::from(feed.acked >= offset)
+            }
+            None => 0,
+        }
+    }
+}
+
+/// Commands a Sentinel answers besides `SENTINEL` (the connection's own).
+const SENTINEL_ALSO: &[&str] = &[
+    "PING",
+    "QUIT",
+    "SUBSCRIBE",
+    "PSUBSCRIBE",
+    "UNSUBSCRIBE",
+    "PUNSUBSCRIBE",
+    "CLIENT",
+];
 
 /// Commands in one millisecond of the simulated clock beyond which a client is taken to loop
 /// without ever waiting: time, which moves only when every task waits, would never move again,
@@ -85,10 +121,12 @@ const ALWAYS_ANSWERED: &[&str] = &[
 /// What a command asks of its connection besides its reply.
 enum Then {
     Reply(Frame),
-    /// `WAIT` with replicas the server does not have: the reply after `timeout` (never, for 0).
-    Block {
-        timeout: Option<Duration>,
-        reply: Frame,
+    /// `WAIT` for more replicas than hold the connection's last write: the count once
+    /// `replicas` hold `offset`, or at `deadline_ms` (never, for none).
+    Wait {
+        offset: u64,
+        replicas: i64,
+        deadline_ms: Option<i64>,
     },
     Close(Frame),
     /// A subscription's confirmations, queued as they were made: no reply of its own.
@@ -117,6 +155,10 @@ impl Server {
                 trace: std::env::var_os("SIM_REDIS_TRACE").is_some(),
                 instant: (i64::MIN, 0),
                 spun: None,
+                offset: 0,
+                written: HashMap::new(),
+                feed: None,
+                sentinel: None,
             })),
             control: Arc::new(Control {
                 paused: Signal::new(false),
@@ -124,6 +166,70 @@ impl Server {
                 spun: Signal::new(false),
             }),
         }
+    }
+
+    /// A Sentinel watching the group `group`, whose master is at `master` (`host:port`) as of
+    /// configuration epoch 1.
+    pub fn sentinel(clock: Clock, group: &str, master: &str) -> Self {
+        let server = Self::new(clock);
+        server.lock().sentinel = Some(Sentinel {
+            group: group.to_owned(),
+            master: master.to_owned(),
+            epoch: 1,
+        });
+        server
+    }
+
+    /// A Sentinel hears of a failover to `master`: the next configuration epoch names it, and
+    /// `+switch-master` says so to its subscribers. Does nothing on a Redis, or when the
+    /// Sentinel names `master` already.
+    pub fn announce_master(&self, master: &str) {
+        let mut node = self.lock();
+        let Node { sentinel, data, .. } = &mut *node;
+        let Some(sentinel) = sentinel.as_mut().filter(|s| s.master != master) else {
+            return;
+        };
+        let message = sentinel.switch_message(master);
+        sentinel.master = master.to_owned();
+        sentinel.epoch += 1;
+        data.pubsub.publish(b"+switch-master", message.as_bytes());
+    }
+
+    /// Makes `replica` this server's replica, `lag` behind: it takes this server's keyspace
+    /// now (a full synchronisation), refuses writes, and receives every later write `lag`
+    /// after it ran here.
+    pub fn replicate_to(&self, replica: &Server, lag: Duration) {
+        let mut node = self.lock();
+        replica.receive(node.data.db.clone());
+        replica.lock().data.read_only = true;
+        let offset = node.offset;
+        node.feed = Some(Feed::new(replica.clone(), lag.as_millis() as i64, offset));
+    }
+
+    /// The link to this server's replica breaks (a failover takes the replica away): what has
+    /// arrived by now stays there, what is still on its way is lost.
+    pub fn stop_replicating(&self) {
+        let mut node = self.lock();
+        if node.feed.is_some() {
+            node.replicas_holding(0);
+            node.feed = None;
+        }
+    }
+
+    /// A replica becomes a master (`REPLICAOF NO ONE`): it takes writes again, with what it
+    /// received.
+    pub fn promote(&self) {
+        self.lock().data.read_only = false;
+    }
+
+    /// The connections subscribed to `channel` now.
+    pub fn listeners(&self, channel: &str) -> usize {
+        self.lock().data.pubsub.listeners(channel.as_bytes())
+    }
+
+    /// A replica receives its master's keyspace.
+    pub(crate) fn receive(&self, db: Db) {
+        self.lock().data.db = db;
     }
 
     /// Stops answering (SIGSTOP): commands wait, connections stay open.
@@ -146,6 +252,15 @@ impl Server {
             }
             node.scripting.flush();
             node.refusing = None;
+            // A master that forgot its data passes that on, as Redis's replica resynchronises.
+            if !keep_data {
+                node.offset += 1;
+                let (offset, now_ms) = (node.offset, node.data.clock.now_ms());
+                let Node { feed, data, .. } = &mut *node;
+                if let Some(feed) = feed.as_mut() {
+                    feed.send(offset, now_ms, &data.db);
+                }
+            }
         }
         self.control.generation.modify(|g| *g += 1);
         self.resume();
@@ -176,6 +291,7 @@ impl Server {
     /// Every live key and its entry, for comparing with another server's.
     pub fn snapshot(&self) -> BTreeMap<Vec<u8>, Entry> {
         let mut node = self.lock();
+        node.replicas_holding(0);
         let now = node.data.clock.now_ms();
         node.data.db.snapshot(now)
     }
@@ -253,12 +369,13 @@ impl Server {
                     }
                     match server.execute(conn, frame) {
                         Then::Reply(reply) => server.reply(conn, reply),
-                        Then::Block { timeout, reply } => {
-                            match timeout {
-                                Some(timeout) => tokio::time::sleep(timeout).await,
-                                None => std::future::pending::<()>().await,
-                            }
-                            server.reply(conn, reply);
+                        Then::Wait {
+                            offset,
+                            replicas,
+                            deadline_ms,
+                        } => {
+                            let count = server.wait(offset, replicas, deadline_ms).await;
+                            server.reply(conn, Frame::Integer(count));
                         }
                         Then::Nothing => {}
                         Then::Close(reply) => {
@@ -288,10 +405,54 @@ impl Server {
         self.lock().data.pubsub.send(conn, frame);
     }
 
+    /// A blocked `WAIT`: sleeps until `replicas` hold `offset` or `deadline_ms`, whichever
+    /// comes first (Redis's clock), and returns how many hold it then.
+    async fn wait(&self, offset: u64, replicas: i64, deadline_ms: Option<i64>) -> i64 {
+        loop {
+            let (holding, arrival, now_ms) = {
+                let mut node = self.lock();
+                let holding = node.replicas_holding(offset);
+                let arrival = node.feed.as_ref().and_then(|feed| feed.arrival_of(offset));
+                (holding, arrival, node.data.clock.now_ms())
+            };
+            if holding >= replicas || deadline_ms.is_some_and(|deadline| now_ms >= deadline) {
+                return holding;
+            }
+            let next = match (arrival, deadline_ms) {
+                (Some(a), Some(d)) => a.min(d),
+                (Some(at), None) | (None, Some(at)) => at,
+                (None, None) => std::future::pending().await,
+            };
+            let ms = (next - now_ms).max(1) as u64;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+    }
+
     /// Runs one command and queues its reply, under the lock, so that what it publishes and
-    /// what it answers are ordered with every other command.
+    /// what it answers are ordered with every other command; a write moves the replication
+    /// offset and goes to the replica.
     fn execute(&self, conn: ConnId, frame: Frame) -> Then {
         let mut node = self.lock();
+        let now_ms = node.data.clock.now_ms();
+        if let Some(feed) = node.feed.as_mut() {
+            feed.deliver(now_ms);
+        }
+        let dirty = node.data.db.dirty();
+        let then = self.run(&mut node, conn, frame);
+        if node.data.db.dirty() != dirty {
+            node.offset += 1;
+            let offset = node.offset;
+            let Node { feed, data, .. } = &mut *node;
+            if let Some(feed) = feed.as_mut() {
+                feed.send(offset, now_ms, &data.db);
+            }
+        }
+        let offset = node.offset;
+        node.written.insert(conn, offset);
+        then
+    }
+
+    fn run(&self, node: &mut Node, conn: ConnId, frame: Frame) -> Then {
         let args: Vec<Vec<u8>> = match frame {
             Frame::Array(items) if !items.is_empty() => {
                 let mut args = Vec::with_capacity(items.len());
@@ -358,9 +519,28 @@ impl Server {
             return Then::Reply(reply);
         }
         let rest = &args[1..];
+        let written = node.written.get(&conn).copied().unwrap_or(0);
+        let holding = if name == "WAIT" {
+            node.replicas_holding(written)
+        } else {
+            0
+        };
         let Node {
-            data, scripting, ..
+            data,
+            scripting,
+            sentinel,
+            ..
         } = &mut *node;
+        if let Some(sentinel) = sentinel {
+            if name == "SENTINEL" {
+                return Then::Reply(sentinel.answer(rest).unwrap_or_else(|| {
+                    data.not_simulated("SENTINEL subcommands but MASTER".into())
+                }));
+            }
+            if !SENTINEL_ALSO.contains(&name.as_str()) {
+                return Then::Reply(data.not_simulated(format!("{name} on a Sentinel")));
+            }
+        }
         let subscribed = data.pubsub.count(conn) > 0;
         if subscribed
             && ![
@@ -409,12 +589,13 @@ impl Server {
                         "ERR value is not an integer or out of range",
                     ));
                 };
-                if replicas <= 0 {
-                    Frame::Integer(0)
+                if replicas <= 0 || holding >= replicas {
+                    Frame::Integer(holding)
                 } else {
-                    return Then::Block {
-                        timeout: (timeout > 0).then(|| Duration::from_millis(timeout as u64)),
-                        reply: Frame::Integer(0),
+                    return Then::Wait {
+                        offset: written,
+                        replicas,
+                        deadline_ms: (timeout > 0).then_some(now_ms + timeout),
                     };
                 }
             }
