@@ -46,7 +46,7 @@ pub enum StartupError {
 #[derive(Debug, Clone, Default)]
 pub struct Wiring {
     /// The transport of the connections to every `redis://` node (a standalone server, each
-    /// Redlock node): redis-rs's own TCP when `None`.
+    /// Redlock node, the Sentinels and the master they name): redis-rs's own TCP when `None`.
     pub redis_transport: Option<Arc<dyn crate::backend::redis::transport::Transport>>,
 }
 
@@ -64,8 +64,8 @@ pub fn build_service(
     let redis = |target: RedisTarget, timeout: Duration| {
         crate::tls::install_crypto_provider();
         let transport = match &target {
-            RedisTarget::Url(_) => wiring.redis_transport.clone(),
-            _ => None,
+            RedisTarget::Url(_) | RedisTarget::Sentinel { .. } => wiring.redis_transport.clone(),
+            RedisTarget::Cluster { .. } => None,
         };
         let options = RedisOptions {
             target,

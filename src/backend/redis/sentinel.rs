@@ -25,8 +25,11 @@ use std::time::Duration;
 use crate::watch;
 use futures_util::StreamExt;
 use futures_util::future::join_all;
-use redis::{Client, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo,
+};
 
+use super::transport::{self, Transport};
 use crate::backend::{AbortOnDrop, BackendError};
 
 const CHANNEL: &str = "+switch-master";
@@ -51,6 +54,9 @@ pub struct MasterTracker {
     /// Credentials (and database) for the master itself.
     master_settings: RedisConnectionInfo,
     timeout: Duration,
+    /// How connections reach the Sentinels and the master, when not over redis-rs's own TCP
+    /// (the simulation's network, see [`super::transport`]).
+    transport: Option<Arc<dyn Transport>>,
     tasks: OnceLock<Vec<AbortOnDrop>>,
 }
 
@@ -92,12 +98,14 @@ impl Shared {
 
 impl MasterTracker {
     /// Follows the group `master` through `sentinels`, connecting to the master with
-    /// `master_settings`; `timeout` bounds each question to a Sentinel.
+    /// `master_settings`; `timeout` bounds each question to a Sentinel; connections go over
+    /// `transport` when there is one.
     pub fn new(
         sentinels: Vec<Client>,
         master: String,
         master_settings: RedisConnectionInfo,
         timeout: Duration,
+        transport: Option<Arc<dyn Transport>>,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -108,8 +116,14 @@ impl MasterTracker {
             sentinels,
             master_settings,
             timeout,
+            transport,
             tasks: OnceLock::new(),
         }
+    }
+
+    /// The transport connections go over, when not redis-rs's own TCP.
+    pub fn transport(&self) -> Option<&dyn Transport> {
+        self.transport.as_deref()
     }
 
     /// How many times the master moved so far.
@@ -152,7 +166,7 @@ impl MasterTracker {
         let answers = join_all(
             self.sentinels
                 .iter()
-                .map(|s| ask_once(s, &self.shared.master, self.timeout)),
+                .map(|s| ask_once(s, &self.shared.master, self.timeout, self.transport())),
         )
         .await;
         let newest = answers
@@ -169,9 +183,13 @@ impl MasterTracker {
             self.sentinels
                 .iter()
                 .map(|sentinel| {
-                    let (shared, sentinel, timeout) =
-                        (self.shared.clone(), sentinel.clone(), self.timeout);
-                    AbortOnDrop(tokio::spawn(follow(shared, sentinel, timeout)))
+                    let (shared, sentinel, timeout, transport) = (
+                        self.shared.clone(),
+                        sentinel.clone(),
+                        self.timeout,
+                        self.transport.clone(),
+                    );
+                    AbortOnDrop(tokio::spawn(follow(shared, sentinel, timeout, transport)))
                 })
                 .collect()
         });
@@ -179,12 +197,25 @@ impl MasterTracker {
 }
 
 /// Asks one Sentinel once, on a connection of its own.
-async fn ask_once(sentinel: &Client, master: &str, timeout: Duration) -> Option<Known> {
-    let mut conn = tokio::time::timeout(timeout, sentinel.get_multiplexed_async_connection())
+async fn ask_once(
+    sentinel: &Client,
+    master: &str,
+    timeout: Duration,
+    transport: Option<&dyn Transport>,
+) -> Option<Known> {
+    let mut conn = tokio::time::timeout(timeout, connect(sentinel, transport))
         .await
         .ok()?
         .ok()?;
     ask(&mut conn, master, timeout).await
+}
+
+/// A connection to a Sentinel for questions.
+async fn connect(
+    sentinel: &Client,
+    transport: Option<&dyn Transport>,
+) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
+    transport::multiplexed(sentinel, &AsyncConnectionConfig::new(), transport).await
 }
 
 /// `SENTINEL MASTER <name>`: the master's address and the configuration epoch.
@@ -209,10 +240,15 @@ fn read_master(fields: &HashMap<String, String>) -> Option<Known> {
 }
 
 /// Follows one Sentinel for ever: subscribed to `+switch-master`, asking where the master is.
-async fn follow(shared: Arc<Shared>, sentinel: Client, timeout: Duration) {
+async fn follow(
+    shared: Arc<Shared>,
+    sentinel: Client,
+    timeout: Duration,
+    transport: Option<Arc<dyn Transport>>,
+) {
     let mut backoff = MIN_BACKOFF;
     loop {
-        match listen(&shared, &sentinel, timeout).await {
+        match listen(&shared, &sentinel, timeout, transport.as_deref()).await {
             Ok(()) => backoff = MIN_BACKOFF,
             Err(err) => {
                 tracing::debug!(error = %err, "sentinel subscription ended; reconnecting");
@@ -224,16 +260,21 @@ async fn follow(shared: Arc<Shared>, sentinel: Client, timeout: Duration) {
 }
 
 /// Listens to one Sentinel until it fails.
-async fn listen(shared: &Shared, sentinel: &Client, timeout: Duration) -> redis::RedisResult<()> {
+async fn listen(
+    shared: &Shared,
+    sentinel: &Client,
+    timeout: Duration,
+    transport: Option<&dyn Transport>,
+) -> redis::RedisResult<()> {
     let timed_out = || redis::RedisError::from((redis::ErrorKind::Io, "sentinel timed out"));
-    let pubsub = tokio::time::timeout(timeout, sentinel.get_async_pubsub())
+    let pubsub = tokio::time::timeout(timeout, transport::pubsub(sentinel, transport))
         .await
         .map_err(|_| timed_out())??;
     let (mut sink, mut stream) = pubsub.split();
     tokio::time::timeout(timeout, sink.subscribe(CHANNEL))
         .await
         .map_err(|_| timed_out())??;
-    let mut conn = tokio::time::timeout(timeout, sentinel.get_multiplexed_async_connection())
+    let mut conn = tokio::time::timeout(timeout, connect(sentinel, transport))
         .await
         .map_err(|_| timed_out())??;
     // Anything announced while nobody listened shows in the answer.

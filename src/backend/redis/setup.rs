@@ -63,8 +63,8 @@ pub struct RedisOptions {
     /// The guard against a node that forgot its data (see `backend::data_loss`): `None` for
     /// none.
     pub data_loss: Option<DataLossOptions>,
-    /// How connections reach the node of a `redis://` target, when not over redis-rs's own TCP
-    /// (see [`super::transport`]; Sentinel and Cluster have none).
+    /// How connections reach the node of a `redis://` target or the Sentinels and their master,
+    /// when not over redis-rs's own TCP (see [`super::transport`]; Cluster has none).
     pub transport: Option<Arc<dyn Transport>>,
 }
 
@@ -221,9 +221,9 @@ impl RedisBackend {
         timeout: Duration,
         transport: Option<Arc<dyn Transport>>,
     ) -> Result<NodeSource, BackendError> {
-        if transport.is_some() && !matches!(target, RedisTarget::Url(_)) {
+        if transport.is_some() && matches!(target, RedisTarget::Cluster { .. }) {
             return Err(BackendError::Config(
-                "a transport of its own is for a redis:// target only".into(),
+                "a transport of its own is for a single node or Sentinel target only".into(),
             ));
         }
         match target {
@@ -252,7 +252,7 @@ impl RedisBackend {
                     return Err(BackendError::Config("no sentinel configured".into()));
                 }
                 Ok(NodeSource::Sentinel(MasterTracker::new(
-                    clients, master, settings, timeout,
+                    clients, master, settings, timeout, transport,
                 )))
             }
             RedisTarget::Cluster { .. } => Err(BackendError::Config(

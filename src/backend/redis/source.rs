@@ -76,6 +76,7 @@ impl NodeSource {
     pub fn transport(&self) -> Option<&dyn Transport> {
         match self {
             Self::Carried { transport, .. } => Some(transport.as_ref()),
+            Self::Sentinel(tracker) => tracker.transport(),
             _ => None,
         }
     }
