@@ -61,6 +61,10 @@ pub enum AcquireOutcome {
         position: u32,
         score: u64,
         ttl: Option<Duration>,
+        /// When the lock is free and the place ahead at the head is another of this gateway's
+        /// waiters: that waiter, whose place the gateway takes out if it is gone (see
+        /// `lock::fair_lines`).
+        stray: Option<u64>,
     },
 }
 

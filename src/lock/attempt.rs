@@ -39,6 +39,9 @@ pub(super) enum Attempt<P: Primitive> {
         position: u32,
         score: u64,
         ttl: Option<Duration>,
+        /// Another waiter of this gateway's heads the queue of a free lock (see
+        /// `AcquireOutcome::Queued`).
+        stray: Option<u64>,
     },
 }
 
@@ -148,12 +151,14 @@ impl LockService {
                 position,
                 score,
                 ttl,
+                stray,
             } => {
                 guard.disarm();
                 return Ok(Attempt::Queued {
                     position,
                     score,
                     ttl,
+                    stray,
                 });
             }
             AcquireOutcome::LimitDiffers { limit } => {

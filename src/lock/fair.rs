@@ -93,8 +93,12 @@ impl LockService {
                     position,
                     score,
                     ttl,
+                    stray,
                 }) => {
                     ticket.placed(score);
+                    if let Some(waiter) = stray {
+                        ticket.take_out_if_stray(waiter);
+                    }
                     if let Some(positions) = positions {
                         positions.send_if_modified(|seen| {
                             let moved = *seen != position;

@@ -6,6 +6,16 @@
 //! the place out, [`LEAVE_RETRY_FIRST`]), and passes the front on; one with an
 //! idempotency key keeps its place for [`KEYED_PLACE_KEPT`] first, for a retry with the same
 //! key (a long wait made of several requests, as `lockgate run` makes them) to take it again.
+//!
+//! A place of this gateway's may outlive its waiter all the same: an attempt sent before the
+//! waiter left can reach Redis after the leave, on another connection (with `replicas`, the
+//! attempt travels on a dedicated connection for `WAIT`, the leave on the command
+//! connection), and put the place back; a failover can lose the leave, replication being
+//! asynchronous. Such a place would head its queue for as long as this gateway has other
+//! waiters of the name, whose attempts keep it alive. So the store tells a waiter when the
+//! lock is free and another of its gateway's places heads the queue, and if no waiter here
+//! claims that place ([`FairTicket::take_out_if_stray`]), it is taken out (both found by the
+//! deterministic simulation's failover world).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +56,10 @@ const KEYED: u64 = 1 << 63;
 pub struct FairLines {
     // Shared with the tasks that give up a keyed place once it has been kept long enough.
     lines: Arc<Mutex<HashMap<String, FairLine>>>,
+    /// The places this gateway means to keep, by name and waiter: how many waiters' tickets
+    /// and keyed places kept for a retry ([`KEYED_PLACE_KEPT`]) claim each. Kept apart from
+    /// the lines, which go when their last waiter does, while a kept place stays.
+    claimed: Arc<Mutex<HashMap<(String, u64), usize>>>,
     next_waiter: AtomicU64,
     /// Numbers the members of lines, in arrival order (see [`FairLine::who`]).
     next_member: AtomicU64,
@@ -145,6 +159,7 @@ impl FairLines {
             }
             None => self.next_waiter.fetch_add(1, Ordering::Relaxed),
         };
+        claim(&self.claimed, name.as_str(), waiter, true);
         FairTicket {
             lines: self,
             backend,
@@ -181,6 +196,24 @@ impl FairTicket<'_> {
             .await;
         self.heads = Some(feeds.heads.receiver());
         feeds.releases.receiver()
+    }
+
+    /// The store says this gateway's `waiter` heads the queue while the lock is free: if no
+    /// waiter here claims that place (its waiter left, or was granted), it is taken out, in
+    /// the background (see the module's docs); if that fails, the next look says it again.
+    pub(super) fn take_out_if_stray(&self, waiter: u64) {
+        let claimed = lock_claimed(&self.lines.claimed)
+            .contains_key(&(self.name.as_str().to_owned(), waiter));
+        if claimed {
+            return;
+        }
+        tracing::info!(lock = %self.name, "taking out a place at the head of the fair queue whose waiter is gone");
+        let (backend, name) = (self.backend.clone(), self.name.clone());
+        tokio::spawn(async move {
+            if let Err(err) = backend.leave(Leased::Lock(&name), waiter).await {
+                tracing::debug!(lock = %name, error = %err, "could not take a stray place out of a fair queue");
+            }
+        });
     }
 
     /// This waiter became the front: it takes the head announcements over as the last front
@@ -252,14 +285,21 @@ impl Drop for FairTicket<'_> {
             }
         }
         drop(lines);
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let kept_for_a_retry = self.keyed && !self.granted && runtime.is_some();
+        if !kept_for_a_retry {
+            claim(&self.lines.claimed, self.name.as_str(), self.waiter, false);
+        }
         if !self.granted
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            && let Some(runtime) = runtime
         {
             let (backend, name, waiter) = (self.backend.clone(), self.name.clone(), self.waiter);
             let kept = self.keyed.then(|| self.lines.lines.clone());
+            let claimed = self.lines.claimed.clone();
             runtime.spawn(async move {
                 if kept.is_some() {
                     tokio::time::sleep(KEYED_PLACE_KEPT).await;
+                    claim(&claimed, name.as_str(), waiter, false);
                 }
                 let mut pause = LEAVE_RETRY_FIRST;
                 loop {
@@ -284,6 +324,27 @@ impl Drop for FairTicket<'_> {
             });
         }
     }
+}
+
+/// One more claim on the place of `waiter` of `name` (`more`), or one less.
+fn claim(claimed: &Mutex<HashMap<(String, u64), usize>>, name: &str, waiter: u64, more: bool) {
+    let mut claimed = lock_claimed(claimed);
+    let key = (name.to_owned(), waiter);
+    if more {
+        *claimed.entry(key).or_default() += 1;
+    } else if let Some(count) = claimed.get_mut(&key) {
+        *count -= 1;
+        if *count == 0 {
+            claimed.remove(&key);
+        }
+    }
+}
+
+fn lock_claimed(
+    claimed: &Mutex<HashMap<(String, u64), usize>>,
+) -> MutexGuard<'_, HashMap<(String, u64), usize>> {
+    // Every critical section leaves the state consistent before it can panic.
+    claimed.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn lock_lines(

@@ -379,6 +379,36 @@ async fn a_waiter_that_hangs_up_leaves_the_queue_at_once() {
     assert_eq!(queue_keys(&redis), Vec::<String>::new());
 }
 
+/// A place of the gateway's own whose waiter is gone (an attempt that reached Redis after its
+/// waiter's leave, on another connection, or a failover that lost the leave: found by the
+/// deterministic simulation) does not hold the queue up for as long as the gateway has other
+/// waiters: told that it heads the queue of the free lock, the gateway takes it out.
+#[tokio::test]
+async fn a_place_whose_waiter_is_gone_is_taken_out() {
+    let redis = RedisServer::start();
+    let gw = Gateway::start(redis_config(&redis.url())).await;
+    let name = "fair:stray";
+    let holder = hold(&gw, name).await;
+    let waiting = waiter(&gw, name, 0, 20_000);
+    until_queued(&gw, name, 1).await;
+    // The gateway's identity, from its waiter's member (`<gateway>:0`, the first waiter).
+    let queue = format!("lockgate:{{{name}}}:queue");
+    let members: Vec<String> = redis
+        .query(redis::cmd("ZRANGE").arg(&queue).arg(0).arg(-1))
+        .expect("ZRANGE");
+    let gateway = members[0].split(':').next().expect("a member").to_owned();
+    assert_eq!(members, [format!("{gateway}:0")]);
+    // Its waiter 1, which never was, ahead of waiter 0.
+    place_by_hand(&redis, name, &gateway, 1);
+    gw.locks().release(name, &holder).await.done(204);
+    // Within a look or two (every 0.5 s), not the 20 s of the wait.
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("granted once the stray place is out")
+        .expect("waiter task");
+    no_queue_left(&redis).await;
+}
+
 /// What fair mode refuses: a priority without it, one out of range, a shared grant; and
 /// Redlock, which keeps no queue.
 #[tokio::test]

@@ -42,6 +42,7 @@ impl MemoryBackend {
                     position,
                     score,
                     ttl: Some(remaining),
+                    stray: None,
                 });
             }
             return Ok(if shared {
@@ -61,10 +62,12 @@ impl MemoryBackend {
             if position > 1 {
                 drop(state);
                 self.announce_head(name);
+                // A place of this store's queue goes with its waiter, at once: none is stray.
                 return Ok(AcquireOutcome::Queued {
                     position,
                     score,
                     ttl: None,
+                    stray: None,
                 });
             }
             new_head = state.leave_queue(name, place.waiter).is_some();

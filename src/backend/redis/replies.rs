@@ -39,8 +39,27 @@ pub(super) fn acquire_outcome(
     if let Value::Int(fence) = reply {
         return Ok(AcquireOutcome::Granted(lease(fence, ttl)?));
     }
-    let reply: Vec<i64> =
+    let mut items: Vec<Value> =
         FromRedisValue::from_redis_value(reply).map_err(|e| protocol(script, e))?;
+    // A queued reply's fifth item: the first waiter, another of this gateway's (its number
+    // may not fit an i64).
+    let stray = match &items[..] {
+        [Value::Int(4), _, _, _, waiter] => Some(
+            String::from_redis_value(waiter.clone())
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+                .ok_or_else(|| protocol(script, format!("{waiter:?}")))?,
+        ),
+        _ => None,
+    };
+    if stray.is_some() {
+        items.pop();
+    }
+    let reply: Vec<i64> = items
+        .into_iter()
+        .map(i64::from_redis_value)
+        .collect::<Result<_, _>>()
+        .map_err(|e| protocol(script, e))?;
     match *reply {
         [2, fence, left] => Ok(AcquireOutcome::AlreadyHeld(lease(
             fence,
@@ -53,6 +72,7 @@ pub(super) fn acquire_outcome(
             score: u64::try_from(score).map_err(|_| protocol(script, score))?,
             // -2: free, with another waiter first.
             ttl: pttl(left).filter(|_| left != -2),
+            stray,
         }),
         [5] => Ok(AcquireOutcome::Held {
             ttl: Some(QUEUED_RETRY),

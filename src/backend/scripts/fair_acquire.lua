@@ -27,6 +27,10 @@
 --         {4, pttl_ms, position, score}  queued, `position` from the head (1: next); pttl -2
 --                              when the lock is free but another waiter is first; also
 --                              when another token or readers hold it (pttl -1: no expiry)
+--         {4, -2, position, score, waiter}  as above, the first waiter being another of this
+--                              gateway's, `waiter` (text): its gateway takes the place out
+--                              if that waiter is gone (an attempt that arrived after its
+--                              leave, a failover that lost the leave: see fair_lines.rs)
 --
 -- The fence is next_fence() of grant.lua over the slot counter.
 local queue, live, member = KEYS[3], KEYS[4], ARGV[3]
@@ -53,7 +57,12 @@ if head ~= member then
   -- Free, and another waiter is first. Its gateway was told when it came first, and looks
   -- again within its re-check if that word was lost: telling it again here would cost a look
   -- for every newcomer arriving in the moment between a release and the next grant.
-  return {4, -2, redis.call('ZRANK', queue, member) + 1, score}
+  local position = redis.call('ZRANK', queue, member) + 1
+  local gateway = gateway_of(member)
+  if gateway_of(head) == gateway then
+    return {4, -2, position, score, string.sub(head, #gateway + 2)}
+  end
+  return {4, -2, position, score}
 end
 leave_queue(KEYS[1], queue, live, member, now)
 local fence, text = next_fence(KEYS[2], time)
