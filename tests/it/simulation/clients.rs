@@ -1,6 +1,7 @@
 //! The clients of the locks' world: plain, shared (read) and fair acquires, their holds, looks,
 //! renewals and releases, and forged tokens; and the in-process calls every client makes.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -100,16 +101,20 @@ pub async fn acquire(
 /// A client's life: acquire (plain, shared, fair with a priority, or with an `Idempotency-Key`
 /// retried after a 503; some waiting, some with a bounded hold, some hung up on), then hold
 /// (now and then past the lease), look, renew, release or let the lease run out; and now and
-/// then a release or renewal with a token it was never given. Until `until`.
+/// then a release or renewal with a token it was never given. Until `until`. With
+/// `unacknowledged` (a Sentinel group's world), a third of the acquires and their renewals
+/// ask for a replica's acknowledgement (`WAIT`) and require it, a third ask without requiring
+/// it, a third do not ask; the tokens of grants not required to be acknowledged go in it.
 pub async fn client_steps(
     client: usize,
     app: App,
     mut rng: Rng,
     history: Arc<History>,
-    names: [&'static str; 2],
+    unacknowledged: Option<Arc<Mutex<BTreeSet<String>>>>,
     until: tokio::time::Instant,
     bounded: Arc<Mutex<Vec<BoundedHold>>>,
 ) {
+    let names = ["a", "b"];
     let mut keys = 0;
     while tokio::time::Instant::now() < until {
         let name = names[rng.index(names.len())];
@@ -126,6 +131,18 @@ pub async fn client_steps(
         } else if rng.next(4) == 0 {
             body["fair"] = json!(true);
             body["priority"] = json!(rng.next(3));
+        }
+        let replicas = match unacknowledged {
+            Some(_) => [
+                json!({}),
+                json!({"replicas": 1}),
+                json!({"replicas": 1, "require_replicas": true}),
+            ][rng.index(3)]
+            .clone(),
+            None => json!({}),
+        };
+        for (field, value) in replicas.as_object().expect("an object") {
+            body[field] = value.clone();
         }
         let max_hold_ms = (rng.next(4) == 0).then(|| ttl_ms + rng.next(2000));
         if let Some(max) = max_hold_ms {
@@ -162,6 +179,14 @@ pub async fn client_steps(
             continue;
         };
         BoundedHold::note(&bounded, &history, &token, max_hold_ms);
+        if let Some(unacknowledged) = &unacknowledged
+            && replicas.get("require_replicas").is_none()
+        {
+            unacknowledged
+                .lock()
+                .expect("unacknowledged")
+                .insert(token.clone());
+        }
         // Now and then past the lease: a paused, stale holder.
         tokio::time::sleep(Duration::from_millis(rng.next(ttl_ms * 3 / 2))).await;
         if rng.next(2) == 0 {
@@ -193,12 +218,14 @@ pub async fn client_steps(
         }
         if rng.next(3) == 0 {
             let ttl_ms = 200 + rng.next(1800);
+            let mut renewal = replicas.clone();
+            renewal["ttl_ms"] = json!(ttl_ms);
             let invoke = history.now_us();
             let sent = send(
                 &app,
                 Method::PATCH,
                 &format!("/locks/{name}"),
-                Some(&json!({"ttl_ms": ttl_ms})),
+                Some(&renewal),
                 &[("Lock-Token", Some(&token))],
                 None,
             )

@@ -37,6 +37,9 @@ pub enum Kind {
     Holds,
     /// The locks' world, whose Redis clock the nemesis also steps forward.
     ForwardSteps,
+    /// The locks' world over a Sentinel group (a master, its replica, two Sentinels) that
+    /// the nemesis fails over (`failover.rs`), a third of the clients requiring `WAIT`.
+    Failover,
 }
 
 impl Kind {
@@ -49,6 +52,7 @@ impl Kind {
             Self::Redlock => "redlock",
             Self::Holds => "holds",
             Self::ForwardSteps => "forward-steps",
+            Self::Failover => "failover",
         }
     }
 
@@ -65,13 +69,16 @@ impl Kind {
             Self::ForwardSteps => {
                 "locks_over_a_redis_whose_clock_steps_forward_keep_the_documented_promise"
             }
+            Self::Failover => "locks_over_a_sentinel_group_keep_the_promise_across_failovers",
         }
     }
 
     /// The names its clients take (each name's grants are judged together).
     pub fn names(self) -> &'static [&'static str] {
         match self {
-            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps => &["a", "b"],
+            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps | Self::Failover => {
+                &["a", "b"]
+            }
             Self::Semaphores => &["s1", "s2"],
             Self::MultiLocks => &["a", "b", "c"],
         }
@@ -81,7 +88,12 @@ impl Kind {
     pub fn limit(self) -> usize {
         match self {
             Self::Semaphores => PERMITS as usize,
-            Self::Locks | Self::MultiLocks | Self::Redlock | Self::Holds | Self::ForwardSteps => 1,
+            Self::Locks
+            | Self::MultiLocks
+            | Self::Redlock
+            | Self::Holds
+            | Self::ForwardSteps
+            | Self::Failover => 1,
         }
     }
 
@@ -92,7 +104,7 @@ impl Kind {
         mut fields: serde_json::Value,
     ) -> (String, serde_json::Value) {
         match self {
-            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps => {
+            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps | Self::Failover => {
                 (format!("/locks/{}", names[0]), fields)
             }
             Self::Semaphores => {
@@ -109,7 +121,7 @@ impl Kind {
     /// Where the grant of `names` is renewed and released.
     pub fn lease(self, names: &[&str]) -> String {
         match self {
-            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps => {
+            Self::Locks | Self::Redlock | Self::Holds | Self::ForwardSteps | Self::Failover => {
                 format!("/locks/{}", names[0])
             }
             Self::Semaphores => format!("/semaphores/{}", names[0]),
@@ -125,9 +137,12 @@ impl Kind {
     fn inspect(self, name: &str, fence: u64) -> (String, Expect) {
         match self {
             Self::Semaphores => (format!("/semaphores/{name}"), Expect::Permit(fence)),
-            Self::Locks | Self::MultiLocks | Self::Redlock | Self::Holds | Self::ForwardSteps => {
-                (format!("/locks/{name}"), Expect::Inspection)
-            }
+            Self::Locks
+            | Self::MultiLocks
+            | Self::Redlock
+            | Self::Holds
+            | Self::ForwardSteps
+            | Self::Failover => (format!("/locks/{name}"), Expect::Inspection),
         }
     }
 
@@ -135,7 +150,12 @@ impl Kind {
     fn pick(self, rng: &mut Rng) -> Vec<&'static str> {
         let names = self.names();
         match self {
-            Self::Locks | Self::Semaphores | Self::Redlock | Self::Holds | Self::ForwardSteps => {
+            Self::Locks
+            | Self::Semaphores
+            | Self::Redlock
+            | Self::Holds
+            | Self::ForwardSteps
+            | Self::Failover => {
                 vec![names[rng.index(names.len())]]
             }
             Self::MultiLocks => {

@@ -13,6 +13,7 @@ use lockgate::watch;
 use sim_redis::Server;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
+use super::failover::Group;
 use crate::support::history::History;
 use crate::support::rng::Rng;
 
@@ -192,8 +193,10 @@ async fn pump(near: DuplexStream, far: DuplexStream, network: Arc<Network>, addr
 /// but a dead gateway (one of `gateways` at most dies, for good). A fault of a node (a pause,
 /// a restart, refusals, a clock step, a partition) strikes one of `nodes` (address, server),
 /// picked by the seed when there are several. With `steps_forward`, half the clock steps are
-/// forward (0.1 to 3 s), each recorded in that history for its checker. Returns what it did,
-/// in order.
+/// forward (0.1 to 3 s), each recorded in that history for its checker. With a Sentinel
+/// `group`, a node's fault strikes its master, a partition cuts every node off, and the
+/// restarts and clock steps are failovers instead (`failover.rs`). Returns what it did, in
+/// order.
 pub async fn nemesis(
     mut rng: Rng,
     network: Arc<Network>,
@@ -201,16 +204,30 @@ pub async fn nemesis(
     gateways: usize,
     until: tokio::time::Instant,
     steps_forward: Option<Arc<History>>,
+    group: Option<Arc<Group>>,
 ) -> Vec<&'static str> {
     let mut done = Vec::new();
     let ms = |rng: &mut Rng, from: u64, to: u64| Duration::from_millis(from + rng.next(to - from));
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(ms(&mut rng, 0, 1500)).await;
         let fault = rng.next(9);
+        if let Some(group) = &group
+            && matches!(fault, 4 | 5 | 7)
+        {
+            done.push("failover");
+            group.fail_over(&mut rng, &network, gateways).await;
+            network.heal();
+            continue;
+        }
         // One node's world draws nothing more (its seeds' worlds stay what they were).
-        let (address, server) = match &nodes[..] {
-            [one] => one,
-            several => &several[rng.index(several.len())],
+        let master;
+        let (address, server) = match (&group, &nodes[..]) {
+            (Some(group), _) => {
+                master = group.master();
+                &master
+            }
+            (None, [one]) => one,
+            (None, several) => &several[rng.index(several.len())],
         };
         tracing::warn!(fault, address, "nemesis");
         done.push(
@@ -232,7 +249,7 @@ pub async fn nemesis(
                 tokio::time::sleep(ms(&mut rng, 200, 2000)).await;
             }
             1 => {
-                if nodes.len() == 1 {
+                if nodes.len() == 1 || group.is_some() {
                     network.partition();
                 } else {
                     network.isolate(address);

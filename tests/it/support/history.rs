@@ -329,14 +329,14 @@ fn check_name(
     // Grants, keyed by token. A replay is the same grant answered again.
     let mut grants: Vec<Grant> = Vec::new();
     let mut by_token: HashMap<&str, usize> = HashMap::new();
-    for op in ops {
+    for (at, op) in ops.iter().enumerate() {
         if let (
             Call::Acquire { shared, .. },
             Outcome::Granted {
                 token,
                 fence,
                 ttl_ms,
-                ..
+                replayed,
             },
         ) = (&op.call, &op.outcome)
         {
@@ -349,7 +349,11 @@ fn check_name(
                         op: op.id,
                         token: token.clone(),
                         fence: *fence,
-                        invoke_us: op.invoke_us,
+                        invoke_us: if *replayed {
+                            first_attempt_us(&ops[..at], op)
+                        } else {
+                            op.invoke_us
+                        },
                         complete_us: op.complete_us,
                         windows: vec![window],
                         released_us: None,
@@ -541,6 +545,27 @@ fn check_name(
             });
         }
     }
+}
+
+/// When the grant `replay` replays was asked for: the invoke of the first of the attempts
+/// with the same idempotency key its client sent just before it (those whose answer did not
+/// settle anything: no answer, a 503), one of which made the grant; `earlier` are the
+/// operations completed before it.
+fn first_attempt_us(earlier: &[&Op], replay: &Op) -> u64 {
+    earlier
+        .iter()
+        .rev()
+        .filter(|op| op.client == replay.client && op.name == replay.name)
+        .take_while(|op| {
+            matches!(op.call, Call::Acquire { .. })
+                && matches!(
+                    op.outcome,
+                    Outcome::NoAnswer { .. } | Outcome::Refused { status: 503, .. }
+                )
+        })
+        .map(|op| op.invoke_us)
+        .last()
+        .unwrap_or(replay.invoke_us)
 }
 
 impl Report {
@@ -750,6 +775,40 @@ mod tests {
             op(1, "a", ACQ, 50, 200, grant("w", 2, 10)),
         ];
         assert_eq!(check(&ops, 1, &[])[0].kind(), "overlap");
+    }
+
+    /// A replayed grant was made by its first attempt (answered 503, or not at all): its
+    /// fence is judged from when that attempt was sent, not the replay. A reader granted in
+    /// between, with a higher fence, is no violation; one granted before the first attempt
+    /// was sent still is.
+    #[test]
+    fn a_replay_is_judged_from_its_first_attempt() {
+        let unsettled = Outcome::Refused {
+            status: 503,
+            kind: "backend-unavailable".into(),
+        };
+        let replay = |fence| Outcome::Granted {
+            token: "k".into(),
+            fence,
+            ttl_ms: 10,
+            replayed: true,
+        };
+        let client = |mut op: Op, client| {
+            op.client = client;
+            op
+        };
+        let ops = [
+            client(op(0, "a", SHARED, 100, 2600, unsettled.clone()), 1),
+            op(1, "a", SHARED, 150, 2650, grant("r", 2, 10)),
+            client(op(2, "a", SHARED, 2700, 2750, replay(1)), 1),
+        ];
+        assert!(check(&ops, 1, &[]).is_empty(), "{:?}", check(&ops, 1, &[]));
+        let ops = [
+            op(0, "a", SHARED, 0, 50, grant("r", 2, 10)),
+            client(op(1, "a", SHARED, 100, 2600, unsettled), 1),
+            client(op(2, "a", SHARED, 2700, 2750, replay(1)), 1),
+        ];
+        assert_eq!(check(&ops, 1, &[])[0].kind(), "fence-order");
     }
 
     fn release(token: &str) -> Call {
