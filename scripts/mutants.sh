@@ -5,7 +5,7 @@
 # by which seed (how many seeds it took) and how long the simulation ran; then takes the
 # mutant out again, also when interrupted. A patch runs the locks' world unless a line of its
 # opening comment names another: `# world: semaphores`, `# world: multi-locks`,
-# `# world: redlock` or `# world: holds`.
+# `# world: redlock`, `# world: holds` or `# world: failover`.
 #
 #   scripts/mutants.sh                         # every mutant, seeds 1..200
 #   LOCKGATE_MUTANT_SEEDS=1..1000 scripts/mutants.sh sim/mutants/fence-from-the-clock.patch
@@ -46,6 +46,7 @@ for patch in "${patches[@]}"; do
     multi-locks) test=multi_locks_over_a_simulated_redis_keep_their_promise ;;
     redlock) test=redlock_over_three_simulated_nodes_keeps_the_lock_promise ;;
     holds) test=hold_streams_and_reentrant_locks_over_a_simulated_redis_keep_their_promise ;;
+    failover) test=locks_over_a_sentinel_group_keep_the_promise_across_failovers ;;
     *) test=gateways_over_a_simulated_redis_keep_the_lock_promise ;;
     esac
     out=$(LOCKGATE_SIM_THREADS=${LOCKGATE_SIM_THREADS:-1} LOCKGATE_SIM_SEEDS=$seeds cargo test --quiet --locked --test it -- "simulation::$test" --exact --nocapture 2>&1 || true)
