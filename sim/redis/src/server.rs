@@ -67,17 +67,6 @@ impl Node {
     }
 }
 
-/// Commands a Sentinel answers besides `SENTINEL` (the connection's own).
-const SENTINEL_ALSO: &[&str] = &[
-    "PING",
-    "QUIT",
-    "SUBSCRIBE",
-    "PSUBSCRIBE",
-    "UNSUBSCRIBE",
-    "PUNSUBSCRIBE",
-    "CLIENT",
-];
-
 /// Commands in one millisecond of the simulated clock beyond which a client is taken to loop
 /// without ever waiting: time, which moves only when every task waits, would never move again,
 /// and the world would spin for good. From then on, until the clock moves, every command is
@@ -106,7 +95,7 @@ pub struct Server {
 }
 
 /// Commands a refusing server still answers (the connection's own, as Redis answers them
-/// while loading or busy).
+/// while loading or busy); with `SENTINEL`, all a Sentinel answers.
 const ALWAYS_ANSWERED: &[&str] = &[
     "PING",
     "QUIT",
@@ -537,7 +526,7 @@ impl Server {
                     data.not_simulated("SENTINEL subcommands but MASTER".into())
                 }));
             }
-            if !SENTINEL_ALSO.contains(&name.as_str()) {
+            if !ALWAYS_ANSWERED.contains(&name.as_str()) {
                 return Then::Reply(data.not_simulated(format!("{name} on a Sentinel")));
             }
         }
