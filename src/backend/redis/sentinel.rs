@@ -246,25 +246,45 @@ async fn follow(
     timeout: Duration,
     transport: Option<Arc<dyn Transport>>,
 ) {
-    let mut backoff = MIN_BACKOFF;
+    let mut last_pause = None;
     loop {
-        match listen(&shared, &sentinel, timeout, transport.as_deref()).await {
-            Ok(()) => backoff = MIN_BACKOFF,
-            Err(err) => {
-                tracing::debug!(error = %err, "sentinel subscription ended; reconnecting");
-            }
+        let mut subscribed = false;
+        let listened = listen(
+            &shared,
+            &sentinel,
+            timeout,
+            transport.as_deref(),
+            &mut subscribed,
+        );
+        if let Err(err) = listened.await {
+            tracing::debug!(error = %err, "sentinel subscription ended; reconnecting");
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        let pause = pause_before_reconnect(last_pause, subscribed);
+        tokio::time::sleep(pause).await;
+        last_pause = Some(pause);
     }
 }
 
-/// Listens to one Sentinel until it fails.
+/// The pause before reconnecting to a Sentinel, `last` the one before the previous attempt:
+/// the shortest first and after a subscription that held (`subscribed`); else twice the last,
+/// up to [`MAX_BACKOFF`]. (A subscription only ends in an error: taken for failures in a row, a
+/// few hiccups over days would leave every later reconnect, and a switch announced meanwhile,
+/// 2 s late.)
+fn pause_before_reconnect(last: Option<Duration>, subscribed: bool) -> Duration {
+    match last {
+        Some(last) if !subscribed => (last * 2).min(MAX_BACKOFF),
+        _ => MIN_BACKOFF,
+    }
+}
+
+/// Listens to one Sentinel until it fails; `subscribed` is set once it listens and was
+/// answered.
 async fn listen(
     shared: &Shared,
     sentinel: &Client,
     timeout: Duration,
     transport: Option<&dyn Transport>,
+    subscribed: &mut bool,
 ) -> redis::RedisResult<()> {
     let timed_out = || redis::RedisError::from((redis::ErrorKind::Io, "sentinel timed out"));
     let pubsub = tokio::time::timeout(timeout, transport::pubsub(sentinel, transport))
@@ -280,6 +300,7 @@ async fn listen(
     // Anything announced while nobody listened shows in the answer.
     if let Some(known) = ask(&mut conn, &shared.master, timeout).await {
         shared.observe(known);
+        *subscribed = true;
     }
     let mut every = tokio::time::interval(ASK_EVERY);
     every.reset();
@@ -343,6 +364,21 @@ mod tests {
         assert_eq!(*s.generation.borrow(), 1);
         s.observe(known(3, 6380));
         assert_eq!(*s.generation.borrow(), 1, "a new epoch, the same master");
+    }
+
+    /// Failures in a row lengthen the pause before reconnecting, up to the most; a
+    /// subscription that held starts it over.
+    #[test]
+    fn the_backoff_starts_over_after_a_subscription_that_held() {
+        let mut last = None;
+        let mut pauses = Vec::new();
+        for _ in 0..7 {
+            let pause = pause_before_reconnect(last, false);
+            pauses.push(pause.as_millis());
+            last = Some(pause);
+        }
+        assert_eq!(pauses, [100, 200, 400, 800, 1600, 2000, 2000]);
+        assert_eq!(pause_before_reconnect(last, true), MIN_BACKOFF);
     }
 
     #[test]
