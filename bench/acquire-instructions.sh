@@ -23,7 +23,13 @@
 # granted, the whole of a fair waiter's path in Redis but the waiting. A script that takes no
 # owner ignores the seventh argument.
 #
-# Usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair] SCRIPT...
+# With --queued, the scripts are fair acquires too, on one name whose lock is free and whose
+# queue is headed by another waiter of the same gateway: each call is a second waiter asking
+# again from its kept place and told it is second (the path that names the head to its gateway,
+# see fair_lines.rs). Before the calls, the lock is set, both waiters take their places and the
+# lock is deleted.
+#
+# Usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair | --queued] SCRIPT...
 # Needs: valgrind, redis-server, redis-cli, redis-benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,12 +42,17 @@ while [ $# -gt 0 ]; do
     --calls) CALLS=$2; shift ;;
     --runs) RUNS=$2; shift ;;
     --fair) FAIR=1 ;;
+    --queued) FAIR=queued ;;
     *) SCRIPTS+=("$(realpath "$1")") ;;
     esac
     shift
 done
-[ ${#SCRIPTS[@]} -gt 0 ] || { echo "usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair] SCRIPT..." >&2; exit 1; }
-if [ "$FAIR" = 1 ]; then
+[ ${#SCRIPTS[@]} -gt 0 ] || { echo "usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair | --queued] SCRIPT..." >&2; exit 1; }
+QUEUED_KEYS=(4 'lockgate:{q}' lockgate:fences 'lockgate:{q}:queue' 'lockgate:{q}:queue:live')
+if [ "$FAIR" = queued ]; then
+    # A liveness window longer than the run, so the head's gateway stays alive throughout.
+    CALL=("${QUEUED_KEYS[@]}" AAAAAAAAAAAAAAAAAAAAAA 30000 0123456789abcdef:8 0 '' 3600000 pod-a)
+elif [ "$FAIR" = 1 ]; then
     CALL=(4 'lockgate:{__rand_int__}' lockgate:fences 'lockgate:{__rand_int__}:queue'
         'lockgate:{__rand_int__}:queue:live' AAAAAAAAAAAAAAAAAAAAAA 30000 0123456789abcdef:7 0 ''
         2000 pod-a)
@@ -68,6 +79,14 @@ for run in $(seq "$RUNS"); do
         server=$!
         until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
         sha=$(redis-cli -p "$port" script load "$(cat "$script")")
+        if [ "$FAIR" = queued ]; then
+            redis-cli -p "$port" set 'lockgate:{q}' other.1 >/dev/null
+            for waiter in 7 8; do
+                redis-cli -p "$port" evalsha "$sha" "${QUEUED_KEYS[@]}" AAAAAAAAAAAAAAAAAAAAAA \
+                    30000 "0123456789abcdef:$waiter" 0 '' 3600000 pod-a >/dev/null
+            done
+            redis-cli -p "$port" del 'lockgate:{q}' >/dev/null
+        fi
         redis-benchmark -p "$port" -n "$CALLS" -P 32 -r 100000000 -q EVALSHA "$sha" "${CALL[@]}" \
             >/dev/null
         redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true

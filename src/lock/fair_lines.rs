@@ -12,10 +12,10 @@
 //! attempt travels on a dedicated connection for `WAIT`, the leave on the command
 //! connection), and put the place back; a failover can lose the leave, replication being
 //! asynchronous. Such a place would head its queue for as long as this gateway has other
-//! waiters of the name, whose attempts keep it alive. So the store tells a waiter when the
-//! lock is free and another of its gateway's places heads the queue, and if no waiter here
-//! claims that place ([`FairTicket::take_out_if_stray`]), it is taken out (both found by the
-//! deterministic simulation's failover world).
+//! waiters of the name, whose attempts keep it alive. So the store tells a waiter which place
+//! heads the queue when the lock is free and another is first; if that is another of this
+//! gateway's places and no waiter here claims it ([`FairTicket::take_out_if_stray`]), it is
+//! taken out (both found by the deterministic simulation's failover world).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -66,7 +66,7 @@ impl RedisBackend {
         let (reply, acked) = self
             .run_lease_script::<Value>(slot_of, script, call, ack)
             .await?;
-        acquire_outcome(script.name, reply, ttl, acked)
+        acquire_outcome(script.name, reply, ttl, acked, &self.gateway)
     }
 
     /// Runs `script`, a renewing script, over `keys` with `ARGV` token, ttl.

@@ -252,7 +252,7 @@ impl RedisBackend {
                     first = false;
                     continue;
                 }
-                return acquire_outcome(ACQUIRE.name, reply, attempt.ttl(), acked);
+                return acquire_outcome(ACQUIRE.name, reply, attempt.ttl(), acked, &self.gateway);
             }
         };
         let live = keys.queue_live();

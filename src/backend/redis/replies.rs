@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use redis::{FromRedisValue, Value};
+use redis::Value;
 
 use crate::backend::GrantView;
 use crate::backend::fence::fence_of;
@@ -22,12 +22,15 @@ pub(super) fn protocol(script: &str, detail: impl std::fmt::Display) -> BackendE
 
 /// An acquire script's reply: `fence` (granted now, with `ttl`), `{2, fence, pttl}` (found
 /// again), `{0, pttl}` (held), `{0, pttl, 1}` (held by readers), `{3, limit}` (a limited
-/// kind's other limit).
+/// kind's other limit), `{4, pttl, position, score}` and `{4, -2, position, score, head}`
+/// (queued; `head` names the first waiter of a free lock, and is this `gateway`'s stray
+/// candidate when it is one of its own: see `fair_acquire.lua`).
 pub(super) fn acquire_outcome(
     script: &str,
     reply: Value,
     ttl: Duration,
     replicas_acked: Option<u32>,
+    gateway: &str,
 ) -> Result<AcquireOutcome, BackendError> {
     let lease = |fence: i64, ttl: Duration| -> Result<Lease, BackendError> {
         Ok(Lease {
@@ -36,52 +39,70 @@ pub(super) fn acquire_outcome(
             replicas_acked,
         })
     };
-    if let Value::Int(fence) = reply {
-        return Ok(AcquireOutcome::Granted(lease(fence, ttl)?));
-    }
-    let mut items: Vec<Value> =
-        FromRedisValue::from_redis_value(reply).map_err(|e| protocol(script, e))?;
-    // A queued reply's fifth item: the first waiter, another of this gateway's (its number
-    // may not fit an i64).
-    let stray = match &items[..] {
-        [Value::Int(4), _, _, _, waiter] => Some(
-            String::from_redis_value(waiter.clone())
-                .ok()
-                .and_then(|text| text.parse::<u64>().ok())
-                .ok_or_else(|| protocol(script, format!("{waiter:?}")))?,
-        ),
-        _ => None,
+    let items = match reply {
+        Value::Int(fence) => return Ok(AcquireOutcome::Granted(lease(fence, ttl)?)),
+        Value::Array(items) => items,
+        other => return Err(protocol(script, format!("{other:?}"))),
     };
-    if stray.is_some() {
-        items.pop();
-    }
-    let reply: Vec<i64> = items
-        .into_iter()
-        .map(i64::from_redis_value)
-        .collect::<Result<_, _>>()
-        .map_err(|e| protocol(script, e))?;
-    match *reply {
-        [2, fence, left] => Ok(AcquireOutcome::AlreadyHeld(lease(
-            fence,
-            pttl(left).unwrap_or(Duration::ZERO),
-        )?)),
-        [0, left] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
-        [0, left, 1] => Ok(AcquireOutcome::Overtakable { ttl: pttl(left) }),
-        [4, left, position, score] => Ok(AcquireOutcome::Queued {
-            position: u32::try_from(position).map_err(|_| protocol(script, position))?,
+    // Read in place: a refused acquire, the contention path, allocates nothing more.
+    let whole = |n: i64| u32::try_from(n).map_err(|_| protocol(script, n));
+    match *items.as_slice() {
+        [Value::Int(2), Value::Int(fence), Value::Int(left)] => Ok(AcquireOutcome::AlreadyHeld(
+            lease(fence, pttl(left).unwrap_or(Duration::ZERO))?,
+        )),
+        [Value::Int(0), Value::Int(left)] => Ok(AcquireOutcome::Held { ttl: pttl(left) }),
+        [Value::Int(0), Value::Int(left), Value::Int(1)] => {
+            Ok(AcquireOutcome::Overtakable { ttl: pttl(left) })
+        }
+        [
+            Value::Int(4),
+            Value::Int(left),
+            Value::Int(position),
+            Value::Int(score),
+        ] => Ok(AcquireOutcome::Queued {
+            position: whole(position)?,
             score: u64::try_from(score).map_err(|_| protocol(script, score))?,
-            // -2: free, with another waiter first.
             ttl: pttl(left).filter(|_| left != -2),
-            stray,
+            stray: None,
         }),
-        [5] => Ok(AcquireOutcome::Held {
+        [
+            Value::Int(4),
+            Value::Int(-2),
+            Value::Int(position),
+            Value::Int(score),
+            ref head,
+        ] => {
+            Ok(AcquireOutcome::Queued {
+                position: whole(position)?,
+                score: u64::try_from(score).map_err(|_| protocol(script, score))?,
+                // Free, with another waiter first.
+                ttl: None,
+                stray: own_waiter(head, gateway)
+                    .map_err(|()| protocol(script, format!("{head:?}")))?,
+            })
+        }
+        [Value::Int(5)] => Ok(AcquireOutcome::Held {
             ttl: Some(QUEUED_RETRY),
         }),
-        [3, limit] => Ok(AcquireOutcome::LimitDiffers {
-            limit: u32::try_from(limit).map_err(|_| protocol(script, limit))?,
+        [Value::Int(3), Value::Int(limit)] => Ok(AcquireOutcome::LimitDiffers {
+            limit: whole(limit)?,
         }),
-        _ => Err(protocol(script, format!("{reply:?}"))),
+        _ => Err(protocol(script, format!("{items:?}"))),
     }
+}
+
+/// The waiter of a queue member, `<gateway>:<waiter>`, if `gateway` is its gateway (its
+/// number may not fit an i64, hence text); `Err` for a reply that is no member.
+fn own_waiter(member: &Value, gateway: &str) -> Result<Option<u64>, ()> {
+    let Value::BulkString(member) = member else {
+        return Err(());
+    };
+    let text = std::str::from_utf8(member).map_err(|_| ())?;
+    let (of, waiter) = text.split_once(':').ok_or(())?;
+    if of != gateway {
+        return Ok(None);
+    }
+    waiter.parse().map(Some).map_err(|_| ())
 }
 
 /// A renew script's reply for `token` (1 renewed, 0 not held, -1 held by another token): the
@@ -142,19 +163,40 @@ mod tests {
         let int = |n| Value::Int(n);
         let array = |ns: &[i64]| Value::Array(ns.iter().map(|n| Value::Int(*n)).collect());
         assert!(matches!(
-            acquire_outcome("t", int(7), ttl, None),
+            acquire_outcome("t", int(7), ttl, None, "g"),
             Ok(AcquireOutcome::Granted(Lease { fence: 7, .. }))
         ));
         assert_eq!(
-            acquire_outcome("t", array(&[0, 250, 1]), ttl, None),
+            acquire_outcome("t", array(&[0, 250, 1]), ttl, None, "g"),
             Ok(AcquireOutcome::Overtakable {
                 ttl: Some(Duration::from_millis(250))
             })
         );
         assert_eq!(
-            acquire_outcome("t", array(&[3, 5]), ttl, None),
+            acquire_outcome("t", array(&[3, 5]), ttl, None, "g"),
             Ok(AcquireOutcome::LimitDiffers { limit: 5 })
         );
-        assert!(acquire_outcome("t", array(&[9]), ttl, None).is_err());
+        assert!(acquire_outcome("t", array(&[9]), ttl, None, "g").is_err());
+        // Queued behind another waiter of a free lock: a stray candidate only if it is one of
+        // this gateway's.
+        let queued = |head: &str| {
+            let mut items: Vec<Value> = [4, -2, 2, 77].map(Value::Int).into();
+            items.push(Value::BulkString(head.as_bytes().to_vec()));
+            acquire_outcome("t", Value::Array(items), ttl, None, "g")
+        };
+        let stray = |outcome| match outcome {
+            Ok(AcquireOutcome::Queued {
+                position: 2,
+                score: 77,
+                ttl: None,
+                stray,
+            }) => Ok(stray),
+            other => Err(other),
+        };
+        assert_eq!(stray(queued("g:18446744073709551615")), Ok(Some(u64::MAX)));
+        assert_eq!(stray(queued("h:3")), Ok(None));
+        assert_eq!(stray(queued("gg:3")), Ok(None));
+        assert!(queued("g:x").is_err());
+        assert!(queued("g").is_err());
     }
 }
