@@ -304,6 +304,16 @@ mod tests {
         })
     }
 
+    /// Asserts that `guard` holds grants back for `until`, to the millisecond (the clock is
+    /// paused; the guard counts from instants it took).
+    fn held_back_for(guard: &DataLossGuard, until: Duration) {
+        let left = guard.held_back().expect("held back");
+        assert!(
+            left > until - Duration::from_millis(1) && left <= until,
+            "{left:?}, not {until:?}"
+        );
+    }
+
     fn marker(id: &str, lease_s: u64, made: bool) -> Marker {
         Marker {
             id: id.into(),
@@ -358,12 +368,7 @@ mod tests {
 
         tokio::time::advance(CLOCK_CHECK_EVERY).await;
         assert!(!guard.observe("n", marker("b", 30, false)));
-        let left = guard.held_back().expect("held back");
-        let until = Duration::from_secs(30) - CLOCK_CHECK_EVERY;
-        assert!(
-            left > until - Duration::from_millis(1) && left <= until,
-            "{left:?}"
-        );
+        held_back_for(&guard, Duration::from_secs(30) - CLOCK_CHECK_EVERY);
 
         let late = self::guard(true);
         late.observe("n", marker("a", 0, true));
@@ -371,12 +376,7 @@ mod tests {
         tokio::time::advance(MERGE_FOR * 2).await;
         assert_eq!(late.held_back(), None);
         assert!(!late.observe("n", marker("b", 30, false)));
-        let left = late.held_back().expect("held back");
-        let until = Duration::from_secs(30) - MERGE_FOR * 2;
-        assert!(
-            left > until - Duration::from_millis(1) && left <= until,
-            "{left:?}"
-        );
+        held_back_for(&late, Duration::from_secs(30) - MERGE_FOR * 2);
 
         // Three looks over MERGE_FOR, then a longer lease in the marker: one granted after the
         // loss (the node keeps it), which holds nothing back.
