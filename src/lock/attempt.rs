@@ -63,6 +63,48 @@ impl LockService {
         }
     }
 
+    /// Sends an attempt that asks for replicas and carries it to its answer, in a task of its
+    /// own, with its `guard`: if this request is dropped meanwhile (its client hung up), the
+    /// guard's withdrawal goes out only once the attempt has been answered. Such an attempt
+    /// travels on a dedicated connection for `WAIT` and the withdrawal on the command
+    /// connection: dropped at once, the withdrawal could reach Redis first, find nothing, and
+    /// the attempt then grant a lock nobody holds until its ttl (the simulation's failover
+    /// world). A task per acquire that asks for replicas, which waits a `WAIT` anyway; the
+    /// others run inline.
+    #[allow(clippy::too_many_arguments)]
+    async fn acquire_to_its_answer<P: Primitive>(
+        &self,
+        primitive: &P,
+        name: &LockName,
+        stem: &TokenStem,
+        claim: Option<Claim>,
+        request: &LeaseRequest,
+        queue: Option<QueuePlace>,
+        guard: GrantGuard<P>,
+    ) -> Result<(GrantGuard<P>, Result<AcquireOutcome, BackendError>), LockError> {
+        let backend = self.backend.clone();
+        let (primitive, name) = (primitive.clone(), name.clone());
+        let (stem, request) = (stem.clone(), request.clone());
+        let answered = tokio::spawn(async move {
+            let attempt = GrantAttempt {
+                stem: stem.expose(),
+                claim,
+                request: &request,
+                queue,
+            };
+            let sent = backend.acquire(primitive.leased(&name), attempt).await;
+            (guard, sent)
+        });
+        match answered.await {
+            Ok(answered) => Ok(answered),
+            Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+            // Only a runtime shutting down cancels a task: the guard went with it, withdrawing.
+            Err(_) => Err(LockError::BackendUnavailable(BackendError::Unavailable(
+                "the gateway is shutting down".into(),
+            ))),
+        }
+    }
+
     /// One try: the grant, or how long until the holder's lease ends. When another attempt
     /// may follow (`retry_may_follow`), a failed attempt withdraws its possible grant before it
     /// returns; otherwise the withdrawal goes on in the background while the client gets its
@@ -101,18 +143,18 @@ impl LockService {
             claim,
         );
         let started = Instant::now();
-        let sent = self
-            .backend
-            .acquire(
-                leased,
-                GrantAttempt {
-                    stem: stem.expose(),
-                    claim,
-                    request,
-                    queue,
-                },
-            )
-            .await;
+        let (guard, sent) = if request.replicas.ack().is_some() {
+            self.acquire_to_its_answer(primitive, name, &stem, claim, request, queue, guard)
+                .await?
+        } else {
+            let attempt = GrantAttempt {
+                stem: stem.expose(),
+                claim,
+                request,
+                queue,
+            };
+            (guard, self.backend.acquire(leased, attempt).await)
+        };
         let outcome = match sent {
             Ok(outcome) => outcome,
             Err(err) if !err.outcome_unknown() => {

@@ -47,6 +47,7 @@ use crate::support::workload::Expect;
 
 mod clients;
 mod failover;
+mod hang_ups;
 mod holds;
 mod leases;
 mod network;
