@@ -71,6 +71,11 @@ impl LockService {
     /// the attempt then grant a lock nobody holds until its ttl (the simulation's failover
     /// world). A task per acquire that asks for replicas, which waits a `WAIT` anyway; the
     /// others run inline.
+    ///
+    /// An attempt answered after its request was dropped that *found* its stem's grant
+    /// (an idempotency key's: another attempt made it) is not withdrawn: a retry of the same key
+    /// may have made that grant and delivered it, and this attempt, arriving after it, made its
+    /// own claim the last, which a withdrawal would then delete (failover world, seed 637).
     #[allow(clippy::too_many_arguments)]
     async fn acquire_to_its_answer<P: Primitive>(
         &self,
@@ -85,7 +90,8 @@ impl LockService {
         let backend = self.backend.clone();
         let (primitive, name) = (primitive.clone(), name.clone());
         let (stem, request) = (stem.clone(), request.clone());
-        let answered = tokio::spawn(async move {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
             let attempt = GrantAttempt {
                 stem: stem.expose(),
                 claim,
@@ -93,16 +99,20 @@ impl LockService {
                 queue,
             };
             let sent = backend.acquire(primitive.leased(&name), attempt).await;
-            (guard, sent)
+            if let Err((guard, sent)) = answer.send((guard, sent))
+                && matches!(sent, Ok(AcquireOutcome::AlreadyHeld(_)))
+            {
+                guard.disarm();
+            }
+            // Otherwise, with the request gone, the guard dropped here withdraws.
         });
-        match answered.await {
-            Ok(answered) => Ok(answered),
-            Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
-            // Only a runtime shutting down cancels a task: the guard went with it, withdrawing.
-            Err(_) => Err(LockError::BackendUnavailable(BackendError::Unavailable(
+        answered.await.map_err(|_| {
+            // The task ended without answering: the runtime is shutting down, or the attempt
+            // panicked (a bug; the task reports it). The guard went with the task, withdrawing.
+            LockError::BackendUnavailable(BackendError::Unavailable(
                 "the gateway is shutting down".into(),
-            ))),
-        }
+            ))
+        })
     }
 
     /// One try: the grant, or how long until the holder's lease ends. When another attempt

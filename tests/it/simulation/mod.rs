@@ -104,8 +104,11 @@ const FAILOVER_SEEDS: u64 = 150;
 /// reached Redis after the leave sent on the command connection and put the place back, with
 /// the same effect (`FairTicket::take_out_if_stray`, `fair_acquire.lua`; mutant
 /// `stray-place-kept`). 2239: the checker's own, a replayed grant judged from its replay
-/// instead of the attempt that made it (`history::first_attempt_us`).
-const FAILOVER_FOUND: &[u64] = &[384, 1150, 2239];
+/// instead of the attempt that made it (`history::first_attempt_us`). 637: an attempt asking
+/// for replicas, carried to its answer after its client hung up (so that its withdrawal follows
+/// it), found the grant a retry of its idempotency key had made and delivered, and withdrew it,
+/// its claim now the last (caught before it landed; mutant `late-finder-withdraws-a-retry`).
+const FAILOVER_FOUND: &[u64] = &[384, 637, 1150, 2239];
 
 /// Seeds of the holds' fixed set: `1..=HOLD_SEEDS`, then [`HOLD_FOUND`].
 const HOLD_SEEDS: u64 = 200;
