@@ -73,6 +73,9 @@ pub struct Endpoint {
     /// The kind of lease it acts on: an index into the route table's kinds plus one, 0 for
     /// none (see `routes::lease_kinds`), for the request metrics.
     pub kind: usize,
+    /// The query parameters it takes, as its document lists them: the gate refuses any other
+    /// (see `gate::request::unknown_query`).
+    pub query: Box<[Box<str>]>,
     pub handler: Handler,
 }
 
@@ -126,23 +129,15 @@ impl Found<'_, '_> {
 const SEGMENTS: usize = 8;
 
 impl RouteTable {
-    /// The table of `rows` (template, method, operation, handler): a template's methods in
-    /// the order of its rows.
+    /// The table of `rows` (a template and one of its methods): a template's methods in the
+    /// order of its rows.
     ///
     /// # Panics
     /// When a template has more than `SEGMENTS` segments or a method twice: a table no
     /// request could be routed by as declared.
-    pub fn new(
-        rows: impl IntoIterator<Item = (String, Method, Operation, usize, Handler)>,
-    ) -> Self {
+    pub fn new(rows: impl IntoIterator<Item = (String, Endpoint)>) -> Self {
         let mut templates: Vec<Template> = Vec::new();
-        for (path, method, operation, kind, handler) in rows {
-            let endpoint = Endpoint {
-                method,
-                operation,
-                kind,
-                handler,
-            };
+        for (path, endpoint) in rows {
             if let Some(template) = templates.iter_mut().find(|t| *t.path == path) {
                 assert!(
                     template.method(&endpoint.method).is_none(),

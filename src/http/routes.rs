@@ -15,13 +15,13 @@
 
 use axum::http::{Method, StatusCode};
 use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::path::{HttpMethod, Operation as DocOperation};
+use utoipa::openapi::path::{HttpMethod, Operation as DocOperation, Parameter, ParameterIn};
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder};
 use utoipa_axum::router::OpenApiRouter;
 
 use super::AppState;
-use super::dispatch::{Handler, RouteTable};
+use super::dispatch::{Endpoint, Handler, RouteTable};
 use super::problem::{PROBLEM_JSON, ProblemKind};
 use crate::operation::Operation;
 
@@ -216,6 +216,7 @@ pub fn lease_kinds(routes: &[Route]) -> Vec<&'static str> {
 pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
     let mut served = Vec::new();
     for (path, item) in &mut doc.paths.paths {
+        let of_the_path = query_parameters(item.parameters.as_deref());
         for (method, operation) in operations(item) {
             let id = operation.operation_id.as_deref().unwrap_or_default();
             let row = routes
@@ -237,7 +238,9 @@ pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
                     .responses
                     .insert(status, RefOr::T(response));
             }
-            served.push((row, path.clone(), method));
+            let mut query = of_the_path.clone();
+            query.extend(query_parameters(operation.parameters.as_deref()));
+            served.push((row, path.clone(), method, query));
         }
     }
     let unserved: Vec<&str> = (0..routes.len())
@@ -250,11 +253,31 @@ pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
     );
     served.sort_by_key(|(row, ..)| *row);
     let kinds = lease_kinds(routes);
-    RouteTable::new(served.into_iter().map(|(row, path, method)| {
+    RouteTable::new(served.into_iter().map(|(row, path, method, query)| {
         let route = &routes[row];
-        let kind = kind_index(&kinds, route);
-        (path, method, route.operation, kind, route.handler)
+        let endpoint = Endpoint {
+            method,
+            operation: route.operation,
+            kind: kind_index(&kinds, route),
+            query: query.into(),
+            handler: route.handler,
+        };
+        (path, endpoint)
     }))
+}
+
+/// The names of the query parameters among `parameters` (a path's or an operation's).
+fn query_parameters(parameters: Option<&[RefOr<Parameter>]>) -> Vec<Box<str>> {
+    parameters
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|parameter| match parameter {
+            RefOr::T(parameter) if parameter.parameter_in == ParameterIn::Query => {
+                Some(parameter.name.as_str().into())
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The problems the gate itself answers on a route of `operation` (see `gate`): a request

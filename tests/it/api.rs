@@ -47,6 +47,15 @@ async fn send(app: &App, request: Request<Body>) -> Reply {
     }
 }
 
+/// `method` on `path`, with no body.
+async fn without_body(app: &App, method: Method, path: &str) -> Reply {
+    send(
+        app,
+        request(method, path).body(Body::empty()).expect("request"),
+    )
+    .await
+}
+
 fn request(method: Method, path: &str) -> axum::http::request::Builder {
     Request::builder().method(method).uri(path)
 }
@@ -204,13 +213,7 @@ async fn renew_extends_the_lease_for_the_holder_only() {
 async fn the_lock_token_header_is_required_and_checked() {
     let app = app();
     acquire(&app, "x", "").await;
-    let missing = send(
-        &app,
-        request(Method::DELETE, "/locks/x")
-            .body(Body::empty())
-            .expect("request"),
-    )
-    .await;
+    let missing = without_body(&app, Method::DELETE, "/locks/x").await;
     problem(&missing, 400, "invalid-request");
     assert_eq!(missing.body["header"], "Lock-Token");
     let spaced = release(&app, "x", "has space").await;
@@ -237,22 +240,10 @@ async fn inspect_never_shows_the_token() {
     );
     assert!(seen.body["acquired_at"].is_string(), "{}", seen.body);
     assert!(!String::from_utf8_lossy(&seen.raw).contains(token));
-    let head = send(
-        &app,
-        request(Method::HEAD, "/locks/x")
-            .body(Body::empty())
-            .expect("request"),
-    )
-    .await;
+    let head = without_body(&app, Method::HEAD, "/locks/x").await;
     assert_eq!(head.status, 200);
     assert!(head.raw.is_empty());
-    let head_missing = send(
-        &app,
-        request(Method::HEAD, "/locks/y")
-            .body(Body::empty())
-            .expect("request"),
-    )
-    .await;
+    let head_missing = without_body(&app, Method::HEAD, "/locks/y").await;
     assert_eq!(head_missing.status, 404);
 }
 
@@ -430,23 +421,11 @@ async fn expiry_frees_the_lock_with_a_larger_fence_next() {
 async fn unknown_routes_and_methods_are_problem_documents() {
     let app = app();
     problem(
-        &send(
-            &app,
-            request(Method::GET, "/nope")
-                .body(Body::empty())
-                .expect("request"),
-        )
-        .await,
+        &without_body(&app, Method::GET, "/nope").await,
         404,
         "not-found",
     );
-    let put = send(
-        &app,
-        request(Method::PUT, "/locks/x")
-            .body(Body::empty())
-            .expect("request"),
-    )
-    .await;
+    let put = without_body(&app, Method::PUT, "/locks/x").await;
     problem(&put, 405, "method-not-allowed");
     let allow = put.headers[header::ALLOW].to_str().expect("ascii");
     for method in ["POST", "PATCH", "DELETE", "GET", "HEAD"] {
@@ -495,14 +474,7 @@ async fn the_served_openapi_document_shows_the_configured_bounds() {
     config.limits.max_ttl = Duration::from_secs(120);
     config.limits.max_wait = Duration::from_secs(5);
     let app = lockgate::app::app(&config).expect("valid config");
-    let doc = send(
-        &app,
-        request(Method::GET, "/openapi.json")
-            .body(Body::empty())
-            .expect("request"),
-    )
-    .await
-    .body;
+    let doc = without_body(&app, Method::GET, "/openapi.json").await.body;
     let acquire = &doc["components"]["schemas"]["AcquireBody"]["properties"];
     assert_eq!(
         (
@@ -737,4 +709,82 @@ async fn flags_and_tokens_sent_with_a_revoke_are_checked() {
         still["held"], true,
         "a refused revoke moved the lock: {still}"
     );
+}
+
+/// A query parameter a route does not take is a 400 `invalid-request`, not ignored: a ttl
+/// written in the query takes no lock (it would have been a lease shorter than asked); the
+/// detail names what the route takes and echoes nothing sent. What the routes do take (a
+/// listing's, a set's names, percent-encoded or not, a revoke's `force`) still works (a set's
+/// acquire posted to the set's URL must name the same set), and the probes and the scrape take
+/// anything.
+#[tokio::test]
+async fn a_query_parameter_the_route_does_not_take_is_refused() {
+    let app = app();
+    let refused = without_body(&app, Method::POST, "/locks/q:job?ttl_ms=600000").await;
+    assert_problem(refused.status, &refused.body, 400, "invalid-request");
+    let detail = refused.body["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("takes none") && !detail.contains("600000"),
+        "{detail}"
+    );
+    let none = without_body(&app, Method::GET, "/locks/q:job").await;
+    assert_eq!(
+        none.status, 404,
+        "a refused acquire took the lock: {}",
+        none.body
+    );
+
+    for (method, path) in [
+        (Method::GET, "/locks/q:a?x=1"),
+        (Method::HEAD, "/locks/q:a?x=1"),
+        (Method::PATCH, "/locks/q:a?ttl_ms=1"),
+        (Method::DELETE, "/locks/q:a?forse=true"),
+        (Method::GET, "/locks/q:a/events?x=1"),
+        (Method::POST, "/locks/q:a/hold?wait_ms=5"),
+        (Method::GET, "/locks/events?prefix=q:&x=1"),
+        (Method::GET, "/locks?prefix=q:&x=1"),
+        (Method::DELETE, "/locks?name=q:a&name=q:b&x=1"),
+        (Method::GET, "/semaphores/q:s?permits=2"),
+        (Method::GET, "/semaphores?name=q:s"),
+        (Method::GET, "/contention?x=1"),
+    ] {
+        let answer = without_body(&app, method.clone(), path).await;
+        assert_eq!(answer.status, 400, "{method} {path}: {}", answer.body);
+        if method != Method::HEAD {
+            assert_problem(answer.status, &answer.body, 400, "invalid-request");
+        }
+    }
+
+    // A set's acquire posted to the set's URL (its `Location`, `?name=…`): the same names,
+    // in any order, are taken; other names are refused, and nothing is taken.
+    let set = |query: &str| {
+        request(Method::POST, &format!("/locks?{query}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"names": ["q:s1", "q:s2"]}"#))
+            .expect("request")
+    };
+    let other = send(&app, set("name=q:s1&name=q:s3")).await;
+    assert_problem(other.status, &other.body, 400, "invalid-request");
+    assert_eq!(other.body["field"], "name", "{}", other.body);
+    let free = without_body(&app, Method::GET, "/locks/q:s1").await;
+    assert_eq!(free.status, 404, "a refused set took a lock: {}", free.body);
+    let posted = send(&app, set("name=q:s2&name=q:s1")).await;
+    assert_eq!(posted.status, 201, "{}", posted.body);
+
+    let taken = acquire(&app, "q:held", "{}").await;
+    assert_eq!(taken.status, 201, "{}", taken.body);
+    for (method, path, status) in [
+        (Method::GET, "/locks/q:held?", 200),
+        (Method::GET, "/locks?prefix=q:&limit=5", 200),
+        (Method::GET, "/locks?na%6De=q:held&name=q:b", 200),
+        (Method::GET, "/semaphores?prefix=q:", 200),
+        (Method::GET, "/contention?prefix=q:&limit=3", 200),
+        (Method::GET, "/healthz?x=1", 200),
+        (Method::GET, "/readyz?x=1", 200),
+        (Method::GET, "/metrics?x=1", 200),
+        (Method::DELETE, "/locks/q:held?force=true", 204),
+    ] {
+        let answer = without_body(&app, method.clone(), path).await;
+        assert_eq!(answer.status, status, "{method} {path}: {}", answer.body);
+    }
 }

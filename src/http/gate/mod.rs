@@ -11,7 +11,9 @@
 //! 4. decodes and validates the lock name the path names, once ([`ResolvedName`]: the handler
 //!    acts on that same value), authenticates the bearer key when API keys are configured (401
 //!    `unauthorized`; two `Authorization` headers are 400) and checks, once, that its scopes
-//!    allow the operation on that name (403 `forbidden`);
+//!    allow the operation on that name (403 `forbidden`); on a lease's or a listing's route,
+//!    refuses a query parameter the route's document does not list (400 `invalid-request`:
+//!    `?ttl_ms=` is not a setting, and ignoring it would grant a lease shorter than asked);
 //! 5. bounds the time to answer (503 `timeout`): `--request-timeout`, plus `--max-wait` for
 //!    an acquire or hold stream, which may wait that long for its lock, plus the longest
 //!    replica wait a request may ask for (`replica_timeout_ms`) for the operations that can ask
@@ -36,7 +38,7 @@
 //!
 //! Every step lives in [`GateService::call`] and the one future it returns (`answer`, which
 //! records the answer too); what the gate reads of a request (its id, its key, its size, its
-//! scope) is in `request`: plain functions, not layers.
+//! scope, its query) is in `request`: plain functions, not layers.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -61,7 +63,7 @@ pub use self::answer::{GateFuture, Succeeded};
 pub use self::origin::HostPolicy;
 
 use self::answer::{LogContext, State};
-use self::request::{head_bytes, in_scope, query_says};
+use self::request::{head_bytes, in_scope, query_says, unknown_query};
 
 use super::AppState;
 use super::dispatch::{Found, RouteTable, not_found};
@@ -313,6 +315,11 @@ where
                 || renews_too && !in_scope(key, Operation::Renew, name.as_ref()))
         {
             return refuse(ApiError::Forbidden, log, slot, span.take());
+        }
+        if let Found::Route { endpoint, .. } = &found
+            && let Err(refusal) = unknown_query(req.uri(), endpoint)
+        {
+            return refuse(refusal, log, slot, span.take());
         }
         let mut req = req;
         if let Some(name) = name {

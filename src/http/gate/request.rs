@@ -1,5 +1,6 @@
 //! What the gate reads of a request: its id, its API key, the size of its head, whether its
-//! query asks for more (a revoke, a hold stream), and whether its key's scope covers it.
+//! query asks for more (a revoke, a hold stream) or holds what the route does not take, and
+//! whether its key's scope covers it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -7,6 +8,7 @@ use std::sync::atomic::Ordering;
 use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 
+use super::super::dispatch::Endpoint;
 use super::super::extract::ResolvedName;
 use super::super::problem::ApiError;
 use super::{Gate, MAX_REQUEST_ID_LEN, REQUEST_ID};
@@ -105,6 +107,43 @@ pub(super) fn in_scope(key: &ApiKey, operation: Operation, name: Option<&Resolve
         Some(ResolvedName(Ok(name))) => key.allows(operation, Some(name.as_str())),
         _ => true,
     }
+}
+
+/// Refuses a query parameter that `endpoint` does not take (its document lists those it
+/// does), on the routes of leases and listings: a setting written in the query instead of the
+/// body (`POST /locks/job?ttl_ms=600000`) would otherwise be ignored, and the lease silently
+/// shorter than asked, as the body's unknown fields are refused for the same reason. The
+/// service's routes (probes, metrics, documents, console) take what monitors and browsers
+/// send. The detail names what the route takes, never what was sent.
+pub(super) fn unknown_query(uri: &axum::http::Uri, endpoint: &Endpoint) -> Result<(), ApiError> {
+    let Some(query) = uri.query() else {
+        return Ok(());
+    };
+    if !(endpoint.operation.is_lock_operation() || endpoint.operation == Operation::List) {
+        return Ok(());
+    }
+    let takes = |key: &str| endpoint.query.iter().any(|name| **name == *key);
+    if form_urlencoded::parse(query.as_bytes()).all(|(key, _)| takes(&key)) {
+        return Ok(());
+    }
+    let detail = match &*endpoint.query {
+        [] if matches!(
+            endpoint.operation,
+            Operation::Acquire | Operation::Renew | Operation::Hold
+        ) =>
+        {
+            "unknown query parameter: this route takes none (its settings, such as `ttl_ms`, go \
+             in the JSON body)"
+                .to_owned()
+        }
+        [] => "unknown query parameter: this route takes none".to_owned(),
+        [only] => format!("unknown query parameter: this route takes only {only}"),
+        [names @ .., last] => format!(
+            "unknown query parameter: this route takes only {} and {last}",
+            names.join(", ")
+        ),
+    };
+    Err(ApiError::body(None, detail))
 }
 
 /// Whether a request's query says `key=true` anywhere: how the gate reads `force` (a revoke)

@@ -7,7 +7,7 @@ use tower::{ServiceExt, service_fn};
 use super::answer::outcome;
 use super::request::{RequestId, bearer};
 use super::*;
-use crate::http::dispatch::Handler;
+use crate::http::dispatch::{Endpoint, Handler};
 
 /// Every route served is classified, from its own declaration: the table read from the
 /// document has a row for every operation the document lists (a documented `HEAD` is served
@@ -91,7 +91,14 @@ fn every_outcome_has_its_own_label_value() {
 /// The gateway with one route, `GET /` (an inspection), served by `handler`, and a request
 /// timeout of 50 ms.
 fn serving(handler: Handler) -> GateService {
-    let routes = RouteTable::new([("/".to_owned(), Method::GET, Operation::Inspect, 1, handler)]);
+    let endpoint = Endpoint {
+        method: Method::GET,
+        operation: Operation::Inspect,
+        kind: 1,
+        query: Box::new([]),
+        handler,
+    };
+    let routes = RouteTable::new([("/".to_owned(), endpoint)]);
     GateService::new(crate::http::test_state(routes, Duration::from_millis(50)))
 }
 

@@ -68,6 +68,28 @@ fn refuse_other_sets(token: &LockToken, multi: &Multi) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Refuses an acquire posted to a set's URL (`?name=…`) whose body names another set.
+fn same_set_as_the_url(uri: &Uri, multi: &Multi) -> Result<(), ApiError> {
+    let mut named = query_names(uri);
+    if named.is_empty() {
+        return Ok(());
+    }
+    named.sort_unstable();
+    named.dedup();
+    if named
+        .iter()
+        .map(String::as_str)
+        .eq(multi.names().iter().map(LockName::as_str))
+    {
+        Ok(())
+    } else {
+        Err(ApiError::body(
+            Some("name".to_owned()),
+            "name: the query names another set than the body's `names`",
+        ))
+    }
+}
+
 /// The `name` parameters of a query.
 fn query_names(uri: &Uri) -> Vec<String> {
     form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
@@ -86,6 +108,18 @@ pub struct SetParams {
     name: Vec<String>,
 }
 
+/// The `name` query parameters an acquire may repeat: a client posting to the set's URL.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Documentation only: the handler reads the query with `query_names`.
+pub struct SetUrlParams {
+    /// The set's names as its URL gives them (`?name=a&name=b`, the `Location` of its
+    /// grant), for a client that posts to that URL. Optional: the body's `names` decide;
+    /// given, they must be the same names, in any order, or the acquire is a 400.
+    #[param(min_items = 2, max_items = 64)]
+    name: Option<Vec<String>>,
+}
+
 /// Acquire several locks at once.
 ///
 /// Takes every lock of `names` under one token, fence and ttl, or none: no partial grant is
@@ -101,6 +135,7 @@ pub struct SetParams {
     path = "/locks",
     params(
         IdempotencyKeyParam,
+        SetUrlParams,
         ("hold" = Option<bool>, Query, nullable = false,
             description = "`true`: hold the set while the response is open (a hold stream, as `POST /locks/{name}/hold`).")
     ),
@@ -130,7 +165,9 @@ pub fn acquire_locks(
         } else {
             Operation::Acquire
         };
-        multi(body.names.clone(), caller.as_ref(), operation).map(|multi| (hold, multi))
+        let multi = multi(body.names.clone(), caller.as_ref(), operation)?;
+        same_set_as_the_url(&uri, &multi)?;
+        Ok((hold, multi))
     });
     acquiring::checked(checked.map(|(hold, multi)| {
         let first = multi.first().clone();
