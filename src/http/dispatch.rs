@@ -74,8 +74,11 @@ pub struct Endpoint {
     /// none (see `routes::lease_kinds`), for the request metrics.
     pub kind: usize,
     /// The query parameters it takes, as its document lists them: the gate refuses any other
-    /// (see `gate::request::unknown_query`).
+    /// (see `gate::request::not_taken`).
     pub query: Box<[Box<str>]>,
+    /// Whether it takes a `Lock-Token` header, as its document says: the gate refuses one on
+    /// a route that does not (see `gate::request::not_taken`).
+    pub takes_lock_token: bool,
     pub handler: Handler,
 }
 

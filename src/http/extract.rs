@@ -47,18 +47,6 @@ pub fn query_flag(query: Option<&str>, key: &str) -> Result<bool, ApiError> {
     Ok(flag.unwrap_or(false))
 }
 
-/// Refuses `force=true` on a release route that has no revoke (a permit, a set): the gate
-/// authorized it as a revoke, and a release with a token must not pass for one.
-pub fn refuse_force(query: Option<&str>, why: &'static str) -> Result<(), ApiError> {
-    if query_flag(query, "force")? {
-        return Err(ApiError::body(
-            Some("force".to_owned()),
-            format!("force: {why}"),
-        ));
-    }
-    Ok(())
-}
-
 /// A `prefix` query parameter's value, checked: empty (every name) or the start of a lock
 /// name (listings, prefix streams, contention).
 pub fn checked_prefix(value: std::borrow::Cow<'_, str>) -> Result<String, ApiError> {

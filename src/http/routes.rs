@@ -22,6 +22,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use super::AppState;
 use super::dispatch::{Endpoint, Handler, RouteTable};
+use super::extract::LOCK_TOKEN;
 use super::problem::{PROBLEM_JSON, ProblemKind};
 use crate::operation::Operation;
 
@@ -214,9 +215,10 @@ pub fn lease_kinds(routes: &[Route]) -> Vec<&'static str> {
 /// and so without its scope checked), or a row no operation of the document (a route declared
 /// but not served). Every test that builds the gateway meets it.
 pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
+    let kinds = lease_kinds(routes);
     let mut served = Vec::new();
     for (path, item) in &mut doc.paths.paths {
-        let of_the_path = query_parameters(item.parameters.as_deref());
+        let of_the_path = item.parameters.clone().unwrap_or_default();
         for (method, operation) in operations(item) {
             let id = operation.operation_id.as_deref().unwrap_or_default();
             let row = routes
@@ -238,9 +240,30 @@ pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
                     .responses
                     .insert(status, RefOr::T(response));
             }
-            let mut query = of_the_path.clone();
-            query.extend(query_parameters(operation.parameters.as_deref()));
-            served.push((row, path.clone(), method, query));
+            let parameters = Parameters(
+                of_the_path
+                    .iter()
+                    .chain(operation.parameters.iter().flatten())
+                    .filter_map(|parameter| match parameter {
+                        RefOr::T(parameter) => Some(parameter),
+                        RefOr::Ref(_) => None,
+                    })
+                    .collect(),
+            );
+            let endpoint = Endpoint {
+                method,
+                operation: route.operation,
+                kind: kind_index(&kinds, route),
+                query: parameters
+                    .named_in(ParameterIn::Query)
+                    .map(Into::into)
+                    .collect(),
+                takes_lock_token: parameters
+                    .named_in(ParameterIn::Header)
+                    .any(|header| header.eq_ignore_ascii_case(LOCK_TOKEN.as_str())),
+                handler: route.handler,
+            };
+            served.push((row, path.clone(), endpoint));
         }
     }
     let unserved: Vec<&str> = (0..routes.len())
@@ -252,32 +275,24 @@ pub fn table_from(doc: &mut OpenApi, routes: &[Route]) -> RouteTable {
         "rows of the route table no handler serves: {unserved:?}"
     );
     served.sort_by_key(|(row, ..)| *row);
-    let kinds = lease_kinds(routes);
-    RouteTable::new(served.into_iter().map(|(row, path, method, query)| {
-        let route = &routes[row];
-        let endpoint = Endpoint {
-            method,
-            operation: route.operation,
-            kind: kind_index(&kinds, route),
-            query: query.into(),
-            handler: route.handler,
-        };
-        (path, endpoint)
-    }))
+    RouteTable::new(
+        served
+            .into_iter()
+            .map(|(_, path, endpoint)| (path, endpoint)),
+    )
 }
 
-/// The names of the query parameters among `parameters` (a path's or an operation's).
-fn query_parameters(parameters: Option<&[RefOr<Parameter>]>) -> Vec<Box<str>> {
-    parameters
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|parameter| match parameter {
-            RefOr::T(parameter) if parameter.parameter_in == ParameterIn::Query => {
-                Some(parameter.name.as_str().into())
-            }
-            _ => None,
-        })
-        .collect()
+/// The parameters an operation takes: its path's and its own.
+struct Parameters<'d>(Vec<&'d Parameter>);
+
+impl Parameters<'_> {
+    /// The names of those `in` the query, or the headers.
+    fn named_in(&self, r#in: ParameterIn) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .filter(move |parameter| parameter.parameter_in == r#in)
+            .map(|parameter| parameter.name.as_str())
+    }
 }
 
 /// The problems the gate itself answers on a route of `operation` (see `gate`): a request

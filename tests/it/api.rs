@@ -711,6 +711,112 @@ async fn flags_and_tokens_sent_with_a_revoke_are_checked() {
     );
 }
 
+/// A holder's `Lock-Token` where a route reads none is refused (400 naming the header, the
+/// token never echoed), not ignored: on a plain acquire its holder would be told another
+/// client holds its lock, on a semaphore's acquire it would take a second permit beside its
+/// own. Where a route reads one (renew, release, a re-entry), it still works.
+#[tokio::test]
+async fn a_lock_token_where_the_route_reads_none_is_refused() {
+    let app = app();
+    let with_token = |method: Method, path: &str, token: &str, body: &str| {
+        request(method, path)
+            .header("Lock-Token", token)
+            .body(Body::from(body.to_owned()))
+            .expect("request")
+    };
+    let held = acquire(&app, "t:lock", "{}").await;
+    assert_eq!(held.status, 201, "{}", held.body);
+    let lock_token = held.body["token"].as_str().expect("token").to_owned();
+    let permit = send(
+        &app,
+        request(Method::POST, "/semaphores/t:sem")
+            .body(Body::from(r#"{"permits": 2}"#))
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(permit.status, 201, "{}", permit.body);
+    let permit_token = permit.body["token"].as_str().expect("token").to_owned();
+
+    for (method, path, token, body) in [
+        (Method::POST, "/locks/t:lock", &lock_token, "{}"),
+        (
+            Method::POST,
+            "/semaphores/t:sem",
+            &permit_token,
+            r#"{"permits": 2}"#,
+        ),
+        (Method::POST, "/locks/t:lock/hold", &lock_token, "{}"),
+        (
+            Method::POST,
+            "/semaphores/t:sem/hold",
+            &permit_token,
+            r#"{"permits": 2}"#,
+        ),
+        (
+            Method::POST,
+            "/locks",
+            &lock_token,
+            r#"{"names": ["t:a", "t:b"]}"#,
+        ),
+        (Method::GET, "/locks/t:lock", &lock_token, ""),
+        (Method::GET, "/locks?prefix=t:", &lock_token, ""),
+        (Method::GET, "/semaphores/t:sem", &permit_token, ""),
+    ] {
+        let answer = send(&app, with_token(method.clone(), path, token, body)).await;
+        assert_problem(answer.status, &answer.body, 400, "invalid-request");
+        assert_eq!(
+            answer.body["header"], "Lock-Token",
+            "{method} {path}: {}",
+            answer.body
+        );
+        assert!(
+            !answer
+                .raw
+                .windows(token.len())
+                .any(|w| w == token.as_bytes())
+        );
+    }
+    // Nothing was taken: the lock keeps its grant, the semaphore one permit, the set is free.
+    let lock = without_body(&app, Method::GET, "/locks/t:lock").await;
+    assert_eq!(lock.body["fence"], held.body["fence"], "{}", lock.body);
+    let semaphore = without_body(&app, Method::GET, "/semaphores/t:sem").await;
+    assert_eq!(semaphore.body["in_use"], 1, "{}", semaphore.body);
+    let set = without_body(&app, Method::GET, "/locks/t:a").await;
+    assert_eq!(set.status, 404, "a refused set took a lock: {}", set.body);
+
+    // Where a route reads the token, it still does.
+    let renewed = send(
+        &app,
+        with_token(Method::PATCH, "/locks/t:lock", &lock_token, "{}"),
+    )
+    .await;
+    assert_eq!(renewed.status, 200, "{}", renewed.body);
+    let reentrant = acquire(&app, "t:re", r#"{"reentrant": true}"#).await;
+    let reentrant_token = reentrant.body["token"].as_str().expect("token");
+    let again = with_token(
+        Method::POST,
+        "/locks/t:re",
+        reentrant_token,
+        r#"{"reentrant": true}"#,
+    );
+    let again = send(&app, again).await;
+    assert_eq!(
+        (again.status, &again.body["hold_count"]),
+        (200, &json!(2)),
+        "{}",
+        again.body
+    );
+    let health = send(&app, with_token(Method::GET, "/healthz", &lock_token, "")).await;
+    assert_eq!(health.status, 200);
+    for (path, token) in [
+        ("/locks/t:lock", &lock_token),
+        ("/semaphores/t:sem", &permit_token),
+    ] {
+        let released = send(&app, with_token(Method::DELETE, path, token, "")).await;
+        assert_eq!(released.status, 204, "{path}: {}", released.body);
+    }
+}
+
 /// A query parameter a route does not take is a 400 `invalid-request`, not ignored: a ttl
 /// written in the query takes no lock (it would have been a lease shorter than asked); the
 /// detail names what the route takes and echoes nothing sent. What the routes do take (a

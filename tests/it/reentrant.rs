@@ -138,9 +138,11 @@ async fn refusals(gw: &Gateway) {
     )
     .await;
     assert_problem(status, &problem, 409, "not-reentrant");
-    // Without `reentrant: true`, a Lock-Token on POST is no re-entry: the lock is held.
+    // Without `reentrant: true`, a Lock-Token on POST is no re-entry, and is refused rather
+    // than ignored (ignored, its holder was told 409 `lock-held`, "another client").
     let (status, problem) = reenter(gw, "reentrant:plain", &token(&plain), json!({})).await;
-    assert_problem(status, &problem, 409, "lock-held");
+    assert_problem(status, &problem, 400, "invalid-request");
+    assert_eq!(problem["header"], "Lock-Token", "{problem}");
     // One that lockgate could not have issued is bad input, re-entry or not.
     let (status, problem) = reenter(gw, "reentrant:plain", "0", json!({})).await;
     assert_problem(status, &problem, 400, "invalid-request");

@@ -12,8 +12,10 @@
 //!    acts on that same value), authenticates the bearer key when API keys are configured (401
 //!    `unauthorized`; two `Authorization` headers are 400) and checks, once, that its scopes
 //!    allow the operation on that name (403 `forbidden`); on a lease's or a listing's route,
-//!    refuses a query parameter the route's document does not list (400 `invalid-request`:
-//!    `?ttl_ms=` is not a setting, and ignoring it would grant a lease shorter than asked);
+//!    refuses a query parameter the route's document does not list, or a `Lock-Token` where
+//!    it lists none (400 `invalid-request`: `?ttl_ms=` is not a setting, and ignoring it
+//!    would grant a lease shorter than asked; a holder's token on a semaphore's acquire would
+//!    take a second permit);
 //! 5. bounds the time to answer (503 `timeout`): `--request-timeout`, plus `--max-wait` for
 //!    an acquire or hold stream, which may wait that long for its lock, plus the longest
 //!    replica wait a request may ask for (`replica_timeout_ms`) for the operations that can ask
@@ -63,7 +65,7 @@ pub use self::answer::{GateFuture, Succeeded};
 pub use self::origin::HostPolicy;
 
 use self::answer::{LogContext, State};
-use self::request::{head_bytes, in_scope, query_says, unknown_query};
+use self::request::{head_bytes, in_scope, not_taken, query_says};
 
 use super::AppState;
 use super::dispatch::{Found, RouteTable, not_found};
@@ -316,8 +318,10 @@ where
         {
             return refuse(ApiError::Forbidden, log, slot, span.take());
         }
+        // A name that is not one is the first thing wrong: its handler's extractor answers it.
         if let Found::Route { endpoint, .. } = &found
-            && let Err(refusal) = unknown_query(req.uri(), endpoint)
+            && !matches!(name, Some(ResolvedName(Err(_))))
+            && let Err(refusal) = not_taken(&req, endpoint)
         {
             return refuse(refusal, log, slot, span.take());
         }

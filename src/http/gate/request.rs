@@ -1,6 +1,6 @@
 //! What the gate reads of a request: its id, its API key, the size of its head, whether its
-//! query asks for more (a revoke, a hold stream) or holds what the route does not take, and
-//! whether its key's scope covers it.
+//! query asks for more (a revoke, a hold stream), whether it holds what the route does not
+//! take (a query parameter, a `Lock-Token`), and whether its key's scope covers it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,7 +9,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 
 use super::super::dispatch::Endpoint;
-use super::super::extract::ResolvedName;
+use super::super::extract::{LOCK_TOKEN, ResolvedName};
 use super::super::problem::ApiError;
 use super::{Gate, MAX_REQUEST_ID_LEN, REQUEST_ID};
 use crate::access::{ApiKey, MetricsAuth};
@@ -109,19 +109,33 @@ pub(super) fn in_scope(key: &ApiKey, operation: Operation, name: Option<&Resolve
     }
 }
 
-/// Refuses a query parameter that `endpoint` does not take (its document lists those it
-/// does), on the routes of leases and listings: a setting written in the query instead of the
-/// body (`POST /locks/job?ttl_ms=600000`) would otherwise be ignored, and the lease silently
-/// shorter than asked, as the body's unknown fields are refused for the same reason. The
-/// service's routes (probes, metrics, documents, console) take what monitors and browsers
-/// send. The detail names what the route takes, never what was sent.
-pub(super) fn unknown_query(uri: &axum::http::Uri, endpoint: &Endpoint) -> Result<(), ApiError> {
-    let Some(query) = uri.query() else {
-        return Ok(());
-    };
+/// Refuses what `endpoint` does not take, on the routes of leases and listings: a query
+/// parameter its document does not list, or a `Lock-Token` where it lists none. Ignored, a
+/// setting written in the query instead of the body (`POST /locks/job?ttl_ms=600000`) would
+/// leave the lease silently shorter than asked, as the body's unknown fields are refused for
+/// the same reason; and a holder's token on an acquire that does not read it
+/// (`POST /semaphores/{name}`, a hold) would take a second lease beside its own, or tell the
+/// holder that "another client" holds its lock. The service's routes (probes, metrics,
+/// documents, console) take what monitors and browsers send. The detail names what the route
+/// takes, never what was sent.
+pub(super) fn not_taken(req: &Request, endpoint: &Endpoint) -> Result<(), ApiError> {
     if !(endpoint.operation.is_lock_operation() || endpoint.operation == Operation::List) {
         return Ok(());
     }
+    if !endpoint.takes_lock_token && req.headers().contains_key(LOCK_TOKEN) {
+        return Err(ApiError::header(
+            "Lock-Token",
+            "this route takes no Lock-Token: a lease's token goes with its renew (PATCH) and \
+             release (DELETE), or with an acquire that re-enters a reentrant lock",
+        ));
+    }
+    unknown_query(req.uri(), endpoint)
+}
+
+fn unknown_query(uri: &axum::http::Uri, endpoint: &Endpoint) -> Result<(), ApiError> {
+    let Some(query) = uri.query() else {
+        return Ok(());
+    };
     let takes = |key: &str| endpoint.query.iter().any(|name| **name == *key);
     if form_urlencoded::parse(query.as_bytes()).all(|(key, _)| takes(&key)) {
         return Ok(());

@@ -96,6 +96,7 @@ fn serving(handler: Handler) -> GateService {
         operation: Operation::Inspect,
         kind: 1,
         query: Box::new([]),
+        takes_lock_token: false,
         handler,
     };
     let routes = RouteTable::new([("/".to_owned(), endpoint)]);

@@ -107,18 +107,6 @@ impl ListQuery {
         }
         Ok(parsed)
     }
-
-    /// The query of a listing that takes no `name` (a primitive's): `name` is refused.
-    pub fn prefix_only(self) -> Result<Self, ApiError> {
-        if self.names.is_empty() {
-            Ok(self)
-        } else {
-            Err(ApiError::body(
-                None,
-                "unknown query parameter (expected prefix, limit and cursor)",
-            ))
-        }
-    }
 }
 
 /// List held locks.

@@ -49,7 +49,7 @@ use axum::response::IntoResponse;
         LockNameParam,
         IdempotencyKeyParam,
         ("Lock-Token" = Option<String>, Header, nullable = false, pattern = r"^[A-Za-z0-9_-]{22}o?r(h(0|[1-9][0-9]{0,18}))?\.[0-9]{1,19}$",
-            description = "With `reentrant: true`: the token of the reentrant lock its holder takes once more.")
+            description = "Only with `reentrant: true`: the token of the reentrant lock its holder takes once more (400 without it).")
     ),
     request_body(content = AcquireBody, description = "Lease settings; an empty body means all defaults.",
         content_type = "application/json"),
@@ -78,10 +78,18 @@ pub fn acquire_lock(
         return answer::refused(refused);
     }
     // A `Lock-Token` that lockgate could not have issued is bad input, whatever the body says:
-    // 400, as on every route. (A well-formed one is ignored unless the body asks for a
-    // re-entry.)
+    // 400, as on every route. A well-formed one is read only by a re-entry: without
+    // `reentrant: true` it is refused too, not ignored, or its holder would be told that
+    // another client holds its lock (a plain lock is extended by a renewal).
     let token = match token {
         Some(Err(malformed)) => return answer::refused(malformed),
+        Some(Ok(_)) if !reentrant => {
+            return answer::refused(ApiError::header(
+                "Lock-Token",
+                "an acquire reads a Lock-Token only with `reentrant: true` (its holder taking a \
+                 reentrant lock once more); a lease is extended by a renewal (PATCH)",
+            ));
+        }
         Some(Ok(token)) => Some(token),
         None => None,
     };

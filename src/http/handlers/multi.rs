@@ -18,9 +18,7 @@ use crate::http::AppState;
 use crate::http::acquiring;
 use crate::http::dto::{LockGrantBody, LockRenewalBody, MultiAcquireBody, RenewBody};
 use crate::http::extract::Caller;
-use crate::http::extract::{
-    IdempotencyKeyHeader, JsonBody, LockTokenHeader, query_flag, refuse_force,
-};
+use crate::http::extract::{IdempotencyKeyHeader, JsonBody, LockTokenHeader, query_flag};
 use crate::http::json::Json;
 use crate::http::problem::ApiError;
 use crate::lock::error::LockError;
@@ -247,10 +245,6 @@ pub async fn release_locks(
     uri: Uri,
     LockTokenHeader(token): LockTokenHeader,
 ) -> Result<StatusCode, ApiError> {
-    refuse_force(
-        uri.query(),
-        "a set is not revoked: revoke each of its locks",
-    )?;
     let multi = multi(query_names(&uri), caller.as_ref(), Operation::Release)?;
     refuse_other_sets(&token, &multi)?;
     let first = multi.first().clone();

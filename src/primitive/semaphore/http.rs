@@ -258,7 +258,8 @@ pub async fn list_semaphores(
     caller: Option<Extension<Caller>>,
     uri: Uri,
 ) -> Result<Json<SemaphoreListBody>, ApiError> {
-    let query = ListQuery::parse(uri.query())?.prefix_only()?;
+    // No `name` here: this listing does not document one, so the gate refuses it.
+    let query = ListQuery::parse(uri.query())?;
     let list = async |request: PageRequest<'_>| super::list(&app.service, request).await;
     let (semaphores, next_cursor) =
         prefix_page(&app, caller.as_ref(), &query, list, SemaphoreInfoBody::new).await?;
