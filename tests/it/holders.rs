@@ -82,6 +82,46 @@ async fn holders_round_trip(gw: &Gateway) {
 
 on_backends!(holders_round_trip: dev, redis, cluster);
 
+/// A retry with the same `Idempotency-Key` gets the first grant back as it was granted
+/// (docs/api.md, "Idempotent acquire"), whatever else its body asks (a longer `ttl_ms`, a
+/// `wait_ms`, another `owner`); one that asks for another kind of grant (no holder record, a
+/// bounded hold) is another request, answered as another client's would be, and takes nothing.
+async fn a_retry_repeats_its_request(gw: &Gateway) {
+    let locks = gw.locks();
+    let key = "2c9d7e1a-4b3f-4a8e-9c61-7d0e5f2a8b34";
+    let first = locks
+        .acquire_once("retried", key, holder_body(20_000))
+        .await
+        .done(201);
+    let mut asks_more = holder_body(600_000);
+    asks_more["wait_ms"] = json!(100);
+    asks_more["owner"] = json!("worker-other");
+    let replayed = locks
+        .acquire_once("retried", key, asks_more)
+        .await
+        .done(200);
+    assert_eq!(
+        (&replayed.token, replayed.fence),
+        (&first.token, first.fence)
+    );
+    assert!(replayed.ttl_ms <= 20_000, "{}", replayed.ttl_ms);
+    for other_kind in [json!({}), json!({"max_hold_ms": 60_000, "owner": "w"})] {
+        locks
+            .acquire_once("retried", key, other_kind)
+            .await
+            .refused(409, "lock-held");
+    }
+    let (_, seen) = inspect(gw, "retried", &first.token).await;
+    assert_eq!(
+        (&seen["owner"], &seen["fence"]),
+        (&json!("worker-7f9c:4242"), &json!(first.fence)),
+        "{seen}"
+    );
+    locks.release("retried", &first.token).await.done(204);
+}
+
+on_backends!(a_retry_repeats_its_request: dev, redis);
+
 #[tokio::test]
 async fn holders_round_trip_on_redlock() {
     let (gw, nodes) = redlock_trio().await;

@@ -36,7 +36,6 @@ impl Locks {
         self.0.renew(name, token, &body, None).await
     }
 
-    /// `DELETE /locks/{name}` with a token.
     /// `DELETE /locks/{name}` with a token: the body of a 200 (a hold given back, a lock held
     /// on until its minimum), none for a 204.
     pub async fn release(&self, name: &str, token: &str) -> Reply<Option<serde_json::Value>> {
