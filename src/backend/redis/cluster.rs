@@ -10,7 +10,7 @@
 //! connection to it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -151,9 +151,7 @@ impl SlotMasters {
         conn: &mut ClusterConnection,
     ) -> Result<Vec<(String, u16)>, BackendError> {
         self.refresh(conn).await?;
-        let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
-        let mut masters: Vec<(String, u16)> = ranges
-            .iter()
+        let mut masters: Vec<(String, u16)> = (self.read_ranges().iter())
             .map(|(_, _, host, port)| (host.clone(), *port))
             .collect();
         masters.sort_unstable();
@@ -168,20 +166,22 @@ impl SlotMasters {
         conn: &mut ClusterConnection,
     ) -> Result<Vec<(u16, String)>, BackendError> {
         self.refresh(conn).await?;
-        let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
-        Ok(ranges
-            .iter()
+        Ok((self.read_ranges().iter())
             .map(|(first, _, host, port)| (*first, format!("{host}:{port}")))
             .collect())
     }
 
     /// The first slot of the range `slot` is in, as last read (no round trip).
     pub fn range_of(&self, slot: u16) -> Option<u16> {
-        let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
-        ranges
-            .iter()
+        (self.read_ranges().iter())
             .find(|(first, last, _, _)| (*first..=*last).contains(&slot))
             .map(|(first, _, _, _)| *first)
+    }
+
+    /// The slot map as last read. A panic elsewhere while it was being replaced leaves the
+    /// old or the new map, both whole, so a poisoned lock is read through.
+    fn read_ranges(&self) -> RwLockReadGuard<'_, Vec<(u16, u16, String, u16)>> {
+        self.ranges.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Forgets the slot map, after a dedicated connection was told MOVED.
@@ -194,7 +194,7 @@ impl SlotMasters {
 
     fn lookup(&self, slot: u16) -> Option<Arc<DedicatedPool>> {
         let (host, port) = {
-            let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+            let ranges = self.read_ranges();
             let (_, _, host, port) = ranges
                 .iter()
                 .find(|(first, last, _, _)| (*first..=*last).contains(&slot))?;
