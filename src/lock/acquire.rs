@@ -1,7 +1,7 @@
 //! Acquiring a lease: one attempt, or a wait in line for the name (see [`super::service`]
-//! for what a waiting request does and costs), or in the name's fair queue (`fair.rs`). Split
-//! from `service.rs` so that the engine's struct, renew, release and inspect read on one
-//! screen, apart from the waiting loop; the attempt itself is `attempt.rs`.
+//! for what a waiting request does and costs), or in the name's fair queue (`fair.rs`). Apart
+//! from the engine's struct (`service.rs`) and from what is done to a grant once made
+//! (`renew_release.rs`); the attempt itself is `attempt.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;

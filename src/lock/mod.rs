@@ -20,6 +20,7 @@ pub mod prefix_events;
 pub mod primitive;
 mod promise;
 pub mod reentrant;
+pub mod renew_release;
 pub mod request;
 pub mod service;
 pub mod token;
@@ -34,8 +35,9 @@ pub use inspect::LockState;
 pub use multi::Multi;
 pub use primitive::{Exclusive, Primitive};
 pub use reentrant::Reentry;
+pub use renew_release::{Released, Renewal};
 pub use request::{LeaseRequest, Limits, RawLease, RawReplicas, RenewRequest};
-pub use service::{Grant, LockService, Released, Renewal};
+pub use service::{Grant, LockService};
 pub use token::{IdempotencyKey, LockToken, TokenSecret, TokenStem};
 pub use validity::Validity;
 

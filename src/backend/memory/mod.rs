@@ -10,6 +10,7 @@
 //!
 
 mod beside;
+mod feeds;
 mod grants;
 mod listing;
 mod lock;
@@ -20,9 +21,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, UNIX_EPOCH};
 
-use tokio::sync::broadcast;
-
-use crate::watch;
 use tokio::time::Instant;
 
 use super::fence::{fence_of, next_fence};
@@ -34,6 +32,7 @@ use super::{
 use super::{GrantsOf, Watched, lease_operations_by_kind};
 use crate::backend::{Announcements, GrantAttempt, GrantPage, GrantedNames, Lease, RenewAttempt};
 use crate::name::LockName;
+use feeds::{Feeds, GrantedNamesSender, announce, feed, freed};
 
 /// Expired locks are swept after this many writes, or after a quarter as many writes as there
 /// are locks if that is more. A write adds at most one entry, so the writes always catch up
@@ -54,42 +53,6 @@ pub struct MemoryBackend {
     freed: Feeds,
     /// A fair queue's head changed, for names somebody waits for fairly.
     heads: Feeds,
-}
-
-/// Every grant's name as it is made (see [`MemoryBackend::announce_grant`]).
-#[derive(Debug)]
-struct GrantedNamesSender(broadcast::Sender<Arc<str>>);
-
-impl Default for GrantedNamesSender {
-    fn default() -> Self {
-        Self(broadcast::channel(GRANTED_NAMES_BACKLOG).0)
-    }
-}
-
-/// Grants kept for a slow watcher of a prefix, which then looks at the store again.
-const GRANTED_NAMES_BACKLOG: usize = 1024;
-
-/// Announcement feeds by name.
-type Feeds = Arc<Mutex<HashMap<String, watch::Sender<()>>>>;
-
-/// Keeps a name in its feeds while its feed lives.
-#[derive(Debug)]
-struct Watching {
-    watched: Arc<Mutex<HashMap<String, watch::Sender<()>>>>,
-    name: String,
-}
-
-impl Drop for Watching {
-    fn drop(&mut self) {
-        let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
-        // The feed's receiver is dropped before this guard; nobody else listens then.
-        if watched
-            .get(&self.name)
-            .is_some_and(|tx| tx.receiver_count() == 0)
-        {
-            watched.remove(&self.name);
-        }
-    }
 }
 
 #[derive(Debug, Default)]
@@ -156,33 +119,6 @@ impl MemoryBackend {
         // Nobody watching a prefix right now is not an error.
         let _ = self.granted_names.0.send(Arc::from(name));
     }
-}
-
-fn announce(feeds: &Feeds, name: &str) {
-    let feeds = feeds.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(tx) = feeds.get(name) {
-        tx.send_replace(());
-    }
-}
-
-/// What the feeds of grants given back ([`MemoryBackend::freed`]) key a set by: its name and
-/// its kind's channel, as Redis names the channel.
-fn freed(of: GrantsOf, name: &str) -> String {
-    format!("{name}{}", of.freed_channel)
-}
-
-/// A feed of `feeds` for `name`, forgotten when its last receiver goes.
-fn feed(feeds: &Feeds, name: &str) -> ReleaseFeed {
-    let mut map = feeds.lock().unwrap_or_else(|p| p.into_inner());
-    let receiver = map
-        .entry(name.to_owned())
-        .or_insert_with(|| watch::channel(()).0)
-        .subscribe();
-    let guard = Watching {
-        watched: feeds.clone(),
-        name: name.to_owned(),
-    };
-    ReleaseFeed::new(receiver, guard)
 }
 
 impl State {

@@ -55,6 +55,7 @@ mod lease_calls;
 mod listing;
 mod lock;
 mod multi;
+mod native;
 mod notify;
 mod pool;
 mod queue;
