@@ -29,7 +29,11 @@
 # see fair_lines.rs). Before the calls, the lock is set, both waiters take their places and the
 # lock is deleted.
 #
-# Usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair | --queued] SCRIPT...
+# With --held, the scripts are plain acquires refused: one name held by another client's token
+# (set before the calls, with no expiry), each call a plain acquire of it, answered
+# `{0, pttl}`, the contention path.
+#
+# Usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair | --queued | --held] SCRIPT...
 # Needs: valgrind, redis-server, redis-cli, redis-benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,15 +47,18 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --fair) FAIR=1 ;;
     --queued) FAIR=queued ;;
+    --held) FAIR=held ;;
     *) SCRIPTS+=("$(realpath "$1")") ;;
     esac
     shift
 done
-[ ${#SCRIPTS[@]} -gt 0 ] || { echo "usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair | --queued] SCRIPT..." >&2; exit 1; }
+[ ${#SCRIPTS[@]} -gt 0 ] || { echo "usage: bench/acquire-instructions.sh [--calls N] [--runs R] [--fair | --queued | --held] SCRIPT..." >&2; exit 1; }
 QUEUED_KEYS=(4 'lockgate:{q}' lockgate:fences 'lockgate:{q}:queue' 'lockgate:{q}:queue:live')
 if [ "$FAIR" = queued ]; then
     # A liveness window longer than the run, so the head's gateway stays alive throughout.
     CALL=("${QUEUED_KEYS[@]}" AAAAAAAAAAAAAAAAAAAAAA 30000 0123456789abcdef:8 0 '' 3600000 pod-a)
+elif [ "$FAIR" = held ]; then
+    CALL=(3 'lockgate:{h}' lockgate:fences 'lockgate:{h}:queue' AAAAAAAAAAAAAAAAAAAAAA 30000)
 elif [ "$FAIR" = 1 ]; then
     CALL=(4 'lockgate:{__rand_int__}' lockgate:fences 'lockgate:{__rand_int__}:queue'
         'lockgate:{__rand_int__}:queue:live' AAAAAAAAAAAAAAAAAAAAAA 30000 0123456789abcdef:7 0 ''
@@ -86,6 +93,8 @@ for run in $(seq "$RUNS"); do
                     30000 "0123456789abcdef:$waiter" 0 '' 3600000 pod-a >/dev/null
             done
             redis-cli -p "$port" del 'lockgate:{q}' >/dev/null
+        elif [ "$FAIR" = held ]; then
+            redis-cli -p "$port" set 'lockgate:{h}' BBBBBBBBBBBBBBBBBBBBBB.1 >/dev/null
         fi
         redis-benchmark -p "$port" -n "$CALLS" -P 32 -r 100000000 -q EVALSHA "$sha" "${CALL[@]}" \
             >/dev/null
