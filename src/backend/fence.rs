@@ -125,6 +125,16 @@ pub fn has_stem(token: &str, stem: &str) -> bool {
         .is_some_and(|fence| fence_of(token).is_some() && !fence.is_empty())
 }
 
+/// Whether `token` is a grant of the same idempotency key as `stem` for another kind of grant:
+/// their entropy (the first [`STEM_ENTROPY_CHARS`], the HMAC of the name and the key) is the
+/// same and the marks after it are not. Asked only by idempotent attempts: random stems never
+/// share their entropy. The Lua twin is `key_reused` in grant.lua.
+pub fn key_reused(token: &str, stem: &str) -> bool {
+    stem.get(..STEM_ENTROPY_CHARS)
+        .is_some_and(|entropy| token.get(..STEM_ENTROPY_CHARS) == Some(entropy))
+        && !has_stem(token, stem)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,6 +256,22 @@ mod tests {
             "Yq3v7M1b0nqzT0m6k9xW2A",
             "Yq3v7M1b0nqzT0m6k9xW2A"
         ));
+    }
+
+    #[test]
+    fn a_key_is_reused_by_another_kind_of_grant_only() {
+        let entropy = "Yq3v7M1b0nqzT0m6k9xW2A";
+        let plain = token(entropy, 17);
+        let shared = token(&format!("{entropy}s"), 17);
+        // The same grant again is a replay, not a reuse.
+        assert!(!key_reused(&plain, entropy));
+        // Another kind of grant of the same key, either way round.
+        assert!(key_reused(&shared, entropy));
+        assert!(key_reused(&plain, &format!("{entropy}oh60000")));
+        // Another key's grant, a marker, a short stem: no.
+        assert!(!key_reused(&token("Zq3v7M1b0nqzT0m6k9xW2A", 17), entropy));
+        assert!(!key_reused("~shared", entropy));
+        assert!(!key_reused(&plain, "Yq3v7M"));
     }
 
     #[test]

@@ -66,6 +66,10 @@ pub enum AcquireOutcome {
         /// `lock::fair_lines`).
         stray: Option<u64>,
     },
+    /// An idempotent attempt's key holds the name with a grant of another kind (another mode,
+    /// re-entry, hold bound, or holder record: see [`key_reused`](super::fence::key_reused)).
+    /// Nothing was taken, and a queue place the attempt had was left.
+    KeyReused,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

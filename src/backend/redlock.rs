@@ -154,6 +154,8 @@ enum Answer {
     Granted(Lease),
     Replayed(Lease),
     Held(Option<Duration>),
+    /// The attempt's idempotency key holds the name there with another kind of grant.
+    KeyReused,
     Failed,
     /// Not asked: the node forgot its data and is kept out of new grants for a while.
     KeptOut,
@@ -473,6 +475,7 @@ impl RedlockBackend {
                 Some(Ok(AcquireOutcome::Granted(lease))) => Answer::Granted(lease),
                 Some(Ok(AcquireOutcome::AlreadyHeld(lease))) => Answer::Replayed(lease),
                 Some(Ok(AcquireOutcome::Held { ttl })) => Answer::Held(ttl),
+                Some(Ok(AcquireOutcome::KeyReused)) => Answer::KeyReused,
                 // A lock's acquire never answers this.
                 Some(Ok(AcquireOutcome::Overtakable { ttl })) => Answer::Held(ttl),
                 // Nor this: no attempt of a Redlock takes a place in a queue.
@@ -494,9 +497,19 @@ impl RedlockBackend {
             answers
                 .iter()
                 .enumerate()
-                .filter(|(_, a)| !matches!(a, Answer::Held(_) | Answer::KeptOut))
+                .filter(|(_, a)| {
+                    !matches!(a, Answer::Held(_) | Answer::KeyReused | Answer::KeptOut)
+                })
                 .map(|(i, _)| i)
         };
+        // One node holding the name with the key's other kind of grant refuses the attempt:
+        // what it took elsewhere is given back (a majority of the other kind may have expired
+        // on some nodes only; the key never holds the name both ways).
+        if answers.iter().any(|a| matches!(a, Answer::KeyReused)) {
+            self.withdraw_on(maybe_ours(), name, attempt.withdrawal(), true)
+                .await;
+            return Ok(AcquireOutcome::KeyReused);
+        }
         if holders.len() < self.quorum() {
             self.withdraw_on(maybe_ours(), name, attempt.withdrawal(), true)
                 .await;

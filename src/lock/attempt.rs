@@ -217,6 +217,10 @@ impl LockService {
                 guard.disarm();
                 return Err(LockError::LimitDiffers { held: limit });
             }
+            AcquireOutcome::KeyReused => {
+                guard.disarm();
+                return Err(LockError::IdempotencyKeyReused);
+            }
         };
         // The longest lease granted here, for the store's data-loss guard.
         self.longest.saw(request.ttl);

@@ -16,6 +16,10 @@ pub enum LockError {
     /// (`held`) than the one asked for.
     #[error("the grants are held under a limit of {held}")]
     LimitDiffers { held: u32 },
+    /// The `Idempotency-Key` holds the name with a grant of another kind than the one asked
+    /// for (another mode, re-entry, hold bound, or owner): a retry must repeat its request.
+    #[error("the idempotency key holds a grant of another kind")]
+    IdempotencyKeyReused,
     /// A multi-lock's names are in different Redis Cluster hash slots.
     #[error("the names of a multi-lock must share a Redis Cluster hash slot")]
     CrossSlot,

@@ -1,13 +1,13 @@
 //! The rules of a grant exist twice: in Lua (`src/backend/scripts/grant.lua`, the prelude of
 //! every script that issues or raises a fence, recognises a token by its stem, or writes a
-//! holder record) and in Rust (`backend::fence::next_fence`, `has_stem`, `fence_of`;
+//! holder record) and in Rust (`backend::fence::next_fence`, `has_stem`, `key_reused`, `fence_of`;
 //! `backend::holder::Holder::record`), which the memory backend and the gateway use. These
 //! tests run the Lua functions on a real server and the Rust twins over the same inputs: a
 //! change to either side alone fails them. The plain acquire (`acquire.lua`) writes the three
 //! rules out instead of taking the prelude (its closures cost every acquire of the fleet):
 //! each test runs it over the same inputs too.
 
-use lockgate::backend::fence::{fence_of, has_stem, next_fence};
+use lockgate::backend::fence::{fence_of, has_stem, key_reused, next_fence};
 use lockgate::backend::holder::Holder;
 
 use crate::support::redis::RedisServer;
@@ -139,6 +139,8 @@ fn the_fence_rule_is_the_same_in_lua_and_rust() {
 
 /// "This token is a grant of this stem", and its fence, the same on both sides: the Lua
 /// scripts' idempotent retries, withdrawals and finalizations, and the gateway's reading.
+/// And "this token is a grant of the same idempotency key for another kind of grant"
+/// (`key_reused`), which refuses an idempotent retry that asks for another kind.
 #[test]
 fn the_stem_match_is_the_same_in_lua_and_rust() {
     let redis = RedisServer::start();
@@ -156,6 +158,8 @@ fn the_stem_match_is_the_same_in_lua_and_rust() {
         stem.to_owned(),
         "~shared".to_owned(),
         "a-token-of-another-client".to_owned(),
+        "BAAAAAAAAAAAAAAAAAAAAAo.1763712000123456".to_owned(),
+        "AAAAAAAAAAAAAAAAAAAAAB.1763712000123456".to_owned(),
     ];
     for token in &cases {
         let lua: Option<String> = eval(
@@ -165,6 +169,13 @@ fn the_stem_match_is_the_same_in_lua_and_rust() {
             &[token, stem],
         );
         assert_eq!(lua.is_some(), has_stem(token, stem), "{token}");
+        let lua_reused: bool = eval(
+            &redis,
+            "return key_reused(ARGV[1], ARGV[2]) and 1 or 0",
+            &[],
+            &[token, stem],
+        );
+        assert_eq!(lua_reused, key_reused(token, stem), "key_reused, {token}");
         let rust_fence = has_stem(token, stem).then(|| fence_of(token)).flatten();
         assert_eq!(
             lua.map(|text| text.parse::<u64>().unwrap()),
@@ -185,6 +196,30 @@ fn the_stem_match_is_the_same_in_lua_and_rust() {
             },
             other => panic!("{token}: acquire.lua answered {other:?} on a held lock"),
         };
+        // As an idempotent attempt (a claim key and id), it also refuses another kind of
+        // grant of its key ({6}) exactly when the rule says so.
+        let reply = acquire_lua(
+            &redis,
+            &["held", "counter", "queue", "claim", "holder"],
+            &[stem, "10000", "claim-id", ""],
+        );
+        let (found_by_claim, refused) = match reply {
+            redis::Value::Array(items) => match items[..] {
+                [redis::Value::Int(2), redis::Value::Int(fence), _] => (Some(fence), false),
+                [redis::Value::Int(6)] => (None, true),
+                _ => (None, false),
+            },
+            other => panic!("{token}: acquire.lua answered {other:?} on a held lock"),
+        };
+        assert_eq!(
+            found_by_claim, found_again,
+            "idempotent acquire.lua, {token}"
+        );
+        assert_eq!(
+            refused,
+            key_reused(token, stem),
+            "idempotent acquire.lua, {token}"
+        );
         assert_eq!(
             found_again.is_some(),
             has_stem(token, stem),

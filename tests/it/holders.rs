@@ -85,7 +85,8 @@ on_backends!(holders_round_trip: dev, redis, cluster);
 /// A retry with the same `Idempotency-Key` gets the first grant back as it was granted
 /// (docs/api.md, "Idempotent acquire"), whatever else its body asks (a longer `ttl_ms`, a
 /// `wait_ms`, another `owner`); one that asks for another kind of grant (no holder record, a
-/// bounded hold) is another request, answered as another client's would be, and takes nothing.
+/// bounded hold) is refused at once, waiting or fair alike: 422 `idempotency-key-reused`, and
+/// the first grant stays as it was.
 async fn a_retry_repeats_its_request(gw: &Gateway) {
     let locks = gw.locks();
     let key = "2c9d7e1a-4b3f-4a8e-9c61-7d0e5f2a8b34";
@@ -105,11 +106,16 @@ async fn a_retry_repeats_its_request(gw: &Gateway) {
         (&first.token, first.fence)
     );
     assert!(replayed.ttl_ms <= 20_000, "{}", replayed.ttl_ms);
-    for other_kind in [json!({}), json!({"max_hold_ms": 60_000, "owner": "w"})] {
+    for other_kind in [
+        json!({}),
+        json!({"max_hold_ms": 60_000, "owner": "w"}),
+        json!({"wait_ms": 60_000}),
+        json!({"wait_ms": 60_000, "fair": true}),
+    ] {
         locks
             .acquire_once("retried", key, other_kind)
             .await
-            .refused(409, "lock-held");
+            .refused(422, "idempotency-key-reused");
     }
     let (_, seen) = inspect(gw, "retried", &first.token).await;
     assert_eq!(
@@ -121,6 +127,114 @@ async fn a_retry_repeats_its_request(gw: &Gateway) {
 }
 
 on_backends!(a_retry_repeats_its_request: dev, redis);
+
+/// A key reused for another kind of grant takes nothing on any kind of lease: no second permit
+/// of a semaphore, no second reader, no reader beside the key's writer, no second grant of a
+/// set.
+async fn a_key_reused_for_another_kind_takes_nothing(gw: &Gateway) {
+    let key = "9f1c2b7e-0d4a-4e6b-8a35-61c7d2e9f084";
+    let reused = "idempotency-key-reused";
+    let permits = || gw.client().semaphores();
+    let permit = permits()
+        .acquire("pool", &json!({"permits": 3}), Some(key), None)
+        .await
+        .done(201);
+    permits()
+        .acquire(
+            "pool",
+            &json!({"permits": 3, "owner": "w"}),
+            Some(key),
+            None,
+        )
+        .await
+        .refused(422, reused);
+    let seen = permits().inspect_as::<Value>("pool").await.done(200);
+    assert_eq!(seen["in_use"], 1, "{seen}");
+
+    let locks = gw.locks();
+    let reader = locks
+        .acquire_once("doc", key, json!({"mode": "shared"}))
+        .await
+        .done(201);
+    locks
+        .acquire_once("doc", key, json!({"mode": "shared", "max_hold_ms": 60_000}))
+        .await
+        .refused(422, reused);
+    let (_, seen) = inspect(gw, "doc", &reader.token).await;
+    assert_eq!(
+        seen["shared_holders"].as_array().map(Vec::len),
+        Some(1),
+        "{seen}"
+    );
+
+    let writer = locks.acquire_once("report", key, json!({})).await.done(201);
+    locks
+        .acquire_once("report", key, json!({"mode": "shared"}))
+        .await
+        .refused(422, reused);
+    let (_, seen) = inspect(gw, "report", &writer.token).await;
+    assert_eq!(
+        (&seen["mode"], &seen["fence"]),
+        (&json!("exclusive"), &json!(writer.fence)),
+        "{seen}"
+    );
+
+    let names = ["batch:1".to_owned(), "batch:2".to_owned()];
+    let set = || gw.client().set(&names);
+    let grant = set()
+        .acquire("", &json!({"names": names}), Some(key), None)
+        .await
+        .done(201);
+    set()
+        .acquire(
+            "",
+            &json!({"names": names, "max_hold_ms": 60_000}),
+            Some(key),
+            None,
+        )
+        .await
+        .refused(422, reused);
+    for name in &names {
+        let (_, seen) = inspect(gw, name, &grant.token).await;
+        assert_eq!(seen["fence"], json!(grant.fence), "{seen}");
+    }
+
+    permits()
+        .release("pool", &permit.token, None)
+        .await
+        .done(204);
+    locks.release("doc", &reader.token).await.done(204);
+    locks.release("report", &writer.token).await.done(204);
+    set().release("", &grant.token, None).await.done(204);
+}
+
+on_backends!(a_key_reused_for_another_kind_takes_nothing: dev, redis);
+
+/// On Redlock too: a node that holds the name with the key's other kind of grant refuses the
+/// attempt, and whatever it took on the others is given back.
+#[tokio::test]
+async fn a_key_reused_on_redlock_is_refused() {
+    let (gw, _nodes) = redlock_trio().await;
+    let locks = gw.locks();
+    let key = "3b8e6f21-7c4d-4f0a-b2e9-0a5d8c1f6e73";
+    let first = locks
+        .acquire_once("job", key, holder_body(20_000))
+        .await
+        .done(201);
+    locks
+        .acquire_once("job", key, json!({}))
+        .await
+        .refused(422, "idempotency-key-reused");
+    let replayed = locks
+        .acquire_once("job", key, holder_body(20_000))
+        .await
+        .done(200);
+    assert_eq!(
+        (&replayed.token, replayed.fence),
+        (&first.token, first.fence)
+    );
+    locks.release("job", &first.token).await.done(204);
+}
 
 #[tokio::test]
 async fn holders_round_trip_on_redlock() {

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::grants::GrantSet;
 use super::{Held, MemoryBackend, State, lease};
+use crate::backend::fence::key_reused;
 use crate::backend::marks::is_marker;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, GrantsOf};
 
@@ -52,14 +53,20 @@ impl MemoryBackend {
         if let Some(held) = state.live_lock(name, now)
             && !is_marker(&held.token)
         {
+            if attempt.claim.is_some() && key_reused(&held.token, attempt.stem) {
+                return Ok(AcquireOutcome::KeyReused);
+            }
             return Ok(AcquireOutcome::Held {
                 ttl: Some(held.expires - now),
             });
         }
-        if let Some(readers) = state.live_grants(of, name, now)
-            && let Some(lease) = readers.find_again(&attempt, now)
-        {
-            return Ok(AcquireOutcome::AlreadyHeld(lease));
+        if let Some(readers) = state.live_grants(of, name, now) {
+            if let Some(lease) = readers.find_again(&attempt, now) {
+                return Ok(AcquireOutcome::AlreadyHeld(lease));
+            }
+            if readers.key_reused(&attempt) {
+                return Ok(AcquireOutcome::KeyReused);
+            }
         }
         if let Some(until) = state.hold_offs.get(name).copied().filter(|u| *u > now) {
             return Ok(AcquireOutcome::Held {

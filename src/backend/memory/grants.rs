@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::{MemoryBackend, State, acked, announce, freed, issued_fence, lease};
-use crate::backend::fence::{fence_of, has_stem, token};
+use crate::backend::fence::{fence_of, has_stem, key_reused, token};
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, GrantsOf, Holder, Lease, ReleaseOutcome,
     RenewAttempt, RenewOutcome, Withdrawal,
@@ -80,6 +80,15 @@ impl GrantSet {
             ttl: grant.expires - now,
             replicas_acked: acked(attempt.ack()),
         })
+    }
+
+    /// Whether an idempotent attempt's key holds a grant here of another kind of grant.
+    pub(super) fn key_reused(&self, attempt: &GrantAttempt<'_>) -> bool {
+        attempt.claim.is_some()
+            && self
+                .held
+                .iter()
+                .any(|grant| key_reused(&grant.token, attempt.stem))
     }
 
     /// Removes the first grant `matches` picks; true if it picked one.
@@ -197,6 +206,9 @@ impl MemoryBackend {
         if let Some(grants) = state.live_grants(of, name, now) {
             if let Some(lease) = grants.find_again(&attempt, now) {
                 return Ok(AcquireOutcome::AlreadyHeld(lease));
+            }
+            if grants.key_reused(&attempt) {
+                return Ok(AcquireOutcome::KeyReused);
             }
             if of.limited && grants.limit != limit {
                 return Ok(AcquireOutcome::LimitDiffers {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{Held, MemoryBackend, issued_fence, lease, wall_clock_millis};
-use crate::backend::fence::{has_stem, min_hold_left, token};
+use crate::backend::fence::{has_stem, key_reused, min_hold_left, token};
 use crate::backend::marks::is_marker;
 use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::{
@@ -34,6 +34,12 @@ impl MemoryBackend {
                     remaining,
                     attempt.ack(),
                 )));
+            }
+            if attempt.claim.is_some() && key_reused(&held.token, attempt.stem) {
+                if let Some(place) = place {
+                    state.leave_queue(name, place.waiter);
+                }
+                return Ok(AcquireOutcome::KeyReused);
             }
             let shared = is_marker(&held.token);
             if let Some(place) = place {

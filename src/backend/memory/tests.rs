@@ -25,6 +25,7 @@ fn lease(outcome: AcquireOutcome) -> Lease {
         AcquireOutcome::Held { .. }
         | AcquireOutcome::Overtakable { .. }
         | AcquireOutcome::LimitDiffers { .. }
+        | AcquireOutcome::KeyReused
         | AcquireOutcome::Queued { .. } => panic!("expected a grant, got {outcome:?}"),
     }
 }

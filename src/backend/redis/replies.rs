@@ -24,7 +24,8 @@ pub(super) fn protocol(script: &str, detail: impl std::fmt::Display) -> BackendE
 /// again), `{0, pttl}` (held), `{0, pttl, 1}` (held by readers), `{3, limit}` (a limited
 /// kind's other limit), `{4, pttl, position, score}` and `{4, -2, position, score, head}`
 /// (queued; `head` names the first waiter of a free lock, and is this `gateway`'s stray
-/// candidate when it is one of its own: see `fair_acquire.lua`).
+/// candidate when it is one of its own: see `fair_acquire.lua`), `{6}` (the idempotency key
+/// holds the name for another kind of grant).
 pub(super) fn acquire_outcome(
     script: &str,
     reply: Value,
@@ -87,6 +88,7 @@ pub(super) fn acquire_outcome(
         [Value::Int(3), Value::Int(limit)] => Ok(AcquireOutcome::LimitDiffers {
             limit: whole(limit)?,
         }),
+        [Value::Int(6)] => Ok(AcquireOutcome::KeyReused),
         _ => Err(protocol(script, format!("{items:?}"))),
     }
 }

@@ -26,15 +26,18 @@
 --                              lock's readers): the value is its marker, which begins with
 --                              '~' (byte 126; no token does)
 --         {5}                  free, but fair waiters are queued for it (or were: see above)
+--         {6}                  (idempotent acquires) held by a grant of the same idempotency
+--                              key for another kind of grant (key_reused of grant.lua)
 --
 -- Written for the fewest calls and the least work on the common path (a free lock, no queue):
 -- GET, TIME, EXISTS over the queue, one SET ... GET on the counter, the SET and the PUBLISH.
 -- Every call, argument and closure here is paid by every plain acquire of the fleet
 -- (bench/redis-ceiling.sh), so this script writes out the rules of grant.lua instead of
--- taking its prelude: `next_fence` (the fence), `fence_text_of` (a token of this stem) and
--- `holder_record`, whose three closures a run would otherwise make (about 1.8k of Redis's
--- instructions an acquire, bench/README.md). They must stay the same as grant.lua's:
--- tests/it/grant_rules.rs runs this script against the same cases as the prelude.
+-- taking its prelude: `next_fence` (the fence), `fence_text_of` (a token of this stem),
+-- `key_reused` and `holder_record`, whose closures a run would otherwise make (about 1.8k of
+-- Redis's instructions an acquire for three of them, bench/README.md). They must stay the
+-- same as grant.lua's: tests/it/grant_rules.rs runs this script against the same cases as
+-- the prelude.
 local holder = redis.call('GET', KEYS[1])
 if holder then
   -- fence_text_of(holder, ARGV[1]), written out.
@@ -47,6 +50,12 @@ if holder then
       end
       return {2, tonumber(ours), redis.call('PTTL', KEYS[1])}
     end
+  end
+  -- key_reused(holder, stem), written out; asked only by idempotent attempts, which pay for
+  -- it (a claim id is theirs alone).
+  if KEYS[4] and ARGV[3] ~= '' and #stem >= 22
+      and string.sub(holder, 1, 22) == string.sub(stem, 1, 22) then
+    return {6}
   end
   if string.byte(holder, 1) == 126 then
     return {0, redis.call('PTTL', KEYS[1]), 1}

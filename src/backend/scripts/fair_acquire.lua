@@ -31,6 +31,9 @@
 --                              gateway's, that gateway takes the place out when its waiter
 --                              is gone (an attempt that arrived after its leave, a failover
 --                              that lost the leave: see fair_lines.rs)
+--         {6}                  (idempotent acquires) held by a grant of the same idempotency
+--                              key for another kind of grant (key_reused of grant.lua): no
+--                              place is taken, and a place it had is left
 --
 -- The fence is next_fence() of grant.lua over the slot counter.
 local queue, live, member = KEYS[3], KEYS[4], ARGV[3]
@@ -45,6 +48,10 @@ if holder then
     end
     leave_queue(KEYS[1], queue, live, member, now)
     return {2, tonumber(ours), redis.call('PTTL', KEYS[1])}
+  end
+  if KEYS[5] and ARGV[8] ~= '' and key_reused(holder, ARGV[1]) then
+    leave_queue(KEYS[1], queue, live, member, now)
+    return {6}
   end
 end
 local score = enqueue(queue, live, member, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[7], time,

@@ -48,6 +48,16 @@ local function fence_text_of(token, stem)
   return nil
 end
 
+-- Whether `token` is a grant of the same idempotency key as `stem` for another kind of grant:
+-- their first 22 characters (the HMAC of the name and the key, STEM_ENTROPY_CHARS in
+-- src/backend/marks.rs) are the same, and the marks after them are not (another mode,
+-- re-entry, hold bound, or holder record). Asked only by idempotent attempts: random stems
+-- never share their entropy. Rust twin: `key_reused` in src/backend/fence.rs.
+local function key_reused(token, stem)
+  return #stem >= 22 and string.sub(token, 1, 22) == string.sub(stem, 1, 22)
+    and not fence_text_of(token, stem)
+end
+
 -- The holder record of the grant with fence `text`: `fields` (the gateway's compact JSON
 -- object after its opening brace, `"owner":"pod-a"}`) behind the fence field.
 local function holder_record(text, fields)

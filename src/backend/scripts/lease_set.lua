@@ -27,7 +27,9 @@ local function reclaim(set, info, now_ms)
 end
 
 -- The reply of an idempotent retry, {2, fence, pttl}, if a lease of `stem` is in `held` (a
--- ZRANGE ... WITHSCORES reply); the retry's `claim` ('' for none) takes the grant over.
+-- ZRANGE ... WITHSCORES reply); the retry's `claim` ('' for none) takes the grant over. An
+-- idempotent attempt (a claim) whose key holds a lease of another kind of grant gets {6}
+-- (key_reused of grant.lua), after the whole set is searched for a lease of its own.
 local function found_again(held, info, stem, claim, now_ms)
   for i = 1, #held, 2 do
     local ours = fence_text_of(held[i], stem)
@@ -36,6 +38,13 @@ local function found_again(held, info, stem, claim, now_ms)
         redis.call('HSET', info, 'claim:' .. stem, claim)
       end
       return {2, tonumber(ours), tonumber(held[i + 1]) - now_ms}
+    end
+  end
+  if claim ~= '' then
+    for i = 1, #held, 2 do
+      if key_reused(held[i], stem) then
+        return {6}
+      end
     end
   end
   return nil

@@ -13,12 +13,17 @@
 -- Returns fence                granted now: every lock key holds `<stem>.<fence>`
 --         {2, fence, pttl_ms}  a token of this stem holds every name (an idempotent retry)
 --         {0, pttl_ms}         a name is held by another token (or by this set in part)
+--         {6}                  (idempotent acquires) a name is held by a grant of the same
+--                              idempotency key for another kind of grant (key_reused)
 local mine, found, found_fence = 0, nil, nil
 for i = 3, #KEYS, 2 do
   local value = redis.call('GET', KEYS[i])
   if value then
     local ours = fence_text_of(value, ARGV[1])
     if not ours then
+      if ARGV[3] ~= '' and key_reused(value, ARGV[1]) then
+        return {6}
+      end
       return {0, redis.call('PTTL', KEYS[i])}
     end
     mine, found, found_fence = mine + 1, KEYS[i], ours

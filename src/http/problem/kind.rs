@@ -63,6 +63,12 @@ problem_kinds! {
         "nobody holds it: it expired or was released";
     PermitsMismatch: CONFLICT, "permits-mismatch", "Permit limit differs",
         "the permits held were granted under another limit (the problem's `permits`)";
+    IdempotencyKeyReused: UNPROCESSABLE_ENTITY, "idempotency-key-reused",
+        "Idempotency key reused",
+        "the `Idempotency-Key` already holds the name with a grant of another kind (another \
+        `mode`, `reentrant`, `max_hold_ms` or `min_hold_ms`, or `owner`/`metadata` where the \
+        first request had none, or the reverse): a retry repeats its request's body; nothing \
+        was taken";
     NotOffered: NOT_IMPLEMENTED, "not-offered", "Not offered in this mode",
         "the configured backend does not keep this kind of lock (Redlock keeps plain \
         locks only)";

@@ -38,6 +38,16 @@ pub(super) fn render_lock_error(err: LockError) -> Rendered {
                 cause: None,
             }
         }
+        LockError::IdempotencyKeyReused => Rendered {
+            problem: Problem::new(
+                ProblemKind::IdempotencyKeyReused,
+                "this Idempotency-Key already holds the name with another kind of grant: a \
+                 retry must send the same body as its first request, and a new request a new \
+                 key",
+            ),
+            retry_after: None,
+            cause: None,
+        },
         LockError::CrossSlot => Rendered {
             problem: Problem::new(
                 ProblemKind::CrossSlot,

@@ -34,6 +34,11 @@ fn lock_errors_map_to_the_documented_statuses_and_types() {
             501,
             "not-offered",
         ),
+        (
+            LockError::IdempotencyKeyReused.into(),
+            422,
+            "idempotency-key-reused",
+        ),
         (LockError::Revoked.into(), 410, "lock-revoked"),
         (LockError::MaxHoldReached.into(), 409, "max-hold-reached"),
         (LockError::TooManyWaiters.into(), 503, "too-many-waiters"),

@@ -17,9 +17,9 @@ pub mod groups {
     use crate::http::problem::ProblemKind;
     use crate::http::problem::ProblemKind::{
         BackendFull, BackendUnavailable, CrossSlot, Forbidden, GrantsHeldBack,
-        InsufficientReplicas, InvalidName, InvalidRequest, LockHeld, LockNotHeld, LockRevoked,
-        MaxHoldReached, NotOffered, NotOwner, OutcomeUnknown, PayloadTooLarge, ShuttingDown,
-        TooManyWaiters, TooManyWatchers, WaitPoolExhausted,
+        IdempotencyKeyReused, InsufficientReplicas, InvalidName, InvalidRequest, LockHeld,
+        LockNotHeld, LockRevoked, MaxHoldReached, NotOffered, NotOwner, OutcomeUnknown,
+        PayloadTooLarge, ShuttingDown, TooManyWaiters, TooManyWatchers, WaitPoolExhausted,
     };
 
     /// What every acquire can answer (a lock, a shared grant, a permit, a set; and their hold
@@ -28,6 +28,7 @@ pub mod groups {
         InvalidName,
         InvalidRequest,
         LockHeld,
+        IdempotencyKeyReused,
         PayloadTooLarge,
         NotOffered,
         BackendUnavailable,

@@ -17,6 +17,8 @@
 --         {2, fence, pttl_ms}  a permit of this stem is held (an idempotent retry)
 --         {0, pttl_ms}         all permits are held; the first of them ends in pttl_ms
 --         {3, limit}           the permits held were granted under another limit
+--         {6}                  (idempotent acquires) a permit is held by a grant of the same
+--                              idempotency key for another kind of grant
 local now, now_ms = clock()
 reclaim(KEYS[1], KEYS[3], now_ms)
 local held = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')

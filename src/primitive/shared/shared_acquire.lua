@@ -16,8 +16,13 @@
 -- Returns fence                granted now: the token is `<stem>.<fence>`
 --         {2, fence, pttl_ms}  a reader of this stem holds it (an idempotent retry)
 --         {0, pttl_ms}         a writer holds it, or waits (pttl -1: no expiry)
+--         {6}                  (idempotent acquires) a writer or a reader holds it by a grant
+--                              of the same idempotency key for another kind of grant
 local value = redis.call('GET', KEYS[1])
 if value and value ~= '~shared' then
+  if ARGV[3] ~= '' and key_reused(value, ARGV[1]) then
+    return {6}
+  end
   return {0, redis.call('PTTL', KEYS[1])}
 end
 local now, now_ms = clock()

@@ -5,7 +5,7 @@ use super::Operation;
 
 /// How a request ended: the `outcome` label. Successes name what happened; failures are the
 /// problem type (`lock-held` and `lock-not-held` shortened to `held` and `not-held`).
-pub const OUTCOMES: [&str; 42] = [
+pub const OUTCOMES: [&str; 43] = [
     "acquired",
     "replayed",
     "reentered",
@@ -22,6 +22,7 @@ pub const OUTCOMES: [&str; 42] = [
     "not-owner",
     "not-reentrant",
     "permits-mismatch",
+    "idempotency-key-reused",
     "not-offered",
     "cross-slot",
     "lock-revoked",
