@@ -110,6 +110,13 @@ impl<'a> GrantAttempt<'a> {
         }
     }
 
+    /// Whether `token`, held now, is a grant of this attempt's idempotency key for another kind
+    /// of grant ([`key_reused`](super::fence::key_reused)): asked by idempotent attempts only
+    /// (a claim), as the scripts ask.
+    pub fn key_reused_by(&self, token: &str) -> bool {
+        self.claim.is_some() && super::fence::key_reused(token, self.stem)
+    }
+
     /// The lease asked for.
     pub fn ttl(&self) -> Duration {
         self.request.ttl

@@ -9,7 +9,6 @@ use tokio::time::Instant;
 
 use super::grants::GrantSet;
 use super::{Held, MemoryBackend, State, lease};
-use crate::backend::fence::key_reused;
 use crate::backend::marks::is_marker;
 use crate::backend::{AcquireOutcome, BackendError, GrantAttempt, GrantsOf};
 
@@ -53,7 +52,7 @@ impl MemoryBackend {
         if let Some(held) = state.live_lock(name, now)
             && !is_marker(&held.token)
         {
-            if attempt.claim.is_some() && key_reused(&held.token, attempt.stem) {
+            if attempt.key_reused_by(&held.token) {
                 return Ok(AcquireOutcome::KeyReused);
             }
             return Ok(AcquireOutcome::Held {

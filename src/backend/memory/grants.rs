@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::{MemoryBackend, State, acked, announce, freed, issued_fence, lease};
-use crate::backend::fence::{fence_of, has_stem, key_reused, token};
+use crate::backend::fence::{fence_of, has_stem, token};
 use crate::backend::{
     AcquireOutcome, BackendError, Claim, GrantAttempt, GrantsOf, Holder, Lease, ReleaseOutcome,
     RenewAttempt, RenewOutcome, Withdrawal,
@@ -84,11 +84,9 @@ impl GrantSet {
 
     /// Whether an idempotent attempt's key holds a grant here of another kind of grant.
     pub(super) fn key_reused(&self, attempt: &GrantAttempt<'_>) -> bool {
-        attempt.claim.is_some()
-            && self
-                .held
-                .iter()
-                .any(|grant| key_reused(&grant.token, attempt.stem))
+        self.held
+            .iter()
+            .any(|grant| attempt.key_reused_by(&grant.token))
     }
 
     /// Removes the first grant `matches` picks; true if it picked one.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{Held, MemoryBackend, issued_fence, lease, wall_clock_millis};
-use crate::backend::fence::{has_stem, key_reused, min_hold_left, token};
+use crate::backend::fence::{has_stem, min_hold_left, token};
 use crate::backend::marks::is_marker;
 use crate::backend::queue::QUEUED_RETRY;
 use crate::backend::{
@@ -35,7 +35,7 @@ impl MemoryBackend {
                     attempt.ack(),
                 )));
             }
-            if attempt.claim.is_some() && key_reused(&held.token, attempt.stem) {
+            if attempt.key_reused_by(&held.token) {
                 if let Some(place) = place {
                     state.leave_queue(name, place.waiter);
                 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{Held, MemoryBackend, issued_fence, lease};
-use crate::backend::fence::{has_stem, key_reused, token};
+use crate::backend::fence::{has_stem, token};
 use crate::backend::{AcquireOutcome, BackendError, ReleaseOutcome, RenewOutcome, Withdrawal};
 use crate::backend::{GrantAttempt, RenewAttempt};
 use crate::name::LockName;
@@ -21,7 +21,7 @@ impl MemoryBackend {
         for name in names {
             if let Some(held) = state.live_lock(name, now) {
                 if !has_stem(&held.token, attempt.stem) {
-                    if attempt.claim.is_some() && key_reused(&held.token, attempt.stem) {
+                    if attempt.key_reused_by(&held.token) {
                         return Ok(AcquireOutcome::KeyReused);
                     }
                     return Ok(AcquireOutcome::Held {
