@@ -94,6 +94,17 @@ impl Client {
         self.http.request(method, url).headers(self.headers.clone())
     }
 
+    /// `GET url`: its answer, the body read as `T`.
+    async fn get<T: DeserializeOwned>(&self, url: String) -> Result<Answer<T>, ClientError> {
+        answer(self.request(Method::GET, url).send().await).await
+    }
+
+    /// `GET url` as NDJSON: the event stream, read a line at a time, or the refusal.
+    async fn get_events(&self, url: String) -> Result<Answer<EventLines>, ClientError> {
+        let request = self.request(Method::GET, url).header(ACCEPT, NDJSON);
+        stream(request.send().await).await
+    }
+
     /// This client for permits of semaphores (`/semaphores/{name}`) instead of locks: acquire,
     /// renew, release and inspect act on them. Their acquire body names `permits`.
     #[must_use]
@@ -182,13 +193,7 @@ impl Client {
     /// `GET /locks/{name}/events`: the stream of the lock's events, or the refusal.
     pub async fn events(&self, name: &str) -> Result<Answer<EventLines>, ClientError> {
         let url = format!("{}/{}/{name}/events", self.base, self.collection);
-        stream(
-            self.request(Method::GET, url)
-                .header(ACCEPT, NDJSON)
-                .send()
-                .await,
-        )
-        .await
+        self.get_events(url).await
     }
 
     /// `GET /locks/events?…` (`[("prefix", "jobs:")]`): the stream of the events of every
@@ -198,10 +203,7 @@ impl Client {
         query: &[(&str, &str)],
     ) -> Result<Answer<EventLines>, ClientError> {
         let url = format!("{}/{}/events", self.base, self.collection);
-        let request = self
-            .request(Method::GET, with_query(url, query))
-            .header(ACCEPT, NDJSON);
-        stream(request.send().await).await
+        self.get_events(with_query(url, query)).await
     }
 
     /// `POST /locks/{name}/hold` (a semaphore's, or with [`Client::set`] the set's
@@ -239,7 +241,7 @@ impl Client {
         &self,
         name: &str,
     ) -> Result<Answer<T>, ClientError> {
-        answer(self.request(Method::GET, self.lease_url(name)).send().await).await
+        self.get(self.lease_url(name)).await
     }
 
     /// `GET /locks?…` (or `/semaphores?…`): a page of the held leases, read as `T`.
@@ -248,12 +250,7 @@ impl Client {
         query: &[(&str, &str)],
     ) -> Result<Answer<T>, ClientError> {
         let url = format!("{}/{}", self.base, self.collection);
-        answer(
-            self.request(Method::GET, with_query(url, query))
-                .send()
-                .await,
-        )
-        .await
+        self.get(with_query(url, query)).await
     }
 
     /// `GET /contention`: the names this gateway's requests waited for most (`prefix`,
@@ -262,8 +259,8 @@ impl Client {
         &self,
         query: &[(&str, &str)],
     ) -> Result<Answer<ContentionBody>, ClientError> {
-        let url = with_query(format!("{}/contention", self.base), query);
-        answer(self.request(Method::GET, url).send().await).await
+        self.get(with_query(format!("{}/contention", self.base), query))
+            .await
     }
 
     /// `GET /metrics`: the exposition text.
@@ -280,12 +277,7 @@ impl Client {
 
     /// `GET /readyz`: 200 with the readiness report, or 503 with what is not ready.
     pub async fn readiness(&self) -> Result<Answer<serde_json::Value>, ClientError> {
-        answer(
-            self.request(Method::GET, format!("{}/readyz", self.base))
-                .send()
-                .await,
-        )
-        .await
+        self.get(format!("{}/readyz", self.base)).await
     }
 
     /// `GET /healthz` (or `/readyz` when `ready`): the status.

@@ -26,20 +26,11 @@ impl LockService {
     /// Refuses a fair acquire where the store keeps no queue (Redlock), or of a kind of lease
     /// that does not queue (only a lock does; the HTTP layer refuses the others' bodies).
     pub fn check_fair_offered(&self, leased: Leased<'_>) -> Result<(), LockError> {
-        if !matches!(leased, Leased::Lock(_)) {
-            return Err(LockError::NotOffered {
-                kind: "fair queue of this kind of lease",
-                mode: self.backend.kind(),
-            });
-        }
-        if self.backend.offers_fair() {
-            Ok(())
-        } else {
-            Err(LockError::NotOffered {
-                kind: "fair lock",
-                mode: self.backend.kind(),
-            })
-        }
+        self.offered(
+            matches!(leased, Leased::Lock(_)),
+            "fair queue of this kind of lease",
+        )?;
+        self.offered(self.backend.offers_fair(), "fair lock")
     }
 
     /// Waits in the queue of `name` at the request's priority until granted or

@@ -41,14 +41,7 @@ impl LockService {
     /// Whether the configured store keeps reentrant locks (Redlock does not): 501
     /// `not-offered`.
     pub(super) fn check_reentrant_offered(&self) -> Result<(), LockError> {
-        if self.backend.offers_reentrant() {
-            Ok(())
-        } else {
-            Err(LockError::NotOffered {
-                kind: "reentrant lock",
-                mode: self.backend.kind(),
-            })
-        }
+        self.offered(self.backend.offers_reentrant(), "reentrant lock")
     }
 
     /// Takes the lock `name` once more for the holder of `token`, a reentrant grant: the lease

@@ -264,11 +264,25 @@ impl LockService {
     pub(super) fn check_offered(&self, leased: Leased<'_>) -> Result<(), LockError> {
         match self.backend.offers(leased) {
             Ok(()) => Ok(()),
-            Err(Unoffered::Kind) => Err(LockError::NotOffered {
-                kind: leased.noun(),
-                mode: self.backend.kind(),
-            }),
+            Err(Unoffered::Kind) => Err(self.not_offered(leased.noun())),
             Err(Unoffered::CrossSlot) => Err(LockError::CrossSlot),
+        }
+    }
+
+    /// 501 `not-offered` for `kind` (a noun: "fair lock") on the configured store, unless
+    /// `offered`.
+    pub(super) fn offered(&self, offered: bool, kind: &'static str) -> Result<(), LockError> {
+        if offered {
+            Ok(())
+        } else {
+            Err(self.not_offered(kind))
+        }
+    }
+
+    fn not_offered(&self, kind: &'static str) -> LockError {
+        LockError::NotOffered {
+            kind,
+            mode: self.backend.kind(),
         }
     }
 
